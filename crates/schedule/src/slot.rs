@@ -1,0 +1,245 @@
+//! The slot rule (DESIGN 4.3): one pure function of (definition, last recorded slot, now).
+//!
+//! Slots are `anchor + k * interval` for k >= 0 (only `anchor` for a one-shot). The latest slot
+//! at or before `now` is found in O(1) with k = floor((now - anchor) / interval), never by
+//! enumerating missed slots, so any length of downtime costs the same and yields one catch-up.
+//! Arithmetic is on whole UTC seconds in i128, so no instant the `time` crate can represent
+//! overflows; a slot beyond its range is simply "no slot".
+
+use time::OffsetDateTime;
+
+use crate::doc::AgentSchedule;
+
+/// The slot `s` should fire now, if any: the latest slot at or before `now`, provided the schedule
+/// is not paused, the slot is not before `not_before` and it is later than `last_fired` (the last
+/// slot this agent recorded for this schedule id).
+///
+/// Consequences: a body edit (same anchor, interval and `not_before`) never moves or refires a
+/// slot; after downtime only the latest missed slot fires, once; a restart refires nothing;
+/// a one-shot fires once; slots that fell during a pause are before the resume's `not_before`.
+pub fn due_slot(
+    s: &AgentSchedule,
+    last_fired: Option<OffsetDateTime>,
+    now: OffsetDateTime,
+) -> Option<OffsetDateTime> {
+    if s.paused {
+        return None;
+    }
+    let slot = latest_slot_at_or_before(s.anchor, s.interval, now)?;
+    let after_last = last_fired.is_none_or(|last| slot > last);
+    (slot >= s.not_before && after_last).then_some(slot)
+}
+
+/// The first slot strictly after `t` (what `swarmctl schedule list` shows as the next fire), or
+/// `None` when a one-shot's slot has passed.
+pub fn next_slot_after(
+    anchor: OffsetDateTime,
+    interval: Option<u64>,
+    t: OffsetDateTime,
+) -> Option<OffsetDateTime> {
+    let (a, now) = (seconds(anchor), seconds(t));
+    if now < a {
+        return instant(a);
+    }
+    let step = positive_interval(interval)?;
+    instant(a + ((now - a) / step + 1) * step)
+}
+
+/// The latest slot at or before `t`, or `None` before the anchor.
+fn latest_slot_at_or_before(
+    anchor: OffsetDateTime,
+    interval: Option<u64>,
+    t: OffsetDateTime,
+) -> Option<OffsetDateTime> {
+    let (a, now) = (seconds(anchor), seconds(t));
+    if now < a {
+        return None;
+    }
+    match positive_interval(interval) {
+        None => instant(a),
+        Some(step) => instant(a + (now - a) / step * step),
+    }
+}
+
+/// An interval of 0 has no grid; documents refuse it, and here it degrades to a one-shot
+/// rather than a division by zero.
+fn positive_interval(interval: Option<u64>) -> Option<i128> {
+    interval.filter(|&i| i > 0).map(i128::from)
+}
+
+fn seconds(t: OffsetDateTime) -> i128 {
+    i128::from(t.unix_timestamp())
+}
+
+fn instant(seconds: i128) -> Option<OffsetDateTime> {
+    let seconds = i64::try_from(seconds).ok()?;
+    OffsetDateTime::from_unix_timestamp(seconds).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    //! One named case per seed guarantee; the property test is in `tests/slot_properties.rs`.
+    use super::*;
+    use time::Duration;
+    use time::macros::datetime;
+
+    const T0: OffsetDateTime = datetime!(2026-11-30 09:00:00 UTC);
+    const HOUR: u64 = 3600;
+
+    fn hourly() -> AgentSchedule {
+        AgentSchedule {
+            id: "s".into(),
+            body: "b".into(),
+            anchor: T0,
+            interval: Some(HOUR),
+            paused: false,
+            not_before: T0 - Duration::minutes(5),
+        }
+    }
+
+    fn hours(n: i64) -> Duration {
+        Duration::hours(n)
+    }
+
+    #[test]
+    fn fires_the_slot_at_its_time_and_not_before() {
+        let s = hourly();
+        assert_eq!(due_slot(&s, None, T0 - Duration::seconds(1)), None);
+        assert_eq!(due_slot(&s, None, T0), Some(T0));
+        assert_eq!(due_slot(&s, Some(T0), T0 + Duration::minutes(59)), None);
+        assert_eq!(due_slot(&s, Some(T0), T0 + hours(1)), Some(T0 + hours(1)));
+    }
+
+    #[test]
+    fn body_edit_never_moves_or_refires_a_slot() {
+        let s = hourly();
+        let fired = due_slot(&s, None, T0 + Duration::seconds(10)).unwrap();
+        let edited = AgentSchedule {
+            body: "a new prompt".into(),
+            ..s.clone()
+        };
+        assert_eq!(
+            due_slot(&edited, Some(fired), T0 + Duration::seconds(20)),
+            None
+        );
+        assert_eq!(
+            due_slot(&edited, Some(fired), T0 + hours(1)),
+            Some(T0 + hours(1))
+        );
+    }
+
+    #[test]
+    fn downtime_fires_only_the_latest_missed_slot_once() {
+        let s = hourly();
+        let back = T0 + hours(5) + Duration::minutes(30);
+        assert_eq!(due_slot(&s, Some(T0), back), Some(T0 + hours(5)));
+        assert_eq!(
+            due_slot(&s, Some(T0 + hours(5)), back + Duration::seconds(10)),
+            None
+        );
+    }
+
+    #[test]
+    fn downtime_of_centuries_is_still_one_step() {
+        let s = hourly();
+        let back = datetime!(2999-01-01 00:30:00 UTC);
+        assert_eq!(
+            due_slot(&s, Some(T0), back),
+            Some(datetime!(2999-01-01 00:00:00 UTC))
+        );
+    }
+
+    #[test]
+    fn restart_refires_nothing() {
+        let s = hourly();
+        let fired = due_slot(&s, None, T0).unwrap();
+        // A restart only re-reads last_fired from the state db: the same inputs, no fire.
+        for later in [0, 1, 10, 3599] {
+            assert_eq!(
+                due_slot(&s, Some(fired), T0 + Duration::seconds(later)),
+                None
+            );
+        }
+    }
+
+    #[test]
+    fn one_shot_fires_once() {
+        let s = AgentSchedule {
+            interval: None,
+            ..hourly()
+        };
+        assert_eq!(due_slot(&s, None, T0 - Duration::seconds(1)), None);
+        assert_eq!(due_slot(&s, None, T0 + hours(3)), Some(T0));
+        assert_eq!(due_slot(&s, Some(T0), T0 + hours(300)), None);
+        assert_eq!(next_slot_after(T0, None, T0 - hours(1)), Some(T0));
+        assert_eq!(next_slot_after(T0, None, T0), None);
+    }
+
+    #[test]
+    fn paused_slots_are_skipped_and_never_fired_after_resume() {
+        let s = hourly();
+        let paused = AgentSchedule {
+            paused: true,
+            ..s.clone()
+        };
+        assert_eq!(due_slot(&paused, Some(T0), T0 + hours(3)), None);
+        // Resumed at 03:30 past T0: the controller moves not_before to the resume.
+        let resumed = AgentSchedule {
+            not_before: T0 + hours(3) + Duration::minutes(30),
+            ..s
+        };
+        assert_eq!(
+            due_slot(&resumed, Some(T0), T0 + hours(3) + Duration::minutes(31)),
+            None
+        );
+        assert_eq!(
+            due_slot(&resumed, Some(T0), T0 + hours(4)),
+            Some(T0 + hours(4))
+        );
+    }
+
+    #[test]
+    fn timing_edit_never_fires_a_slot_before_the_edit() {
+        let s = hourly();
+        let edit_at = T0 + hours(2) + Duration::minutes(10);
+        // Interval shortened to 15 minutes from the same anchor: slots before the edit are gone.
+        let edited = AgentSchedule {
+            interval: Some(900),
+            not_before: edit_at,
+            ..s
+        };
+        assert_eq!(due_slot(&edited, Some(T0 + hours(2)), edit_at), None);
+        assert_eq!(
+            due_slot(&edited, Some(T0 + hours(2)), edit_at + Duration::minutes(5)),
+            Some(T0 + hours(2) + Duration::minutes(15))
+        );
+        // An anchor moved into the past from a fresh agent: nothing before the edit either.
+        let moved = AgentSchedule {
+            anchor: T0 - hours(48),
+            not_before: edit_at,
+            ..hourly()
+        };
+        assert_eq!(due_slot(&moved, None, edit_at), None);
+    }
+
+    #[test]
+    fn next_slot_is_strictly_after() {
+        assert_eq!(next_slot_after(T0, Some(HOUR), T0), Some(T0 + hours(1)));
+        assert_eq!(next_slot_after(T0, Some(HOUR), T0 - hours(9)), Some(T0));
+        assert_eq!(
+            next_slot_after(T0, Some(HOUR), T0 + hours(1) - Duration::seconds(1)),
+            Some(T0 + hours(1))
+        );
+        assert_eq!(next_slot_after(T0, Some(u64::MAX), T0), None);
+    }
+
+    #[test]
+    fn interval_zero_degrades_to_a_one_shot() {
+        let s = AgentSchedule {
+            interval: Some(0),
+            ..hourly()
+        };
+        assert_eq!(due_slot(&s, None, T0 + hours(2)), Some(T0));
+        assert_eq!(due_slot(&s, Some(T0), T0 + hours(4)), None);
+    }
+}

@@ -1,0 +1,72 @@
+//! The todo an agent consumes, and the fixed names of the NATS objects (DESIGN 4.1).
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::instant::format_instant;
+use crate::name::AgentName;
+
+/// KV bucket: schedule id -> one schedule document (swarm-controller only).
+pub const SCHEDULE_DEFINITIONS_BUCKET: &str = "schedule-definitions";
+/// KV bucket with direct get allowed: agent name -> [`crate::AgentSchedules`].
+pub const AGENT_SCHEDULES_BUCKET: &str = "agent-schedules";
+/// The work-queue stream holding every agent's todos on `todo.<agent>`.
+pub const TODO_STREAM: &str = "TODO";
+
+/// One unit of work, published as JSON on `todo.<agent>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Todo {
+    /// Unique per todo; a finished id never runs again.
+    pub id: String,
+    /// Who asked: `schedule:<id>` for a fired slot.
+    pub source: String,
+    /// The prompt, given to the turn on stdin.
+    pub body: String,
+}
+
+impl Todo {
+    /// The todo a fired slot publishes; its id is the slot's message id, so the same slot is
+    /// the same todo however often it is published.
+    pub fn for_slot(schedule_id: &str, body: &str, slot: OffsetDateTime) -> Self {
+        Self {
+            id: slot_message_id(schedule_id, slot),
+            source: schedule_source(schedule_id),
+            body: body.to_owned(),
+        }
+    }
+}
+
+/// `todo.<agent>`: the agent's queue subject.
+pub fn todo_subject(agent: &AgentName) -> String {
+    format!("todo.{agent}")
+}
+
+/// `schedule:<id>`: the source of a todo fired by a schedule.
+pub fn schedule_source(schedule_id: &str) -> String {
+    format!("schedule:{schedule_id}")
+}
+
+/// `schedule:<id>:<slot RFC 3339>`: the `Nats-Msg-Id` of a fired slot, so JetStream drops a
+/// second publish of the same slot within its duplicate window.
+pub fn slot_message_id(schedule_id: &str, slot: OffsetDateTime) -> String {
+    format!("schedule:{schedule_id}:{}", format_instant(slot))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    #[test]
+    fn names_are_as_documented() {
+        let agent = AgentName::parse("bee-1").unwrap();
+        assert_eq!(todo_subject(&agent), "todo.bee-1");
+        let todo = Todo::for_slot("s1", "hello", datetime!(2026-11-30 09:00:00 UTC));
+        assert_eq!(todo.id, "schedule:s1:2026-11-30T09:00:00Z");
+        assert_eq!(todo.source, "schedule:s1");
+        assert_eq!(
+            serde_json::to_string(&todo).unwrap(),
+            r#"{"id":"schedule:s1:2026-11-30T09:00:00Z","source":"schedule:s1","body":"hello"}"#
+        );
+    }
+}
