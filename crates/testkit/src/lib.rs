@@ -1,1 +1,31 @@
-//! placeholder
+//! The test kit: starts the real servers hyperhive's tests talk to, and the project's own
+//! binaries, each on free loopback ports in a temp dir, and stops them on drop.
+//!
+//! # Layout
+//! - [`tools`]: where binaries come from (`.tools/bin`, `PATH`, `target/`).
+//! - [`process`]: a child process with its log captured to a file, readiness waits and signals.
+//! - [`wait`]: polling a condition with a deadline (never a sleep standing in for a condition).
+//! - [`nats`], [`s3`], [`caddy`]: `nats-server` (JetStream), moto's S3 server, Caddy.
+//! - [`chaos`]: an in-process TCP proxy that can pass, stall or cut traffic.
+//!
+//! Every handle kills its process (SIGKILL, then reaps it) and removes its temp dir on drop,
+//! also while a test panics; a panicking test gets the tail of each process log on stderr.
+
+pub mod caddy;
+pub mod chaos;
+pub mod nats;
+pub mod ports;
+pub mod process;
+pub mod s3;
+pub mod tools;
+pub mod wait;
+
+pub use caddy::Caddy;
+pub use chaos::ChaosProxy;
+pub use nats::Nats;
+pub use nix::sys::signal::Signal;
+pub use ports::free_port;
+pub use process::{Process, ProcessBuilder};
+pub use s3::S3;
+pub use tools::{project_binary, tool, workspace_root};
+pub use wait::wait_until;

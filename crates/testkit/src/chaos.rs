@@ -1,0 +1,153 @@
+//! A TCP proxy for fault tests: it passes traffic, stalls it, or cuts every connection, on
+//! command, while the test runs.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use anyhow::Context;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// What the proxy does with traffic right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Forward bytes both ways.
+    Pass,
+    /// Hold everything: connections stay open, no byte moves, new connections are accepted but
+    /// not forwarded. Looks like a frozen peer or a black-holed route.
+    Stall,
+    /// Close every live connection and close new ones at once. Looks like a dead peer.
+    Cut,
+}
+
+/// A TCP proxy on a free loopback port in front of one upstream address.
+///
+/// Dropping it closes the listener and every connection through it.
+#[derive(Debug)]
+pub struct ChaosProxy {
+    addr: SocketAddr,
+    mode: watch::Sender<Mode>,
+    live: Arc<AtomicUsize>,
+    accept_task: JoinHandle<()>,
+}
+
+impl ChaosProxy {
+    /// Starts a proxy that forwards to `upstream`.
+    ///
+    /// # Errors
+    /// When it cannot bind a loopback port.
+    pub async fn start(upstream: SocketAddr) -> anyhow::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await.context("binding the chaos proxy")?;
+        let addr = listener.local_addr()?;
+        let (mode, mode_rx) = watch::channel(Mode::Pass);
+        let live = Arc::new(AtomicUsize::new(0));
+        let accept_task = tokio::spawn(accept_loop(listener, upstream, mode_rx, Arc::clone(&live)));
+        Ok(Self { addr, mode, live, accept_task })
+    }
+
+    /// The address clients connect to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The port clients connect to.
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// Forwards traffic (the initial mode; also ends a stall or a cut).
+    pub fn pass(&self) {
+        self.mode.send_replace(Mode::Pass);
+    }
+
+    /// Holds all traffic until [`ChaosProxy::pass`] or [`ChaosProxy::cut`].
+    pub fn stall(&self) {
+        self.mode.send_replace(Mode::Stall);
+    }
+
+    /// Closes every live connection and closes new ones until [`ChaosProxy::pass`].
+    pub fn cut(&self) {
+        self.mode.send_replace(Mode::Cut);
+    }
+
+    /// How many connections are open through the proxy now.
+    pub fn live_connections(&self) -> usize {
+        self.live.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for ChaosProxy {
+    fn drop(&mut self) {
+        self.accept_task.abort();
+        // Connection tasks end when they see the mode channel close.
+        self.mode.send_replace(Mode::Cut);
+    }
+}
+
+async fn accept_loop(listener: TcpListener, upstream: SocketAddr, mode: watch::Receiver<Mode>, live: Arc<AtomicUsize>) {
+    while let Ok((client, _)) = listener.accept().await {
+        if *mode.borrow() == Mode::Cut {
+            drop(client);
+            continue;
+        }
+        let mode = mode.clone();
+        let live = Arc::clone(&live);
+        tokio::spawn(async move {
+            let Ok(server) = TcpStream::connect(upstream).await else { return };
+            live.fetch_add(1, Ordering::SeqCst);
+            let (client_read, client_write) = client.into_split();
+            let (server_read, server_write) = server.into_split();
+            tokio::join!(pump(client_read, server_write, mode.clone()), pump(server_read, client_write, mode));
+            live.fetch_sub(1, Ordering::SeqCst);
+        });
+    }
+}
+
+/// Copies one direction of a connection, obeying the mode. Returns when the source ends, the
+/// destination fails, or the proxy cuts or is dropped; dropping the halves closes the socket.
+async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, mut mode: watch::Receiver<Mode>) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        if !wait_for_pass(&mut mode).await {
+            return;
+        }
+        tokio::select! {
+            read = from.read(&mut buf) => {
+                let n = match read {
+                    Ok(0) | Err(_) => {
+                        let _ = to.shutdown().await;
+                        return;
+                    }
+                    Ok(n) => n,
+                };
+                // A stall that began while this read was pending holds the bytes read.
+                if !wait_for_pass(&mut mode).await || to.write_all(&buf[..n]).await.is_err() {
+                    return;
+                }
+            }
+            changed = mode.changed() => {
+                if changed.is_err() || *mode.borrow() == Mode::Cut {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Waits while the proxy stalls; `false` when the connection must close instead.
+async fn wait_for_pass(mode: &mut watch::Receiver<Mode>) -> bool {
+    loop {
+        match *mode.borrow_and_update() {
+            Mode::Pass => return true,
+            Mode::Cut => return false,
+            Mode::Stall => {}
+        }
+        if mode.changed().await.is_err() {
+            return false;
+        }
+    }
+}
