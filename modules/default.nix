@@ -1,0 +1,9 @@
+# Every hyperhive NixOS module; each daemon does nothing until enabled (docs/nixos.md).
+{
+  imports = [
+    ./agents-control.nix
+    ./swarm-controller.nix
+    ./c0re.nix
+    ./hive-agent.nix
+  ];
+}

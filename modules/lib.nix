@@ -1,0 +1,74 @@
+# Shared by the hyperhive NixOS modules (not a module itself): the package set their `package`
+# options default to, the unit hardening every daemon starts from, and checks on option values.
+{ lib, pkgs }:
+{
+  # The flake's overlay provides `pkgs.hyperhive`; without it (the modules imported from a
+  # checkout, or the flake's nixosModules on a system without the overlay) the same packages are
+  # built with the system's own nixpkgs.
+  packages = pkgs.hyperhive or (pkgs.callPackage ../nix/packages.nix { });
+
+  # What nixpkgs daemons share (atticd, harmonia, minio, memos): no privileges, a read-only system,
+  # private /tmp and devices, and only the system calls a network service needs. Units override
+  # single keys (e.g. swarm-controller keeps a static user so a group may use its socket).
+  hardening = {
+    DynamicUser = true;
+    CapabilityBoundingSet = "";
+    AmbientCapabilities = "";
+    NoNewPrivileges = true;
+    ProtectSystem = "strict";
+    ProtectHome = true;
+    PrivateTmp = true;
+    PrivateDevices = true;
+    DevicePolicy = "closed";
+    ProtectKernelTunables = true;
+    ProtectKernelModules = true;
+    ProtectKernelLogs = true;
+    ProtectControlGroups = true;
+    ProtectClock = true;
+    ProtectHostname = true;
+    ProtectProc = "invisible";
+    ProcSubset = "pid";
+    RestrictNamespaces = true;
+    RestrictRealtime = true;
+    RestrictSUIDSGID = true;
+    LockPersonality = true;
+    MemoryDenyWriteExecute = true;
+    RemoveIPC = true;
+    UMask = "0077";
+    # AF_UNIX as well as IP: journald logging, and swarm-controller's API socket.
+    RestrictAddressFamilies = [
+      "AF_UNIX"
+      "AF_INET"
+      "AF_INET6"
+    ];
+    SystemCallArchitectures = "native";
+    SystemCallFilter = [
+      "@system-service"
+      "~@privileged"
+      "~@resources"
+    ];
+  };
+
+  # A secret given as a path must stay out of the world-readable Nix store. A Nix path literal
+  # (`./key`, unquoted) is refused as well: interpolating it into the unit copies it into the store.
+  notInStore =
+    option: path:
+    {
+      assertion =
+        path == null
+        || (!builtins.isPath path && !lib.hasPrefix "${builtins.storeDir}/" (toString path));
+      message = ''
+        ${option} is in the Nix store, or is a Nix path literal that would be copied there
+        (${toString path}): every user of the machine can read the store.
+        Give the path of a file outside the store instead, deployed by your secret manager
+        (agenix, sops-nix, or by hand with mode 0600), e.g. "/run/secrets/...".
+      '';
+    };
+
+  # Agent and hive names are NATS subject tokens, KV keys and unix names (DESIGN 4.1).
+  isAgentName = name: builtins.match "[a-z][a-z0-9-]{0,31}" name != null;
+
+  # "host:port", bracketing an IPv6 host.
+  hostPort =
+    host: port: if lib.hasInfix ":" host then "[${host}]:${toString port}" else "${host}:${toString port}";
+}
