@@ -173,7 +173,7 @@ in
       wants = [ "network-online.target" ];
       after = [ "network-online.target" ];
 
-      environment = settings // {
+      environment = lib.mapAttrs (_: hyperhive.literalForSystemd) settings // {
         # LoadCredential below puts the key here, readable by this unit only.
         AGENTS_CONTROL_KEY_FILE = "%d/control-key";
       };

@@ -86,15 +86,18 @@ let
     # The turn command runs through `sh -c`.
     path = [ pkgs.bash ] ++ agent.path;
 
-    environment = {
-      HIVE_AGENT_NAME = name;
-      HIVE_AGENT_NATS_URL = agent.nats.url;
-      # LoadCredential below puts the credential here, readable by this unit only.
-      HIVE_AGENT_CREDS = "%d/nats-creds";
-      HIVE_AGENT_STATE_DIR = stateDir name;
-      HIVE_AGENT_SCHEDULE_TICK = agent.scheduleTick;
-      HIVE_AGENT_TURN_COMMAND = agent.turnCommand;
-    };
+    environment =
+      lib.mapAttrs (_: hyperhive.literalForSystemd) {
+        HIVE_AGENT_NAME = name;
+        HIVE_AGENT_NATS_URL = agent.nats.url;
+        HIVE_AGENT_STATE_DIR = stateDir name;
+        HIVE_AGENT_SCHEDULE_TICK = agent.scheduleTick;
+        HIVE_AGENT_TURN_COMMAND = agent.turnCommand;
+      }
+      // {
+        # LoadCredential below puts the credential here, readable by this unit only.
+        HIVE_AGENT_CREDS = "%d/nats-creds";
+      };
 
     serviceConfig = hyperhive.hardening // {
       ExecStart = lib.getExe' config.services.hyperhive.c0re.package "hive-agent";

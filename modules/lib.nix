@@ -68,6 +68,10 @@
   # Agent and hive names are NATS subject tokens, KV keys and unix names (DESIGN 4.1).
   isAgentName = name: builtins.match "[a-z][a-z0-9-]{0,31}" name != null;
 
+  # systemd expands specifiers (%d, %s, %h...) in Environment= values, so a value that is meant
+  # literally (a turn command's printf format, a URL with %-escapes) has its "%" doubled.
+  literalForSystemd = lib.replaceStrings [ "%" ] [ "%%" ];
+
   # "host:port", bracketing an IPv6 host.
   hostPort =
     host: port: if lib.hasInfix ":" host then "[${host}]:${toString port}" else "${host}:${toString port}";

@@ -149,7 +149,7 @@ in
       wants = [ "network-online.target" ];
       after = [ "network-online.target" ];
 
-      environment = {
+      environment = lib.mapAttrs (_: hyperhive.literalForSystemd) {
         SWARM_CONTROLLER_SOCKET = cfg.socketPath;
         SWARM_NATS_URL = cfg.nats.url;
         SWARM_RECONCILE_SECS = toString cfg.reconcileInterval;
