@@ -96,9 +96,12 @@ lib.fix (self: {
     description = "hyperhive agent harness: todo queue, turns, schedule ticker";
   };
 
+  # The hive-side daemons (nix/daemon-bins.nix), and their bundle: the default of
+  # services.hyperhive.c0re.package.
+  daemonBins = import ./daemon-bins.nix self;
   daemon-bins = symlinkJoin {
     name = "hyperhive-daemon-bins-${workspace.version}";
-    paths = import ./daemon-bins.nix self;
+    paths = self.daemonBins;
     meta = meta // {
       description = "The hive-side hyperhive daemons (services.hyperhive.c0re.package)";
       mainProgram = "hive-agent";
