@@ -172,6 +172,9 @@ in
       wantedBy = [ "multi-user.target" ];
       wants = [ "network-online.target" ];
       after = [ "network-online.target" ];
+      # It depends on the bucket, which may come up later or go away for a while: keep retrying
+      # (every RestartSec) instead of giving up after systemd's default five starts.
+      startLimitIntervalSec = 0;
 
       environment = lib.mapAttrs (_: hyperhive.literalForSystemd) settings // {
         # LoadCredential below puts the key here, readable by this unit only.
@@ -181,7 +184,7 @@ in
       serviceConfig = hyperhive.hardening // {
         ExecStart = "${lib.getExe cfg.package} serve";
         Restart = "on-failure";
-        RestartSec = 2;
+        RestartSec = 5;
         # On SIGTERM a copy fails /readyz, closes its sockets with "going away", then leaves.
         KillSignal = "SIGTERM";
         TimeoutStopSec = 30;

@@ -83,6 +83,9 @@ let
     wantedBy = [ "multi-user.target" ];
     wants = [ "network-online.target" ];
     after = [ "network-online.target" ];
+    # It depends on NATS, which may come up later or go away for a while: keep retrying
+    # (every RestartSec) instead of giving up after systemd's default five starts.
+    startLimitIntervalSec = 0;
     # The turn command runs through `sh -c`.
     path = [ pkgs.bash ] ++ agent.path;
 
@@ -102,7 +105,7 @@ let
     serviceConfig = hyperhive.hardening // {
       ExecStart = lib.getExe' config.services.hyperhive.c0re.package "hive-agent";
       Restart = "on-failure";
-      RestartSec = 2;
+      RestartSec = 5;
       LoadCredential = [ "nats-creds:${agent.credentialsFile}" ];
       EnvironmentFile = lib.optional (agent.environmentFile != null) agent.environmentFile;
       # Each agent its own dynamic user and directory: agents cannot read each other's state.

@@ -148,6 +148,9 @@ in
       wantedBy = [ "multi-user.target" ];
       wants = [ "network-online.target" ];
       after = [ "network-online.target" ];
+      # It depends on NATS, which may come up later or go away for a while: keep retrying
+      # (every RestartSec) instead of giving up after systemd's default five starts.
+      startLimitIntervalSec = 0;
 
       environment = lib.mapAttrs (_: hyperhive.literalForSystemd) {
         SWARM_CONTROLLER_SOCKET = cfg.socketPath;
@@ -162,7 +165,7 @@ in
       serviceConfig = hyperhive.hardening // {
         ExecStart = "${lib.getExe cfg.package} serve";
         Restart = "on-failure";
-        RestartSec = 2;
+        RestartSec = 5;
         # A static user, so the socket's directory can belong to `group` and operators in it can
         # reach the socket.
         DynamicUser = false;

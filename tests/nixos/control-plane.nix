@@ -160,7 +160,7 @@ in
         appended to DEVICES/NAME.in are its input, its output goes to DEVICES/NAME.out."""
         client.succeed(f"touch {devices}/{name}.in")
         client.succeed(
-            f"systemd-run --unit=device-{name} sh -c "
+            f"systemd-run --unit=device-{name} --setenv=PATH=\"$PATH\" sh -c "
             f"'tail -f {devices}/{name}.in | agents-control device connect --identity {devices}/{name}.id "
             f"> {devices}/{name}.out 2>&1'"
         )
@@ -179,9 +179,11 @@ in
         send("host", client_id, f"to-client {tag}")
         wait_received("client", f"to-client {tag}")
 
-    def device_id(kind, name):
+    def only_device(kind):
+        """The id of the one device of this kind the store holds."""
         listed = json.loads(cp1.succeed(f"agents-control {kind} --json"))
-        return next(d["id"] for d in listed if d["name"] == name)
+        assert len(listed) == 1, listed
+        return listed[0]["id"]
 
     start_all()
 
@@ -205,8 +207,8 @@ in
         client.succeed(f"agents-control device pair {client_code} --identity {devices}/client.id")
         # A code redeems once.
         client.fail(f"agents-control device pair {client_code} --identity {devices}/again.id")
-        host_id = device_id("hosts", "vm-host")
-        client_id = device_id("clients", "vm-client")
+        host_id = only_device("hosts")
+        client_id = only_device("clients")
 
     with subtest("they exchange messages through the proxy"):
         connect("host")

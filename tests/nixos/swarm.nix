@@ -86,7 +86,7 @@ in
           reconcileInterval = 5;
         };
         # An operator in the socket's group, and a user who is not.
-        users.users.operator = {
+        users.users.swarm-operator = {
           isNormalUser = true;
           extraGroups = [ "swarm-controller" ];
         };
@@ -131,7 +131,7 @@ in
 
     with subtest("only root and the socket's group reach the API"):
         controller.succeed("swarmctl schedule list")
-        controller.succeed("su operator -c 'swarmctl schedule list'")
+        controller.succeed("su swarm-operator -c 'swarmctl schedule list'")
         controller.fail("su outsider -c 'swarmctl schedule list'")
 
     with subtest("a schedule for both agents fires in both"):
