@@ -1,0 +1,253 @@
+# Evaluates the hyperhive NixOS modules (modules/*.nix) without nixpkgs, with the stand-in lib
+# beside this file and placeholder packages, and checks what they produce: the environment each
+# daemon reads (the names DESIGN 3.2 and issue 3 fix), the credentials, the socket directory, the
+# hardening, and that each assertion refuses the bad configuration it is written for.
+#
+#   nix-instantiate --eval --strict tests/nixos/modules-eval     # prints true, or throws the failures
+#
+# scripts/test runs it. The VM tests (../control-plane.nix, ../swarm.nix) check the same modules
+# against real nixpkgs where a Nix store and KVM exist.
+let
+  b = builtins;
+  lib = import ./stand-in-lib.nix;
+
+  placeholder = name: {
+    outPath = "/nix/store/00000000000000000000000000000000-${name}";
+    inherit name;
+    version = "0.1.0";
+    meta.mainProgram = name;
+  };
+  pkgs = {
+    hyperhive = {
+      agents-control = placeholder "agents-control";
+      swarm-controller = placeholder "swarm-controller";
+      daemon-bins = placeholder "daemon-bins";
+    };
+    bash = placeholder "bash";
+    makeWrapper = placeholder "make-wrapper";
+    writeShellScriptBin = name: text: placeholder name // { inherit text; };
+    runCommand = name: env: script: placeholder name // { inherit script; };
+  };
+
+  files = map (file: ../../../modules + "/${file}") [
+    "agents-control.nix"
+    "swarm-controller.nix"
+    "c0re.nix"
+    "hive-agent.nix"
+  ];
+
+  merge =
+    left: right:
+    left
+    // b.mapAttrs (
+      name: value:
+      if left ? ${name} && b.isAttrs value && !(value._isOption or false) then merge left.${name} value else value
+    ) right;
+
+  # Option declarations and given values to the values the modules see: a given value wins, else
+  # the declared default; an attrsOf-submodule value gets its submodule's defaults too.
+  settle =
+    options: values:
+    b.mapAttrs (
+      name: option:
+      if option._isOption or false then
+        if values ? ${name} then
+          if (option.type.name or "") == "attrsOf" && (option.type.inner.name or "") == "submodule" then
+            b.mapAttrs (
+              key: value: settle (option.type.inner.module { name = key; }).options value
+            ) values.${name}
+          else
+            values.${name}
+        else
+          option.default or (throw "modules-eval: ${name} has no default: the scenario must set it")
+      else
+        settle option (values.${name} or { })
+    ) options;
+
+  # Evaluates every module with `values` under services.hyperhive and the given other units.
+  evaluate =
+    {
+      values,
+      otherUnits ? { },
+    }:
+    let
+      config = {
+        services = settle options.services { hyperhive = values; };
+        networking.fqdnOrHostName = "cp1";
+        systemd.services = otherUnits;
+      };
+      modules = map (file: import file { inherit config lib pkgs; }) files;
+      options = b.foldl' merge { } (map (module: module.options or { }) modules);
+      outputs = map (module: module.config or { }) modules;
+      collect = path: b.concatLists (map (out: lib.toList (b.foldl' (set: key: set.${key} or [ ]) out path)) outputs);
+    in
+    {
+      inherit config options;
+      units = b.foldl' (all: out: all // (out.systemd.services or { })) { } outputs;
+      packages = collect [ "environment" "systemPackages" ];
+      failed = map (a: a.message) (b.filter (a: !a.assertion) (collect [ "assertions" ]));
+      ports = collect [ "networking" "firewall" "allowedTCPPorts" ];
+      users = b.foldl' (all: out: merge all (out.users or { })) { } outputs;
+    };
+
+  copy = {
+    enable = true;
+    store = {
+      url = "s3://hyperhive/control";
+      endpoint = "http://minio:9000";
+      pathStyle = true;
+    };
+    keyFile = "/run/secrets/control-key";
+    environmentFile = "/run/secrets/bucket.env";
+    url = "https://agents.example.com";
+    name = "100% test";
+    openFirewall = true;
+  };
+  controller = {
+    enable = true;
+    nats = {
+      url = "nats://nats:4222";
+      credentialsFile = "/run/secrets/controller.creds";
+    };
+  };
+  agent = {
+    nats.url = "nats://nats:4222";
+    credentialsFile = "/run/secrets/alpha.creds";
+    turnCommand = "printf '%s\\n' done";
+  };
+  good = {
+    deploy.agents-control = copy;
+    deploy.swarm-controller = controller;
+    agents.alpha = agent;
+    agents.off = agent // { enable = false; };
+  };
+
+  # One bad setting on top of `good`, and a text the refusal must contain.
+  refusals = [
+    {
+      change.deploy.agents-control = copy // { keyFile = "/nix/store/00000000000000000000000000000000-key"; };
+      expect = "agents-control.keyFile is in the Nix store";
+    }
+    {
+      change.deploy.agents-control = copy // { environmentFile = ./default.nix; };
+      expect = "agents-control.environmentFile is in the Nix store, or is a Nix path literal";
+    }
+    {
+      change.deploy.agents-control = copy // { store.url = "file:///srv/agents"; };
+      expect = "must be below /var/lib/agents-control/";
+    }
+    {
+      change.deploy.swarm-controller = controller // { socketPath = "/run/hyperhive/controller.sock"; };
+      expect = "/run/hyperhive\nis a directory other sockets share";
+    }
+    {
+      change.deploy.swarm-controller = controller // { socketPath = "/run/nats/controller.sock"; };
+      otherUnits.nats.serviceConfig.RuntimeDirectory = "nats";
+      expect = "is also the runtime directory of nats";
+    }
+    {
+      change.deploy.swarm-controller = controller // { nats.credentialsFile = ./default.nix; };
+      expect = "nats.credentialsFile is in the Nix store";
+    }
+    {
+      change.agents.Alpha = agent;
+      expect = "\"Alpha\" is not an agent name";
+    }
+    {
+      change.agents.alpha = agent // { credentialsFile = "/nix/store/00000000000000000000000000000000-alpha.creds"; };
+      expect = "agents.alpha.credentialsFile is in the Nix store";
+    }
+  ];
+
+  ok = evaluate { values = good; };
+  copyUnit = ok.units.agents-control;
+  controllerUnit = ok.units.swarm-controller;
+  agentUnit = ok.units.hive-agent-alpha;
+  swarmctl = b.head (b.filter (p: p.name == "swarmctl-0.1.0") ok.packages);
+
+  checks = {
+    "a good configuration passes every assertion" = ok.failed == [ ];
+    "agents-control gets exactly the DESIGN 3.2 settings" =
+      b.attrNames copyUnit.environment == [
+        "AGENTS_CONTROL_KEY_FILE"
+        "AGENTS_CONTROL_LISTEN"
+        "AGENTS_CONTROL_NAME"
+        "AGENTS_CONTROL_PEER_URL"
+        "AGENTS_CONTROL_URL"
+        "AGENTS_STORE"
+        "AGENTS_STORE_ENDPOINT"
+        "AGENTS_STORE_PATH_STYLE"
+        "AGENTS_STORE_REGION"
+      ];
+    "the control key arrives through LoadCredential" =
+      copyUnit.environment.AGENTS_CONTROL_KEY_FILE == "%d/control-key"
+      && copyUnit.serviceConfig.LoadCredential == [ "control-key:/run/secrets/control-key" ];
+    "a copy listens on 0.0.0.0:8791 and its peer URL is its host name" =
+      copyUnit.environment.AGENTS_CONTROL_LISTEN == "0.0.0.0:8791"
+      && copyUnit.environment.AGENTS_CONTROL_PEER_URL == "http://cp1:8791";
+    "openFirewall opens the copy's port only" = ok.ports == [ 8791 ];
+    "% is doubled in Environment= values" = copyUnit.environment.AGENTS_CONTROL_NAME == "100%% test";
+    "the admin command exports the settings unescaped" =
+      lib.hasInfix "AGENTS_CONTROL_NAME='100% test'" (b.head (b.filter (p: p.name == "agents-control") ok.packages)).text;
+    "swarm-controller gets its four variables" =
+      controllerUnit.environment == {
+        SWARM_CONTROLLER_SOCKET = "/run/swarm-controller/controller.sock";
+        SWARM_NATS_URL = "nats://nats:4222";
+        SWARM_NATS_CREDS = "%d/nats-creds";
+        SWARM_RECONCILE_SECS = "60";
+      };
+    "the socket's directory is the unit's own, group-traversable and preserved" =
+      controllerUnit.serviceConfig.RuntimeDirectory == "swarm-controller"
+      && controllerUnit.serviceConfig.RuntimeDirectoryMode == "0750"
+      && controllerUnit.serviceConfig.RuntimeDirectoryPreserve == "yes"
+      && controllerUnit.serviceConfig.Group == "swarm-controller"
+      && ok.users.groups ? swarm-controller;
+    "swarmctl on PATH defaults to the socket" =
+      lib.hasInfix "--set-default SWARM_CONTROLLER_SOCKET '/run/swarm-controller/controller.sock'" swarmctl.script;
+    "one unit per enabled agent" =
+      b.filter (lib.hasPrefix "hive-agent-") (b.attrNames ok.units) == [ "hive-agent-alpha" ];
+    "an agent gets the issue 3 variables, its own state directory and credential" =
+      agentUnit.environment == {
+        HIVE_AGENT_NAME = "alpha";
+        HIVE_AGENT_NATS_URL = "nats://nats:4222";
+        HIVE_AGENT_CREDS = "%d/nats-creds";
+        HIVE_AGENT_STATE_DIR = "/var/lib/hive-agent-alpha";
+        HIVE_AGENT_SCHEDULE_TICK = "10s";
+        HIVE_AGENT_TURN_COMMAND = "printf '%%s\\n' done";
+      }
+      && agentUnit.serviceConfig.StateDirectory == "hive-agent-alpha"
+      && agentUnit.serviceConfig.LoadCredential == [ "nats-creds:/run/secrets/alpha.creds" ];
+    "agents run hive-agent from the c0re bundle" =
+      agentUnit.serviceConfig.ExecStart == "${pkgs.hyperhive.daemon-bins}/bin/hive-agent";
+    "every unit is hardened" = b.all (
+      unit:
+      unit.serviceConfig.ProtectSystem == "strict"
+      && unit.serviceConfig.NoNewPrivileges
+      && unit.serviceConfig.PrivateTmp
+      && unit.serviceConfig.UMask == "0077"
+      && b.elem "AF_UNIX" unit.serviceConfig.RestrictAddressFamilies
+      && unit.serviceConfig.SystemCallFilter != [ ]
+    ) [ copyUnit controllerUnit agentUnit ];
+  }
+  // b.listToAttrs (
+    map (
+      refusal:
+      let
+        result = evaluate {
+          values = good // refusal.change;
+          otherUnits = refusal.otherUnits or { };
+        };
+      in
+      {
+        name = "refused: ${refusal.expect}";
+        value = b.length result.failed == 1 && lib.hasInfix refusal.expect (b.head result.failed);
+      }
+    ) refusals
+  );
+
+  failures = b.filter (name: !checks.${name}) (b.attrNames checks);
+in
+if failures == [ ] then
+  true
+else
+  throw "modules-eval: these checks failed:\n  ${b.concatStringsSep "\n  " failures}"
