@@ -1,11 +1,62 @@
-//! swarm-controller: the swarm-level daemon (DESIGN.md section 4.4).
+//! swarm-controller: parses the command line and the environment, then runs the daemon or a
+//! credential helper from the library.
+use std::process::ExitCode;
+use std::sync::Arc;
+
 use clap::Parser;
+use swarm_controller::cli::{Cli, Command, NatsCommand};
+use swarm_controller::clock::SystemClock;
+use swarm_controller::config::Config;
+use tokio::signal::unix::{SignalKind, signal};
 
-/// The swarm-level daemon: swarm state in NATS, an HTTP API on a unix socket, schedules.
-#[derive(Debug, Parser)]
-#[command(version, about)]
-struct Cli {}
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let outcome = match cli.command {
+        None | Some(Command::Serve) => serve(),
+        Some(Command::Nats(NatsCommand::Init { out })) => hyperhive_nats_creds::init(&out)
+            .map(|summary| {
+                println!("wrote the swarm's NATS credentials to {}", out.display());
+                println!("  nats-server config fragment: {}", summary.server_conf.display());
+                println!("  controller credential:       {}", summary.controller_creds.display());
+                println!("  account:                     {}", summary.account);
+            })
+            .map_err(|e| e.to_string()),
+        Some(Command::Nats(NatsCommand::AgentCreds { agent, from, out, ttl })) => {
+            hyperhive_nats_creds::mint_agent_creds(&from, &agent, ttl, &out)
+                .map(|()| {
+                    println!(
+                        "wrote {agent}'s credential to {} (valid for {})",
+                        out.display(),
+                        humantime::format_duration(ttl)
+                    );
+                })
+                .map_err(|e| e.to_string())
+        }
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("swarm-controller: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
-fn main() {
-    Cli::parse();
+fn serve() -> Result<(), String> {
+    let config = Config::from_env().map_err(|e| e.to_string())?;
+    let runtime = tokio::runtime::Runtime::new().map_err(|e| format!("starting tokio: {e}"))?;
+    runtime.block_on(async {
+        let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+        let shutdown = async move {
+            tokio::select! {
+                _ = terminate.recv() => tracing::info!("SIGTERM: shutting down"),
+                _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
+            }
+        };
+        swarm_controller::daemon::run(config, Arc::new(SystemClock), shutdown).await.map_err(|e| e.to_string())
+    })
 }

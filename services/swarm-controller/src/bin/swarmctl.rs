@@ -1,11 +1,29 @@
-//! swarmctl: the command line for swarm-controller's API.
+//! swarmctl: parses the command line and runs it against swarm-controller's socket.
+use std::io::Write;
+use std::process::ExitCode;
+
 use clap::Parser;
+use swarm_controller::clock::SystemClock;
+use swarm_controller::swarmctl::{Cli, run};
 
-/// Drives swarm-controller over its unix socket.
-#[derive(Debug, Parser)]
-#[command(version, about)]
-struct Cli {}
-
-fn main() {
-    Cli::parse();
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("swarmctl: starting tokio: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli, &SystemClock)) {
+        Ok(out) => {
+            // A closed stdout (`swarmctl ... | head`) is not worth a panic.
+            let _ = std::io::stdout().write_all(out.as_bytes());
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("swarmctl: {err}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -1,0 +1,94 @@
+//! The API's one error type: every failure is JSON `{"error": "..."}` with a fitting status.
+
+use serde::Serialize;
+use warp::Reply;
+use warp::http::StatusCode;
+use warp::reply::Response;
+
+use crate::definition::{InvalidRequest, ScheduleView};
+use crate::schedules::StoreError;
+
+/// A failed request; the message says what is wrong and, where it can, how to fix it.
+#[derive(Debug)]
+pub enum ApiError {
+    /// 400: the request is malformed or breaks a validation rule.
+    BadRequest(String),
+    /// 404: no such schedule or route.
+    NotFound(String),
+    /// 405: the route exists, the method does not.
+    MethodNotAllowed(String),
+    /// 409: the schedule changed since the revision the client had; carries the current one.
+    Conflict {
+        /// What happened.
+        message: String,
+        /// The schedule as it is now, if it still exists.
+        current: Option<Box<ScheduleView>>,
+    },
+    /// 413: the request body is larger than any valid request.
+    PayloadTooLarge(String),
+    /// 415: the body is not declared as JSON.
+    UnsupportedMediaType(String),
+    /// 500: a stored document cannot be read (never caused by the request).
+    Internal(String),
+    /// 503: NATS is unreachable or failing.
+    Unavailable(String),
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    error: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    current: Option<&'a ScheduleView>,
+}
+
+impl ApiError {
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            Self::Conflict { .. } => StatusCode::CONFLICT,
+            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The JSON response.
+    pub fn into_response(self) -> Response {
+        let status = self.status();
+        let (message, current) = match &self {
+            Self::Conflict { message, current } => (message.as_str(), current.as_deref()),
+            Self::BadRequest(m)
+            | Self::NotFound(m)
+            | Self::MethodNotAllowed(m)
+            | Self::PayloadTooLarge(m)
+            | Self::UnsupportedMediaType(m)
+            | Self::Internal(m)
+            | Self::Unavailable(m) => (m.as_str(), None),
+        };
+        if status.is_server_error() {
+            tracing::error!(%status, error = message, "request failed");
+        }
+        let body = Body { error: message, current };
+        warp::reply::with_status(warp::reply::json(&body), status).into_response()
+    }
+}
+
+impl From<InvalidRequest> for ApiError {
+    fn from(err: InvalidRequest) -> Self {
+        Self::BadRequest(err.0)
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::Conflict { .. } => Self::Conflict { message: err.to_string(), current: None },
+            StoreError::Nats(_) => Self::Unavailable(format!("{err}; try again")),
+            StoreError::Unreadable { .. } => Self::Internal(err.to_string()),
+        }
+    }
+}

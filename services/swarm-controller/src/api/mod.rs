@@ -1,0 +1,174 @@
+//! The HTTP API served on the unix socket (DESIGN 4.3, 4.4).
+//!
+//! One catch-all warp filter hands method, path, headers and body to [`App::handle`], which
+//! routes by hand: every outcome, including unknown routes, wrong methods, oversized bodies and
+//! wrong content types, then gets the same JSON error shape from [`ApiError`].
+//!
+//! | route | does |
+//! |---|---|
+//! | `GET /healthz` | 200 while NATS is connected, else 503 |
+//! | `GET /api/schedules` | every schedule with its revision |
+//! | `POST /api/schedules` | create (201) |
+//! | `GET /api/schedules/{id}` | one schedule |
+//! | `PATCH /api/schedules/{id}` | partial change; `If-Match: <revision>` gives 409 on mismatch |
+//! | `DELETE /api/schedules/{id}` | remove; honours `If-Match` too |
+
+mod error;
+mod schedules;
+
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes, BytesMut};
+use futures::{Stream, StreamExt};
+use warp::Filter;
+use warp::http::{HeaderMap, Method, StatusCode};
+use warp::reply::Response;
+
+pub use error::ApiError;
+
+use crate::clock::Clock;
+use crate::reconcile::Reconciler;
+use crate::schedules::Definitions;
+
+/// The largest request body read: a 64 KiB prompt written with JSON escapes (up to six bytes per
+/// byte) plus the other fields. Anything larger is refused with 413 before it is buffered.
+pub const MAX_REQUEST_BYTES: usize = 512 * 1024;
+
+/// What the handlers share.
+#[derive(Debug, Clone)]
+pub struct App {
+    /// The NATS connection (for `/healthz`).
+    pub client: async_nats::Client,
+    /// `schedule-definitions`.
+    pub definitions: Definitions,
+    /// The writer of `agent-schedules`.
+    pub reconciler: Arc<Reconciler>,
+    /// "Now" for `not_before` stamps.
+    pub clock: Arc<dyn Clock>,
+}
+
+/// The warp filter serving every route.
+pub fn routes(
+    app: Arc<App>,
+) -> impl Filter<Extract = (Response,), Error = warp::Rejection> + Clone + Send + Sync + 'static {
+    warp::method().and(warp::path::full()).and(warp::header::headers_cloned()).and(warp::body::stream()).then(
+        move |method: Method, path: warp::path::FullPath, headers: HeaderMap, body| {
+            let app = app.clone();
+            async move {
+                let outcome = app.handle(&method, path.as_str(), &headers, body).await;
+                outcome.unwrap_or_else(ApiError::into_response)
+            }
+        },
+    )
+}
+
+impl App {
+    async fn handle<S, B>(
+        &self,
+        method: &Method,
+        path: &str,
+        headers: &HeaderMap,
+        body: S,
+    ) -> Result<Response, ApiError>
+    where
+        S: Stream<Item = Result<B, warp::Error>> + Send,
+        B: Buf,
+    {
+        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        match (segments.as_slice(), method) {
+            (["healthz"], &Method::GET) => Ok(self.health()),
+            (["api", "schedules"], &Method::GET) => self.list().await,
+            (["api", "schedules"], &Method::POST) => {
+                let body = json_body(headers, body).await?;
+                self.create(&body).await
+            }
+            (["api", "schedules", id], &Method::GET) => self.get(id).await,
+            (["api", "schedules", id], &Method::PATCH) => {
+                let body = json_body(headers, body).await?;
+                self.patch(id, if_match(headers)?, &body).await
+            }
+            (["api", "schedules", id], &Method::DELETE) => self.delete(id, if_match(headers)?).await,
+            (["healthz"], _) => Err(not_allowed(method, path, "GET")),
+            (["api", "schedules"], _) => Err(not_allowed(method, path, "GET, POST")),
+            (["api", "schedules", _], _) => Err(not_allowed(method, path, "GET, PATCH, DELETE")),
+            _ => Err(ApiError::NotFound(format!(
+                "no route {method} {path}; the API serves /healthz and /api/schedules[/{{id}}]"
+            ))),
+        }
+    }
+
+    fn health(&self) -> Response {
+        let state = self.client.connection_state();
+        if state == async_nats::connection::State::Connected {
+            json(StatusCode::OK, &serde_json::json!({"status": "ok"}))
+        } else {
+            ApiError::Unavailable(format!("NATS connection is {state}")).into_response()
+        }
+    }
+}
+
+fn not_allowed(method: &Method, path: &str, allowed: &str) -> ApiError {
+    ApiError::MethodNotAllowed(format!("{method} is not allowed on {path}; use {allowed}"))
+}
+
+/// A JSON response with `status`.
+fn json(status: StatusCode, value: &impl serde::Serialize) -> Response {
+    use warp::Reply;
+    warp::reply::with_status(warp::reply::json(value), status).into_response()
+}
+
+/// The request body, provided it is declared as JSON and no larger than [`MAX_REQUEST_BYTES`].
+async fn json_body<S, B>(headers: &HeaderMap, body: S) -> Result<Bytes, ApiError>
+where
+    S: Stream<Item = Result<B, warp::Error>> + Send,
+    B: Buf,
+{
+    let content_type = headers.get(warp::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let essence = content_type.split(';').next().unwrap_or("").trim();
+    if !essence.eq_ignore_ascii_case("application/json") {
+        return Err(ApiError::UnsupportedMediaType(format!(
+            "the body must be JSON sent with Content-Type: application/json (got {:?})",
+            content_type
+        )));
+    }
+    let too_large = || {
+        ApiError::PayloadTooLarge(format!(
+            "the request body is larger than {} KiB; a schedule's body is at most 64 KiB",
+            MAX_REQUEST_BYTES / 1024
+        ))
+    };
+    let declared = headers
+        .get(warp::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_REQUEST_BYTES) {
+        return Err(too_large());
+    }
+    let mut body = std::pin::pin!(body);
+    let mut buffer = BytesMut::new();
+    while let Some(chunk) = body.next().await {
+        let mut chunk = chunk.map_err(|e| ApiError::BadRequest(format!("reading the request body failed: {e}")))?;
+        if buffer.len() + chunk.remaining() > MAX_REQUEST_BYTES {
+            return Err(too_large());
+        }
+        while chunk.has_remaining() {
+            let piece = chunk.chunk();
+            buffer.extend_from_slice(piece);
+            let n = piece.len();
+            chunk.advance(n);
+        }
+    }
+    Ok(buffer.freeze())
+}
+
+/// The optional `If-Match: <revision>` header (a bare or quoted number).
+fn if_match(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
+    let Some(value) = headers.get(warp::http::header::IF_MATCH) else {
+        return Ok(None);
+    };
+    let text = value.to_str().unwrap_or("").trim();
+    let unquoted = text.strip_prefix('"').and_then(|t| t.strip_suffix('"')).unwrap_or(text);
+    unquoted.parse::<u64>().map(Some).map_err(|_| {
+        ApiError::BadRequest(format!("If-Match must be a schedule's revision number, e.g. If-Match: 12 (got {text:?})"))
+    })
+}

@@ -1,0 +1,119 @@
+//! The `swarm-controller` command line: the daemon (default) and the NATS credential helpers.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use hyperhive_schedule::AgentName;
+
+/// The swarm-level daemon: schedules in NATS, an HTTP API on a unix socket.
+#[derive(Debug, Parser)]
+#[command(
+    version,
+    about,
+    after_help = "With no subcommand (or `serve`) it runs the daemon, configured only by the environment:\n  \
+SWARM_CONTROLLER_SOCKET  unix socket of the API (default /run/swarm-controller/controller.sock);\n                           \
+its directory must hold nothing else\n  \
+SWARM_NATS_URL           NATS server, e.g. nats://127.0.0.1:4222 (required)\n  \
+SWARM_NATS_CREDS         the controller's .creds file from `nats init` (optional)\n  \
+SWARM_RECONCILE_SECS     seconds between reconcile passes (default 60)\n  \
+RUST_LOG                 log filter (default info)"
+)]
+pub struct Cli {
+    /// What to do (default: serve).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon (the default).
+    Serve,
+    /// Make NATS credentials for the swarm.
+    #[command(subcommand)]
+    Nats(NatsCommand),
+}
+
+/// `swarm-controller nats ...`.
+#[derive(Debug, Subcommand)]
+pub enum NatsCommand {
+    /// Write the operator, account and system keys and JWTs, a nats-server config fragment,
+    /// controller.creds and account.seed (secrets 0600) into DIR; refuses to overwrite.
+    Init {
+        /// Directory to write into (created if absent; must not already hold these files).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
+    /// Mint AGENT's credential: its own todo queue, inbox, terminal and turn subjects and the
+    /// direct get of its own agent-schedules key, nothing else.
+    AgentCreds {
+        /// The agent's name (^[a-z][a-z0-9-]{0,31}$).
+        agent: AgentName,
+        /// The directory `nats init` wrote (its account.seed signs the credential).
+        #[arg(long, value_name = "DIR")]
+        from: PathBuf,
+        /// Where to write the .creds file (mode 0600, replaced if present).
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+        /// How long the credential is valid, e.g. 30d, 12h, 90m.
+        #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = parse_ttl)]
+        ttl: Duration,
+    },
+}
+
+/// A credential lifetime: a humantime duration of at least one second.
+fn parse_ttl(s: &str) -> Result<Duration, String> {
+    let ttl = humantime::parse_duration(s)
+        .map_err(|e| format!("{s:?} is not a duration ({e}); write e.g. 30d, 12h or 90m"))?;
+    if ttl < Duration::from_secs(1) {
+        return Err(format!("{s:?} is shorter than one second"));
+    }
+    Ok(ttl)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_documented_commands() {
+        let cli = Cli::try_parse_from(["swarm-controller"]).unwrap();
+        assert!(cli.command.is_none());
+        let cli = Cli::try_parse_from(["swarm-controller", "nats", "agent-creds", "a1", "--from", "/d", "--out", "/f"])
+            .unwrap();
+        match cli.command {
+            Some(Command::Nats(NatsCommand::AgentCreds { agent, ttl, .. })) => {
+                assert_eq!(agent.as_str(), "a1");
+                assert_eq!(ttl, Duration::from_secs(30 * 24 * 3600));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn rejects_bad_agents_and_ttls_clearly() {
+        let bad_agent =
+            Cli::try_parse_from(["swarm-controller", "nats", "agent-creds", "Bad", "--from", "/d", "--out", "/f"])
+                .unwrap_err()
+                .to_string();
+        assert!(bad_agent.contains("invalid agent name"), "{bad_agent}");
+        for ttl in ["soon", "0s", "500ms"] {
+            let err = Cli::try_parse_from([
+                "swarm-controller",
+                "nats",
+                "agent-creds",
+                "a",
+                "--from",
+                "/d",
+                "--out",
+                "/f",
+                "--ttl",
+                ttl,
+            ])
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains(ttl), "{err}");
+        }
+    }
+}

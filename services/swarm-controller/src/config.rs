@@ -1,0 +1,192 @@
+//! The daemon's configuration, read once at start from the environment (DESIGN 4.4).
+//!
+//! Every variable is parsed here, so a missing or malformed value stops the daemon with one line
+//! naming the variable and saying how to fix it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where the API socket lives when `SWARM_CONTROLLER_SOCKET` is not set.
+pub const DEFAULT_SOCKET: &str = "/run/swarm-controller/controller.sock";
+/// How often the reconcile pass runs when `SWARM_RECONCILE_SECS` is not set.
+pub const DEFAULT_RECONCILE_SECS: u64 = 60;
+
+/// The environment variable names, documented in one place.
+pub mod vars {
+    /// Path of the unix socket serving the HTTP API.
+    pub const SOCKET: &str = "SWARM_CONTROLLER_SOCKET";
+    /// NATS server URL (required).
+    pub const NATS_URL: &str = "SWARM_NATS_URL";
+    /// The controller's `.creds` file (optional: a NATS without JWT auth needs none).
+    pub const NATS_CREDS: &str = "SWARM_NATS_CREDS";
+    /// Seconds between reconcile passes.
+    pub const RECONCILE_SECS: &str = "SWARM_RECONCILE_SECS";
+}
+
+/// The daemon's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The unix socket the API is served on.
+    pub socket: PathBuf,
+    /// The NATS server, e.g. `nats://127.0.0.1:4222`.
+    pub nats_url: String,
+    /// The controller's credential file, if NATS runs with JWT auth.
+    pub nats_creds: Option<PathBuf>,
+    /// Time between reconcile passes.
+    pub reconcile_every: Duration,
+}
+
+/// A missing or malformed setting; the message names the variable and the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{variable}: {problem}")]
+pub struct ConfigError {
+    variable: &'static str,
+    problem: String,
+}
+
+impl ConfigError {
+    fn new(variable: &'static str, problem: impl Into<String>) -> Self {
+        Self { variable, problem: problem.into() }
+    }
+}
+
+impl Config {
+    /// Reads the process environment.
+    ///
+    /// # Errors
+    /// [`ConfigError`] for the first missing or malformed variable.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned()))
+    }
+
+    /// Reads settings through `lookup` (the environment in production, a map in tests).
+    ///
+    /// # Errors
+    /// [`ConfigError`] for the first missing or malformed variable.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let socket = match lookup(vars::SOCKET) {
+            None => PathBuf::from(DEFAULT_SOCKET),
+            Some(path) => parse_socket(&path)?,
+        };
+        let nats_url = match lookup(vars::NATS_URL) {
+            None => {
+                return Err(ConfigError::new(
+                    vars::NATS_URL,
+                    "not set; set it to the NATS server, e.g. nats://127.0.0.1:4222",
+                ));
+            }
+            Some(url) => parse_nats_url(&url)?,
+        };
+        let nats_creds = match lookup(vars::NATS_CREDS) {
+            None => None,
+            Some(path) if path.trim().is_empty() => {
+                return Err(ConfigError::new(
+                    vars::NATS_CREDS,
+                    "is empty; set it to the controller's .creds file (from `swarm-controller nats init`) or unset it",
+                ));
+            }
+            Some(path) => Some(PathBuf::from(path)),
+        };
+        let reconcile_every = match lookup(vars::RECONCILE_SECS) {
+            None => Duration::from_secs(DEFAULT_RECONCILE_SECS),
+            Some(secs) => parse_reconcile_secs(&secs)?,
+        };
+        Ok(Self { socket, nats_url, nats_creds, reconcile_every })
+    }
+}
+
+fn parse_socket(path: &str) -> Result<PathBuf, ConfigError> {
+    let path = PathBuf::from(path);
+    if !path.is_absolute() {
+        return Err(ConfigError::new(
+            vars::SOCKET,
+            format!("{} is not an absolute path; use e.g. {DEFAULT_SOCKET}", path.display()),
+        ));
+    }
+    if path.file_name().is_none() {
+        return Err(ConfigError::new(
+            vars::SOCKET,
+            format!("{} names no file; use e.g. {DEFAULT_SOCKET}", path.display()),
+        ));
+    }
+    Ok(path)
+}
+
+fn parse_nats_url(url: &str) -> Result<String, ConfigError> {
+    let valid = ["nats://", "tls://", "ws://", "wss://"]
+        .iter()
+        .any(|scheme| url.strip_prefix(scheme).is_some_and(|rest| !rest.is_empty()))
+        && !url.chars().any(char::is_whitespace);
+    if valid {
+        Ok(url.to_owned())
+    } else {
+        Err(ConfigError::new(vars::NATS_URL, format!("{url:?} is not a NATS URL; write e.g. nats://127.0.0.1:4222")))
+    }
+}
+
+fn parse_reconcile_secs(secs: &str) -> Result<Duration, ConfigError> {
+    match secs.trim().parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(Duration::from_secs(n)),
+        _ => Err(ConfigError::new(
+            vars::RECONCILE_SECS,
+            format!("{secs:?} is not a whole number of seconds >= 1; write e.g. 60"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn config(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let env: HashMap<String, String> = pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        Config::from_lookup(|name| env.get(name).cloned())
+    }
+
+    #[test]
+    fn default_socket_path_is_pinned() {
+        assert_eq!(DEFAULT_SOCKET, "/run/swarm-controller/controller.sock");
+        let c = config(&[(vars::NATS_URL, "nats://127.0.0.1:4222")]).unwrap();
+        assert_eq!(c.socket, PathBuf::from("/run/swarm-controller/controller.sock"));
+        assert_eq!(c.reconcile_every, Duration::from_secs(60));
+        assert_eq!(c.nats_creds, None);
+    }
+
+    #[test]
+    fn reads_every_variable() {
+        let c = config(&[
+            (vars::SOCKET, "/tmp/x/c.sock"),
+            (vars::NATS_URL, "nats://n:4222"),
+            (vars::NATS_CREDS, "/etc/c.creds"),
+            (vars::RECONCILE_SECS, "5"),
+        ])
+        .unwrap();
+        assert_eq!(c.socket, PathBuf::from("/tmp/x/c.sock"));
+        assert_eq!(c.nats_url, "nats://n:4222");
+        assert_eq!(c.nats_creds, Some(PathBuf::from("/etc/c.creds")));
+        assert_eq!(c.reconcile_every, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn missing_or_bad_values_name_the_variable() {
+        let url = (vars::NATS_URL, "nats://127.0.0.1:4222");
+        let cases: Vec<(Vec<(&str, &str)>, &str, &str)> = vec![
+            (vec![], vars::NATS_URL, "not set"),
+            (vec![(vars::NATS_URL, "http://x")], vars::NATS_URL, "not a NATS URL"),
+            (vec![(vars::NATS_URL, "nats://")], vars::NATS_URL, "not a NATS URL"),
+            (vec![url, (vars::SOCKET, "rel/c.sock")], vars::SOCKET, "absolute"),
+            (vec![url, (vars::SOCKET, "/")], vars::SOCKET, "names no file"),
+            (vec![url, (vars::NATS_CREDS, " ")], vars::NATS_CREDS, "empty"),
+            (vec![url, (vars::RECONCILE_SECS, "0")], vars::RECONCILE_SECS, ">= 1"),
+            (vec![url, (vars::RECONCILE_SECS, "1m")], vars::RECONCILE_SECS, ">= 1"),
+            (vec![url, (vars::RECONCILE_SECS, "-3")], vars::RECONCILE_SECS, ">= 1"),
+        ];
+        for (env, variable, needle) in cases {
+            let err = config(&env).unwrap_err().to_string();
+            assert!(err.starts_with(variable), "{env:?}: {err}");
+            assert!(err.contains(needle), "{env:?}: {err}");
+            assert!(!err.contains('\n'), "one line: {err}");
+        }
+    }
+}

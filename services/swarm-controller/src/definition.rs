@@ -1,0 +1,493 @@
+//! A schedule definition: the one document kept under its id in `schedule-definitions`
+//! (DESIGN 4.3), the requests that create and change it, and their validation.
+//!
+//! Everything here is pure: the route handlers parse a request into a validated value, apply it
+//! with the clock's "now", and hand the resulting document to the store.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use hyperhive_schedule::instant::format_instant;
+use hyperhive_schedule::{AgentName, AgentSchedule, parse_instant};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+/// The definition document version this build writes and reads.
+pub const DEFINITION_VERSION: u32 = 1;
+/// Longest schedule name, in characters.
+pub const MAX_NAME_CHARS: usize = 100;
+/// Largest prompt body, in bytes.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// Longest interval: ten years. Longer ones are surely a typo, and keeping slot instants far
+/// inside the range `time` can represent keeps every slot computable.
+pub const MAX_INTERVAL_SECS: u64 = 10 * 366 * 24 * 3600;
+
+/// An instant written as RFC 3339 in UTC, whole seconds (`2026-11-30T09:00:00Z`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Stamp(pub OffsetDateTime);
+
+impl Serialize for Stamp {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format_instant(self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Stamp {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_instant(&s).map(Stamp).map_err(serde::de::Error::custom)
+    }
+}
+
+impl fmt::Display for Stamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&format_instant(self.0))
+    }
+}
+
+/// One scheduled prompt, as stored and as the API shows it (plus its revision).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleDefinition {
+    /// Made by the controller; also the key in `schedule-definitions`.
+    pub id: String,
+    /// What people call it (1 to 100 characters).
+    pub name: String,
+    /// The agents it prompts: non-empty, unique, sorted.
+    pub agents: Vec<AgentName>,
+    /// The prompt (1 byte to 64 KiB).
+    pub body: String,
+    /// Slots are `anchor + k * interval`.
+    pub anchor: Stamp,
+    /// Seconds between slots, or `None` for a one-shot at `anchor`.
+    pub interval: Option<u64>,
+    /// A paused schedule fires nothing.
+    pub paused: bool,
+    /// Per agent: no slot before this instant fires. The latest of creation, the last anchor or
+    /// interval change, the last resume and the time the agent was added (DESIGN 4.3).
+    pub not_before: BTreeMap<AgentName, Stamp>,
+}
+
+/// A definition as the API shows it: the document plus its revision (the `If-Match` value for
+/// its next change).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduleView {
+    /// The document.
+    #[serde(flatten)]
+    pub definition: ScheduleDefinition,
+    /// Its revision in `schedule-definitions`.
+    pub revision: u64,
+}
+
+/// Why stored bytes are not a definition (never caused by a client).
+#[derive(Debug, thiserror::Error)]
+pub enum StoredError {
+    /// Not JSON of the documented shape.
+    #[error("stored schedule definition is malformed: {0}")]
+    Malformed(#[from] serde_json::Error),
+    /// Written by another version of swarm-controller.
+    #[error(
+        "stored schedule definition has version {0}; this swarm-controller reads only version \
+         {DEFINITION_VERSION}"
+    )]
+    UnknownVersion(u64),
+}
+
+impl ScheduleDefinition {
+    /// The bytes kept in `schedule-definitions`.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut value = serde_json::to_value(self).expect("a definition serializes");
+        value["version"] = DEFINITION_VERSION.into();
+        serde_json::to_vec(&value).expect("a JSON value serializes")
+    }
+
+    /// Reads the bytes kept in `schedule-definitions`.
+    ///
+    /// # Errors
+    /// [`StoredError`] when they are not a definition of this version.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, StoredError> {
+        let mut value: serde_json::Map<String, Value> = serde_json::from_slice(bytes)?;
+        let version = value.remove("version").and_then(|v| v.as_u64()).unwrap_or(0);
+        if version != u64::from(DEFINITION_VERSION) {
+            return Err(StoredError::UnknownVersion(version));
+        }
+        Ok(serde_json::from_value(Value::Object(value))?)
+    }
+
+    /// A new definition from a validated request, every agent's `not_before` set to `now`.
+    pub fn create(id: String, new: NewSchedule, now: OffsetDateTime) -> Self {
+        let not_before = new.agents.iter().map(|a| (a.clone(), Stamp(now))).collect();
+        Self {
+            id,
+            name: new.name,
+            agents: new.agents,
+            body: new.body,
+            anchor: Stamp(new.anchor),
+            interval: new.interval,
+            paused: new.paused,
+            not_before,
+        }
+    }
+
+    /// This definition with `patch` applied at `now`.
+    ///
+    /// `not_before` moves to `now` for every agent when the anchor or interval changes or the
+    /// schedule is resumed, and for an agent when it is added; a body, name or pause change leaves
+    /// it, so such an edit never moves or refires a slot.
+    pub fn patched(&self, patch: SchedulePatch, now: OffsetDateTime) -> Self {
+        let mut next = self.clone();
+        if let Some(name) = patch.name {
+            next.name = name;
+        }
+        if let Some(body) = patch.body {
+            next.body = body;
+        }
+        if let Some(anchor) = patch.anchor {
+            next.anchor = Stamp(anchor);
+        }
+        if let Some(interval) = patch.interval {
+            next.interval = interval;
+        }
+        if let Some(paused) = patch.paused {
+            next.paused = paused;
+        }
+        if let Some(agents) = patch.agents {
+            next.agents = agents;
+        }
+        let timing_changed = next.anchor != self.anchor || next.interval != self.interval;
+        let resumed = self.paused && !next.paused;
+        next.not_before = next
+            .agents
+            .iter()
+            .map(|agent| {
+                let kept = self.not_before.get(agent).copied();
+                let stamp = match kept {
+                    Some(stamp) if !timing_changed && !resumed => stamp,
+                    _ => Stamp(now),
+                };
+                (agent.clone(), stamp)
+            })
+            .collect();
+        next
+    }
+
+    /// What `agent` sees of this schedule in its `agent-schedules` key.
+    pub fn for_agent(&self, agent: &AgentName) -> Option<AgentSchedule> {
+        let not_before = self.not_before.get(agent)?;
+        Some(AgentSchedule {
+            id: self.id.clone(),
+            body: self.body.clone(),
+            anchor: self.anchor.0,
+            interval: self.interval,
+            paused: self.paused,
+            not_before: not_before.0,
+        })
+    }
+}
+
+/// A validated `POST /api/schedules` body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewSchedule {
+    /// 1 to 100 characters.
+    pub name: String,
+    /// Non-empty, unique, sorted.
+    pub agents: Vec<AgentName>,
+    /// 1 byte to 64 KiB.
+    pub body: String,
+    /// The first slot.
+    pub anchor: OffsetDateTime,
+    /// Seconds between slots, or `None` for a one-shot.
+    pub interval: Option<u64>,
+    /// Created paused.
+    pub paused: bool,
+}
+
+/// A validated `PATCH /api/schedules/{id}` body: `None` leaves a field as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SchedulePatch {
+    /// New name.
+    pub name: Option<String>,
+    /// New agent list.
+    pub agents: Option<Vec<AgentName>>,
+    /// New prompt.
+    pub body: Option<String>,
+    /// New anchor.
+    pub anchor: Option<OffsetDateTime>,
+    /// New interval (`Some(None)`: make it a one-shot).
+    pub interval: Option<Option<u64>>,
+    /// Pause or resume.
+    pub paused: Option<bool>,
+}
+
+/// A request body that is not acceptable; the message says what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidRequest(pub String);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewScheduleRequest {
+    name: String,
+    agents: Vec<String>,
+    body: String,
+    anchor: String,
+    /// A `Value` so that a missing field is an error (null is the one-shot) and so a fractional or
+    /// negative number gets our message rather than serde's.
+    interval: Value,
+    #[serde(default)]
+    paused: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatchRequest {
+    name: Option<String>,
+    agents: Option<Vec<String>>,
+    body: Option<String>,
+    anchor: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    interval: Option<Value>,
+    paused: Option<bool>,
+}
+
+/// Tells a present `null` (`Some(Value::Null)`) from an absent field (`None`).
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+fn malformed(err: &serde_json::Error) -> InvalidRequest {
+    InvalidRequest(format!("malformed request body: {err}"))
+}
+
+impl NewSchedule {
+    /// Parses and validates a JSON request body.
+    ///
+    /// # Errors
+    /// [`InvalidRequest`] naming the first rule broken.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, InvalidRequest> {
+        let req: NewScheduleRequest = serde_json::from_slice(bytes).map_err(|e| malformed(&e))?;
+        Ok(Self {
+            name: validate_name(req.name)?,
+            agents: validate_agents(&req.agents)?,
+            body: validate_body(req.body)?,
+            anchor: validate_anchor(&req.anchor)?,
+            interval: validate_interval(&req.interval)?,
+            paused: req.paused,
+        })
+    }
+}
+
+impl SchedulePatch {
+    /// Parses and validates a JSON request body.
+    ///
+    /// # Errors
+    /// [`InvalidRequest`] naming the first rule broken.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, InvalidRequest> {
+        let req: PatchRequest = serde_json::from_slice(bytes).map_err(|e| malformed(&e))?;
+        Ok(Self {
+            name: req.name.map(validate_name).transpose()?,
+            agents: req.agents.as_deref().map(validate_agents).transpose()?,
+            body: req.body.map(validate_body).transpose()?,
+            anchor: req.anchor.as_deref().map(validate_anchor).transpose()?,
+            interval: req.interval.as_ref().map(validate_interval).transpose()?,
+            paused: req.paused,
+        })
+    }
+}
+
+fn validate_name(name: String) -> Result<String, InvalidRequest> {
+    let chars = name.chars().count();
+    if chars == 0 || chars > MAX_NAME_CHARS {
+        return Err(InvalidRequest(format!("name must be 1 to {MAX_NAME_CHARS} characters (it has {chars})")));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(InvalidRequest("name must not contain control characters such as newlines or tabs".into()));
+    }
+    Ok(name)
+}
+
+fn validate_agents(agents: &[String]) -> Result<Vec<AgentName>, InvalidRequest> {
+    if agents.is_empty() {
+        return Err(InvalidRequest("agents must list at least one agent name".into()));
+    }
+    let mut seen = BTreeSet::new();
+    for given in agents {
+        let agent = AgentName::parse(given).map_err(|e| InvalidRequest(format!("agents: {e}")))?;
+        if !seen.insert(agent) {
+            return Err(InvalidRequest(format!("agents lists {given:?} more than once; list each agent once")));
+        }
+    }
+    Ok(seen.into_iter().collect())
+}
+
+fn validate_body(body: String) -> Result<String, InvalidRequest> {
+    if body.is_empty() || body.len() > MAX_BODY_BYTES {
+        return Err(InvalidRequest(format!(
+            "body must be 1 byte to {} KiB (it has {} bytes)",
+            MAX_BODY_BYTES / 1024,
+            body.len()
+        )));
+    }
+    Ok(body)
+}
+
+fn validate_anchor(anchor: &str) -> Result<OffsetDateTime, InvalidRequest> {
+    parse_instant(anchor).map_err(|e| InvalidRequest(format!("anchor: {e}")))
+}
+
+fn validate_interval(interval: &Value) -> Result<Option<u64>, InvalidRequest> {
+    match interval {
+        Value::Null => Ok(None),
+        Value::Number(n) => match n.as_u64() {
+            Some(secs @ 1..=MAX_INTERVAL_SECS) => Ok(Some(secs)),
+            _ => Err(InvalidRequest(format!(
+                "interval must be a whole number of seconds from 1 to {MAX_INTERVAL_SECS}, or \
+                 null for a one-shot (got {n})"
+            ))),
+        },
+        other => Err(InvalidRequest(format!(
+            "interval must be a whole number of seconds >= 1, or null for a one-shot (got {other})"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    const T0: OffsetDateTime = datetime!(2026-11-30 09:00:00 UTC);
+    const T1: OffsetDateTime = datetime!(2026-11-30 10:00:00 UTC);
+
+    fn new_json(extra: &str) -> String {
+        format!(
+            r#"{{"name":"standup","agents":["b","a"],"body":"hi","anchor":"2026-11-30T09:00:00Z","interval":60{extra}}}"#
+        )
+    }
+
+    fn created() -> ScheduleDefinition {
+        let new = NewSchedule::from_json(new_json("").as_bytes()).unwrap();
+        ScheduleDefinition::create("s1".into(), new, T0)
+    }
+
+    fn patch(json: &str) -> SchedulePatch {
+        SchedulePatch::from_json(json.as_bytes()).unwrap()
+    }
+
+    fn agent(s: &str) -> AgentName {
+        AgentName::parse(s).unwrap()
+    }
+
+    #[test]
+    fn a_valid_request_becomes_a_sorted_definition_stamped_now() {
+        let d = created();
+        assert_eq!(d.agents, vec![agent("a"), agent("b")]);
+        assert_eq!(d.interval, Some(60));
+        assert!(!d.paused);
+        assert!(d.not_before.values().all(|s| s.0 == T0));
+        let back = ScheduleDefinition::from_bytes(&d.to_bytes()).unwrap();
+        assert_eq!(back, d);
+        let view = ScheduleView { definition: d, revision: 7 };
+        let json = serde_json::to_string(&view).unwrap();
+        assert!(json.contains(r#""revision":7"#) && !json.contains("version\":1"), "{json}");
+        assert_eq!(serde_json::from_str::<ScheduleView>(&json).unwrap(), view);
+    }
+
+    #[test]
+    fn stored_documents_of_other_versions_are_refused() {
+        let mut v: Value = serde_json::from_slice(&created().to_bytes()).unwrap();
+        v["version"] = 2.into();
+        let err = ScheduleDefinition::from_bytes(v.to_string().as_bytes()).unwrap_err();
+        assert!(err.to_string().contains("version 2"), "{err}");
+    }
+
+    #[test]
+    fn each_validation_rule_has_a_clear_message() {
+        let long_name = "n".repeat(101);
+        let big_body = "x".repeat(MAX_BODY_BYTES + 1);
+        let cases: Vec<(String, &str)> = vec![
+            ("not json".into(), "malformed request body"),
+            ("[]".into(), "malformed request body"),
+            (new_json(r#","color":"red""#), "unknown field `color`"),
+            (new_json("").replace(r#""name":"standup""#, r#""name":"""#), "name must be 1 to 100"),
+            (new_json("").replace("standup", &long_name), "it has 101"),
+            (new_json("").replace("standup", "a\\nb"), "control characters"),
+            (new_json("").replace(r#"["b","a"]"#, "[]"), "at least one agent"),
+            (new_json("").replace(r#"["b","a"]"#, r#"["a","a"]"#), "more than once"),
+            (new_json("").replace(r#"["b","a"]"#, r#"["Bad"]"#), "invalid agent name"),
+            (new_json("").replace(r#""body":"hi""#, r#""body":"""#), "body must be 1 byte"),
+            (new_json("").replace(r#""hi""#, &format!("{big_body:?}")), "65537 bytes"),
+            (new_json("").replace("2026-11-30T09:00:00Z", "tomorrow"), "not an RFC 3339"),
+            (new_json("").replace("09:00:00Z", "09:00:00.5Z"), "whole seconds"),
+            (new_json("").replace(r#","interval":60"#, ""), "missing field `interval`"),
+            (new_json("").replace(r#""interval":60"#, r#""interval":0"#), "whole number"),
+            (new_json("").replace(r#""interval":60"#, r#""interval":-5"#), "whole number"),
+            (new_json("").replace(r#""interval":60"#, r#""interval":1.5"#), "whole number"),
+            (new_json("").replace(r#""interval":60"#, r#""interval":"1h""#), "whole number"),
+            (new_json("").replace(r#""interval":60"#, r#""interval":99999999999"#), "from 1 to"),
+            (new_json(r#","paused":"yes""#), "malformed request body"),
+        ];
+        for (json, needle) in cases {
+            let err = NewSchedule::from_json(json.as_bytes()).unwrap_err().to_string();
+            assert!(err.contains(needle), "{json}: {err}");
+        }
+    }
+
+    #[test]
+    fn null_interval_is_a_one_shot() {
+        let json = new_json("").replace(r#""interval":60"#, r#""interval":null"#);
+        assert_eq!(NewSchedule::from_json(json.as_bytes()).unwrap().interval, None);
+    }
+
+    #[test]
+    fn patch_tells_null_from_absent() {
+        assert_eq!(patch(r#"{"interval":null}"#).interval, Some(None));
+        assert_eq!(patch("{}").interval, None);
+        assert_eq!(patch("{}"), SchedulePatch::default());
+        let err = SchedulePatch::from_json(br#"{"id":"x"}"#).unwrap_err().to_string();
+        assert!(err.contains("unknown field `id`"), "{err}");
+        let err = SchedulePatch::from_json(br#"{"agents":[]}"#).unwrap_err().to_string();
+        assert!(err.contains("at least one agent"), "{err}");
+    }
+
+    #[test]
+    fn body_name_and_pause_edits_keep_not_before() {
+        let d = created();
+        for json in [r#"{"body":"new"}"#, r#"{"name":"renamed"}"#, r#"{"paused":true}"#] {
+            let next = d.patched(patch(json), T1);
+            assert_eq!(next.not_before, d.not_before, "{json}");
+        }
+    }
+
+    #[test]
+    fn timing_edits_and_resume_move_not_before_for_every_agent() {
+        let d = created();
+        let paused = d.patched(patch(r#"{"paused":true}"#), T1);
+        for (from, json) in [
+            (&d, r#"{"anchor":"2026-12-01T00:00:00Z"}"#),
+            (&d, r#"{"interval":120}"#),
+            (&d, r#"{"interval":null}"#),
+            (&paused, r#"{"paused":false}"#),
+        ] {
+            let next = from.patched(patch(json), T1);
+            assert!(next.not_before.values().all(|s| s.0 == T1), "{json}");
+        }
+        // The same anchor and interval written again is not a timing change.
+        let same = d.patched(patch(r#"{"interval":60,"anchor":"2026-11-30T10:00:00+01:00"}"#), T1);
+        assert_eq!(same.not_before, d.not_before);
+    }
+
+    #[test]
+    fn an_added_agent_starts_now_and_a_removed_one_is_dropped() {
+        let d = created();
+        let next = d.patched(patch(r#"{"agents":["b","c"]}"#), T1);
+        assert_eq!(next.agents, vec![agent("b"), agent("c")]);
+        assert_eq!(next.not_before[&agent("b")].0, T0);
+        assert_eq!(next.not_before[&agent("c")].0, T1);
+        assert!(!next.not_before.contains_key(&agent("a")));
+        assert!(next.for_agent(&agent("a")).is_none());
+        let seen = next.for_agent(&agent("c")).unwrap();
+        assert_eq!((seen.id.as_str(), seen.not_before), ("s1", T1));
+    }
+}

@@ -1,0 +1,335 @@
+//! swarmctl: drives swarm-controller's API over its unix socket.
+
+mod client;
+mod format;
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use hyper::http::{Method, StatusCode};
+use serde_json::{Map, Value, json};
+use time::OffsetDateTime;
+
+pub use client::CtlError;
+pub use format::{format_every, parse_every};
+
+use crate::clock::Clock;
+use crate::config::DEFAULT_SOCKET;
+use crate::definition::ScheduleView;
+use hyperhive_schedule::instant::format_instant;
+
+/// Drives swarm-controller over its unix socket.
+#[derive(Debug, Parser)]
+#[command(name = "swarmctl", version, about)]
+pub struct Cli {
+    /// The controller's API socket.
+    #[arg(long, global = true, env = "SWARM_CONTROLLER_SOCKET", default_value = DEFAULT_SOCKET, value_name = "PATH")]
+    pub socket: PathBuf,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Top,
+}
+
+/// Top-level commands.
+#[derive(Debug, Subcommand)]
+pub enum Top {
+    /// Scheduled prompts.
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
+}
+
+/// `swarmctl schedule ...`.
+#[derive(Debug, Subcommand)]
+pub enum ScheduleCommand {
+    /// Create a schedule and print it.
+    Add(AddArgs),
+    /// A table of every schedule: id, name, agents, interval, paused, next fire time.
+    List {
+        /// Print the API's JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every field of one schedule, the body included.
+    Show {
+        /// The schedule id.
+        id: String,
+        /// Print the API's JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change some fields; fails (and shows the current version) if someone else changed the
+    /// schedule since it was read.
+    Edit(EditArgs),
+    /// Stop firing; slots that fall during the pause never fire.
+    Pause {
+        /// The schedule id.
+        id: String,
+    },
+    /// Fire again from now on.
+    Resume {
+        /// The schedule id.
+        id: String,
+    },
+    /// Delete the schedule.
+    Rm {
+        /// The schedule id.
+        id: String,
+    },
+}
+
+/// Where a prompt body comes from.
+#[derive(Debug, Args)]
+#[group(multiple = false)]
+pub struct BodySource {
+    /// The prompt text.
+    #[arg(long, value_name = "TEXT")]
+    pub body: Option<String>,
+    /// Read the prompt from FILE, or from stdin with `-`.
+    #[arg(long, value_name = "FILE")]
+    pub body_file: Option<PathBuf>,
+}
+
+/// `schedule add`.
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// What people call it (1 to 100 characters).
+    #[arg(long)]
+    pub name: String,
+    /// An agent to prompt; repeat for more.
+    #[arg(long = "agent", value_name = "AGENT", required = true)]
+    pub agents: Vec<String>,
+    #[command(flatten)]
+    pub body: BodySource,
+    /// First slot: an RFC 3339 instant or `now` (the default).
+    #[arg(long, value_name = "RFC3339|now", default_value = "now")]
+    pub anchor: String,
+    /// Time between slots: 90s, 30m, 1h, 1d...
+    #[arg(long, value_name = "DURATION", value_parser = parse_every, conflicts_with = "once", required_unless_present = "once")]
+    pub every: Option<u64>,
+    /// Fire once, at the anchor.
+    #[arg(long)]
+    pub once: bool,
+    /// Create it paused.
+    #[arg(long)]
+    pub paused: bool,
+    /// Print the API's JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `schedule edit`.
+#[derive(Debug, Args)]
+pub struct EditArgs {
+    /// The schedule id.
+    pub id: String,
+    /// New name.
+    #[arg(long)]
+    pub name: Option<String>,
+    #[command(flatten)]
+    pub body: BodySource,
+    /// Replace the agent list; repeat for more.
+    #[arg(long = "agent", value_name = "AGENT")]
+    pub agents: Vec<String>,
+    /// New anchor: an RFC 3339 instant or `now`.
+    #[arg(long, value_name = "RFC3339|now")]
+    pub anchor: Option<String>,
+    /// New interval: 90s, 30m, 1h, 1d...
+    #[arg(long, value_name = "DURATION", value_parser = parse_every, conflicts_with = "once")]
+    pub every: Option<u64>,
+    /// Make it a one-shot at the anchor.
+    #[arg(long)]
+    pub once: bool,
+    /// Print the API's JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl BodySource {
+    fn read(&self) -> Result<Option<String>, CtlError> {
+        match (&self.body, &self.body_file) {
+            (Some(text), _) => Ok(Some(text.clone())),
+            (None, Some(path)) if path.as_os_str() == "-" => {
+                let mut text = String::new();
+                std::io::stdin()
+                    .read_to_string(&mut text)
+                    .map_err(|e| CtlError::Usage(format!("reading the body from stdin: {e}")))?;
+                Ok(Some(text))
+            }
+            (None, Some(path)) => std::fs::read_to_string(path)
+                .map(Some)
+                .map_err(|e| CtlError::Usage(format!("reading the body from {}: {e}", path.display()))),
+            (None, None) => Ok(None),
+        }
+    }
+}
+
+fn anchor_value(anchor: &str, now: OffsetDateTime) -> String {
+    if anchor == "now" {
+        format_instant(now)
+    } else {
+        // The controller validates it and explains what is wrong.
+        anchor.to_owned()
+    }
+}
+
+fn parse_view(bytes: &[u8]) -> Result<ScheduleView, CtlError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| CtlError::Protocol(format!("unexpected answer from swarm-controller: {e}")))
+}
+
+fn schedule_path(id: &str) -> Result<String, CtlError> {
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+        return Err(CtlError::Usage(format!("{id:?} is not a schedule id (see `swarmctl schedule list`)")));
+    }
+    Ok(format!("/api/schedules/{id}"))
+}
+
+fn printed(view: &ScheduleView, json: bool, now: OffsetDateTime) -> String {
+    if json {
+        format!("{}\n", serde_json::to_string_pretty(view).expect("a view serializes"))
+    } else {
+        format::details(view, now)
+    }
+}
+
+/// Runs one command and returns what it prints on success.
+///
+/// # Errors
+/// [`CtlError`] with the message to print; the process then exits non-zero.
+pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
+    let socket = cli.socket.as_path();
+    let now = clock.now();
+    let Top::Schedule(command) = cli.command;
+    match command {
+        ScheduleCommand::Add(args) => {
+            let body = args
+                .body
+                .read()?
+                .ok_or_else(|| CtlError::Usage("give the prompt with --body TEXT or --body-file FILE|-".into()))?;
+            let request = json!({
+                "name": args.name,
+                "agents": args.agents,
+                "body": body,
+                "anchor": anchor_value(&args.anchor, now),
+                "interval": args.every,
+                "paused": args.paused,
+            });
+            let bytes =
+                client::request(socket, Method::POST, "/api/schedules", None, Some(request.to_string().into_bytes()))
+                    .await?;
+            let view = parse_view(&bytes)?;
+            Ok(printed(&view, args.json, now))
+        }
+        ScheduleCommand::List { json } => {
+            let bytes = client::request(socket, Method::GET, "/api/schedules", None, None).await?;
+            let all: Vec<ScheduleView> = serde_json::from_slice(&bytes)
+                .map_err(|e| CtlError::Protocol(format!("unexpected answer from swarm-controller: {e}")))?;
+            if json {
+                Ok(format!("{}\n", serde_json::to_string_pretty(&all).expect("views serialize")))
+            } else {
+                Ok(format::table(&all, now))
+            }
+        }
+        ScheduleCommand::Show { id, json } => {
+            let bytes = client::request(socket, Method::GET, &schedule_path(&id)?, None, None).await?;
+            Ok(printed(&parse_view(&bytes)?, json, now))
+        }
+        ScheduleCommand::Edit(args) => {
+            let mut patch = Map::new();
+            if let Some(name) = &args.name {
+                patch.insert("name".into(), json!(name));
+            }
+            if let Some(body) = args.body.read()? {
+                patch.insert("body".into(), json!(body));
+            }
+            if !args.agents.is_empty() {
+                patch.insert("agents".into(), json!(args.agents));
+            }
+            if let Some(anchor) = &args.anchor {
+                patch.insert("anchor".into(), json!(anchor_value(anchor, now)));
+            }
+            if let Some(every) = args.every {
+                patch.insert("interval".into(), json!(every));
+            }
+            if args.once {
+                patch.insert("interval".into(), Value::Null);
+            }
+            if patch.is_empty() {
+                return Err(CtlError::Usage(
+                    "nothing to change: give at least one of --name, --body, --body-file, --agent, --anchor, --every, --once".into(),
+                ));
+            }
+            let view = change(socket, &args.id, Value::Object(patch), now).await?;
+            Ok(printed(&view, args.json, now))
+        }
+        ScheduleCommand::Pause { id } => {
+            let view = change(socket, &id, json!({"paused": true}), now).await?;
+            Ok(format!("paused schedule {}\n", view.definition.id))
+        }
+        ScheduleCommand::Resume { id } => {
+            let view = change(socket, &id, json!({"paused": false}), now).await?;
+            Ok(format!("resumed schedule {}\n", view.definition.id))
+        }
+        ScheduleCommand::Rm { id } => {
+            client::request(socket, Method::DELETE, &schedule_path(&id)?, None, None).await?;
+            Ok(format!("removed schedule {id}\n"))
+        }
+    }
+}
+
+/// Reads the schedule's revision, then PATCHes with `If-Match`; a conflict says so and shows
+/// the current version.
+async fn change(
+    socket: &std::path::Path,
+    id: &str,
+    patch: Value,
+    now: OffsetDateTime,
+) -> Result<ScheduleView, CtlError> {
+    let path = schedule_path(id)?;
+    let current = parse_view(&client::request(socket, Method::GET, &path, None, None).await?)?;
+    let result =
+        client::request(socket, Method::PATCH, &path, Some(current.revision), Some(patch.to_string().into_bytes()))
+            .await;
+    match result {
+        Ok(bytes) => parse_view(&bytes),
+        Err(CtlError::Api { status: StatusCode::CONFLICT, message, current: Some(current) }) => Err(CtlError::Api {
+            status: StatusCode::CONFLICT,
+            message: format!("conflict: {message}\nthe current version is:\n{}", format::details(&current, now)),
+            current: Some(current),
+        }),
+        Err(err) => Err(err),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn add_needs_a_timing_and_a_body_source() {
+        let base = ["swarmctl", "schedule", "add", "--name", "n", "--agent", "a", "--body", "b"];
+        assert!(Cli::try_parse_from(base).is_err(), "neither --every nor --once");
+        let both = [&base[..], &["--every", "1h", "--once"]].concat();
+        assert!(Cli::try_parse_from(both).is_err());
+        let two_bodies = [&base[..], &["--every", "1h", "--body-file", "-"]].concat();
+        assert!(Cli::try_parse_from(two_bodies).is_err());
+        let ok = [&base[..], &["--every", "1h"]].concat();
+        assert!(Cli::try_parse_from(ok).is_ok());
+        let bad_every = [&base[..], &["--every", "1500ms"]].concat();
+        let err = Cli::try_parse_from(bad_every).unwrap_err().to_string();
+        assert!(err.contains("whole number of seconds"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_socket_says_the_controller_is_not_running() {
+        let err = CtlError::NotRunning(PathBuf::from("/x/c.sock")).to_string();
+        assert_eq!(err, "swarm-controller is not running at /x/c.sock (set --socket or SWARM_CONTROLLER_SOCKET)");
+    }
+}
