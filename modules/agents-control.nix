@@ -167,24 +167,16 @@ in
 
     networking.firewall.allowedTCPPorts = lib.mkIf cfg.openFirewall [ cfg.port ];
 
-    systemd.services.agents-control = {
+    systemd.services.agents-control = hyperhive.service // {
       description = "hyperhive control plane copy (agents-control)";
-      wantedBy = [ "multi-user.target" ];
-      wants = [ "network-online.target" ];
-      after = [ "network-online.target" ];
-      # It depends on the bucket, which may come up later or go away for a while: keep retrying
-      # (every RestartSec) instead of giving up after systemd's default five starts.
-      startLimitIntervalSec = 0;
 
       environment = lib.mapAttrs (_: hyperhive.literalForSystemd) settings // {
         # LoadCredential below puts the key here, readable by this unit only.
         AGENTS_CONTROL_KEY_FILE = "%d/control-key";
       };
 
-      serviceConfig = hyperhive.hardening // {
+      serviceConfig = hyperhive.serviceConfig // {
         ExecStart = "${lib.getExe cfg.package} serve";
-        Restart = "on-failure";
-        RestartSec = 5;
         # On SIGTERM a copy fails /readyz, closes its sockets with "going away", then leaves.
         KillSignal = "SIGTERM";
         TimeoutStopSec = 30;

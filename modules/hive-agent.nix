@@ -78,14 +78,8 @@ let
   unitName = name: "hive-agent-${name}";
   stateDir = name: "/var/lib/${unitName name}";
 
-  agentService = name: agent: {
+  agentService = name: agent: hyperhive.service // {
     description = "hyperhive agent ${name} (hive-agent)";
-    wantedBy = [ "multi-user.target" ];
-    wants = [ "network-online.target" ];
-    after = [ "network-online.target" ];
-    # It depends on NATS, which may come up later or go away for a while: keep retrying
-    # (every RestartSec) instead of giving up after systemd's default five starts.
-    startLimitIntervalSec = 0;
     # The turn command runs through `sh -c`.
     path = [ pkgs.bash ] ++ agent.path;
 
@@ -102,10 +96,8 @@ let
         HIVE_AGENT_CREDS = "%d/nats-creds";
       };
 
-    serviceConfig = hyperhive.hardening // {
+    serviceConfig = hyperhive.serviceConfig // {
       ExecStart = lib.getExe' config.services.hyperhive.c0re.package "hive-agent";
-      Restart = "on-failure";
-      RestartSec = 5;
       LoadCredential = [ "nats-creds:${agent.credentialsFile}" ];
       EnvironmentFile = lib.optional (agent.environmentFile != null) agent.environmentFile;
       # Each agent its own dynamic user and directory: agents cannot read each other's state.

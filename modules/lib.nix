@@ -1,5 +1,5 @@
 # Shared by the hyperhive NixOS modules (not a module itself): the package set their `package`
-# options default to, the unit hardening every daemon starts from, and checks on option values.
+# options default to, the unit settings (restart policy, hardening) every daemon starts from, and checks on option values.
 { lib, pkgs }:
 {
   # The flake's overlay provides `pkgs.hyperhive`; without it (the modules imported from a
@@ -7,10 +7,23 @@
   # built with the system's own nixpkgs.
   packages = pkgs.hyperhive or (pkgs.callPackage ../nix/packages.nix { });
 
-  # What nixpkgs daemons share (atticd, harmonia, minio, memos): no privileges, a read-only system,
-  # private /tmp and devices, and only the system calls a network service needs. Units override
-  # single keys (e.g. swarm-controller keeps a static user so a group may use its socket).
-  hardening = {
+  # Every daemon starts at boot once the network is up. What it depends on (NATS, the bucket) may
+  # come up later or go away for a while: it keeps retrying, every RestartSec, instead of giving
+  # up after systemd's default five starts.
+  service = {
+    wantedBy = [ "multi-user.target" ];
+    wants = [ "network-online.target" ];
+    after = [ "network-online.target" ];
+    startLimitIntervalSec = 0;
+  };
+
+  # The [Service] settings every daemon starts from: the restart policy, and what nixpkgs daemons
+  # share (atticd, harmonia, minio, memos): no privileges, a read-only system, private /tmp and
+  # devices, and only the system calls a network service needs. Units override single keys (e.g.
+  # swarm-controller keeps a static user so a group may use its socket).
+  serviceConfig = {
+    Restart = "on-failure";
+    RestartSec = 5;
     DynamicUser = true;
     CapabilityBoundingSet = "";
     AmbientCapabilities = "";

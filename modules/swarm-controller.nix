@@ -143,14 +143,8 @@ in
     };
     users.groups = lib.mkIf (cfg.group == "swarm-controller") { swarm-controller = { }; };
 
-    systemd.services.swarm-controller = {
+    systemd.services.swarm-controller = hyperhive.service // {
       description = "hyperhive swarm daemon (swarm-controller)";
-      wantedBy = [ "multi-user.target" ];
-      wants = [ "network-online.target" ];
-      after = [ "network-online.target" ];
-      # It depends on NATS, which may come up later or go away for a while: keep retrying
-      # (every RestartSec) instead of giving up after systemd's default five starts.
-      startLimitIntervalSec = 0;
 
       environment = lib.mapAttrs (_: hyperhive.literalForSystemd) {
         SWARM_CONTROLLER_SOCKET = cfg.socketPath;
@@ -162,10 +156,8 @@ in
         SWARM_NATS_CREDS = "%d/nats-creds";
       };
 
-      serviceConfig = hyperhive.hardening // {
+      serviceConfig = hyperhive.serviceConfig // {
         ExecStart = "${lib.getExe cfg.package} serve";
-        Restart = "on-failure";
-        RestartSec = 5;
         # A static user, so the socket's directory can belong to `group` and operators in it can
         # reach the socket.
         DynamicUser = false;

@@ -219,9 +219,12 @@ let
       && agentUnit.serviceConfig.LoadCredential == [ "nats-creds:/run/secrets/alpha.creds" ];
     "agents run hive-agent from the c0re bundle" =
       agentUnit.serviceConfig.ExecStart == "${pkgs.hyperhive.daemon-bins}/bin/hive-agent";
-    "every unit is hardened" = b.all (
+    "every unit starts at boot, keeps retrying, and is hardened" = b.all (
       unit:
-      unit.serviceConfig.ProtectSystem == "strict"
+      unit.wantedBy == [ "multi-user.target" ]
+      && unit.startLimitIntervalSec == 0
+      && unit.serviceConfig.Restart == "on-failure"
+      && unit.serviceConfig.ProtectSystem == "strict"
       && unit.serviceConfig.NoNewPrivileges
       && unit.serviceConfig.PrivateTmp
       && unit.serviceConfig.UMask == "0077"
