@@ -1,5 +1,6 @@
 # Shared by the hyperhive NixOS modules (not a module itself): the package set their `package`
-# options default to, the unit settings (restart policy, hardening) every daemon starts from, and checks on option values.
+# options default to, the unit settings every daemon starts from (restart policy, hardening), and
+# checks on option values.
 { lib, pkgs }:
 {
   # The flake's overlay provides `pkgs.hyperhive`; without it (the modules imported from a
