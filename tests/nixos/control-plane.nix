@@ -95,6 +95,7 @@ in
         };
         networking.firewall.allowedTCPPorts = [ 9000 ];
         virtualisation.diskSize = 2048;
+        virtualisation.memorySize = 2048;
         # The bucket, made once MinIO answers.
         systemd.services.minio-bucket = {
           wantedBy = [ "multi-user.target" ];
