@@ -171,7 +171,8 @@ mod tests {
     #[test]
     fn missing_or_bad_values_name_the_variable() {
         let url = (vars::NATS_URL, "nats://127.0.0.1:4222");
-        let cases: Vec<(Vec<(&str, &str)>, &str, &str)> = vec![
+        type Case<'a> = (Vec<(&'a str, &'a str)>, &'a str, &'a str);
+        let cases: Vec<Case> = vec![
             (vec![], vars::NATS_URL, "not set"),
             (vec![(vars::NATS_URL, "http://x")], vars::NATS_URL, "not a NATS URL"),
             (vec![(vars::NATS_URL, "nats://")], vars::NATS_URL, "not a NATS URL"),
