@@ -50,6 +50,26 @@ struct ErrorBody {
     current: Option<Box<ScheduleView>>,
 }
 
+/// Sends `request` over the socket (adding `Host`) and returns the status and body.
+///
+/// # Errors
+/// [`CtlError::NotRunning`] when nothing listens, [`CtlError::Protocol`] when HTTP fails.
+pub async fn send(socket: &Path, mut request: Request<Full<Bytes>>) -> Result<(StatusCode, Bytes), CtlError> {
+    let stream = UnixStream::connect(socket).await.map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => CtlError::NotRunning(socket.to_owned()),
+        _ => CtlError::Unreachable(socket.to_owned(), e),
+    })?;
+    let protocol = |e: &dyn std::fmt::Display| CtlError::Protocol(e.to_string());
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| protocol(&e))?;
+    tokio::spawn(connection);
+    request.headers_mut().insert(header::HOST, header::HeaderValue::from_static("swarm-controller"));
+    let response = sender.send_request(request).await.map_err(|e| protocol(&e))?;
+    let status = response.status();
+    let bytes = response.into_body().collect().await.map_err(|e| protocol(&e))?.to_bytes();
+    Ok((status, bytes))
+}
+
 /// Sends one request and returns the body of a 2xx answer.
 ///
 /// # Errors
@@ -61,25 +81,17 @@ pub async fn request(
     if_match: Option<u64>,
     body: Option<Vec<u8>>,
 ) -> Result<Bytes, CtlError> {
-    let stream = UnixStream::connect(socket).await.map_err(|e| match e.kind() {
-        io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => CtlError::NotRunning(socket.to_owned()),
-        _ => CtlError::Unreachable(socket.to_owned(), e),
-    })?;
-    let protocol = |e: &dyn std::fmt::Display| CtlError::Protocol(e.to_string());
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| protocol(&e))?;
-    tokio::spawn(connection);
-    let mut builder = Request::builder().method(method).uri(path).header(header::HOST, "swarm-controller");
+    let mut builder = Request::builder().method(method).uri(path);
     if let Some(revision) = if_match {
         builder = builder.header(header::IF_MATCH, revision.to_string());
     }
     if body.is_some() {
         builder = builder.header(header::CONTENT_TYPE, "application/json");
     }
-    let request = builder.body(Full::new(Bytes::from(body.unwrap_or_default()))).map_err(|e| protocol(&e))?;
-    let response = sender.send_request(request).await.map_err(|e| protocol(&e))?;
-    let status = response.status();
-    let bytes = response.into_body().collect().await.map_err(|e| protocol(&e))?.to_bytes();
+    let request = builder
+        .body(Full::new(Bytes::from(body.unwrap_or_default())))
+        .map_err(|e| CtlError::Protocol(e.to_string()))?;
+    let (status, bytes) = send(socket, request).await?;
     if status.is_success() {
         return Ok(bytes);
     }

@@ -1,6 +1,6 @@
 //! swarmctl: drives swarm-controller's API over its unix socket.
 
-mod client;
+pub mod client;
 mod format;
 
 use std::io::Read;

@@ -1,0 +1,139 @@
+//! Shared test setup: a JWT-mode nats-server from the test kit and swarm-controller running
+//! in-process on a socket in a temp dir.
+#![allow(dead_code)] // each test binary uses a different part of this module
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::Request;
+use hyper::http::{Method, StatusCode};
+use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, AgentSchedules, SCHEDULE_DEFINITIONS_BUCKET};
+use hyperhive_testkit::{NatsJwt, wait_until};
+use serde_json::Value;
+use swarm_controller::clock::SystemClock;
+use swarm_controller::config::Config;
+use swarm_controller::daemon::{self, StartError};
+use swarm_controller::swarmctl::client;
+use tempfile::TempDir;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub const STARTUP: Duration = Duration::from_secs(20);
+
+/// A running controller and the NATS it uses.
+pub struct Controller {
+    pub nats: NatsJwt,
+    pub socket: PathBuf,
+    pub js: jetstream::Context,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<(), StartError>>>,
+    _dir: TempDir,
+}
+
+pub fn config(nats: &NatsJwt, socket: PathBuf, reconcile_secs: u64) -> Config {
+    Config {
+        socket,
+        nats_url: nats.url(),
+        nats_creds: Some(nats.controller_creds()),
+        reconcile_every: Duration::from_secs(reconcile_secs),
+    }
+}
+
+impl Controller {
+    /// Starts NATS and the controller; waits until `/healthz` answers.
+    pub async fn start(reconcile_secs: u64) -> Self {
+        let nats = NatsJwt::start().await.expect("nats-server in JWT mode");
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("run/controller.sock");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(daemon::run(
+            config(&nats, socket.clone(), reconcile_secs),
+            Arc::new(SystemClock),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        let client = swarm_controller::nats::connect(&nats.url(), Some(&nats.controller_creds())).await.unwrap();
+        let controller =
+            Self { nats, socket, js: jetstream::new(client), stop: Some(stop), task: Some(task), _dir: dir };
+        wait_until("the controller answers /healthz", STARTUP, || async {
+            let (status, _) = controller.call(Method::GET, "/healthz", &[], "").await.ok()?;
+            (status == StatusCode::OK).then_some(())
+        })
+        .await
+        .unwrap();
+        controller
+    }
+
+    /// Stops the daemon and returns what `run` returned.
+    pub async fn stop(&mut self) -> Result<(), StartError> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.task.take().expect("running").await.expect("the daemon task")
+    }
+
+    /// One request; the body parsed as JSON (Null when empty).
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Bytes>,
+    ) -> Result<(StatusCode, Value), client::CtlError> {
+        let mut request = Request::builder().method(method).uri(path);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request.body(Full::new(body.into())).unwrap();
+        let (status, bytes) = client::send(&self.socket, request).await?;
+        let value =
+            if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).expect("every answer is JSON") };
+        Ok((status, value))
+    }
+
+    /// A JSON request that must get an answer.
+    pub async fn json(&self, method: Method, path: &str, body: &Value) -> (StatusCode, Value) {
+        self.call(method, path, &[("content-type", "application/json")], body.to_string()).await.unwrap()
+    }
+
+    pub async fn agent_key(&self, agent: &str) -> Option<AgentSchedules> {
+        let kv = self.js.get_key_value(AGENT_SCHEDULES_BUCKET).await.unwrap();
+        let bytes = kv.get(agent).await.unwrap()?;
+        Some(AgentSchedules::from_bytes(&bytes).unwrap())
+    }
+
+    /// The last sequence of a bucket's stream: it moves on every write, so an unchanged value
+    /// proves nothing was written.
+    pub async fn last_sequence(&self, bucket: &str) -> u64 {
+        let mut stream = self.js.get_stream(format!("KV_{bucket}")).await.unwrap();
+        stream.info().await.unwrap().state.last_sequence
+    }
+
+    pub async fn writes_so_far(&self) -> (u64, u64) {
+        (self.last_sequence(SCHEDULE_DEFINITIONS_BUCKET).await, self.last_sequence(AGENT_SCHEDULES_BUCKET).await)
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+/// A valid create request for `agents`.
+pub fn new_schedule(agents: &[&str]) -> Value {
+    serde_json::json!({
+        "name": "standup",
+        "agents": agents,
+        "body": "say hello",
+        "anchor": "2026-11-30T09:00:00Z",
+        "interval": 3600,
+    })
+}
