@@ -103,7 +103,8 @@ async fn bad_input_is_a_clear_4xx_and_stores_nothing() {
         v.to_string()
     };
     let json_ct = ("content-type", "application/json");
-    let cases: Vec<(Vec<(&str, &str)>, String, StatusCode, &str)> = vec![
+    type Case<'a> = (Vec<(&'a str, &'a str)>, String, StatusCode, &'a str);
+    let cases: Vec<Case> = vec![
         (vec![json_ct], "{not json".into(), StatusCode::BAD_REQUEST, "malformed request body"),
         (vec![json_ct], "".into(), StatusCode::BAD_REQUEST, "malformed request body"),
         (vec![json_ct], with("extra", json!(1)), StatusCode::BAD_REQUEST, "unknown field `extra`"),
