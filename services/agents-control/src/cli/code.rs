@@ -1,0 +1,48 @@
+//! `agents-control code --client | --host`: writes a pending code and prints it, alone, on stdout.
+
+use super::{Failure, open_store};
+use crate::clock::SystemClock;
+use crate::codes::{self, CodeRequest, Issuer};
+use crate::config::{self, KeyArgs, PublicArgs, StoreArgs};
+use clap::Args;
+use hyperhive_control_proto::DeviceKind;
+use std::process::ExitCode;
+
+#[derive(Debug, Clone, Args)]
+#[group(id = "kind", required = true, multiple = false, args = ["client", "host"])]
+pub struct CodeArgs {
+    /// A code for a client (a window or a phone).
+    #[arg(long)]
+    client: bool,
+    /// A code for a host (a machine serving agents).
+    #[arg(long)]
+    host: bool,
+    /// A name suggested for the device that redeems it.
+    #[arg(long = "name", value_name = "NAME")]
+    device_name: Option<String>,
+    /// How long the code can be redeemed: 90s, 10m, 2h... at most 24h.
+    #[arg(long, default_value = "10m", value_name = "DURATION")]
+    ttl: String,
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    key: KeyArgs,
+    #[command(flatten)]
+    public: PublicArgs,
+}
+
+pub async fn run(args: CodeArgs) -> Result<ExitCode, Failure> {
+    let kind = if args.host { DeviceKind::Host } else { DeviceKind::Client };
+    let ttl = config::parse_ttl(&args.ttl)?;
+    if let Some(name) = &args.device_name {
+        hyperhive_control_proto::pair::validate_name(name).map_err(|e| Failure(format!("--name {e}")))?;
+    }
+    let issuer = Issuer { key: args.key.load()?, control_url: args.public.control_url()?, pin: args.public.pin()? };
+    let store = open_store(&args.store).await?;
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let made_by = format!("cli@{}", host.trim());
+    let request = CodeRequest { kind, name: args.device_name, ttl, made_by };
+    let code = codes::make_code(store.as_ref(), &SystemClock, &issuer, &request).await?;
+    println!("{}", code.to_token());
+    Ok(ExitCode::SUCCESS)
+}

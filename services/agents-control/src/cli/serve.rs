@@ -1,0 +1,69 @@
+//! `agents-control serve` (the default command).
+
+use super::{Failure, open_store};
+use crate::clock::SystemClock;
+use crate::config::{self, KeyArgs, PublicArgs, StoreArgs};
+use crate::control::Control;
+use clap::Args;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    key: KeyArgs,
+    #[command(flatten)]
+    public: PublicArgs,
+    /// The address to listen on (plain HTTP; TLS is the load balancer's job).
+    #[arg(long, env = "AGENTS_CONTROL_LISTEN", default_value = "0.0.0.0:8791", value_name = "ADDR:PORT")]
+    listen: String,
+    /// The name windows and phones show for this control plane.
+    #[arg(long = "name", env = "AGENTS_CONTROL_NAME", value_name = "NAME")]
+    name: Option<String>,
+    /// Where the other copies reach this one, e.g. http://cp2.internal:8791.
+    #[arg(long = "peer-url", env = "AGENTS_CONTROL_PEER_URL", value_name = "URL")]
+    peer_url: Option<String>,
+    /// On SIGTERM, how long /readyz fails before the copy stops (give the load balancer one
+    /// health-check interval to notice).
+    #[arg(long, default_value = "2s", value_name = "DURATION")]
+    drain: String,
+}
+
+pub async fn run(args: ServeArgs) -> Result<ExitCode, Failure> {
+    // Every setting is checked before anything is started: a bad one stops the copy with one line.
+    args.store.url()?;
+    args.store.s3.settings()?;
+    let key = args.key.load()?;
+    args.public.control_url()?;
+    args.public.pin()?;
+    let listen = config::parse_listen(&args.listen)?;
+    if let Some(name) = &args.name {
+        hyperhive_control_proto::pair::validate_name(name)
+            .map_err(|e| Failure(format!("AGENTS_CONTROL_NAME (--name) {e}")))?;
+    }
+    if let Some(peer) = &args.peer_url {
+        config::parse_control_url(Some(peer)).map_err(|e| {
+            Failure(e.to_string().replace("AGENTS_CONTROL_URL (--control-url)", "AGENTS_CONTROL_PEER_URL (--peer-url)"))
+        })?;
+    }
+    let drain = config::parse_duration("--drain", &args.drain)?;
+    let store = open_store(&args.store).await?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| Failure(format!("AGENTS_CONTROL_LISTEN (--listen) {listen}: cannot listen ({e})")))?;
+    let control = Arc::new(Control::new(store, key, Arc::new(SystemClock)));
+    crate::serve::run(control, listener, shutdown_signal(), drain).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

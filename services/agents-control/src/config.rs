@@ -1,0 +1,242 @@
+//! Configuration (DESIGN 3.2): every variable, as clap arguments that read the environment, and
+//! the checks that turn their text into typed settings. Every error names the variable (and the
+//! flag mirroring it) and says what a good value looks like.
+
+use crate::key::{ControlKey, KeyError};
+use clap::Args;
+use hyperhive_control_proto::encoding;
+use hyperhive_object_store::{S3Settings, StoreUrl};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A setting that is missing or malformed; the message is the one line the copy stops with.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("AGENTS_STORE (--store): {0}")]
+    Store(#[from] hyperhive_object_store::StoreUrlError),
+    #[error("{variable}: {reason}")]
+    Invalid { variable: &'static str, reason: String },
+    #[error(transparent)]
+    Key(#[from] KeyError),
+}
+
+fn invalid(variable: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { variable, reason: reason.into() }
+}
+
+/// Where the store is and how to reach it.
+#[derive(Debug, Clone, Args)]
+pub struct StoreArgs {
+    /// The store: s3://bucket/prefix or file:///path.
+    #[arg(id = "store_url", long = "store", env = "AGENTS_STORE", value_name = "URL")]
+    pub url: Option<String>,
+    #[command(flatten)]
+    pub s3: S3Args,
+}
+
+/// Settings for s3:// stores (credentials come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY,
+/// or the rest of the AWS SDK's usual chain).
+#[derive(Debug, Clone, Args)]
+pub struct S3Args {
+    /// The S3 endpoint, when it is not Amazon S3 (MinIO, R2, moto...), e.g. http://minio:9000.
+    #[arg(long = "store-endpoint", env = "AGENTS_STORE_ENDPOINT", value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// The bucket's region.
+    #[arg(long = "store-region", env = "AGENTS_STORE_REGION", default_value = "us-east-1", value_name = "REGION")]
+    pub region: String,
+    /// 1 for path-style addresses (MinIO and most S3-compatible servers), 0 for virtual-host style.
+    #[arg(long = "store-path-style", env = "AGENTS_STORE_PATH_STYLE", default_value = "0", value_name = "0|1")]
+    pub path_style: String,
+}
+
+impl S3Args {
+    pub fn settings(&self) -> Result<S3Settings, ConfigError> {
+        let endpoint = match self.endpoint.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(url) if url.starts_with("http://") || url.starts_with("https://") => Some(url.to_owned()),
+            Some(url) => {
+                return Err(invalid(
+                    "AGENTS_STORE_ENDPOINT (--store-endpoint)",
+                    format!("{url:?} is not an http:// or https:// URL"),
+                ));
+            }
+        };
+        let region = self.region.trim();
+        if region.is_empty() || !region.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+            return Err(invalid(
+                "AGENTS_STORE_REGION (--store-region)",
+                format!("{region:?} is not a region name such as us-east-1"),
+            ));
+        }
+        let path_style = match self.path_style.trim() {
+            "1" | "true" => true,
+            "0" | "false" | "" => false,
+            other => {
+                return Err(invalid(
+                    "AGENTS_STORE_PATH_STYLE (--store-path-style)",
+                    format!("{other:?} is not 1 or 0"),
+                ));
+            }
+        };
+        Ok(S3Settings { endpoint, region: region.to_owned(), path_style })
+    }
+}
+
+impl StoreArgs {
+    pub fn url(&self) -> Result<StoreUrl, ConfigError> {
+        Ok(StoreUrl::parse(self.url.as_deref().unwrap_or(""))?)
+    }
+}
+
+/// The control key: exactly one of the two.
+#[derive(Debug, Clone, Args)]
+pub struct KeyArgs {
+    /// A file holding the 32-byte control key (raw bytes). Keep it mode 0600.
+    #[arg(id = "key_file", long = "key-file", env = "AGENTS_CONTROL_KEY_FILE", value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// The control key as base64url text. Prefer the environment over this flag: command lines
+    /// are visible to every user of the machine.
+    #[arg(long = "key", env = "AGENTS_CONTROL_KEY", hide_env_values = true, value_name = "BASE64URL")]
+    pub text: Option<String>,
+}
+
+impl KeyArgs {
+    pub fn load(&self) -> Result<ControlKey, ConfigError> {
+        Ok(ControlKey::load(self.file.as_deref(), self.text.as_deref())?)
+    }
+}
+
+/// What every code carries about the control plane.
+#[derive(Debug, Clone, Args)]
+pub struct PublicArgs {
+    /// The one public address every device is given, e.g. https://agents.example.com.
+    #[arg(id = "control_url", long = "control-url", env = "AGENTS_CONTROL_URL", value_name = "URL")]
+    pub url: Option<String>,
+    /// The pin (base64url SHA-256 of the SubjectPublicKeyInfo) of a self-signed proxy
+    /// certificate; every code then carries it. See `agents-control pin --cert FILE`.
+    #[arg(long = "pin", env = "AGENTS_CONTROL_PIN", value_name = "PIN")]
+    pub pin: Option<String>,
+}
+
+impl PublicArgs {
+    pub fn control_url(&self) -> Result<String, ConfigError> {
+        parse_control_url(self.url.as_deref())
+    }
+
+    pub fn pin(&self) -> Result<Option<String>, ConfigError> {
+        parse_pin(self.pin.as_deref())
+    }
+}
+
+pub fn parse_control_url(text: Option<&str>) -> Result<String, ConfigError> {
+    const VARIABLE: &str = "AGENTS_CONTROL_URL (--control-url)";
+    let text = text.map(str::trim).unwrap_or("");
+    if text.is_empty() {
+        return Err(invalid(VARIABLE, "not set: give the public address devices use, e.g. https://agents.example.com"));
+    }
+    let rest = text
+        .strip_prefix("https://")
+        .or_else(|| text.strip_prefix("http://"))
+        .ok_or_else(|| invalid(VARIABLE, format!("{text:?} must start with https:// or http://")))?;
+    let host = rest.split('/').next().unwrap_or("");
+    if host.is_empty() || text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(invalid(VARIABLE, format!("{text:?} has no host, or contains spaces")));
+    }
+    Ok(text.trim_end_matches('/').to_owned())
+}
+
+pub fn parse_pin(text: Option<&str>) -> Result<Option<String>, ConfigError> {
+    match text.map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(pin) => {
+            encoding::decode_exact::<32>(pin).map_err(|e| {
+                invalid(
+                    "AGENTS_CONTROL_PIN (--pin)",
+                    format!("{e}; a pin is the base64url SHA-256 printed by `agents-control pin --cert FILE`"),
+                )
+            })?;
+            Ok(Some(pin.trim_end_matches('=').to_owned()))
+        }
+    }
+}
+
+pub fn parse_listen(text: &str) -> Result<SocketAddr, ConfigError> {
+    text.trim().parse().map_err(|_| {
+        invalid("AGENTS_CONTROL_LISTEN (--listen)", format!("{text:?} is not an address:port such as 0.0.0.0:8791"))
+    })
+}
+
+/// The longest a code may live: a code is a bearer secret.
+pub const MAX_CODE_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Parses `--ttl` (humantime: `10m`, `2h`, `90s`): more than zero, at most 24 hours.
+pub fn parse_ttl(text: &str) -> Result<Duration, ConfigError> {
+    let ttl = humantime::parse_duration(text.trim())
+        .map_err(|e| invalid("--ttl", format!("{text:?} is not a duration like 10m or 2h ({e})")))?;
+    if ttl.is_zero() {
+        return Err(invalid("--ttl", "must be more than zero"));
+    }
+    if ttl > MAX_CODE_TTL {
+        return Err(invalid("--ttl", format!("{text} is longer than the maximum, 24h")));
+    }
+    Ok(ttl)
+}
+
+/// Parses a plain duration flag (humantime), naming the flag on error.
+pub fn parse_duration(flag: &'static str, text: &str) -> Result<Duration, ConfigError> {
+    humantime::parse_duration(text.trim())
+        .map_err(|e| invalid(flag, format!("{text:?} is not a duration like 2s ({e})")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s3(endpoint: Option<&str>, region: &str, path_style: &str) -> S3Args {
+        S3Args { endpoint: endpoint.map(str::to_owned), region: region.into(), path_style: path_style.into() }
+    }
+
+    #[test]
+    fn a_missing_store_shows_both_forms() {
+        let args = StoreArgs { url: None, s3: s3(None, "us-east-1", "0") };
+        let message = args.url().unwrap_err().to_string();
+        assert!(message.starts_with("AGENTS_STORE"), "{message}");
+        assert!(message.contains("s3://bucket/prefix") && message.contains("file:///"));
+    }
+
+    #[test]
+    fn s3_settings_are_checked_and_named() {
+        let good = s3(Some("http://127.0.0.1:9000"), "eu-west-1", "1").settings().unwrap();
+        assert!(good.path_style && good.endpoint.is_some());
+        for (args, needle) in [
+            (s3(Some("minio:9000"), "us-east-1", "1"), "AGENTS_STORE_ENDPOINT"),
+            (s3(None, "us east", "1"), "AGENTS_STORE_REGION"),
+            (s3(None, "us-east-1", "yes"), "AGENTS_STORE_PATH_STYLE"),
+        ] {
+            let message = args.settings().unwrap_err().to_string();
+            assert!(message.contains(needle), "{message}");
+        }
+    }
+
+    #[test]
+    fn control_url_pin_listen_and_ttl_are_checked() {
+        assert_eq!(parse_control_url(Some("https://a.example/")).unwrap(), "https://a.example");
+        for bad in [None, Some(""), Some("a.example"), Some("https://"), Some("https://a b")] {
+            let message = parse_control_url(bad).unwrap_err().to_string();
+            assert!(message.starts_with("AGENTS_CONTROL_URL"), "{message}");
+        }
+        assert_eq!(parse_pin(None).unwrap(), None);
+        let pin = encoding::encode(&[1; 32]);
+        assert_eq!(parse_pin(Some(&pin)).unwrap(), Some(pin));
+        assert!(parse_pin(Some("short")).unwrap_err().to_string().contains("AGENTS_CONTROL_PIN"));
+        assert!(parse_listen("0.0.0.0:8791").is_ok());
+        assert!(parse_listen("8791").unwrap_err().to_string().contains("AGENTS_CONTROL_LISTEN"));
+        assert_eq!(parse_ttl("10m").unwrap(), Duration::from_secs(600));
+        assert_eq!(parse_ttl("24h").unwrap(), MAX_CODE_TTL);
+        for (bad, needle) in [("0s", "more than zero"), ("25h", "maximum"), ("soon", "duration")] {
+            let message = parse_ttl(bad).unwrap_err().to_string();
+            assert!(message.contains(needle) && message.contains("--ttl"), "{message}");
+        }
+    }
+}

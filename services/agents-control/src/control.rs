@@ -1,0 +1,75 @@
+//! One copy's shared state: the store (metered), the key, the clock, the registry, readiness.
+
+use crate::clock::Clock;
+use crate::key::ControlKey;
+use crate::metrics::{MeteredStore, Metrics};
+use crate::registry::Registry;
+use hyperhive_object_store::Store;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// `/readyz` fails when the store has not answered for this long. The background refresh asks
+/// every [`crate::serve::REFRESH_EVERY`], so a healthy store always answers well within it.
+pub const READY_WINDOW: Duration = Duration::from_secs(6);
+
+#[derive(Debug)]
+pub struct Control {
+    pub store: Arc<dyn Store>,
+    pub key: ControlKey,
+    pub clock: Arc<dyn Clock>,
+    pub metrics: Arc<Metrics>,
+    pub registry: Registry,
+    draining: AtomicBool,
+}
+
+impl Control {
+    pub fn new(store: Arc<dyn Store>, key: ControlKey, clock: Arc<dyn Clock>) -> Control {
+        let metrics = Arc::new(Metrics::default());
+        Control {
+            store: MeteredStore::wrap(store, metrics.clone()),
+            key,
+            clock,
+            metrics,
+            registry: Registry::default(),
+            draining: AtomicBool::new(false),
+        }
+    }
+
+    /// From now on `/readyz` fails: the copy is shutting down.
+    pub fn start_draining(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// `Ok` when this copy should get new connections, else why not.
+    pub fn readiness(&self) -> Result<(), String> {
+        ready_at(self.draining.load(Ordering::SeqCst), self.metrics.last_store_answer(), Instant::now())
+    }
+}
+
+/// The readiness rule, pure so it is tested without waiting.
+pub fn ready_at(draining: bool, last_answer: Option<Instant>, now: Instant) -> Result<(), String> {
+    if draining {
+        return Err("shutting down".into());
+    }
+    match last_answer {
+        Some(at) if now.saturating_duration_since(at) <= READY_WINDOW => Ok(()),
+        Some(at) => Err(format!("the store has not answered for {}s", now.saturating_duration_since(at).as_secs())),
+        None => Err("the store has not answered yet".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_only_while_the_store_answers_and_not_draining() {
+        let start = Instant::now();
+        assert!(ready_at(false, None, start).is_err());
+        assert!(ready_at(false, Some(start), start + READY_WINDOW).is_ok());
+        let late = ready_at(false, Some(start), start + READY_WINDOW + Duration::from_secs(1));
+        assert!(late.unwrap_err().contains("has not answered for 7s"));
+        assert_eq!(ready_at(true, Some(start), start).unwrap_err(), "shutting down");
+    }
+}

@@ -1,0 +1,92 @@
+//! The HTTP surface of a copy: `/healthz`, `/readyz`, `/metrics` and `POST /v1/pair`.
+//! Every error is JSON `{"error": "..."}` with a fitting 4xx or 503 status; nothing a client
+//! sends produces a 500 or a panic.
+
+use crate::control::Control;
+use crate::pairing;
+use hyperhive_control_proto::ErrorBody;
+use hyperhive_control_proto::pair::PairRequest;
+use std::convert::Infallible;
+use std::sync::Arc;
+use warp::http::StatusCode;
+use warp::reply::Response;
+use warp::{Filter, Rejection, Reply};
+
+/// A pair request is a few hundred bytes; refuse anything far larger before reading it.
+const MAX_PAIR_BODY: u64 = 16 * 1024;
+
+fn json_error(status: StatusCode, message: impl Into<String>) -> Response {
+    warp::reply::with_status(warp::reply::json(&ErrorBody { error: message.into() }), status).into_response()
+}
+
+/// Every route of a copy.
+pub fn routes(
+    control: Arc<Control>,
+) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone + Send + Sync + 'static {
+    let with_control = {
+        let control = control.clone();
+        warp::any().map(move || control.clone())
+    };
+    let healthz = warp::path!("healthz")
+        .and(warp::get())
+        .map(|| warp::reply::with_status("ok\n", StatusCode::OK).into_response());
+    let readyz = warp::path!("readyz").and(warp::get()).and(with_control.clone()).map(|control: Arc<Control>| {
+        match control.readiness() {
+            Ok(()) => warp::reply::with_status("ready\n", StatusCode::OK).into_response(),
+            Err(reason) => warp::reply::with_status(format!("not ready: {reason}\n"), StatusCode::SERVICE_UNAVAILABLE)
+                .into_response(),
+        }
+    });
+    let metrics = warp::path!("metrics").and(warp::get()).and(with_control.clone()).map(|control: Arc<Control>| {
+        warp::reply::with_header(control.metrics.render(), "content-type", "text/plain; version=0.0.4").into_response()
+    });
+    let pair = warp::path!("v1" / "pair")
+        .and(warp::post())
+        .and(warp::body::content_length_limit(MAX_PAIR_BODY))
+        .and(warp::body::bytes())
+        .and(with_control)
+        .then(|body: bytes::Bytes, control: Arc<Control>| async move { pair(&control, &body).await });
+    healthz.or(readyz).unify().or(metrics).unify().or(pair).unify().recover(recover).unify()
+}
+
+async fn pair(control: &Control, body: &[u8]) -> Response {
+    let request: PairRequest = match serde_json::from_slice(body) {
+        Ok(request) => request,
+        Err(error) => {
+            return json_error(
+                StatusCode::BAD_REQUEST,
+                format!("malformed pair request ({error}): send JSON with code, public_key, name and proof"),
+            );
+        }
+    };
+    match pairing::redeem(control.store.as_ref(), control.clock.as_ref(), &control.key, &request).await {
+        Ok(response) => {
+            control.metrics.devices_paired.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            warp::reply::json(&response).into_response()
+        }
+        Err(error) => {
+            let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::BAD_REQUEST);
+            if status.is_server_error() {
+                tracing::warn!(%error, "pairing refused");
+            } else {
+                tracing::info!(%error, "pairing refused");
+            }
+            json_error(status, error.to_string())
+        }
+    }
+}
+
+async fn recover(rejection: Rejection) -> Result<Response, Infallible> {
+    let response = if rejection.is_not_found() {
+        json_error(StatusCode::NOT_FOUND, "no such route: see docs/control-plane/protocol.md")
+    } else if rejection.find::<warp::reject::PayloadTooLarge>().is_some() {
+        json_error(StatusCode::PAYLOAD_TOO_LARGE, format!("the body is larger than {MAX_PAIR_BODY} bytes"))
+    } else if rejection.find::<warp::reject::LengthRequired>().is_some() {
+        json_error(StatusCode::LENGTH_REQUIRED, "send a Content-Length header")
+    } else if rejection.find::<warp::reject::MethodNotAllowed>().is_some() {
+        json_error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this route")
+    } else {
+        json_error(StatusCode::BAD_REQUEST, format!("bad request: {rejection:?}"))
+    };
+    Ok(response)
+}

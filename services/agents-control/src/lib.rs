@@ -1,0 +1,26 @@
+//! agents-control: the control plane (DESIGN.md section 3). This part is everything
+//! durable: the store, the control key, codes, pairing and the device registry.
+//!
+//! # Layout
+//! - [`config`]: every variable of DESIGN 3.2, checked; [`key`]: the control key.
+//! - [`records`]: the JSON records and their keys in the store; [`clock`]: time, injectable.
+//! - [`codes`]: making and sweeping codes; [`pairing`]: redeeming them (`POST /v1/pair`).
+//! - [`registry`]: listing and forgetting devices, and the in-memory copy a serving copy uses.
+//! - [`copy`]: `store copy`; [`pin`]: certificate pins.
+//! - [`control`], [`http`], [`metrics`], [`serve`]: a running copy.
+//! - [`cli`]: the command line; `main.rs` only calls it.
+
+pub mod cli;
+pub mod clock;
+pub mod codes;
+pub mod config;
+pub mod control;
+pub mod copy;
+pub mod http;
+pub mod key;
+pub mod metrics;
+pub mod pairing;
+pub mod pin;
+pub mod records;
+pub mod registry;
+pub mod serve;

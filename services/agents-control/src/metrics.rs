@@ -1,0 +1,160 @@
+//! What `/metrics` reports (Prometheus text): store operations by kind and result with their
+//! latency, codes made, devices paired. [`MeteredStore`] counts every store call and remembers
+//! when the store last answered, which is what `/readyz` reports.
+
+use futures::future::BoxFuture;
+use hyperhive_object_store::{Object, Store, StoreError, StoreResult};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Latency {
+    count: u64,
+    sum: Duration,
+}
+
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// (operation, result) -> latency totals.
+    store_ops: Mutex<BTreeMap<(&'static str, &'static str), Latency>>,
+    pub codes_made: AtomicU64,
+    pub devices_paired: AtomicU64,
+    pub codes_swept: AtomicU64,
+    last_answer: Mutex<Option<Instant>>,
+}
+
+fn result_label<T>(result: &StoreResult<T>) -> &'static str {
+    match result {
+        Ok(_) => "ok",
+        Err(StoreError::AlreadyExists { .. }) => "exists",
+        Err(StoreError::VersionMismatch { .. }) => "changed",
+        Err(StoreError::Unavailable { .. }) => "unavailable",
+        Err(StoreError::Refused { .. }) => "refused",
+        Err(StoreError::InvalidKey { .. }) => "invalid",
+    }
+}
+
+impl Metrics {
+    fn record<T>(&self, operation: &'static str, started: Instant, result: &StoreResult<T>) {
+        let label = result_label(result);
+        let mut ops = self.store_ops.lock().expect("metrics lock");
+        let entry = ops.entry((operation, label)).or_default();
+        entry.count += 1;
+        entry.sum += started.elapsed();
+        drop(ops);
+        if !matches!(result, Err(StoreError::Unavailable { .. })) {
+            *self.last_answer.lock().expect("metrics lock") = Some(Instant::now());
+        }
+    }
+
+    /// When the store last answered (any answer but "unavailable").
+    pub fn last_store_answer(&self) -> Option<Instant> {
+        *self.last_answer.lock().expect("metrics lock")
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        out.push_str("# HELP agents_control_store_operations_total Store requests by operation and result.\n");
+        out.push_str("# TYPE agents_control_store_operations_total counter\n");
+        let ops = self.store_ops.lock().expect("metrics lock").clone();
+        for ((operation, result), latency) in &ops {
+            let _ = writeln!(
+                out,
+                "agents_control_store_operations_total{{operation=\"{operation}\",result=\"{result}\"}} {}",
+                latency.count
+            );
+        }
+        out.push_str("# HELP agents_control_store_operation_seconds Time spent in store requests, retries included.\n");
+        out.push_str("# TYPE agents_control_store_operation_seconds summary\n");
+        for ((operation, result), latency) in &ops {
+            let labels = format!("operation=\"{operation}\",result=\"{result}\"");
+            let _ = writeln!(
+                out,
+                "agents_control_store_operation_seconds_sum{{{labels}}} {:.6}",
+                latency.sum.as_secs_f64()
+            );
+            let _ = writeln!(out, "agents_control_store_operation_seconds_count{{{labels}}} {}", latency.count);
+        }
+        for (name, help, value) in [
+            ("agents_control_codes_made_total", "Pairing codes written.", &self.codes_made),
+            ("agents_control_devices_paired_total", "Codes redeemed into device records.", &self.devices_paired),
+            ("agents_control_codes_swept_total", "Expired or used code records removed.", &self.codes_swept),
+        ] {
+            let _ =
+                writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", value.load(Ordering::Relaxed));
+        }
+        out
+    }
+}
+
+/// A store that reports every call to [`Metrics`].
+#[derive(Debug)]
+pub struct MeteredStore {
+    inner: Arc<dyn Store>,
+    metrics: Arc<Metrics>,
+}
+
+impl MeteredStore {
+    pub fn wrap(inner: Arc<dyn Store>, metrics: Arc<Metrics>) -> Arc<dyn Store> {
+        Arc::new(MeteredStore { inner, metrics })
+    }
+
+    async fn timed<T>(&self, operation: &'static str, call: BoxFuture<'_, StoreResult<T>>) -> StoreResult<T> {
+        let started = Instant::now();
+        let result = call.await;
+        self.metrics.record(operation, started, &result);
+        result
+    }
+}
+
+impl Store for MeteredStore {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<Object>>> {
+        Box::pin(self.timed("get", self.inner.get(key)))
+    }
+
+    fn create<'a>(&'a self, key: &'a str, bytes: Vec<u8>) -> BoxFuture<'a, StoreResult<String>> {
+        Box::pin(self.timed("create", self.inner.create(key, bytes)))
+    }
+
+    fn replace<'a>(&'a self, key: &'a str, bytes: Vec<u8>, version: &'a str) -> BoxFuture<'a, StoreResult<String>> {
+        Box::pin(self.timed("replace", self.inner.replace(key, bytes, version)))
+    }
+
+    fn delete<'a>(&'a self, key: &'a str, version: &'a str) -> BoxFuture<'a, StoreResult<()>> {
+        Box::pin(self.timed("delete", self.inner.delete(key, version)))
+    }
+
+    fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, StoreResult<Vec<String>>> {
+        Box::pin(self.timed("list", self.inner.list(prefix)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyperhive_object_store::file::FileStore;
+
+    #[tokio::test]
+    async fn store_calls_are_counted_by_operation_and_result() {
+        let dir = tempfile::tempdir().unwrap();
+        let metrics = Arc::new(Metrics::default());
+        let store = MeteredStore::wrap(Arc::new(FileStore::open(dir.path()).unwrap()), metrics.clone());
+        assert!(metrics.last_store_answer().is_none());
+        store.create("a.json", b"{}".to_vec()).await.unwrap();
+        store.create("a.json", b"{}".to_vec()).await.unwrap_err();
+        let text = metrics.render();
+        assert!(text.contains("agents_control_store_operations_total{operation=\"create\",result=\"ok\"} 1"), "{text}");
+        assert!(text.contains("agents_control_store_operations_total{operation=\"create\",result=\"exists\"} 1"));
+        assert!(text.contains("agents_control_codes_made_total 0"));
+        assert!(metrics.last_store_answer().is_some());
+    }
+}

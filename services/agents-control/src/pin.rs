@@ -1,0 +1,24 @@
+//! The pin of a certificate (DESIGN 3.3): base64url SHA-256 of its SubjectPublicKeyInfo.
+
+use hyperhive_control_proto::encoding;
+use sha2::{Digest, Sha256};
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PinError {
+    #[error("no PEM certificate found (expected a -----BEGIN CERTIFICATE----- block)")]
+    NotPem,
+    #[error("the PEM block is a {0}, not a CERTIFICATE")]
+    NotCertificate(String),
+    #[error("the certificate cannot be parsed: {0}")]
+    Malformed(String),
+}
+
+/// The pin of the first certificate in `pem` (a chain file's first block is the leaf).
+pub fn pin_of_pem(pem: &[u8]) -> Result<String, PinError> {
+    let (_, block) = x509_parser::pem::parse_x509_pem(pem).map_err(|_| PinError::NotPem)?;
+    if block.label != "CERTIFICATE" {
+        return Err(PinError::NotCertificate(block.label));
+    }
+    let certificate = block.parse_x509().map_err(|e| PinError::Malformed(e.to_string()))?;
+    Ok(encoding::encode(&Sha256::digest(certificate.public_key().raw)))
+}

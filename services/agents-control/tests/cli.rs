@@ -1,0 +1,317 @@
+//! The command line, run as the real binary on `file://` stores (and a stand-in S3 endpoint for
+//! the `store check` failure).
+
+mod standin_s3;
+
+use agents_control::clock::SystemClock;
+use agents_control::key::ControlKey;
+use agents_control::{pairing, records};
+use ed25519_dalek::SigningKey;
+use hyperhive_control_proto::code::Code;
+use hyperhive_control_proto::encoding;
+use hyperhive_control_proto::pair::PairRequest;
+use hyperhive_object_store::Store;
+use hyperhive_object_store::file::FileStore;
+use std::path::Path;
+use std::process::{Command, Output};
+
+const SEED: [u8; 32] = [0x5a; 32];
+
+fn agents_control(store: &Path, args: &[&str]) -> Output {
+    agents_control_with(
+        args,
+        &[
+            ("AGENTS_STORE", format!("file://{}", store.display())),
+            ("AGENTS_CONTROL_KEY", encoding::encode(&SEED)),
+            ("AGENTS_CONTROL_URL", "https://agents.example.com".into()),
+        ],
+    )
+}
+
+fn agents_control_with(args: &[&str], env: &[(&str, String)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agents-control"))
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .expect("running agents-control")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Asserts the key never shows, in any encoding, in the output.
+fn assert_no_key(output: &Output) {
+    let all = format!("{}{}", text(&output.stdout), text(&output.stderr));
+    for form in [encoding::encode(&SEED), base64::Engine::encode(&base64::engine::general_purpose::STANDARD, SEED)] {
+        assert!(!all.contains(&form), "the key leaked: {all}");
+    }
+    assert!(!output.stdout.windows(32).any(|w| w == SEED) && !output.stderr.windows(32).any(|w| w == SEED));
+}
+
+#[test]
+fn code_prints_exactly_one_line_holding_a_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = agents_control(dir.path(), &["code", "--host", "--name", "build-box", "--ttl", "1h"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert_eq!(stdout.lines().count(), 1, "{stdout:?}");
+    let code = Code::parse(&stdout).unwrap();
+    assert_eq!(code.kind, hyperhive_control_proto::DeviceKind::Host);
+    assert_eq!(code.control_url, "https://agents.example.com");
+    assert_eq!(code.control_public_key, ControlKey::from_seed(SEED).public_key());
+    let keys = std::fs::read_dir(dir.path().join("codes")).unwrap().count();
+    assert_eq!(keys, 1);
+    assert_no_key(&output);
+}
+
+#[test]
+fn bad_code_flags_and_settings_are_named_and_store_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, needle) in [
+        (&["code", "--client", "--ttl", "25h"][..], "--ttl"),
+        (&["code", "--client", "--ttl", "0s"][..], "more than zero"),
+        (&["code", "--client", "--ttl", "soon"][..], "not a duration"),
+        (&["code", "--client", "--host"][..], "cannot be used with"),
+        (&["code"][..], "required"),
+        (&["code", "--client", "--name", ""][..], "--name is empty"),
+        (&["forget", "not-an-id"][..], "not a device id"),
+        (&["code", "--client", "--pin", "nope"][..], "AGENTS_CONTROL_PIN"),
+        (&["code", "--client", "--control-url", "ftp://x"][..], "AGENTS_CONTROL_URL"),
+        (&["clients", "--store-path-style", "maybe"][..], "AGENTS_STORE_PATH_STYLE"),
+    ] {
+        let output = agents_control(dir.path(), args);
+        assert!(!output.status.success(), "{args:?} succeeded");
+        let stderr = text(&output.stderr);
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+        assert!(output.stdout.is_empty() || !text(&output.stdout).contains("hhcode"));
+        assert_no_key(&output);
+    }
+    assert!(!dir.path().join("codes").exists(), "a refused command stored something");
+}
+
+#[test]
+fn a_missing_store_or_a_bad_key_stops_with_one_clear_line() {
+    let key = ("AGENTS_CONTROL_KEY", encoding::encode(&SEED));
+    let url = ("AGENTS_CONTROL_URL", "https://a.example".to_string());
+    let output = agents_control_with(&["code", "--client"], &[key.clone(), url.clone()]);
+    let stderr = text(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("AGENTS_STORE") && stderr.contains("s3://bucket/prefix") && stderr.contains("file:///"),
+        "{stderr}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = ("AGENTS_STORE", format!("file://{}", dir.path().display()));
+    let key_file = dir.path().join("short-key");
+    std::fs::write(&key_file, &SEED[..31]).unwrap();
+    for (env, needle) in [
+        (vec![store.clone(), url.clone()], "no control key"),
+        (vec![store.clone(), url.clone(), ("AGENTS_CONTROL_KEY", "abc".into())], "AGENTS_CONTROL_KEY"),
+        (vec![store.clone(), url.clone(), ("AGENTS_CONTROL_KEY", encoding::encode(&SEED[..31]))], "31 bytes"),
+        (
+            vec![store.clone(), url.clone(), ("AGENTS_CONTROL_KEY_FILE", key_file.display().to_string())],
+            "holds 31 bytes",
+        ),
+        (
+            vec![store.clone(), url.clone(), key.clone(), ("AGENTS_CONTROL_KEY_FILE", key_file.display().to_string())],
+            "both",
+        ),
+        (vec![("AGENTS_STORE", "s3://".into()), url.clone(), key.clone()], "bucket name"),
+        (vec![store.clone(), key.clone()], "AGENTS_CONTROL_URL"),
+    ] {
+        let output = agents_control_with(&["code", "--client"], &env);
+        let stderr = text(&output.stderr);
+        assert!(!output.status.success() && stderr.contains(needle), "{needle}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert_no_key(&output);
+    }
+    let output = agents_control_with(&["serve", "--listen", "nowhere"], &[store, url, key]);
+    assert!(text(&output.stderr).contains("AGENTS_CONTROL_LISTEN"), "{}", text(&output.stderr));
+}
+
+#[tokio::test]
+async fn clients_hosts_and_forget_show_what_the_store_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = text(&agents_control(dir.path(), &["code", "--client"]).stdout);
+    let store = FileStore::open(dir.path()).unwrap();
+    let device = SigningKey::from_bytes(&[8; 32]);
+    let paired = pairing::redeem(
+        &store,
+        &SystemClock,
+        &ControlKey::from_seed(SEED),
+        &PairRequest::sign(&token, &device, "my phone"),
+    )
+    .await
+    .unwrap();
+
+    let table = text(&agents_control(dir.path(), &["clients"]).stdout);
+    assert!(table.starts_with("ID") && table.contains("PAIRED AT"), "{table}");
+    assert!(table.contains(&paired.device_id) && table.contains("my phone"), "{table}");
+    let hosts: serde_json::Value =
+        serde_json::from_slice(&agents_control(dir.path(), &["hosts", "--json"]).stdout).unwrap();
+    assert_eq!(hosts, serde_json::json!([]));
+    let clients: serde_json::Value =
+        serde_json::from_slice(&agents_control(dir.path(), &["clients", "--json"]).stdout).unwrap();
+    assert_eq!(clients[0]["id"], paired.device_id.as_str());
+
+    let output = agents_control(dir.path(), &["forget", &paired.device_id]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let clients: serde_json::Value =
+        serde_json::from_slice(&agents_control(dir.path(), &["clients", "--json"]).stdout).unwrap();
+    assert_eq!(clients, serde_json::json!([]));
+    let again = agents_control(dir.path(), &["forget", &paired.device_id]);
+    assert!(!again.status.success() && text(&again.stderr).contains("already forgotten"));
+}
+
+#[test]
+fn store_check_passes_on_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let output = agents_control_with(&["store", "check", "--store", &url], &[]);
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", text(&output.stderr));
+    assert_eq!(stdout.lines().filter(|l| l.starts_with("ok ")).count(), 6, "{stdout}");
+    assert!(!dir.path().join("probe").exists() || std::fs::read_dir(dir.path().join("probe")).unwrap().count() == 0);
+}
+
+#[tokio::test]
+async fn store_check_names_a_bucket_that_ignores_conditional_writes() {
+    let standin = standin_s3::StandIn::start(standin_s3::Behaviour::IgnoresConditions).await;
+    let env = [
+        ("AGENTS_STORE_ENDPOINT", standin.endpoint()),
+        ("AGENTS_STORE_PATH_STYLE", "1".into()),
+        ("AWS_ACCESS_KEY_ID", "test".into()),
+        ("AWS_SECRET_ACCESS_KEY", "test".into()),
+    ];
+    let output = tokio::task::spawn_blocking(move || {
+        agents_control_with(&["store", "check", "--store", "s3://standin/control"], &env)
+    })
+    .await
+    .unwrap();
+    let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+    assert!(!output.status.success(), "{stdout}");
+    assert!(stdout.contains("ok    create the probe object"), "{stdout}");
+    assert!(stdout.contains("FAIL  create it again"), "{stdout}");
+    assert!(
+        stderr.contains("the bucket ignored If-None-Match") && stderr.contains("cannot be shared by several copies"),
+        "{stderr}"
+    );
+    assert!(standin.objects().is_empty(), "the probe object was not cleaned up");
+}
+
+#[tokio::test]
+async fn a_write_that_landed_but_was_answered_with_an_error_counts_as_won() {
+    // The first PUT is stored but answered 503 and the re-read fails too, so the retry meets a
+    // 412 for its own write: the code must still be made, exactly once.
+    let standin = standin_s3::StandIn::start(standin_s3::Behaviour::FirstPutLandsThenFails).await;
+    let env = [
+        ("AGENTS_STORE", "s3://standin/control".to_string()),
+        ("AGENTS_STORE_ENDPOINT", standin.endpoint()),
+        ("AGENTS_STORE_PATH_STYLE", "1".into()),
+        ("AWS_ACCESS_KEY_ID", "test".into()),
+        ("AWS_SECRET_ACCESS_KEY", "test".into()),
+        ("AGENTS_CONTROL_KEY", encoding::encode(&SEED)),
+        ("AGENTS_CONTROL_URL", "https://agents.example.com".into()),
+    ];
+    let output = tokio::task::spawn_blocking(move || agents_control_with(&["code", "--client"], &env)).await.unwrap();
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let code = Code::parse(&text(&output.stdout)).unwrap();
+    let objects = standin.objects();
+    assert_eq!(objects.len(), 1, "{objects:?}");
+    let key = format!("standin/control/{}", records::code_key(&records::code_hash(&code.secret)));
+    assert!(objects.contains_key(&key), "{objects:?}");
+}
+
+#[tokio::test]
+async fn store_copy_is_idempotent_and_never_overwrites() {
+    let (from, to) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for kind in ["--client", "--host"] {
+        assert!(agents_control(from.path(), &["code", kind]).status.success());
+    }
+    let token = text(&agents_control(from.path(), &["code", "--client"]).stdout);
+    let source = FileStore::open(from.path()).unwrap();
+    pairing::redeem(
+        &source,
+        &SystemClock,
+        &ControlKey::from_seed(SEED),
+        &PairRequest::sign(&token, &SigningKey::from_bytes(&[1; 32]), "d"),
+    )
+    .await
+    .unwrap();
+    source.create("members/copy1.json", b"{}".to_vec()).await.unwrap();
+    let (from_url, to_url) = (format!("file://{}", from.path().display()), format!("file://{}", to.path().display()));
+    let copy = || agents_control_with(&["store", "copy", "--from", &from_url, "--to", &to_url], &[]);
+
+    let first = copy();
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    assert_eq!(text(&first.stdout).trim(), "copied 3, already there 0, conflicting 0");
+    let second = copy();
+    assert_eq!(text(&second.stdout).trim(), "copied 0, already there 3, conflicting 0");
+    let destination = FileStore::open(to.path()).unwrap();
+    assert!(destination.list("members/").await.unwrap().is_empty(), "membership must not be copied");
+
+    // A different record at the destination is reported, left alone, and fails the command.
+    let key = destination.list("devices/").await.unwrap().remove(0);
+    let object = destination.get(&key).await.unwrap().unwrap();
+    let mut record: records::DeviceRecord = records::decode(&key, &object.bytes).unwrap();
+    record.name = "renamed".into();
+    destination.replace(&key, records::encode(&record), &object.version).await.unwrap();
+    let third = copy();
+    assert!(!third.status.success());
+    assert!(text(&third.stderr).contains(&key), "{}", text(&third.stderr));
+    let kept: records::DeviceRecord =
+        records::decode(&key, &destination.get(&key).await.unwrap().unwrap().bytes).unwrap();
+    assert_eq!(kept.name, "renamed");
+    let bad = agents_control_with(&["store", "copy", "--from", "nope", "--to", &to_url], &[]);
+    assert!(text(&bad.stderr).contains("--from"), "{}", text(&bad.stderr));
+}
+
+#[test]
+fn pin_matches_openssl_and_refuses_non_certificates() {
+    let dir = tempfile::tempdir().unwrap();
+    let status = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-subj",
+            "/CN=test",
+            "-days",
+            "1",
+        ])
+        .arg("-keyout")
+        .arg(dir.path().join("key.pem"))
+        .arg("-out")
+        .arg(dir.path().join("cert.pem"))
+        .output()
+        .expect("openssl is needed to make a test certificate");
+    assert!(status.status.success(), "{}", text(&status.stderr));
+    let expected = Command::new("sh")
+        .arg("-c")
+        .arg("openssl x509 -pubkey -noout -in \"$1\" | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64 | tr '+/' '-_' | tr -d '=\\n'")
+        .arg("sh")
+        .arg(dir.path().join("cert.pem"))
+        .output()
+        .unwrap();
+    let output = agents_control_with(&["pin", "--cert", dir.path().join("cert.pem").to_str().unwrap()], &[]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout).trim(), text(&expected.stdout).trim());
+
+    let not_pem = agents_control_with(&["pin", "--cert", dir.path().join("key.pem").to_str().unwrap()], &[]);
+    assert!(!not_pem.status.success());
+    assert!(
+        text(&not_pem.stderr).contains("not a CERTIFICATE") || text(&not_pem.stderr).contains("no PEM certificate"),
+        "{}",
+        text(&not_pem.stderr)
+    );
+    let missing = agents_control_with(&["pin", "--cert", "/nonexistent.pem"], &[]);
+    assert!(text(&missing.stderr).contains("--cert /nonexistent.pem"));
+}
