@@ -1,0 +1,113 @@
+//! Configuration, read once at start from the environment (flags mirror it for local runs).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use hyperhive_schedule::AgentName;
+
+/// How one agent runs. Every setting is required except the tick.
+#[derive(Debug, Clone, Args)]
+pub struct Config {
+    /// The agent's name (^[a-z][a-z0-9-]{0,31}$): its queue `todo.<name>`, its key in
+    /// `agent-schedules`, its inbox prefix `_INBOX_<name>`.
+    #[arg(long = "name", env = "HIVE_AGENT_NAME", value_parser = parse_name)]
+    pub name: AgentName,
+    /// NATS server URL, e.g. nats://127.0.0.1:4222.
+    #[arg(long = "nats-url", env = "HIVE_AGENT_NATS_URL", value_parser = parse_nats_url)]
+    pub nats_url: String,
+    /// The agent's `.creds` file, made by `swarm-controller nats agent-creds`.
+    #[arg(long = "creds", env = "HIVE_AGENT_CREDS")]
+    pub creds: PathBuf,
+    /// Directory holding `state.db` (SQLite, WAL): fired slots and finished todos. Created if
+    /// absent.
+    #[arg(long = "state-dir", env = "HIVE_AGENT_STATE_DIR")]
+    pub state_dir: PathBuf,
+    /// How often the agent reads its schedules and fires due slots (e.g. 10s, 500ms).
+    #[arg(long = "schedule-tick", env = "HIVE_AGENT_SCHEDULE_TICK", default_value = "10s",
+          value_parser = parse_tick)]
+    pub schedule_tick: Duration,
+    /// The turn: run through `sh -c` with the todo body on stdin and HIVE_AGENT_NAME,
+    /// HIVE_TODO_ID and HIVE_TODO_SOURCE in its environment.
+    #[arg(long = "turn-command", env = "HIVE_AGENT_TURN_COMMAND", value_parser = parse_command)]
+    pub turn_command: String,
+}
+
+/// Clap names only the flag in its error; the variable is what an operator actually set.
+fn parse_name(s: &str) -> Result<AgentName, String> {
+    AgentName::parse(s).map_err(|e| format!("{e} (HIVE_AGENT_NAME or --name)"))
+}
+
+fn parse_nats_url(s: &str) -> Result<String, String> {
+    let scheme_ok = ["nats://", "tls://", "ws://", "wss://"].iter().any(|p| s.starts_with(p));
+    if !scheme_ok || s.contains(char::is_whitespace) {
+        return Err(format!("{s:?} is not a NATS URL; write it as nats://HOST:PORT (or tls://, ws://, wss://)"));
+    }
+    Ok(s.to_owned())
+}
+
+fn parse_tick(s: &str) -> Result<Duration, String> {
+    let tick =
+        humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration ({e}); write e.g. 10s or 500ms"))?;
+    if tick < Duration::from_millis(10) || tick > Duration::from_secs(3600) {
+        return Err(format!("{s:?} is out of range; the tick must be between 10ms and 1h"));
+    }
+    Ok(tick)
+}
+
+fn parse_command(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        return Err("the turn command is empty; give the shell command that runs a turn".into());
+    }
+    Ok(s.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    #[command(args_override_self = true)]
+    struct Cli {
+        #[command(flatten)]
+        config: Config,
+    }
+
+    fn parse(args: &[&str]) -> Result<Config, String> {
+        let base = [
+            "hive-agent",
+            "--name",
+            "a",
+            "--nats-url",
+            "nats://127.0.0.1:4222",
+            "--creds",
+            "/c",
+            "--state-dir",
+            "/s",
+            "--turn-command",
+            "cat",
+        ];
+        Cli::try_parse_from(base.iter().chain(args)).map(|c| c.config).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_and_overrides() {
+        assert_eq!(parse(&[]).unwrap().schedule_tick, Duration::from_secs(10));
+        assert_eq!(parse(&["--schedule-tick", "250ms"]).unwrap().schedule_tick, Duration::from_millis(250));
+    }
+
+    #[test]
+    fn bad_values_say_what_is_wrong() {
+        for (args, why) in [
+            (&["--name", "Bad.Name"][..], "invalid agent name"),
+            (&["--nats-url", "localhost:4222"], "not a NATS URL"),
+            (&["--schedule-tick", "soon"], "not a duration"),
+            (&["--schedule-tick", "0s"], "between 10ms and 1h"),
+            (&["--turn-command", "  "], "turn command is empty"),
+        ] {
+            let err = parse(args).unwrap_err();
+            assert!(err.contains(why), "{args:?}: {err}");
+        }
+    }
+}

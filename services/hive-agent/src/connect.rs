@@ -1,0 +1,82 @@
+//! The NATS connection: the agent's credential, its own inbox prefix (the only subscribe
+//! subject it is granted), reconnects forever, and a clear log line when the server refuses
+//! the credential or a permission.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_nats::{ConnectOptions, Event, ServerError};
+use hyperhive_nats_creds::{agent_inbox_prefix, jwt::verified_claims, read_creds_jwt};
+use tracing::{error, info, warn};
+
+use crate::AgentError;
+use crate::config::Config;
+
+/// Requests (direct gets, publish acks) give up after this; a refused request shows up only as
+/// a timeout, so it must be well below the tick.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Checks the credential's expiry, then connects (retrying in the background until the server
+/// answers).
+///
+/// # Errors
+/// [`AgentError::Creds`] when the file is unreadable, not a credential or already expired.
+pub async fn connect(config: &Config) -> Result<async_nats::Client, AgentError> {
+    check_expiry(config)?;
+    let creds = config.creds.display().to_string();
+    let agent = config.name.to_string();
+    let options = ConnectOptions::with_credentials_file(&config.creds)
+        .await
+        .map_err(|e| AgentError::Creds(format!("cannot read {creds} (HIVE_AGENT_CREDS): {e}")))?
+        .name(format!("hive-agent {agent}"))
+        .custom_inbox_prefix(agent_inbox_prefix(&config.name))
+        .request_timeout(Some(REQUEST_TIMEOUT))
+        .retry_on_initial_connect()
+        .max_reconnects(None)
+        .event_callback(move |event| {
+            let (creds, agent) = (creds.clone(), agent.clone());
+            async move { log_event(&event, &creds, &agent) }
+        });
+    options
+        .connect(&config.nats_url)
+        .await
+        .map_err(|e| AgentError::Nats(format!("cannot connect to {}: {e}", config.nats_url)))
+}
+
+fn log_event(event: &Event, creds: &str, agent: &str) {
+    match event {
+        Event::Connected => info!("connected to NATS"),
+        Event::Disconnected => warn!("disconnected from NATS; reconnecting"),
+        Event::ServerError(ServerError::AuthorizationViolation) => error!(
+            "NATS refused the credential {creds}: it is expired, revoked or not for this server; \
+             mint a new one with `swarm-controller nats agent-creds {agent} --from DIR --out {creds}`"
+        ),
+        Event::ServerError(ServerError::Other(e)) if e.to_lowercase().contains("expired") => error!(
+            "NATS says the credential {creds} expired ({e}); mint a new one with \
+             `swarm-controller nats agent-creds {agent} --from DIR --out {creds}`"
+        ),
+        Event::ServerError(e) => warn!("NATS server error: {e}"),
+        other => warn!("NATS: {other}"),
+    }
+}
+
+fn check_expiry(config: &Config) -> Result<(), AgentError> {
+    let path = config.creds.display();
+    let jwt = read_creds_jwt(&config.creds)
+        .map_err(|e| AgentError::Creds(format!("{e} (set HIVE_AGENT_CREDS to the agent's .creds file)")))?;
+    let claims =
+        verified_claims(&jwt).map_err(|e| AgentError::Creds(format!("{path} holds no valid user JWT: {e}")))?;
+    let Some(expires) = claims["exp"].as_u64() else {
+        return Ok(());
+    };
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    if expires <= now {
+        return Err(AgentError::Creds(format!(
+            "the credential {path} expired {} ago; mint a new one with `swarm-controller nats \
+             agent-creds {} --from DIR --out {path}`",
+            humantime::format_duration(Duration::from_secs(now - expires)),
+            config.name
+        )));
+    }
+    info!("credential {path} expires in {}", humantime::format_duration(Duration::from_secs(expires - now)));
+    Ok(())
+}

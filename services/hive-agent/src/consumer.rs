@@ -1,0 +1,122 @@
+//! The todo consumer (DESIGN 4.5): this agent's durable pull consumer `agent-<name>` on `TODO`,
+//! filtered on `todo.<name>`, one todo at a time (`max_ack_pending` 1). Each todo runs one turn,
+//! is recorded as finished, then acked; a redelivered finished todo is acked without a turn.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, AckKind, consumer::pull, message::Message};
+use futures::StreamExt;
+use hyperhive_nats_creds::agent_durable_name;
+use hyperhive_schedule::{AgentName, TODO_STREAM, Todo, todo_subject};
+use tracing::{error, info, warn};
+
+use crate::clock::Clock;
+use crate::state::State;
+use crate::turn::run_turn;
+
+/// How long the server waits for an ack before redelivering; a running turn keeps extending
+/// it with progress acks every third of it.
+const ACK_WAIT: Duration = Duration::from_secs(60);
+/// Pause before re-creating the consumer after an error (e.g. while NATS restarts).
+const RETRY_DELAY: Duration = Duration::from_secs(1);
+
+/// What the consumer needs.
+#[derive(Debug)]
+pub struct Consumer {
+    pub(crate) agent: AgentName,
+    pub(crate) js: jetstream::Context,
+    pub(crate) state: State,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) turn_command: String,
+}
+
+impl Consumer {
+    /// Consumes forever, re-creating the consumer after errors.
+    pub async fn run(self) {
+        loop {
+            if let Err(e) = self.consume().await {
+                warn!("todo consumer stopped, retrying in {RETRY_DELAY:?}: {e}");
+            }
+            tokio::time::sleep(RETRY_DELAY).await;
+        }
+    }
+
+    async fn consume(&self) -> anyhow::Result<()> {
+        let stream = self.js.get_stream_no_info(TODO_STREAM).await?;
+        // Created through `$JS.API.CONSUMER.CREATE.TODO.<durable>.todo.<agent>`, the only
+        // consumer-create subject this agent's credential grants; idempotent with the same config.
+        let consumer = stream
+            .create_consumer(pull::Config {
+                durable_name: Some(agent_durable_name(&self.agent)),
+                filter_subject: todo_subject(&self.agent),
+                ack_policy: jetstream::consumer::AckPolicy::Explicit,
+                ack_wait: ACK_WAIT,
+                max_ack_pending: 1,
+                ..Default::default()
+            })
+            .await?;
+        let mut messages = consumer.messages().await?;
+        info!(consumer = %agent_durable_name(&self.agent), "consuming todos");
+        while let Some(message) = messages.next().await {
+            self.handle(message?).await?;
+        }
+        Ok(())
+    }
+
+    async fn handle(&self, message: Message) -> anyhow::Result<()> {
+        let todo: Todo = match serde_json::from_slice(&message.payload) {
+            Ok(todo) => todo,
+            Err(e) => {
+                error!(
+                    subject = %message.subject,
+                    "dropping a todo that is not JSON {{\"id\",\"source\",\"body\"}}: {e}"
+                );
+                // Terminated, not acked for a retry: it can never become valid.
+                message.ack_with(AckKind::Term).await.map_err(anyhow::Error::from_boxed)?;
+                return Ok(());
+            }
+        };
+        if self.state.is_finished(&todo.id)? {
+            info!(todo = %todo.id, "todo already finished, acking the redelivery without a turn");
+            message.ack().await.map_err(anyhow::Error::from_boxed)?;
+            return Ok(());
+        }
+        info!(todo = %todo.id, source = %todo.source, "turn started");
+        let turn = run_turn(&self.turn_command, &self.agent, &todo);
+        tokio::pin!(turn);
+        let mut progress = tokio::time::interval(ACK_WAIT / 3);
+        progress.tick().await;
+        let status = loop {
+            tokio::select! {
+                status = &mut turn => break status,
+                _ = progress.tick() => {
+                    if let Err(e) = message.ack_with(AckKind::Progress).await {
+                        warn!(todo = %todo.id, "could not extend the todo's ack deadline: {e}");
+                    }
+                }
+            }
+        };
+        let code = match status {
+            Ok(status) if status.success() => {
+                info!(todo = %todo.id, "turn finished");
+                status.code()
+            }
+            Ok(status) => {
+                match status.code() {
+                    Some(code) => warn!(todo = %todo.id, code, "turn exited with a non-zero code"),
+                    None => warn!(todo = %todo.id, "turn was killed by a signal ({status})"),
+                }
+                status.code()
+            }
+            Err(e) => {
+                error!(todo = %todo.id, "turn could not run `sh -c` (HIVE_AGENT_TURN_COMMAND): {e}");
+                None
+            }
+        };
+        // Recorded before the ack: a crash in between redelivers a todo that is then skipped.
+        self.state.record_finished(&todo.id, self.clock.now(), code)?;
+        message.ack().await.map_err(anyhow::Error::from_boxed)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,224 @@
+//! The agent's state db (`state.db`, SQLite in WAL mode): the last slot fired per schedule, the
+//! highest `agent-schedules` revision applied, and finished todo ids.
+//!
+//! Migrations are numbered by `PRAGMA user_version`: each entry of [`MIGRATIONS`] runs once, in
+//! order, in its own transaction; never edit one that has shipped, append a new one.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, OptionalExtension, params};
+use time::OffsetDateTime;
+
+const MIGRATIONS: &[&str] = &[
+    // 1: first schema.
+    "CREATE TABLE fired_slots (
+         schedule_id TEXT PRIMARY KEY NOT NULL,
+         slot_unix INTEGER NOT NULL
+     );
+     CREATE TABLE finished_todos (
+         todo_id TEXT PRIMARY KEY NOT NULL,
+         finished_unix INTEGER NOT NULL,
+         exit_code INTEGER
+     );
+     CREATE TABLE applied_revision (
+         only_row INTEGER PRIMARY KEY CHECK (only_row = 1),
+         revision INTEGER NOT NULL
+     );",
+];
+
+/// A state db failure, naming the file.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// A statement failed.
+    #[error("state db {path}: {action}: {source}")]
+    Db {
+        /// `state.db`.
+        path: PathBuf,
+        /// What was being done.
+        action: &'static str,
+        /// The cause.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The state directory cannot be created.
+    #[error("cannot create the state directory {path} (HIVE_AGENT_STATE_DIR): {source}")]
+    Dir {
+        /// The directory.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A newer hive-agent migrated this db.
+    #[error(
+        "state db {path} has schema version {found}, newer than this hive-agent knows ({known}); \
+         upgrade hive-agent"
+    )]
+    Newer {
+        /// `state.db`.
+        path: PathBuf,
+        /// The db's version.
+        found: usize,
+        /// The latest version this build knows.
+        known: usize,
+    },
+}
+
+/// The state db, shared by the ticker and the consumer (each call is one short statement).
+#[derive(Debug, Clone)]
+pub struct State {
+    conn: Arc<Mutex<Connection>>,
+    path: PathBuf,
+}
+
+impl State {
+    /// Opens (creating if absent) `dir/state.db` in WAL mode and runs pending migrations.
+    ///
+    /// # Errors
+    /// When the directory or db cannot be created or opened, or a migration fails.
+    pub fn open(dir: &Path) -> Result<Self, StateError> {
+        let path = dir.join("state.db");
+        let fail = |action| {
+            let path = path.clone();
+            move |source| StateError::Db { path, action, source }
+        };
+        std::fs::create_dir_all(dir).map_err(|source| StateError::Dir { path: dir.to_path_buf(), source })?;
+        let mut conn = Connection::open(&path).map_err(fail("opening"))?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(fail("enabling WAL"))?;
+        conn.pragma_update(None, "synchronous", "FULL").map_err(fail("setting synchronous"))?;
+        let version: usize = conn
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .map_err(fail("reading the schema version"))?;
+        if version > MIGRATIONS.len() {
+            return Err(StateError::Newer { path, found: version, known: MIGRATIONS.len() });
+        }
+        for (index, sql) in MIGRATIONS.iter().enumerate().skip(version) {
+            let tx = conn.transaction().map_err(fail("starting a migration"))?;
+            tx.execute_batch(sql).map_err(fail("migrating"))?;
+            tx.pragma_update(None, "user_version", index + 1).map_err(fail("migrating"))?;
+            tx.commit().map_err(fail("committing a migration"))?;
+        }
+        Ok(Self { conn: Arc::new(Mutex::new(conn)), path })
+    }
+
+    fn with<T>(
+        &self,
+        action: &'static str,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, StateError> {
+        let conn = self.conn.lock().expect("state db lock");
+        f(&conn).map_err(|source| StateError::Db { path: self.path.clone(), action, source })
+    }
+
+    /// The last slot fired for `schedule_id`.
+    pub fn last_fired(&self, schedule_id: &str) -> Result<Option<OffsetDateTime>, StateError> {
+        let unix: Option<i64> = self.with("reading a fired slot", |c| {
+            c.query_row("SELECT slot_unix FROM fired_slots WHERE schedule_id = ?1", params![schedule_id], |row| {
+                row.get(0)
+            })
+            .optional()
+        })?;
+        Ok(unix.and_then(|s| OffsetDateTime::from_unix_timestamp(s).ok()))
+    }
+
+    /// Records `slot` as fired for `schedule_id` (only ever moves forward).
+    pub fn record_fired(&self, schedule_id: &str, slot: OffsetDateTime) -> Result<(), StateError> {
+        self.with("recording a fired slot", |c| {
+            c.execute(
+                "INSERT INTO fired_slots (schedule_id, slot_unix) VALUES (?1, ?2)
+                 ON CONFLICT (schedule_id) DO UPDATE SET slot_unix = max(slot_unix, excluded.slot_unix)",
+                params![schedule_id, slot.unix_timestamp()],
+            )
+            .map(drop)
+        })
+    }
+
+    /// The highest `agent-schedules` revision applied (replicas may answer with older ones).
+    pub fn applied_revision(&self) -> Result<u64, StateError> {
+        let revision: Option<i64> = self.with("reading the applied revision", |c| {
+            c.query_row("SELECT revision FROM applied_revision", [], |row| row.get(0)).optional()
+        })?;
+        Ok(revision.map_or(0, |r| u64::try_from(r).unwrap_or(0)))
+    }
+
+    /// Remembers `revision` as applied.
+    pub fn record_revision(&self, revision: u64) -> Result<(), StateError> {
+        let revision = i64::try_from(revision).unwrap_or(i64::MAX);
+        self.with("recording the applied revision", |c| {
+            c.execute(
+                "INSERT INTO applied_revision (only_row, revision) VALUES (1, ?1)
+                 ON CONFLICT (only_row) DO UPDATE SET revision = max(revision, excluded.revision)",
+                params![revision],
+            )
+            .map(drop)
+        })
+    }
+
+    /// Whether the todo `id` already finished (a redelivery must not run it again).
+    pub fn is_finished(&self, todo_id: &str) -> Result<bool, StateError> {
+        self.with("reading finished todos", |c| {
+            c.query_row("SELECT 1 FROM finished_todos WHERE todo_id = ?1", params![todo_id], |_| Ok(()))
+                .optional()
+                .map(|found| found.is_some())
+        })
+    }
+
+    /// Records the todo `id` as finished, with the turn's exit code (None: killed by a signal).
+    pub fn record_finished(&self, todo_id: &str, at: OffsetDateTime, exit_code: Option<i32>) -> Result<(), StateError> {
+        self.with("recording a finished todo", |c| {
+            c.execute(
+                "INSERT OR IGNORE INTO finished_todos (todo_id, finished_unix, exit_code)
+                 VALUES (?1, ?2, ?3)",
+                params![todo_id, at.unix_timestamp(), exit_code],
+            )
+            .map(drop)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    #[test]
+    fn state_survives_reopening_and_slots_only_move_forward() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = State::open(dir.path()).unwrap();
+        assert_eq!(state.last_fired("s").unwrap(), None);
+        state.record_fired("s", datetime!(2026-11-30 10:00:00 UTC)).unwrap();
+        state.record_fired("s", datetime!(2026-11-30 09:00:00 UTC)).unwrap();
+        state.record_finished("t1", datetime!(2026-11-30 10:00:00 UTC), Some(3)).unwrap();
+        state.record_revision(7).unwrap();
+        state.record_revision(5).unwrap();
+        drop(state);
+
+        let state = State::open(dir.path()).unwrap();
+        assert_eq!(state.last_fired("s").unwrap(), Some(datetime!(2026-11-30 10:00:00 UTC)));
+        assert!(state.is_finished("t1").unwrap());
+        assert!(!state.is_finished("t2").unwrap());
+        assert_eq!(state.applied_revision().unwrap(), 7);
+    }
+
+    #[test]
+    fn the_db_is_wal_and_at_the_latest_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        State::open(dir.path()).unwrap();
+        let conn = Connection::open(dir.path().join("state.db")).unwrap();
+        let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
+        assert_eq!(mode, "wal");
+        let version: usize = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+        assert_eq!(version, MIGRATIONS.len());
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused_with_advice() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = Connection::open(dir.path().join("state.db")).unwrap();
+        conn.pragma_update(None, "user_version", 99).unwrap();
+        drop(conn);
+        let err = State::open(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("newer than this hive-agent") && err.contains("state.db"), "{err}");
+    }
+}

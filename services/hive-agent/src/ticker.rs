@@ -1,0 +1,99 @@
+//! The schedule ticker (DESIGN 4.3): every tick, read this agent's key in `agent-schedules` by
+//! direct get (the only read its credential grants; never `get_key_value`, which asks for
+//! stream info), fire each due slot to its own queue with the message id
+//! `schedule:<id>:<slot>`, and only then record the slot. A crash between publish and record
+//! republishes the same message id, which JetStream drops within its duplicate window.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, stream::DirectGetErrorKind};
+use hyperhive_schedule::{
+    AGENT_SCHEDULES_BUCKET, AgentName, AgentSchedules, Todo, due_slot, format_instant, slot_message_id, todo_subject,
+};
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use crate::clock::Clock;
+use crate::state::State;
+
+/// What the ticker needs.
+#[derive(Debug)]
+pub struct Ticker {
+    pub(crate) agent: AgentName,
+    pub(crate) js: jetstream::Context,
+    pub(crate) state: State,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) period: Duration,
+    /// Counts finished ticks, so tests can wait for "n more ticks" instead of sleeping.
+    pub(crate) ticks: watch::Sender<u64>,
+}
+
+impl Ticker {
+    /// Ticks forever.
+    pub async fn run(self) {
+        let mut interval = tokio::time::interval(self.period);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            interval.tick().await;
+            if let Err(e) = self.tick().await {
+                warn!("schedule tick failed, retrying next tick: {e}");
+            }
+            self.ticks.send_modify(|n| *n += 1);
+        }
+    }
+
+    async fn tick(&self) -> anyhow::Result<()> {
+        let Some(doc) = self.read_schedules().await? else {
+            return Ok(());
+        };
+        for schedule in &doc.schedules {
+            let now = self.clock.now();
+            let last = self.state.last_fired(&schedule.id)?;
+            let Some(slot) = due_slot(schedule, last, now) else {
+                continue;
+            };
+            let todo = Todo::for_slot(&schedule.id, &schedule.body, slot);
+            let mut headers = HeaderMap::new();
+            headers.insert("Nats-Msg-Id", slot_message_id(&schedule.id, slot).as_str());
+            let payload = serde_json::to_vec(&todo)?;
+            let ack = self.js.publish_with_headers(todo_subject(&self.agent), headers, payload.into()).await?.await?;
+            self.state.record_fired(&schedule.id, slot)?;
+            info!(
+                schedule = %schedule.id,
+                slot = %format_instant(slot),
+                duplicate = ack.duplicate,
+                "fired schedule slot"
+            );
+        }
+        Ok(())
+    }
+
+    /// This agent's schedules, or `None` when the answer is older than one already applied
+    /// (a lagging replica). A missing or deleted key means no schedules.
+    async fn read_schedules(&self) -> anyhow::Result<Option<AgentSchedules>> {
+        let bucket = self.js.get_stream_no_info(format!("KV_{AGENT_SCHEDULES_BUCKET}")).await?;
+        let key = format!("$KV.{AGENT_SCHEDULES_BUCKET}.{}", self.agent);
+        let message = match bucket.direct_get_last_for_subject(key).await {
+            Ok(message) => message,
+            Err(e) if e.kind() == DirectGetErrorKind::NotFound => {
+                return Ok(Some(AgentSchedules::new(Vec::new())));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let applied = self.state.applied_revision()?;
+        if message.sequence < applied {
+            debug!(revision = message.sequence, applied, "ignoring an older schedules revision");
+            return Ok(None);
+        }
+        let deleted =
+            message.headers.get("KV-Operation").is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE");
+        let doc = if deleted { AgentSchedules::new(Vec::new()) } else { AgentSchedules::from_bytes(&message.payload)? };
+        if message.sequence > applied {
+            info!(revision = message.sequence, schedules = doc.schedules.len(), "applied schedules");
+            self.state.record_revision(message.sequence)?;
+        }
+        Ok(Some(doc))
+    }
+}

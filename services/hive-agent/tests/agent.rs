@@ -1,0 +1,248 @@
+//! hive-agent against a real nats-server in JWT mode, with the agent's own least-privilege
+//! credential and a fake wall clock driving the ticker.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv, stream};
+use hive_agent::Agent;
+use hive_agent::clock::FakeClock;
+use hive_agent::config::Config;
+use hyperhive_schedule::{AgentName, AgentSchedule, AgentSchedules, Todo};
+use hyperhive_testkit::{NatsJwt, Process, wait_until};
+use time::OffsetDateTime;
+use time::macros::datetime;
+
+const TIMEOUT: Duration = Duration::from_secs(20);
+const TICK: Duration = Duration::from_millis(50);
+const T0: OffsetDateTime = datetime!(2026-11-30 09:00:00 UTC);
+const HOUR: u64 = 3600;
+
+/// A JWT-mode server with the swarm's stream and bucket (made as swarm-controller makes them).
+struct Swarm {
+    server: NatsJwt,
+    js: jetstream::Context,
+    schedules: kv::Store,
+    dir: tempfile::TempDir,
+}
+
+impl Swarm {
+    async fn start() -> Self {
+        let server = NatsJwt::start().await.unwrap();
+        let js = controller_js(&server).await;
+        js.create_stream(stream::Config {
+            name: "TODO".into(),
+            subjects: vec!["todo.*".into()],
+            retention: stream::RetentionPolicy::WorkQueue,
+            duplicate_window: Duration::from_secs(120),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let schedules =
+            js.create_key_value(kv::Config { bucket: "agent-schedules".into(), ..Default::default() }).await.unwrap();
+        Self { server, js, schedules, dir: tempfile::tempdir().unwrap() }
+    }
+
+    fn config(&self, agent: &str) -> Config {
+        Config {
+            name: AgentName::parse(agent).unwrap(),
+            nats_url: self.server.url(),
+            creds: self.server.mint_agent(agent).unwrap(),
+            state_dir: self.dir.path().join(agent),
+            schedule_tick: TICK,
+            turn_command: format!("{{ cat; echo \" $HIVE_TODO_ID\"; }} >> {}", self.turns_file(agent).display()),
+        }
+    }
+
+    fn turns_file(&self, agent: &str) -> PathBuf {
+        self.dir.path().join(format!("{agent}.turns"))
+    }
+
+    async fn put_schedules(&self, agent: &str, schedules: Vec<AgentSchedule>) {
+        let doc = AgentSchedules::new(schedules).to_bytes();
+        self.schedules.put(agent, doc.into()).await.unwrap();
+    }
+
+    async fn queued_todos(&self) -> u64 {
+        let mut stream = self.js.get_stream("TODO").await.unwrap();
+        stream.info().await.unwrap().state.messages
+    }
+}
+
+async fn controller_js(server: &NatsJwt) -> jetstream::Context {
+    let client = async_nats::ConnectOptions::with_credentials_file(server.controller_creds())
+        .await
+        .unwrap()
+        .connect(server.url())
+        .await
+        .unwrap();
+    jetstream::new(client)
+}
+
+fn turns(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_owned).collect()
+}
+
+async fn wait_turns(path: &Path, count: usize) -> Vec<String> {
+    wait_until(&format!("{count} turns in {}", path.display()), TIMEOUT, || async {
+        let lines = turns(path);
+        (lines.len() >= count).then_some(lines)
+    })
+    .await
+    .unwrap()
+}
+
+/// Waits for `n` more whole ticks, then for the queue to drain: afterwards, anything those
+/// ticks fired has been run.
+async fn settle(swarm: &Swarm, agent: &Agent, n: u64) {
+    let ticks = agent.ticks();
+    let start = *ticks.borrow();
+    wait_until("more ticks", TIMEOUT, || async { (*ticks.borrow() >= start + n).then_some(()) }).await.unwrap();
+    wait_until("an empty queue", TIMEOUT, || async { (swarm.queued_todos().await == 0).then_some(()) }).await.unwrap();
+}
+
+fn hourly(id: &str, body: &str) -> AgentSchedule {
+    AgentSchedule {
+        id: id.into(),
+        body: body.into(),
+        anchor: T0,
+        interval: Some(HOUR),
+        paused: false,
+        not_before: T0 - time::Duration::minutes(1),
+    }
+}
+
+#[tokio::test]
+async fn slots_fire_once_through_restart_body_edit_and_downtime() {
+    let swarm = Swarm::start().await;
+    let file = swarm.turns_file("a");
+    let clock = FakeClock::new(T0 - time::Duration::seconds(30));
+    swarm.put_schedules("a", vec![hourly("s1", "hello")]).await;
+
+    let agent = Agent::start(swarm.config("a"), Arc::new(clock.clone())).await.unwrap();
+    settle(&swarm, &agent, 3).await;
+    assert!(turns(&file).is_empty(), "nothing is due before the anchor");
+
+    clock.set(T0 + time::Duration::seconds(5));
+    assert_eq!(wait_turns(&file, 1).await, ["hello schedule:s1:2026-11-30T09:00:00Z"]);
+
+    // Restart: the state db remembers the slot.
+    agent.stop().await;
+    let agent = Agent::start(swarm.config("a"), Arc::new(clock.clone())).await.unwrap();
+    settle(&swarm, &agent, 3).await;
+    assert_eq!(turns(&file).len(), 1, "a restart refires nothing");
+
+    // Body edit: neither moves nor refires the slot.
+    swarm.put_schedules("a", vec![hourly("s1", "edited")]).await;
+    settle(&swarm, &agent, 3).await;
+    assert_eq!(turns(&file).len(), 1, "a body edit refires nothing");
+
+    // Down across five slots: only the latest fires, once, with the new body.
+    agent.stop().await;
+    clock.set(T0 + time::Duration::minutes(5 * 60 + 30));
+    let agent = Agent::start(swarm.config("a"), Arc::new(clock.clone())).await.unwrap();
+    let lines = wait_turns(&file, 2).await;
+    assert_eq!(lines[1], "edited schedule:s1:2026-11-30T14:00:00Z");
+    settle(&swarm, &agent, 3).await;
+    assert_eq!(turns(&file).len(), 2, "one catch-up only");
+    agent.stop().await;
+}
+
+#[tokio::test]
+async fn one_shot_fires_once_and_paused_fires_nothing() {
+    let swarm = Swarm::start().await;
+    let file = swarm.turns_file("a");
+    let clock = FakeClock::new(T0 + time::Duration::hours(2));
+    let once = AgentSchedule { interval: None, ..hourly("once", "one shot") };
+    let paused = AgentSchedule { paused: true, ..hourly("paused", "never") };
+    swarm.put_schedules("a", vec![once, paused]).await;
+    let agent = Agent::start(swarm.config("a"), Arc::new(clock.clone())).await.unwrap();
+    assert_eq!(wait_turns(&file, 1).await, ["one shot schedule:once:2026-11-30T09:00:00Z"]);
+    clock.set(T0 + time::Duration::hours(50));
+    settle(&swarm, &agent, 3).await;
+    assert_eq!(turns(&file).len(), 1);
+    agent.stop().await;
+}
+
+#[tokio::test]
+async fn a_finished_todo_never_runs_twice_and_a_failing_turn_is_acked() {
+    let swarm = Swarm::start().await;
+    let file = swarm.turns_file("a");
+    let mut config = swarm.config("a");
+    config.turn_command = format!(
+        "read body; echo \"$body $HIVE_TODO_ID $HIVE_TODO_SOURCE\" >> {}; [ \"$body\" != fail ] || exit 3",
+        file.display()
+    );
+    let agent = Agent::start(config, Arc::new(FakeClock::new(T0))).await.unwrap();
+    let todo = |id: &str, body: &str| Todo { id: id.into(), source: "test".into(), body: format!("{body}\n") };
+    // The same todo twice (as a redelivery after a crash before the ack would), a failing
+    // one, and one after it that must still run.
+    for t in [todo("t1", "first"), todo("t1", "first"), todo("t2", "fail"), todo("t3", "after")] {
+        let payload = serde_json::to_vec(&t).unwrap();
+        swarm.js.publish("todo.a", payload.into()).await.unwrap().await.unwrap();
+    }
+    assert_eq!(wait_turns(&file, 3).await, ["first t1 test", "fail t2 test", "after t3 test"]);
+    settle(&swarm, &agent, 2).await;
+    assert_eq!(turns(&file).len(), 3, "the second t1 is acked without a turn");
+    agent.stop().await;
+}
+
+#[tokio::test]
+async fn keeps_working_across_a_nats_restart() {
+    let mut swarm = Swarm::start().await;
+    let file = swarm.turns_file("a");
+    let clock = FakeClock::new(T0 + time::Duration::seconds(1));
+    swarm.put_schedules("a", vec![hourly("s1", "before")]).await;
+    let agent = Agent::start(swarm.config("a"), Arc::new(clock.clone())).await.unwrap();
+    wait_turns(&file, 1).await;
+
+    swarm.server.nats().stop();
+    swarm.server.nats().start_again().await.unwrap();
+    swarm.js = controller_js(&swarm.server).await;
+
+    // The ticker still fires from its state db, and the consumer still runs turns.
+    clock.set(T0 + time::Duration::hours(1) + time::Duration::seconds(1));
+    let lines = wait_turns(&file, 2).await;
+    assert_eq!(lines[1], "before schedule:s1:2026-11-30T10:00:00Z");
+    agent.stop().await;
+}
+
+#[tokio::test]
+async fn an_expired_credential_stops_the_binary_with_one_clear_line() {
+    let swarm = Swarm::start().await;
+    let now = OffsetDateTime::now_utc().unix_timestamp() as u64;
+    let creds = swarm
+        .server
+        .mint_agent_with("a", hyperhive_nats_creds::Validity { issued_at: now - 7200, expires_at: Some(now - 3600) })
+        .unwrap();
+    let mut agent = Process::builder(env!("CARGO_BIN_EXE_hive-agent"))
+        .env("HIVE_AGENT_NAME", "a")
+        .env("HIVE_AGENT_NATS_URL", swarm.server.url())
+        .env("HIVE_AGENT_CREDS", &creds)
+        .env("HIVE_AGENT_STATE_DIR", swarm.dir.path().join("a"))
+        .env("HIVE_AGENT_TURN_COMMAND", "cat")
+        .start("hive-agent")
+        .unwrap();
+    let status = agent.wait_exit(TIMEOUT).await.unwrap();
+    assert!(!status.success());
+    let log = agent.log();
+    assert!(log.contains("expired 1h") && log.contains("nats agent-creds a"), "{log}");
+}
+
+#[tokio::test]
+async fn bad_settings_stop_the_binary_with_what_to_fix() {
+    let mut agent = Process::builder(env!("CARGO_BIN_EXE_hive-agent"))
+        .env("HIVE_AGENT_NAME", "Not.A.Name")
+        .env("HIVE_AGENT_NATS_URL", "nats://127.0.0.1:4222")
+        .env("HIVE_AGENT_CREDS", "/nonexistent")
+        .env("HIVE_AGENT_STATE_DIR", "/nonexistent")
+        .env("HIVE_AGENT_TURN_COMMAND", "cat")
+        .start("hive-agent")
+        .unwrap();
+    let status = agent.wait_exit(TIMEOUT).await.unwrap();
+    assert!(!status.success());
+    let log = agent.log();
+    assert!(log.contains("invalid agent name") && log.contains("HIVE_AGENT_NAME"), "{log}");
+}
