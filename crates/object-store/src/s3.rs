@@ -123,10 +123,11 @@ impl S3Store {
                 if error.as_service_error().is_some_and(|e| e.is_no_such_key()) {
                     return Ok(None);
                 }
-                return match classify(&error) {
-                    Failure::NotFound => Ok(None),
-                    other => Err(other),
-                };
+                return Err(match classify(&error) {
+                    // A 404 that is not NoSuchKey: the bucket itself is missing.
+                    Failure::NotFound => Failure::Refused(describe_sdk_error(&error)),
+                    other => other,
+                });
             }
         };
         let version = output.e_tag().unwrap_or_default().to_owned();
@@ -308,6 +309,9 @@ impl S3Store {
                     return Ok(keys);
                 }
                 Err(Failure::Refused(detail)) => return Err(StoreError::Refused { detail }),
+                Err(Failure::NotFound) => {
+                    return Err(StoreError::Refused { detail: format!("bucket {} not found", self.bucket) });
+                }
                 Err(Failure::Unknown(detail)) => last = detail,
                 Err(other) => last = format!("{other:?}"),
             }
