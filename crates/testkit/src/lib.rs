@@ -14,6 +14,7 @@
 pub mod caddy;
 pub mod chaos;
 pub mod nats;
+pub mod nats_jwt;
 pub mod ports;
 pub mod process;
 pub mod s3;
@@ -23,6 +24,7 @@ pub mod wait;
 pub use caddy::Caddy;
 pub use chaos::ChaosProxy;
 pub use nats::Nats;
+pub use nats_jwt::NatsJwt;
 pub use nix::sys::signal::Signal;
 pub use ports::free_port;
 pub use process::{Process, ProcessBuilder};
