@@ -55,19 +55,14 @@ pub enum DocError {
     #[error("agent-schedules document lists schedule {0:?} twice")]
     DuplicateId(String),
     /// An interval of 0 seconds has no slots.
-    #[error(
-        "schedule {0:?} has interval 0; an interval is a whole number of seconds >= 1, or null"
-    )]
+    #[error("schedule {0:?} has interval 0; an interval is a whole number of seconds >= 1, or null")]
     ZeroInterval(String),
 }
 
 impl AgentSchedules {
     /// A version-1 document holding `schedules` (in any order).
     pub fn new(schedules: Vec<AgentSchedule>) -> Self {
-        Self {
-            version: DOC_VERSION,
-            schedules,
-        }
+        Self { version: DOC_VERSION, schedules }
     }
 
     /// Canonical JSON: schedules sorted by id, fields in declaration order, no whitespace.
@@ -142,10 +137,7 @@ mod tests {
         s.interval = None;
         let bytes = AgentSchedules::new(vec![s.clone()]).to_bytes();
         assert!(String::from_utf8_lossy(&bytes).contains(r#""interval":null"#));
-        assert_eq!(
-            AgentSchedules::from_bytes(&bytes).unwrap().schedules,
-            vec![s]
-        );
+        assert_eq!(AgentSchedules::from_bytes(&bytes).unwrap().schedules, vec![s]);
     }
 
     #[test]
@@ -169,9 +161,7 @@ mod tests {
             ),
         ];
         for (input, why) in cases {
-            let err = AgentSchedules::from_bytes(input.as_bytes())
-                .unwrap_err()
-                .to_string();
+            let err = AgentSchedules::from_bytes(input.as_bytes()).unwrap_err().to_string();
             assert!(err.contains(why), "{input}: {err}");
         }
         let twice = AgentSchedules::new(vec![schedule("a"), schedule("a")]).to_bytes();

@@ -12,9 +12,7 @@ pub enum InstantError {
     #[error("{0:?} is not an RFC 3339 instant (write e.g. 2026-11-30T09:00:00Z)")]
     NotRfc3339(String),
     /// Schedules work in whole seconds.
-    #[error(
-        "{0:?} has fractional seconds; schedule times are whole seconds (e.g. 2026-11-30T09:00:00Z)"
-    )]
+    #[error("{0:?} has fractional seconds; schedule times are whole seconds (e.g. 2026-11-30T09:00:00Z)")]
     Fractional(String),
 }
 
@@ -33,16 +31,12 @@ pub fn parse_instant(s: &str) -> Result<OffsetDateTime, InstantError> {
 
 /// `t` in UTC with its sub-second part dropped (for "now" and other clock readings).
 pub fn whole_seconds_utc(t: OffsetDateTime) -> OffsetDateTime {
-    t.to_offset(UtcOffset::UTC)
-        .replace_nanosecond(0)
-        .expect("0 is a valid nanosecond")
+    t.to_offset(UtcOffset::UTC).replace_nanosecond(0).expect("0 is a valid nanosecond")
 }
 
 /// Formats an instant as RFC 3339 in UTC, whole seconds.
 pub fn format_instant(t: OffsetDateTime) -> String {
-    whole_seconds_utc(t)
-        .format(&Rfc3339)
-        .expect("a UTC instant with a four-digit year formats as RFC 3339")
+    whole_seconds_utc(t).format(&Rfc3339).expect("a UTC instant with a four-digit year formats as RFC 3339")
 }
 
 pub(crate) fn serialize<S: Serializer>(t: &OffsetDateTime, s: S) -> Result<S::Ok, S::Error> {
@@ -71,9 +65,7 @@ mod tests {
     fn rejects_bad_instants_clearly() {
         let err = parse_instant("tomorrow").unwrap_err().to_string();
         assert!(err.contains("not an RFC 3339 instant"), "{err}");
-        let err = parse_instant("2026-11-30T09:00:00.5Z")
-            .unwrap_err()
-            .to_string();
+        let err = parse_instant("2026-11-30T09:00:00.5Z").unwrap_err().to_string();
         assert!(err.contains("whole seconds"), "{err}");
     }
 

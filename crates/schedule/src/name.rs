@@ -30,12 +30,7 @@ impl AgentName {
     /// # Errors
     /// [`NameError`] naming the rule that `s` breaks.
     pub fn parse(s: &str) -> Result<Self, NameError> {
-        let reject = |reason| {
-            Err(NameError {
-                given: s.chars().take(64).collect(),
-                reason,
-            })
-        };
+        let reject = |reason| Err(NameError { given: s.chars().take(64).collect(), reason });
         let mut chars = s.chars();
         match chars.next() {
             None => return reject("it is empty"),
@@ -115,12 +110,7 @@ mod tests {
             assert!(err.contains("^[a-z][a-z0-9-]{0,31}$"), "{err}");
         }
         let long = format!("a{}", "b".repeat(32));
-        assert!(
-            AgentName::parse(&long)
-                .unwrap_err()
-                .to_string()
-                .contains("longer than 32")
-        );
+        assert!(AgentName::parse(&long).unwrap_err().to_string().contains("longer than 32"));
     }
 
     #[test]

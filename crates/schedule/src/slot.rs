@@ -17,11 +17,7 @@ use crate::doc::AgentSchedule;
 /// Consequences: a body edit (same anchor, interval and `not_before`) never moves or refires a
 /// slot; after downtime only the latest missed slot fires, once; a restart refires nothing;
 /// a one-shot fires once; slots that fell during a pause are before the resume's `not_before`.
-pub fn due_slot(
-    s: &AgentSchedule,
-    last_fired: Option<OffsetDateTime>,
-    now: OffsetDateTime,
-) -> Option<OffsetDateTime> {
+pub fn due_slot(s: &AgentSchedule, last_fired: Option<OffsetDateTime>, now: OffsetDateTime) -> Option<OffsetDateTime> {
     if s.paused {
         return None;
     }
@@ -32,11 +28,7 @@ pub fn due_slot(
 
 /// The first slot strictly after `t` (what `swarmctl schedule list` shows as the next fire), or
 /// `None` when a one-shot's slot has passed.
-pub fn next_slot_after(
-    anchor: OffsetDateTime,
-    interval: Option<u64>,
-    t: OffsetDateTime,
-) -> Option<OffsetDateTime> {
+pub fn next_slot_after(anchor: OffsetDateTime, interval: Option<u64>, t: OffsetDateTime) -> Option<OffsetDateTime> {
     let (a, now) = (seconds(anchor), seconds(t));
     if now < a {
         return instant(a);
@@ -114,18 +106,9 @@ mod tests {
     fn body_edit_never_moves_or_refires_a_slot() {
         let s = hourly();
         let fired = due_slot(&s, None, T0 + Duration::seconds(10)).unwrap();
-        let edited = AgentSchedule {
-            body: "a new prompt".into(),
-            ..s.clone()
-        };
-        assert_eq!(
-            due_slot(&edited, Some(fired), T0 + Duration::seconds(20)),
-            None
-        );
-        assert_eq!(
-            due_slot(&edited, Some(fired), T0 + hours(1)),
-            Some(T0 + hours(1))
-        );
+        let edited = AgentSchedule { body: "a new prompt".into(), ..s.clone() };
+        assert_eq!(due_slot(&edited, Some(fired), T0 + Duration::seconds(20)), None);
+        assert_eq!(due_slot(&edited, Some(fired), T0 + hours(1)), Some(T0 + hours(1)));
     }
 
     #[test]
@@ -133,20 +116,14 @@ mod tests {
         let s = hourly();
         let back = T0 + hours(5) + Duration::minutes(30);
         assert_eq!(due_slot(&s, Some(T0), back), Some(T0 + hours(5)));
-        assert_eq!(
-            due_slot(&s, Some(T0 + hours(5)), back + Duration::seconds(10)),
-            None
-        );
+        assert_eq!(due_slot(&s, Some(T0 + hours(5)), back + Duration::seconds(10)), None);
     }
 
     #[test]
     fn downtime_of_centuries_is_still_one_step() {
         let s = hourly();
         let back = datetime!(2999-01-01 00:30:00 UTC);
-        assert_eq!(
-            due_slot(&s, Some(T0), back),
-            Some(datetime!(2999-01-01 00:00:00 UTC))
-        );
+        assert_eq!(due_slot(&s, Some(T0), back), Some(datetime!(2999-01-01 00:00:00 UTC)));
     }
 
     #[test]
@@ -155,19 +132,13 @@ mod tests {
         let fired = due_slot(&s, None, T0).unwrap();
         // A restart only re-reads last_fired from the state db: the same inputs, no fire.
         for later in [0, 1, 10, 3599] {
-            assert_eq!(
-                due_slot(&s, Some(fired), T0 + Duration::seconds(later)),
-                None
-            );
+            assert_eq!(due_slot(&s, Some(fired), T0 + Duration::seconds(later)), None);
         }
     }
 
     #[test]
     fn one_shot_fires_once() {
-        let s = AgentSchedule {
-            interval: None,
-            ..hourly()
-        };
+        let s = AgentSchedule { interval: None, ..hourly() };
         assert_eq!(due_slot(&s, None, T0 - Duration::seconds(1)), None);
         assert_eq!(due_slot(&s, None, T0 + hours(3)), Some(T0));
         assert_eq!(due_slot(&s, Some(T0), T0 + hours(300)), None);
@@ -178,24 +149,12 @@ mod tests {
     #[test]
     fn paused_slots_are_skipped_and_never_fired_after_resume() {
         let s = hourly();
-        let paused = AgentSchedule {
-            paused: true,
-            ..s.clone()
-        };
+        let paused = AgentSchedule { paused: true, ..s.clone() };
         assert_eq!(due_slot(&paused, Some(T0), T0 + hours(3)), None);
         // Resumed at 03:30 past T0: the controller moves not_before to the resume.
-        let resumed = AgentSchedule {
-            not_before: T0 + hours(3) + Duration::minutes(30),
-            ..s
-        };
-        assert_eq!(
-            due_slot(&resumed, Some(T0), T0 + hours(3) + Duration::minutes(31)),
-            None
-        );
-        assert_eq!(
-            due_slot(&resumed, Some(T0), T0 + hours(4)),
-            Some(T0 + hours(4))
-        );
+        let resumed = AgentSchedule { not_before: T0 + hours(3) + Duration::minutes(30), ..s };
+        assert_eq!(due_slot(&resumed, Some(T0), T0 + hours(3) + Duration::minutes(31)), None);
+        assert_eq!(due_slot(&resumed, Some(T0), T0 + hours(4)), Some(T0 + hours(4)));
     }
 
     #[test]
@@ -203,22 +162,14 @@ mod tests {
         let s = hourly();
         let edit_at = T0 + hours(2) + Duration::minutes(10);
         // Interval shortened to 15 minutes from the same anchor: slots before the edit are gone.
-        let edited = AgentSchedule {
-            interval: Some(900),
-            not_before: edit_at,
-            ..s
-        };
+        let edited = AgentSchedule { interval: Some(900), not_before: edit_at, ..s };
         assert_eq!(due_slot(&edited, Some(T0 + hours(2)), edit_at), None);
         assert_eq!(
             due_slot(&edited, Some(T0 + hours(2)), edit_at + Duration::minutes(5)),
             Some(T0 + hours(2) + Duration::minutes(15))
         );
         // An anchor moved into the past from a fresh agent: nothing before the edit either.
-        let moved = AgentSchedule {
-            anchor: T0 - hours(48),
-            not_before: edit_at,
-            ..hourly()
-        };
+        let moved = AgentSchedule { anchor: T0 - hours(48), not_before: edit_at, ..hourly() };
         assert_eq!(due_slot(&moved, None, edit_at), None);
     }
 
@@ -226,19 +177,13 @@ mod tests {
     fn next_slot_is_strictly_after() {
         assert_eq!(next_slot_after(T0, Some(HOUR), T0), Some(T0 + hours(1)));
         assert_eq!(next_slot_after(T0, Some(HOUR), T0 - hours(9)), Some(T0));
-        assert_eq!(
-            next_slot_after(T0, Some(HOUR), T0 + hours(1) - Duration::seconds(1)),
-            Some(T0 + hours(1))
-        );
+        assert_eq!(next_slot_after(T0, Some(HOUR), T0 + hours(1) - Duration::seconds(1)), Some(T0 + hours(1)));
         assert_eq!(next_slot_after(T0, Some(u64::MAX), T0), None);
     }
 
     #[test]
     fn interval_zero_degrades_to_a_one_shot() {
-        let s = AgentSchedule {
-            interval: Some(0),
-            ..hourly()
-        };
+        let s = AgentSchedule { interval: Some(0), ..hourly() };
         assert_eq!(due_slot(&s, None, T0 + hours(2)), Some(T0));
         assert_eq!(due_slot(&s, Some(T0), T0 + hours(4)), None);
     }

@@ -28,11 +28,7 @@ impl Todo {
     /// The todo a fired slot publishes; its id is the slot's message id, so the same slot is
     /// the same todo however often it is published.
     pub fn for_slot(schedule_id: &str, body: &str, slot: OffsetDateTime) -> Self {
-        Self {
-            id: slot_message_id(schedule_id, slot),
-            source: schedule_source(schedule_id),
-            body: body.to_owned(),
-        }
+        Self { id: slot_message_id(schedule_id, slot), source: schedule_source(schedule_id), body: body.to_owned() }
     }
 }
 
