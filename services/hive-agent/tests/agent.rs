@@ -246,3 +246,23 @@ async fn bad_settings_stop_the_binary_with_what_to_fix() {
     let log = agent.log();
     assert!(log.contains("invalid agent name") && log.contains("HIVE_AGENT_NAME"), "{log}");
 }
+
+#[tokio::test]
+async fn a_crash_between_publish_and_record_does_not_double_the_slot() {
+    let swarm = Swarm::start().await;
+    let file = swarm.turns_file("a");
+    // What a crashed tick left behind: the slot's todo is queued, the slot is not recorded.
+    let todo = Todo::for_slot("s1", "hello", T0);
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Nats-Msg-Id", hyperhive_schedule::slot_message_id("s1", T0).as_str());
+    let payload = serde_json::to_vec(&todo).unwrap();
+    swarm.js.publish_with_headers("todo.a", headers, payload.into()).await.unwrap().await.unwrap();
+    swarm.put_schedules("a", vec![hourly("s1", "hello")]).await;
+
+    let clock = FakeClock::new(T0 + time::Duration::seconds(5));
+    let agent = Agent::start(swarm.config("a"), Arc::new(clock)).await.unwrap();
+    wait_turns(&file, 1).await;
+    settle(&swarm, &agent, 3).await;
+    assert_eq!(turns(&file), ["hello schedule:s1:2026-11-30T09:00:00Z"]);
+    agent.stop().await;
+}
