@@ -38,7 +38,7 @@ pub async fn run(
     let client = nats::connect(&config.nats_url, config.nats_creds.as_deref()).await?;
     tracing::info!(url = %config.nats_url, "connected to NATS");
     let js = async_nats::jetstream::new(client.clone());
-    let buckets = nats::ensure_objects(&js).await?;
+    let buckets = ensure_objects_patiently(&js).await?;
     let definitions = Definitions::new(js.clone(), buckets.definitions);
     let reconciler = Arc::new(Reconciler::new(js, definitions.clone(), buckets.agent_schedules));
     let listener = socket::bind(&config.socket)?;
@@ -53,6 +53,29 @@ pub async fn run(
     socket::remove(&config.socket);
     tracing::info!("stopped");
     Ok(())
+}
+
+/// How long start-up keeps retrying JetStream set-up: a nats-server that was just started (by
+/// the same boot, or a test) can refuse stream creation for a moment while JetStream comes up
+/// in the account ("error creating store for stream", 10049).
+const SETUP_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
+async fn ensure_objects_patiently(js: &async_nats::jetstream::Context) -> Result<nats::Buckets, NatsError> {
+    let deadline = tokio::time::Instant::now() + SETUP_PATIENCE;
+    let mut pause = std::time::Duration::from_millis(50);
+    loop {
+        match nats::ensure_objects(js).await {
+            Ok(buckets) => return Ok(buckets),
+            // A misconfigured object stays misconfigured: report it at once.
+            Err(err @ NatsError::Misconfigured(_)) => return Err(err),
+            Err(err) if tokio::time::Instant::now() + pause > deadline => return Err(err),
+            Err(err) => {
+                tracing::warn!(%err, "JetStream set-up failed; retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(2));
+            }
+        }
+    }
 }
 
 async fn reconcile_periodically(reconciler: Arc<Reconciler>, every: std::time::Duration) {

@@ -60,12 +60,20 @@ impl Controller {
         let client = swarm_controller::nats::connect(&nats.url(), Some(&nats.controller_creds())).await.unwrap();
         let controller =
             Self { nats, socket, js: jetstream::new(client), stop: Some(stop), task: Some(task), _dir: dir };
-        wait_until("the controller answers /healthz", STARTUP, || async {
+        let mut controller = controller;
+        let ready = wait_until("the controller answers /healthz", STARTUP, || async {
+            if controller.task.as_ref().is_some_and(JoinHandle::is_finished) {
+                return Some(false);
+            }
             let (status, _) = controller.call(Method::GET, "/healthz", &[], "").await.ok()?;
-            (status == StatusCode::OK).then_some(())
+            (status == StatusCode::OK).then_some(true)
         })
         .await
         .unwrap();
+        if !ready {
+            let outcome = controller.task.take().unwrap().await.unwrap();
+            panic!("the controller stopped at start: {outcome:?}");
+        }
         controller
     }
 

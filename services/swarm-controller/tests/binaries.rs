@@ -1,0 +1,233 @@
+//! The `swarm-controller` and `swarmctl` binaries as an operator runs them.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use hyperhive_testkit::{Nats, NatsJwt, Process, Signal, wait_until};
+
+const CONTROLLER: &str = env!("CARGO_BIN_EXE_swarm-controller");
+const SWARMCTL: &str = env!("CARGO_BIN_EXE_swarmctl");
+
+fn swarmctl(socket: &Path, args: &[&str]) -> Output {
+    Command::new(SWARMCTL).arg("--socket").arg(socket).args(args).output().expect("swarmctl runs")
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(out.status.success(), "failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    assert!(!out.status.success(), "succeeded: {}", String::from_utf8_lossy(&out.stdout));
+    String::from_utf8(out.stderr.clone()).unwrap()
+}
+
+#[test]
+fn a_missing_or_bad_setting_stops_the_daemon_with_one_line() {
+    for (env, needle) in [
+        (vec![], "SWARM_NATS_URL: not set"),
+        (vec![("SWARM_NATS_URL", "localhost")], "SWARM_NATS_URL"),
+        (vec![("SWARM_NATS_URL", "nats://127.0.0.1:1"), ("SWARM_RECONCILE_SECS", "often")], "SWARM_RECONCILE_SECS"),
+    ] {
+        let out = Command::new(CONTROLLER)
+            .env_remove("SWARM_NATS_URL")
+            .env_remove("SWARM_RECONCILE_SECS")
+            .env_remove("SWARM_CONTROLLER_SOCKET")
+            .envs(env)
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert!(err.contains(needle), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+}
+
+#[test]
+fn help_explains_every_setting() {
+    let help = stdout(&Command::new(CONTROLLER).arg("--help").output().unwrap());
+    for var in ["SWARM_CONTROLLER_SOCKET", "SWARM_NATS_URL", "SWARM_NATS_CREDS", "SWARM_RECONCILE_SECS"] {
+        assert!(help.contains(var), "{var} missing from --help");
+    }
+    let help = stdout(&Command::new(SWARMCTL).args(["schedule", "add", "--help"]).output().unwrap());
+    for flag in ["--name", "--agent", "--body", "--body-file", "--anchor", "--every", "--once", "--paused"] {
+        assert!(help.contains(flag), "{flag} missing from swarmctl schedule add --help");
+    }
+}
+
+#[tokio::test]
+async fn nats_init_and_agent_creds_make_credentials_a_server_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("nats");
+    let init = Command::new(CONTROLLER).args(["nats", "init", "--out"]).arg(&out).output().unwrap();
+    assert!(stdout(&init).contains("controller credential"));
+    let mode = std::fs::metadata(out.join("account.seed")).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let again = Command::new(CONTROLLER).args(["nats", "init", "--out"]).arg(&out).output().unwrap();
+    assert!(!stderr(&again).is_empty(), "a second init refuses to overwrite");
+
+    let creds = dir.path().join("a.creds");
+    let mint = Command::new(CONTROLLER)
+        .args(["nats", "agent-creds", "a", "--ttl", "1h", "--from"])
+        .arg(&out)
+        .arg("--out")
+        .arg(&creds)
+        .output()
+        .unwrap();
+    assert!(stdout(&mint).contains("valid for 1h"));
+    assert_eq!(std::fs::metadata(&creds).unwrap().permissions().mode() & 0o777, 0o600);
+    let bad = Command::new(CONTROLLER)
+        .args(["nats", "agent-creds", "A!", "--from"])
+        .arg(&out)
+        .arg("--out")
+        .arg(dir.path().join("x.creds"))
+        .output()
+        .unwrap();
+    assert!(stderr(&bad).contains("invalid agent name"));
+
+    let fragment = std::fs::read_to_string(out.join("nats-server.conf")).unwrap();
+    let nats = Nats::start_with_config(&fragment).await.unwrap();
+    for file in [creds, out.join("controller.creds")] {
+        let client = async_nats::ConnectOptions::with_credentials_file(&file)
+            .await
+            .unwrap()
+            .custom_inbox_prefix("_INBOX_a")
+            .connect(nats.url())
+            .await
+            .unwrap();
+        client.flush().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn swarmctl_drives_the_daemon() {
+    let nats = NatsJwt::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("run/controller.sock");
+    let missing = swarmctl(&socket, &["schedule", "list"]);
+    assert_eq!(
+        stderr(&missing).trim(),
+        format!(
+            "swarmctl: swarm-controller is not running at {} (set --socket or SWARM_CONTROLLER_SOCKET)",
+            socket.display()
+        )
+    );
+
+    let mut daemon = Process::builder(CONTROLLER)
+        .env("SWARM_CONTROLLER_SOCKET", &socket)
+        .env("SWARM_NATS_URL", nats.url())
+        .env("SWARM_NATS_CREDS", nats.controller_creds())
+        .start("swarm-controller")
+        .unwrap();
+    daemon.wait_for_log("serving the API", Duration::from_secs(20)).await.unwrap();
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o666);
+
+    let added = stdout(&swarmctl(
+        &socket,
+        &[
+            "schedule",
+            "add",
+            "--name",
+            "standup",
+            "--agent",
+            "a",
+            "--agent",
+            "b",
+            "--body",
+            "hello",
+            "--anchor",
+            "2026-11-30T09:00:00Z",
+            "--every",
+            "30m",
+        ],
+    ));
+    let id = added.lines().next().unwrap().trim_start_matches("id:").trim().to_owned();
+    assert!(added.contains("every:     30m") && added.contains("hello"), "{added}");
+
+    let list = stdout(&swarmctl(&socket, &["schedule", "list"]));
+    let header = list.lines().next().unwrap();
+    for column in ["ID", "NAME", "AGENTS", "EVERY", "PAUSED", "NEXT FIRE"] {
+        assert!(header.contains(column), "{list}");
+    }
+    assert!(list.contains(&id) && list.contains("a,b") && list.contains("30m"), "{list}");
+
+    let edited = stdout(&swarmctl(&socket, &["schedule", "edit", &id, "--body", "changed", "--once"]));
+    assert!(edited.contains("changed") && edited.contains("every:     once"), "{edited}");
+    assert!(stdout(&swarmctl(&socket, &["schedule", "pause", &id])).contains("paused"));
+    assert!(stdout(&swarmctl(&socket, &["schedule", "list"])).contains("paused"));
+    assert!(stdout(&swarmctl(&socket, &["schedule", "resume", &id])).contains("resumed"));
+    let shown = stdout(&swarmctl(&socket, &["schedule", "show", &id, "--json"]));
+    let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!((shown["paused"].as_bool(), shown["body"].as_str()), (Some(false), Some("changed")));
+
+    let nothing = swarmctl(&socket, &["schedule", "edit", &id]);
+    assert!(stderr(&nothing).contains("nothing to change"));
+    let bad = swarmctl(&socket, &["schedule", "add", "--name", "x", "--agent", "Bad", "--body", "b", "--once"]);
+    assert!(stderr(&bad).contains("invalid agent name"), "the API's message is shown");
+    let bad_anchor = swarmctl(&socket, &["schedule", "edit", &id, "--anchor", "soon"]);
+    assert!(stderr(&bad_anchor).contains("RFC 3339"));
+
+    assert!(stdout(&swarmctl(&socket, &["schedule", "rm", &id])).contains("removed"));
+    let gone = swarmctl(&socket, &["schedule", "show", &id]);
+    assert!(stderr(&gone).contains("no schedule with id"));
+
+    daemon.signal(Signal::SIGTERM).unwrap();
+    let status = daemon.wait_exit(Duration::from_secs(10)).await.unwrap();
+    assert!(status.success(), "{status:?}");
+    wait_until("the socket is removed", Duration::from_secs(5), || async { (!socket.exists()).then_some(()) })
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn body_file_and_stdin_are_read() {
+    let nats = NatsJwt::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("run/controller.sock");
+    let mut daemon = Process::builder(CONTROLLER)
+        .env("SWARM_CONTROLLER_SOCKET", &socket)
+        .env("SWARM_NATS_URL", nats.url())
+        .env("SWARM_NATS_CREDS", nats.controller_creds())
+        .start("swarm-controller")
+        .unwrap();
+    daemon.wait_for_log("serving the API", Duration::from_secs(20)).await.unwrap();
+    let file = dir.path().join("prompt.txt");
+    std::fs::write(&file, "from a file\n").unwrap();
+    let out = stdout(&swarmctl(
+        &socket,
+        &[
+            "schedule",
+            "add",
+            "--name",
+            "f",
+            "--agent",
+            "a",
+            "--body-file",
+            file.to_str().unwrap(),
+            "--every",
+            "1h",
+            "--json",
+        ],
+    ));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["body"], "from a file\n");
+
+    let mut child = Command::new(SWARMCTL)
+        .arg("--socket")
+        .arg(&socket)
+        .args(["schedule", "add", "--name", "s", "--agent", "a", "--body-file", "-", "--once", "--json"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"from stdin").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!((v["body"].as_str(), v["interval"].is_null()), (Some("from stdin"), true));
+    let missing =
+        swarmctl(&socket, &["schedule", "add", "--name", "m", "--agent", "a", "--body-file", "/nonexistent", "--once"]);
+    assert!(stderr(&missing).contains("/nonexistent"));
+}

@@ -1,0 +1,86 @@
+//! The reconcile pass against a real nats-server: writes nothing when nothing changed, repairs
+//! keys changed behind the controller's back, removes keys of agents with no schedules.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{Controller, config, new_schedule};
+use hyper::http::{Method, StatusCode};
+use hyperhive_schedule::AGENT_SCHEDULES_BUCKET;
+use hyperhive_testkit::{NatsJwt, wait_until};
+use swarm_controller::clock::SystemClock;
+use swarm_controller::nats;
+use swarm_controller::reconcile::Reconciler;
+use swarm_controller::schedules::Definitions;
+
+/// A second reconciler on the controller's buckets, driven by the test rather than a timer.
+async fn reconciler(c: &Controller) -> Reconciler {
+    let buckets = nats::ensure_objects(&c.js).await.unwrap();
+    let definitions = Definitions::new(c.js.clone(), buckets.definitions);
+    Reconciler::new(c.js.clone(), definitions, buckets.agent_schedules)
+}
+
+#[tokio::test]
+async fn a_pass_with_nothing_changed_writes_nothing_and_repairs_what_was_changed_behind_its_back() {
+    let c = Controller::start(3600).await;
+    for agents in [&["a", "b"][..], &["b", "c"]] {
+        let (status, _) = c.json(Method::POST, "/api/schedules", &new_schedule(agents)).await;
+        assert_eq!(status, StatusCode::CREATED);
+    }
+    let r = reconciler(&c).await;
+    let before = c.writes_so_far().await;
+    let report = r.pass().await.unwrap();
+    assert_eq!((report.written, report.removed, report.failed), (0, 0, 0), "{report:?}");
+    assert_eq!(report.compared, 3);
+    assert_eq!(c.writes_so_far().await, before);
+
+    let kv = c.js.get_key_value(AGENT_SCHEDULES_BUCKET).await.unwrap();
+    let good_b = kv.get("b").await.unwrap().unwrap();
+    kv.delete("a").await.unwrap();
+    kv.put("b", "{\"version\":1,\"schedules\":[]}".into()).await.unwrap();
+    kv.put("stray", "{}".into()).await.unwrap();
+    let report = r.pass().await.unwrap();
+    assert_eq!((report.written, report.removed), (2, 1), "{report:?}");
+    assert_eq!(c.agent_key("a").await.unwrap().schedules.len(), 1);
+    assert_eq!(kv.get("b").await.unwrap().unwrap(), good_b);
+    assert!(kv.get("stray").await.unwrap().is_none());
+    assert_eq!(r.pass().await.unwrap().written, 0, "repaired keys are not written again");
+}
+
+#[tokio::test]
+async fn the_periodic_pass_repairs_a_key_deleted_behind_the_controllers_back() {
+    let c = Controller::start(1).await;
+    let (_, created) = c.json(Method::POST, "/api/schedules", &new_schedule(&["a"])).await;
+    let kv = c.js.get_key_value(AGENT_SCHEDULES_BUCKET).await.unwrap();
+    kv.delete("a").await.unwrap();
+    let repaired =
+        wait_until("the pass rewrites a's key", Duration::from_secs(10), || async { c.agent_key("a").await })
+            .await
+            .unwrap();
+    assert_eq!(repaired.schedules[0].id, created["id"].as_str().unwrap());
+}
+
+#[tokio::test]
+async fn start_refuses_a_socket_directory_holding_anything_else() {
+    let nats = NatsJwt::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("leftover.txt"), "x").unwrap();
+    let socket = dir.path().join("controller.sock");
+    let err =
+        swarm_controller::daemon::run(config(&nats, socket.clone(), 60), Arc::new(SystemClock), std::future::pending())
+            .await
+            .unwrap_err()
+            .to_string();
+    assert!(err.contains("refusing to start") && err.contains("leftover.txt"), "{err}");
+    assert!(!socket.exists());
+}
+
+#[tokio::test]
+async fn shutdown_removes_the_socket() {
+    let mut c = Controller::start(60).await;
+    assert!(c.socket.exists());
+    c.stop().await.unwrap();
+    assert!(!c.socket.exists());
+}
