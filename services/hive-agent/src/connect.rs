@@ -2,9 +2,11 @@
 //! subject it is granted), reconnects forever, and a clear log line when the server refuses
 //! the credential or a permission.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use async_nats::{ConnectOptions, Event, ServerError};
+use async_nats::{ClientError, ConnectOptions, Event, ServerError};
 use hyperhive_nats_creds::{agent_inbox_prefix, jwt::verified_claims, read_creds_jwt};
 use tracing::{error, info, warn};
 
@@ -24,6 +26,9 @@ pub async fn connect(config: &Config) -> Result<async_nats::Client, AgentError> 
     check_expiry(config)?;
     let creds = config.creds.display().to_string();
     let agent = config.name.to_string();
+    // Set while the server refuses the credential, so the refusal is logged once per streak
+    // rather than on every reconnect attempt.
+    let refused = Arc::new(AtomicBool::new(false));
     let options = ConnectOptions::with_credentials_file(&config.creds)
         .await
         .map_err(|e| AgentError::Creds(format!("cannot read {creds} (HIVE_AGENT_CREDS): {e}")))?
@@ -32,9 +37,10 @@ pub async fn connect(config: &Config) -> Result<async_nats::Client, AgentError> 
         .request_timeout(Some(REQUEST_TIMEOUT))
         .retry_on_initial_connect()
         .max_reconnects(None)
+        .reconnect_delay_callback(reconnect_delay)
         .event_callback(move |event| {
-            let (creds, agent) = (creds.clone(), agent.clone());
-            async move { log_event(&event, &creds, &agent) }
+            let (creds, agent, refused) = (creds.clone(), agent.clone(), refused.clone());
+            async move { log_event(&event, &creds, &agent, &refused) }
         });
     options
         .connect(&config.nats_url)
@@ -42,19 +48,43 @@ pub async fn connect(config: &Config) -> Result<async_nats::Client, AgentError> 
         .map_err(|e| AgentError::Nats(format!("cannot connect to {}: {e}", config.nats_url)))
 }
 
-fn log_event(event: &Event, creds: &str, agent: &str) {
+/// Backs off from 100 ms to 5 s between attempts, so a refused credential or a long outage
+/// does not turn into a tight reconnect loop.
+fn reconnect_delay(attempts: usize) -> Duration {
+    let exponent = u32::try_from(attempts.min(6)).unwrap_or(6);
+    Duration::from_millis(100 * 2u64.pow(exponent)).min(Duration::from_secs(5))
+}
+
+/// The server refuses a credential as an authorization violation (a server error on a live
+/// connection, a client error while reconnecting) or, at its `exp`, "authentication expired".
+fn is_refusal(event: &Event) -> bool {
     match event {
-        Event::Connected => info!("connected to NATS"),
+        Event::ServerError(ServerError::AuthorizationViolation) => true,
+        Event::ServerError(ServerError::Other(e)) | Event::ClientError(ClientError::Other(e)) => {
+            let e = e.to_lowercase();
+            e.contains("authorization violation") || e.contains("expired")
+        }
+        _ => false,
+    }
+}
+
+fn log_event(event: &Event, creds: &str, agent: &str, refused: &AtomicBool) {
+    if is_refusal(event) {
+        if !refused.swap(true, Ordering::Relaxed) {
+            error!(
+                "NATS refused the credential {creds} ({event}): it is expired, revoked or not for \
+                 this server; mint a new one with `swarm-controller nats agent-creds {agent} \
+                 --from DIR --out {creds}`"
+            );
+        }
+        return;
+    }
+    match event {
+        Event::Connected => {
+            refused.store(false, Ordering::Relaxed);
+            info!("connected to NATS");
+        }
         Event::Disconnected => warn!("disconnected from NATS; reconnecting"),
-        Event::ServerError(ServerError::AuthorizationViolation) => error!(
-            "NATS refused the credential {creds}: it is expired, revoked or not for this server; \
-             mint a new one with `swarm-controller nats agent-creds {agent} --from DIR --out {creds}`"
-        ),
-        Event::ServerError(ServerError::Other(e)) if e.to_lowercase().contains("expired") => error!(
-            "NATS says the credential {creds} expired ({e}); mint a new one with \
-             `swarm-controller nats agent-creds {agent} --from DIR --out {creds}`"
-        ),
-        Event::ServerError(e) => warn!("NATS server error: {e}"),
         other => warn!("NATS: {other}"),
     }
 }

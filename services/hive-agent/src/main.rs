@@ -32,7 +32,9 @@ async fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                // async-nats reports through the event callback, which `connect` logs once in
+                // words an operator can act on; its own lines would repeat them per attempt.
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,async_nats=off")),
         )
         .init();
     let cli = Cli::parse();

@@ -266,3 +266,25 @@ async fn a_crash_between_publish_and_record_does_not_double_the_slot() {
     assert_eq!(turns(&file), ["hello schedule:s1:2026-11-30T09:00:00Z"]);
     agent.stop().await;
 }
+
+#[tokio::test]
+async fn a_credential_expiring_while_running_is_logged_clearly() {
+    let swarm = Swarm::start().await;
+    let now = OffsetDateTime::now_utc().unix_timestamp() as u64;
+    let creds = swarm
+        .server
+        .mint_agent_with("a", hyperhive_nats_creds::Validity { issued_at: now, expires_at: Some(now + 3) })
+        .unwrap();
+    let mut agent = Process::builder(env!("CARGO_BIN_EXE_hive-agent"))
+        .env("HIVE_AGENT_NAME", "a")
+        .env("HIVE_AGENT_NATS_URL", swarm.server.url())
+        .env("HIVE_AGENT_CREDS", &creds)
+        .env("HIVE_AGENT_STATE_DIR", swarm.dir.path().join("a"))
+        .env("HIVE_AGENT_SCHEDULE_TICK", "200ms")
+        .env("HIVE_AGENT_TURN_COMMAND", "cat")
+        .start("hive-agent")
+        .unwrap();
+    agent.wait_for_log("consuming todos", TIMEOUT).await.unwrap();
+    agent.wait_for_log("NATS refused the credential", TIMEOUT).await.unwrap();
+    assert!(agent.log().contains("nats agent-creds a"), "{}", agent.log());
+}
