@@ -9,6 +9,7 @@ use async_nats::jetstream::{self, kv, stream};
 use hive_agent::Agent;
 use hive_agent::clock::FakeClock;
 use hive_agent::config::Config;
+use hyperhive_nats_creds::Validity;
 use hyperhive_schedule::{AgentName, AgentSchedule, AgentSchedules, Todo};
 use hyperhive_testkit::{NatsJwt, Process, wait_until};
 use time::OffsetDateTime;
@@ -63,6 +64,19 @@ impl Swarm {
     async fn put_schedules(&self, agent: &str, schedules: Vec<AgentSchedule>) {
         let doc = AgentSchedules::new(schedules).to_bytes();
         self.schedules.put(agent, doc.into()).await.unwrap();
+    }
+
+    /// Starts the hive-agent binary as `agent` with a credential of the given validity.
+    fn start_binary(&self, agent: &str, validity: Validity) -> Process {
+        Process::builder(env!("CARGO_BIN_EXE_hive-agent"))
+            .env("HIVE_AGENT_NAME", agent)
+            .env("HIVE_AGENT_NATS_URL", self.server.url())
+            .env("HIVE_AGENT_CREDS", self.server.mint_agent_with(agent, validity).unwrap())
+            .env("HIVE_AGENT_STATE_DIR", self.dir.path().join(agent))
+            .env("HIVE_AGENT_SCHEDULE_TICK", "200ms")
+            .env("HIVE_AGENT_TURN_COMMAND", "cat")
+            .start("hive-agent")
+            .unwrap()
     }
 
     async fn queued_todos(&self) -> u64 {
@@ -213,18 +227,7 @@ async fn keeps_working_across_a_nats_restart() {
 async fn an_expired_credential_stops_the_binary_with_one_clear_line() {
     let swarm = Swarm::start().await;
     let now = OffsetDateTime::now_utc().unix_timestamp() as u64;
-    let creds = swarm
-        .server
-        .mint_agent_with("a", hyperhive_nats_creds::Validity { issued_at: now - 7200, expires_at: Some(now - 3600) })
-        .unwrap();
-    let mut agent = Process::builder(env!("CARGO_BIN_EXE_hive-agent"))
-        .env("HIVE_AGENT_NAME", "a")
-        .env("HIVE_AGENT_NATS_URL", swarm.server.url())
-        .env("HIVE_AGENT_CREDS", &creds)
-        .env("HIVE_AGENT_STATE_DIR", swarm.dir.path().join("a"))
-        .env("HIVE_AGENT_TURN_COMMAND", "cat")
-        .start("hive-agent")
-        .unwrap();
+    let mut agent = swarm.start_binary("a", Validity { issued_at: now - 7200, expires_at: Some(now - 3600) });
     let status = agent.wait_exit(TIMEOUT).await.unwrap();
     assert!(!status.success());
     let log = agent.log();
@@ -271,19 +274,7 @@ async fn a_crash_between_publish_and_record_does_not_double_the_slot() {
 async fn a_credential_expiring_while_running_is_logged_clearly() {
     let swarm = Swarm::start().await;
     let now = OffsetDateTime::now_utc().unix_timestamp() as u64;
-    let creds = swarm
-        .server
-        .mint_agent_with("a", hyperhive_nats_creds::Validity { issued_at: now, expires_at: Some(now + 3) })
-        .unwrap();
-    let mut agent = Process::builder(env!("CARGO_BIN_EXE_hive-agent"))
-        .env("HIVE_AGENT_NAME", "a")
-        .env("HIVE_AGENT_NATS_URL", swarm.server.url())
-        .env("HIVE_AGENT_CREDS", &creds)
-        .env("HIVE_AGENT_STATE_DIR", swarm.dir.path().join("a"))
-        .env("HIVE_AGENT_SCHEDULE_TICK", "200ms")
-        .env("HIVE_AGENT_TURN_COMMAND", "cat")
-        .start("hive-agent")
-        .unwrap();
+    let mut agent = swarm.start_binary("a", Validity { issued_at: now, expires_at: Some(now + 3) });
     agent.wait_for_log("consuming todos", TIMEOUT).await.unwrap();
     agent.wait_for_log("NATS refused the credential", TIMEOUT).await.unwrap();
     assert!(agent.log().contains("nats agent-creds a"), "{}", agent.log());
