@@ -7,7 +7,7 @@
 //! - [`codes`]: making and sweeping codes; [`pairing`]: redeeming them (`POST /v1/pair`).
 //! - [`registry`]: listing and forgetting devices, and the in-memory copy a serving copy uses.
 //! - [`copy`]: `store copy`; [`pin`]: certificate pins.
-//! - [`control`], [`http`], [`metrics`], [`serve`]: a running copy.
+//! - [`control`], [`http`], [`metrics`], [`membership`], [`serve`]: a running copy.
 //! - [`cli`]: the command line; `main.rs` only calls it.
 
 pub mod cli;
@@ -18,6 +18,7 @@ pub mod control;
 pub mod copy;
 pub mod http;
 pub mod key;
+pub mod membership;
 pub mod metrics;
 pub mod pairing;
 pub mod pin;

@@ -68,7 +68,13 @@ pub async fn redeem(
         return Err(PairError::AlreadyUsed);
     }
     let code_key = records::code_key(&hash);
-    let code_object = store.get(&code_key).await?.ok_or(PairError::Unknown)?;
+    let Some(code_object) = store.get(&code_key).await? else {
+        // A racing copy may have redeemed the code and tidied its record away since we looked.
+        if store.get(&device_key).await?.is_some() {
+            return Err(PairError::AlreadyUsed);
+        }
+        return Err(PairError::Unknown);
+    };
     let code: CodeRecord = records::decode(&code_key, &code_object.bytes)?;
     let now = clock.now();
     if records::parse_timestamp(&code_key, &code.expires_at)? <= now {

@@ -129,8 +129,17 @@ fn a_missing_store_or_a_bad_key_stops_with_one_clear_line() {
         assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
         assert_no_key(&output);
     }
-    let output = agents_control_with(&["serve", "--listen", "nowhere"], &[store, url, key]);
-    assert!(text(&output.stderr).contains("AGENTS_CONTROL_LISTEN"), "{}", text(&output.stderr));
+    for (flags, needle) in [
+        (&["--listen", "nowhere"][..], "AGENTS_CONTROL_LISTEN"),
+        (&["--name", "a\u{1}b"][..], "AGENTS_CONTROL_NAME"),
+        (&["--peer-url", "cp2:8791"][..], "AGENTS_CONTROL_PEER_URL"),
+        (&["--drain", "later"][..], "--drain"),
+    ] {
+        let args: Vec<&str> = ["serve"].iter().chain(flags).copied().collect();
+        let output = agents_control_with(&args, &[store.clone(), url.clone(), key.clone()]);
+        let stderr = text(&output.stderr);
+        assert!(!output.status.success() && stderr.contains(needle), "{flags:?}: {stderr}");
+    }
 }
 
 #[tokio::test]

@@ -10,6 +10,8 @@ use ed25519_dalek::SigningKey;
 use hyperhive_control_proto::DeviceKind;
 use hyperhive_control_proto::encoding;
 use hyperhive_control_proto::pair::PairRequest;
+use hyperhive_object_store::Store;
+use hyperhive_object_store::file::FileStore;
 use hyperhive_object_store::s3::S3Store;
 use hyperhive_testkit::process::http_status;
 use hyperhive_testkit::{Process, S3, Signal, free_port, wait_until};
@@ -20,23 +22,33 @@ const SEED: [u8; 32] = [0x3c; 32];
 const PREFIX: &str = "control";
 const START: Duration = Duration::from_secs(30);
 
-fn env(s3: &S3) -> Vec<(String, String)> {
-    let mut env = s3.env();
-    env.extend([
-        ("AGENTS_STORE".to_string(), s3.store_url(PREFIX)),
+fn common_env() -> Vec<(String, String)> {
+    vec![
         ("AGENTS_CONTROL_KEY".to_string(), encoding::encode(&SEED)),
         ("AGENTS_CONTROL_URL".to_string(), "https://agents.example.com".to_string()),
         ("RUST_LOG".to_string(), "info".to_string()),
-    ]);
+    ]
+}
+
+fn env(s3: &S3) -> Vec<(String, String)> {
+    let mut env = s3.env();
+    env.push(("AGENTS_STORE".to_string(), s3.store_url(PREFIX)));
+    env.extend(common_env());
     env
 }
 
-async fn start_copy(s3: &S3, name: &str) -> (Process, SocketAddr) {
+fn file_env(dir: &std::path::Path) -> Vec<(String, String)> {
+    let mut env = vec![("AGENTS_STORE".to_string(), format!("file://{}", dir.display()))];
+    env.extend(common_env());
+    env
+}
+
+async fn start_copy(env: &[(String, String)], name: &str) -> (Process, SocketAddr) {
     let port = free_port();
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let mut copy = Process::builder(env!("CARGO_BIN_EXE_agents-control"))
         .args(["serve", "--listen", &addr.to_string(), "--drain", "1s"])
-        .envs(env(s3))
+        .envs(env.iter().cloned())
         .start(name)
         .unwrap();
     copy.wait_for_http_ok(addr, "/readyz", START).await.unwrap();
@@ -47,7 +59,7 @@ fn issuer() -> Issuer {
     Issuer { key: ControlKey::from_seed(SEED), control_url: "https://agents.example.com".into(), pin: None }
 }
 
-async fn make_code(store: &S3Store) -> String {
+async fn make_code(store: &dyn Store) -> String {
     let request = CodeRequest { kind: DeviceKind::Client, name: None, ttl: codes::DEFAULT_TTL, made_by: "test".into() };
     codes::make_code(store, &SystemClock, &issuer(), &request).await.unwrap().to_token()
 }
@@ -58,10 +70,10 @@ fn pair_body(token: &str, seed: u8) -> Vec<u8> {
 }
 
 /// Runs the binary with the copies' environment; returns (success, stdout, stderr).
-async fn run_cli(s3: &S3, args: &[&str]) -> (bool, String, String) {
+async fn run_cli(env: &[(String, String)], args: &[&str]) -> (bool, String, String) {
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agents-control"))
         .args(args)
-        .envs(env(s3))
+        .envs(env.iter().cloned())
         .output()
         .await
         .unwrap();
@@ -72,14 +84,12 @@ async fn run_cli(s3: &S3, args: &[&str]) -> (bool, String, String) {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn one_code_redeemed_through_two_copies_at_once_pairs_exactly_once() {
-    let s3 = S3::start().await.unwrap();
-    let (_a, addr_a) = start_copy(&s3, "copy-a").await;
-    let (_b, addr_b) = start_copy(&s3, "copy-b").await;
-    let store = S3Store::from_client(&s3.client(), s3.bucket(), PREFIX);
+/// Redeems 200 codes, each through both copies at once: exactly one wins every round.
+async fn race_two_copies(store: &dyn Store, env: &[(String, String)]) {
+    let (_a, addr_a) = start_copy(env, "copy-a").await;
+    let (_b, addr_b) = start_copy(env, "copy-b").await;
     for round in 0..200u32 {
-        let token = make_code(&store).await;
+        let token = make_code(store).await;
         let (first, second) = tokio::join!(
             http_client::post_json(addr_a, "/v1/pair", pair_body(&token, 1)),
             http_client::post_json(addr_b, "/v1/pair", pair_body(&token, 2)),
@@ -90,16 +100,30 @@ async fn one_code_redeemed_through_two_copies_at_once_pairs_exactly_once() {
         let loser = if first.0 == 409 { &first.1 } else { &second.1 };
         assert!(loser["error"].as_str().unwrap().contains("already used"), "round {round}: {loser}");
     }
-    let (ok, stdout, _) = run_cli(&s3, &["clients", "--json"]).await;
+    let (ok, stdout, _) = run_cli(env, &["clients", "--json"]).await;
     assert!(ok);
     let clients: Vec<serde_json::Value> = serde_json::from_str(&stdout).unwrap();
     assert_eq!(clients.len(), 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_code_redeemed_through_two_copies_at_once_pairs_exactly_once_on_s3() {
+    let s3 = S3::start().await.unwrap();
+    let store = S3Store::from_client(&s3.client(), s3.bucket(), PREFIX);
+    race_two_copies(&store, &env(&s3)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_code_redeemed_through_two_copies_at_once_pairs_exactly_once_on_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path()).unwrap();
+    race_two_copies(&store, &file_env(dir.path())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn while_the_bucket_is_away_changes_are_refused_and_readyz_fails_then_all_works_again() {
     let mut s3 = S3::start().await.unwrap();
-    let (mut copy, addr) = start_copy(&s3, "copy").await;
+    let (mut copy, addr) = start_copy(&env(&s3), "copy").await;
     let store = S3Store::from_client(&s3.client(), s3.bucket(), PREFIX);
     let token = make_code(&store).await;
     let spare = make_code(&store).await;
@@ -108,13 +132,13 @@ async fn while_the_bucket_is_away_changes_are_refused_and_readyz_fails_then_all_
     let device_id = paired["device_id"].as_str().unwrap().to_owned();
 
     s3.pause().unwrap();
-    let (ok, stdout, stderr) = run_cli(&s3, &["code", "--client"]).await;
+    let (ok, stdout, stderr) = run_cli(&env(&s3), &["code", "--client"]).await;
     assert!(!ok && stdout.is_empty(), "{stdout}");
     assert!(stderr.contains("store unavailable") && stderr.contains("try again"), "{stderr}");
     let (status, body) = http_client::post_json(addr, "/v1/pair", pair_body(&token, 3)).await;
     assert_eq!(status, 503, "{body}");
     assert!(body["error"].as_str().unwrap().contains("store unavailable"), "{body}");
-    let (ok, _, stderr) = run_cli(&s3, &["forget", &device_id]).await;
+    let (ok, _, stderr) = run_cli(&env(&s3), &["forget", &device_id]).await;
     assert!(!ok && stderr.contains("store unavailable"), "{stderr}");
     wait_until("/readyz fails", Duration::from_secs(30), || async {
         (http_status(addr, "/readyz").await.ok() == Some(503)).then_some(())
@@ -129,13 +153,13 @@ async fn while_the_bucket_is_away_changes_are_refused_and_readyz_fails_then_all_
     })
     .await
     .unwrap();
-    let (ok, stdout, stderr) = run_cli(&s3, &["code", "--host"]).await;
+    let (ok, stdout, stderr) = run_cli(&env(&s3), &["code", "--host"]).await;
     assert!(ok, "{stderr}");
     let (status, body) = http_client::post_json(addr, "/v1/pair", pair_body(stdout.trim(), 4)).await;
     assert_eq!(status, 200, "{body}");
     let (status, body) = http_client::post_json(addr, "/v1/pair", pair_body(&token, 3)).await;
     assert_eq!(status, 200, "the code refused during the outage still works: {body}");
-    let (ok, _, stderr) = run_cli(&s3, &["forget", &device_id]).await;
+    let (ok, _, stderr) = run_cli(&env(&s3), &["forget", &device_id]).await;
     assert!(ok, "{stderr}");
 
     // The key is in no object and no log line, in any of its forms.
@@ -166,7 +190,9 @@ async fn while_the_bucket_is_away_changes_are_refused_and_readyz_fails_then_all_
 #[tokio::test]
 async fn on_sigterm_readyz_fails_first_then_the_copy_exits_cleanly() {
     let s3 = S3::start().await.unwrap();
-    let (mut copy, addr) = start_copy(&s3, "copy").await;
+    let (mut copy, addr) = start_copy(&env(&s3), "copy").await;
+    let store = S3Store::from_client(&s3.client(), s3.bucket(), PREFIX);
+    assert_eq!(store.list("members/").await.unwrap().len(), 1, "the copy joined");
     copy.signal(Signal::SIGTERM).unwrap();
     wait_until("/readyz fails after SIGTERM", Duration::from_secs(5), || async {
         (http_status(addr, "/readyz").await.ok() == Some(503)).then_some(())
@@ -176,6 +202,7 @@ async fn on_sigterm_readyz_fails_first_then_the_copy_exits_cleanly() {
     let status = copy.wait_exit(Duration::from_secs(10)).await.unwrap();
     assert!(status.success(), "{status:?}");
     assert!(copy.log().contains("stopped"));
+    assert!(store.list("members/").await.unwrap().is_empty(), "the copy left");
 }
 
 #[tokio::test]

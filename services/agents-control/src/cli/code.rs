@@ -39,8 +39,7 @@ pub async fn run(args: CodeArgs) -> Result<ExitCode, Failure> {
     }
     let issuer = Issuer { key: args.key.load()?, control_url: args.public.control_url()?, pin: args.public.pin()? };
     let store = open_store(&args.store).await?;
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let made_by = format!("cli@{}", host.trim());
+    let made_by = format!("cli@{}", super::hostname());
     let request = CodeRequest { kind, name: args.device_name, ttl, made_by };
     let code = codes::make_code(store.as_ref(), &SystemClock, &issuer, &request).await?;
     println!("{}", code.to_token());

@@ -83,6 +83,13 @@ impl Cli {
     }
 }
 
+/// This machine's name, for records that say who made them.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
 /// Opens the store the arguments name.
 async fn open_store(args: &StoreArgs) -> Result<Arc<dyn Store>, Failure> {
     let url = args.url()?;

@@ -4,6 +4,7 @@ use super::{Failure, open_store};
 use crate::clock::SystemClock;
 use crate::config::{self, KeyArgs, PublicArgs, StoreArgs};
 use crate::control::Control;
+use crate::membership::Membership;
 use clap::Args;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -54,7 +55,8 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode, Failure> {
         .await
         .map_err(|e| Failure(format!("AGENTS_CONTROL_LISTEN (--listen) {listen}: cannot listen ({e})")))?;
     let control = Arc::new(Control::new(store, key, Arc::new(SystemClock)));
-    crate::serve::run(control, listener, shutdown_signal(), drain).await?;
+    let membership = Arc::new(Membership::new(super::hostname(), args.peer_url.clone()));
+    crate::serve::run(control, membership, listener, shutdown_signal(), drain).await?;
     Ok(ExitCode::SUCCESS)
 }
 
