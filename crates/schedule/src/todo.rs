@@ -25,10 +25,14 @@ pub struct Todo {
 }
 
 impl Todo {
-    /// The todo a fired slot publishes; its id is the slot's message id, so the same slot is
-    /// the same todo however often it is published.
-    pub fn for_slot(schedule_id: &str, body: &str, slot: OffsetDateTime) -> Self {
-        Self { id: slot_message_id(schedule_id, slot), source: schedule_source(schedule_id), body: body.to_owned() }
+    /// The todo a fired slot publishes to `agent`; its id is the slot's message id, so the same
+    /// slot is the same todo however often it is published.
+    pub fn for_slot(agent: &AgentName, schedule_id: &str, body: &str, slot: OffsetDateTime) -> Self {
+        Self {
+            id: slot_message_id(agent, schedule_id, slot),
+            source: schedule_source(schedule_id),
+            body: body.to_owned(),
+        }
     }
 }
 
@@ -42,10 +46,15 @@ pub fn schedule_source(schedule_id: &str) -> String {
     format!("schedule:{schedule_id}")
 }
 
-/// `schedule:<id>:<slot RFC 3339>`: the `Nats-Msg-Id` of a fired slot, so JetStream drops a
-/// second publish of the same slot within its duplicate window.
-pub fn slot_message_id(schedule_id: &str, slot: OffsetDateTime) -> String {
-    format!("schedule:{schedule_id}:{}", format_instant(slot))
+/// `schedule:<id>:<agent>:<slot RFC 3339>`: the `Nats-Msg-Id` of a slot fired for `agent`, so
+/// JetStream drops a second publish of the same slot to the same agent within its duplicate
+/// window.
+///
+/// The agent is part of the id because JetStream deduplicates across the whole `TODO` stream, not
+/// per subject: without it, the agents sharing a schedule would publish the same id and all but
+/// the first agent's todo would be dropped as duplicates.
+pub fn slot_message_id(agent: &AgentName, schedule_id: &str, slot: OffsetDateTime) -> String {
+    format!("schedule:{schedule_id}:{agent}:{}", format_instant(slot))
 }
 
 #[cfg(test)]
@@ -57,12 +66,18 @@ mod tests {
     fn names_are_as_documented() {
         let agent = AgentName::parse("bee-1").unwrap();
         assert_eq!(todo_subject(&agent), "todo.bee-1");
-        let todo = Todo::for_slot("s1", "hello", datetime!(2026-11-30 09:00:00 UTC));
-        assert_eq!(todo.id, "schedule:s1:2026-11-30T09:00:00Z");
+        let todo = Todo::for_slot(&agent, "s1", "hello", datetime!(2026-11-30 09:00:00 UTC));
+        assert_eq!(todo.id, "schedule:s1:bee-1:2026-11-30T09:00:00Z");
+        let other = AgentName::parse("bee-2").unwrap();
+        assert_ne!(
+            slot_message_id(&agent, "s1", datetime!(2026-11-30 09:00:00 UTC)),
+            slot_message_id(&other, "s1", datetime!(2026-11-30 09:00:00 UTC)),
+            "agents sharing a schedule must not share message ids: JetStream dedupes stream-wide"
+        );
         assert_eq!(todo.source, "schedule:s1");
         assert_eq!(
             serde_json::to_string(&todo).unwrap(),
-            r#"{"id":"schedule:s1:2026-11-30T09:00:00Z","source":"schedule:s1","body":"hello"}"#
+            r#"{"id":"schedule:s1:bee-1:2026-11-30T09:00:00Z","source":"schedule:s1","body":"hello"}"#
         );
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, stream::DirectGetErrorKind};
 use hyperhive_schedule::{
-    AGENT_SCHEDULES_BUCKET, AgentName, AgentSchedules, Todo, due_slot, format_instant, slot_message_id, todo_subject,
+    AGENT_SCHEDULES_BUCKET, AgentName, AgentSchedules, Todo, due_slot, format_instant, todo_subject,
 };
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
@@ -54,9 +54,9 @@ impl Ticker {
             let Some(slot) = due_slot(schedule, last, now) else {
                 continue;
             };
-            let todo = Todo::for_slot(&schedule.id, &schedule.body, slot);
+            let todo = Todo::for_slot(&self.agent, &schedule.id, &schedule.body, slot);
             let mut headers = HeaderMap::new();
-            headers.insert("Nats-Msg-Id", slot_message_id(&schedule.id, slot).as_str());
+            headers.insert("Nats-Msg-Id", todo.id.as_str());
             let payload = serde_json::to_vec(&todo)?;
             let ack = self.js.publish_with_headers(todo_subject(&self.agent), headers, payload.into()).await?.await?;
             self.state.record_fired(&schedule.id, slot)?;

@@ -255,9 +255,10 @@ async fn a_crash_between_publish_and_record_does_not_double_the_slot() {
     let swarm = Swarm::start().await;
     let file = swarm.turns_file("a");
     // What a crashed tick left behind: the slot's todo is queued, the slot is not recorded.
-    let todo = Todo::for_slot("s1", "hello", T0);
+    let agent = hyperhive_schedule::AgentName::parse("a").unwrap();
+    let todo = Todo::for_slot(&agent, "s1", "hello", T0);
     let mut headers = async_nats::HeaderMap::new();
-    headers.insert("Nats-Msg-Id", hyperhive_schedule::slot_message_id("s1", T0).as_str());
+    headers.insert("Nats-Msg-Id", hyperhive_schedule::slot_message_id(&agent, "s1", T0).as_str());
     let payload = serde_json::to_vec(&todo).unwrap();
     swarm.js.publish_with_headers("todo.a", headers, payload.into()).await.unwrap().await.unwrap();
     swarm.put_schedules("a", vec![hourly("s1", "hello")]).await;
