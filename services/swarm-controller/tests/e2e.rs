@@ -171,7 +171,6 @@ fn socket_missing(path: &Path) -> bool {
 }
 
 #[tokio::test]
-#[ignore = "fails until the slot message id names the agent: docs/swarm/INTERFACES.md, Open"]
 async fn a_schedule_fires_in_both_agents_and_edits_pause_resume_and_rm_behave() {
     let mut swarm = Swarm::start(&["a", "b"]).await;
     let id = swarm.add(&["--name", "tick", "--agent", "a", "--agent", "b", "--body", "v1", "--every", "2s"]);
@@ -237,7 +236,6 @@ async fn a_schedule_fires_in_both_agents_and_edits_pause_resume_and_rm_behave() 
 }
 
 #[tokio::test]
-#[ignore = "fails until the slot message id names the agent: docs/swarm/INTERFACES.md, Open"]
 async fn restarts_refire_nothing_downtime_fires_one_catch_up_and_a_one_shot_fires_once() {
     let mut swarm = Swarm::start(&["a", "b"]).await;
     let id = swarm.add(&["--name", "tick", "--agent", "a", "--agent", "b", "--body", "x", "--every", "2s"]);

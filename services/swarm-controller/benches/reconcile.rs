@@ -1,0 +1,196 @@
+//! Benchmark (issue 3 section 6), against a real nats-server in JWT mode from the test kit:
+//!
+//! 1. reconcile of 10,000 agents and 2,000 schedules (1 to 20 agents each): the first pass
+//!    (writes every key: the baseline), a pass with nothing changed (must write nothing), and one
+//!    edited schedule (must write only its agents' keys), both through the pass and through the
+//!    per-change path the API uses;
+//! 2. 1,000 agents, each on its own connection with its own credential, reading its key by direct
+//!    get every 10 s (random phase): p50 and p99 latency, against a baseline of sequential gets on
+//!    one connection measured in the same run.
+//!
+//! `cargo bench -p swarm-controller --bench reconcile [-- --rounds N]` (N polling rounds of 10 s,
+//! default 3). Needs `scripts/setup`.
+
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream;
+use futures::StreamExt;
+use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, AgentName};
+use hyperhive_testkit::NatsJwt;
+use rand::{Rng, SeedableRng};
+use swarm_controller::definition::{NewSchedule, ScheduleDefinition};
+use swarm_controller::nats;
+use swarm_controller::reconcile::Reconciler;
+use swarm_controller::schedules::{Definitions, new_id};
+use time::OffsetDateTime;
+
+const AGENTS: usize = 10_000;
+const SCHEDULES: usize = 2_000;
+const POLLING_AGENTS: usize = 1_000;
+const CADENCE: Duration = Duration::from_secs(10);
+
+fn agent_name(i: usize) -> AgentName {
+    AgentName::parse(&format!("agent-{i:05}")).expect("a valid name")
+}
+
+/// 2,000 schedules of 1 to 20 agents, laid out consecutively (wrapping) so all 10,000 agents
+/// are named; a fixed seed makes runs comparable.
+fn schedules(now: OffsetDateTime) -> Vec<ScheduleDefinition> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+    let mut next_agent = 0;
+    (0..SCHEDULES)
+        .map(|i| {
+            let count = rng.random_range(1..=20);
+            let agents = (0..count).map(|j| agent_name((next_agent + j) % AGENTS)).collect();
+            next_agent += count;
+            let new = NewSchedule {
+                name: format!("schedule {i}"),
+                agents,
+                body: format!("prompt {i}: {}", "x".repeat(200)),
+                anchor: now,
+                interval: Some(1800),
+                paused: false,
+            };
+            ScheduleDefinition::create(new_id(), new, now)
+        })
+        .collect()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1000.0)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let rounds: u32 = match std::env::args().skip_while(|a| a != "--rounds").nth(1) {
+        Some(n) => n.parse()?,
+        None => 3,
+    };
+    let server = NatsJwt::start().await?;
+    let client = nats::connect(&server.url(), Some(&server.controller_creds())).await?;
+    let js = jetstream::new(client);
+    let buckets = nats::ensure_objects(&js).await?;
+    let definitions = Definitions::new(js.clone(), buckets.definitions);
+    let reconciler = Reconciler::new(js.clone(), definitions.clone(), buckets.agent_schedules);
+
+    let now = hyperhive_schedule::whole_seconds_utc(OffsetDateTime::now_utc());
+    let all = schedules(now);
+    let started = Instant::now();
+    let mut creates = futures::stream::iter(&all).map(|d| definitions.create(d)).buffer_unordered(64);
+    while let Some(result) = creates.next().await {
+        result?;
+    }
+    println!("# reconcile: {AGENTS} agents, {SCHEDULES} schedules (1 to 20 agents each)");
+    println!("stored {SCHEDULES} definitions in {}", ms(started.elapsed()));
+
+    let first = reconciler.pass().await?;
+    println!(
+        "first pass (baseline, every key new): {}  compared {}  written {}  removed {}",
+        ms(first.elapsed),
+        first.compared,
+        first.written,
+        first.removed
+    );
+    let noop = reconciler.pass().await?;
+    println!(
+        "no-op pass: {}  compared {}  written {}  removed {}  ({:.2}x the first pass)",
+        ms(noop.elapsed),
+        noop.compared,
+        noop.written,
+        noop.removed,
+        noop.elapsed.as_secs_f64() / first.elapsed.as_secs_f64()
+    );
+
+    let edited = &all[SCHEDULES / 2];
+    let current = definitions.get(&edited.id).await?.expect("stored");
+    let mut changed = current.definition.clone();
+    changed.body.push_str(" (edited)");
+    let revision = definitions.update(&changed, current.revision).await?;
+    let per_change = reconciler.schedule_changed(&edited.id).await?;
+    println!(
+        "one schedule edited ({} agents), per-change path: {}  written {}",
+        edited.agents.len(),
+        ms(per_change.elapsed),
+        per_change.written
+    );
+    changed.body.push_str(" again");
+    definitions.update(&changed, revision).await?;
+    let pass_after_edit = reconciler.pass().await?;
+    println!(
+        "one schedule edited ({} agents), reconcile pass: {}  written {}  removed {}",
+        edited.agents.len(),
+        ms(pass_after_edit.elapsed),
+        pass_after_edit.written,
+        pass_after_edit.removed
+    );
+
+    println!();
+    println!("# direct gets: {POLLING_AGENTS} agents, one connection each, every {CADENCE:?}, {rounds} rounds");
+    let baseline = sequential_gets(&js, POLLING_AGENTS).await?;
+    println!(
+        "baseline, sequential on one connection: p50 {}  p99 {}  ({} gets)",
+        ms(percentile(&baseline, 0.5)),
+        ms(percentile(&baseline, 0.99)),
+        baseline.len()
+    );
+    let mut connections = Vec::with_capacity(POLLING_AGENTS);
+    for i in 0..POLLING_AGENTS {
+        let agent = agent_name(i);
+        let creds = server.mint_agent(agent.as_str())?;
+        let client = async_nats::ConnectOptions::with_credentials_file(&creds)
+            .await?
+            .custom_inbox_prefix(format!("_INBOX_{agent}"))
+            .connect(server.url())
+            .await?;
+        connections.push((agent, jetstream::new(client)));
+    }
+    let polls = connections.into_iter().map(|(agent, js)| async move {
+        let mut latencies = Vec::new();
+        let phase = Duration::from_millis(rand::rng().random_range(0..CADENCE.as_millis() as u64));
+        tokio::time::sleep(phase).await;
+        let stream = js.get_stream_no_info(format!("KV_{AGENT_SCHEDULES_BUCKET}")).await?;
+        let key = format!("$KV.{AGENT_SCHEDULES_BUCKET}.{agent}");
+        let mut ticks = tokio::time::interval(CADENCE);
+        for _ in 0..rounds {
+            ticks.tick().await;
+            let started = Instant::now();
+            stream.direct_get_last_for_subject(&key).await?;
+            latencies.push(started.elapsed());
+        }
+        anyhow::Ok(latencies)
+    });
+    let mut latencies: Vec<Duration> = Vec::new();
+    for result in futures::future::join_all(polls).await {
+        latencies.extend(result?);
+    }
+    latencies.sort();
+    let (p50, p99) = (percentile(&latencies, 0.5), percentile(&latencies, 0.99));
+    println!(
+        "at the cadence: p50 {}  p99 {}  max {}  ({} gets; p99 {:.2}x the baseline p99)",
+        ms(p50),
+        ms(p99),
+        ms(*latencies.last().expect("samples")),
+        latencies.len(),
+        p99.as_secs_f64() / percentile(&baseline, 0.99).as_secs_f64()
+    );
+    Ok(())
+}
+
+/// One direct get per agent key, one at a time, on the controller's connection.
+async fn sequential_gets(js: &jetstream::Context, count: usize) -> anyhow::Result<Vec<Duration>> {
+    let stream = js.get_stream_no_info(format!("KV_{AGENT_SCHEDULES_BUCKET}")).await?;
+    let mut out = Vec::with_capacity(count);
+    for i in 0..count {
+        let key = format!("$KV.{AGENT_SCHEDULES_BUCKET}.{}", agent_name(i));
+        let started = Instant::now();
+        stream.direct_get_last_for_subject(&key).await?;
+        out.push(started.elapsed());
+    }
+    out.sort();
+    Ok(out)
+}
