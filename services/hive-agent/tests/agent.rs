@@ -140,7 +140,7 @@ async fn slots_fire_once_through_restart_body_edit_and_downtime() {
     assert!(turns(&file).is_empty(), "nothing is due before the anchor");
 
     clock.set(T0 + time::Duration::seconds(5));
-    assert_eq!(wait_turns(&file, 1).await, ["hello schedule:s1:2026-11-30T09:00:00Z"]);
+    assert_eq!(wait_turns(&file, 1).await, ["hello schedule:s1:a:2026-11-30T09:00:00Z"]);
 
     // Restart: the state db remembers the slot.
     agent.stop().await;
@@ -158,7 +158,7 @@ async fn slots_fire_once_through_restart_body_edit_and_downtime() {
     clock.set(T0 + time::Duration::minutes(5 * 60 + 30));
     let agent = Agent::start(swarm.config("a"), Arc::new(clock.clone())).await.unwrap();
     let lines = wait_turns(&file, 2).await;
-    assert_eq!(lines[1], "edited schedule:s1:2026-11-30T14:00:00Z");
+    assert_eq!(lines[1], "edited schedule:s1:a:2026-11-30T14:00:00Z");
     settle(&swarm, &agent, 3).await;
     assert_eq!(turns(&file).len(), 2, "one catch-up only");
     agent.stop().await;
@@ -173,7 +173,7 @@ async fn one_shot_fires_once_and_paused_fires_nothing() {
     let paused = AgentSchedule { paused: true, ..hourly("paused", "never") };
     swarm.put_schedules("a", vec![once, paused]).await;
     let agent = Agent::start(swarm.config("a"), Arc::new(clock.clone())).await.unwrap();
-    assert_eq!(wait_turns(&file, 1).await, ["one shot schedule:once:2026-11-30T09:00:00Z"]);
+    assert_eq!(wait_turns(&file, 1).await, ["one shot schedule:once:a:2026-11-30T09:00:00Z"]);
     clock.set(T0 + time::Duration::hours(50));
     settle(&swarm, &agent, 3).await;
     assert_eq!(turns(&file).len(), 1);
@@ -219,7 +219,7 @@ async fn keeps_working_across_a_nats_restart() {
     // The ticker still fires from its state db, and the consumer still runs turns.
     clock.set(T0 + time::Duration::hours(1) + time::Duration::seconds(1));
     let lines = wait_turns(&file, 2).await;
-    assert_eq!(lines[1], "before schedule:s1:2026-11-30T10:00:00Z");
+    assert_eq!(lines[1], "before schedule:s1:a:2026-11-30T10:00:00Z");
     agent.stop().await;
 }
 
@@ -267,7 +267,7 @@ async fn a_crash_between_publish_and_record_does_not_double_the_slot() {
     let agent = Agent::start(swarm.config("a"), Arc::new(clock)).await.unwrap();
     wait_turns(&file, 1).await;
     settle(&swarm, &agent, 3).await;
-    assert_eq!(turns(&file), ["hello schedule:s1:2026-11-30T09:00:00Z"]);
+    assert_eq!(turns(&file), ["hello schedule:s1:a:2026-11-30T09:00:00Z"]);
     agent.stop().await;
 }
 
@@ -279,4 +279,19 @@ async fn a_credential_expiring_while_running_is_logged_clearly() {
     agent.wait_for_log("consuming todos", TIMEOUT).await.unwrap();
     agent.wait_for_log("NATS refused the credential", TIMEOUT).await.unwrap();
     assert!(agent.log().contains("nats agent-creds a"), "{}", agent.log());
+}
+
+#[tokio::test]
+async fn agents_sharing_a_schedule_each_run_its_slot() {
+    let swarm = Swarm::start().await;
+    let clock = FakeClock::new(T0 + time::Duration::seconds(5));
+    for agent in ["a", "b"] {
+        swarm.put_schedules(agent, vec![hourly("shared", "both")]).await;
+    }
+    let a = Agent::start(swarm.config("a"), Arc::new(clock.clone())).await.unwrap();
+    let b = Agent::start(swarm.config("b"), Arc::new(clock)).await.unwrap();
+    assert_eq!(wait_turns(&swarm.turns_file("a"), 1).await, ["both schedule:shared:a:2026-11-30T09:00:00Z"]);
+    assert_eq!(wait_turns(&swarm.turns_file("b"), 1).await, ["both schedule:shared:b:2026-11-30T09:00:00Z"]);
+    a.stop().await;
+    b.stop().await;
 }
