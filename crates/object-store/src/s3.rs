@@ -17,6 +17,7 @@ use aws_sdk_s3::config::{BehaviorVersion, Region};
 use aws_sdk_s3::error::SdkError;
 use aws_sdk_s3::primitives::ByteStream;
 use futures::future::BoxFuture;
+use std::future::Future;
 use std::time::Duration;
 
 /// A paused or unreachable bucket must be noticed in seconds, not the SDK's default minutes.
@@ -172,83 +173,100 @@ impl S3Store {
         self.get_once(key).await.ok()
     }
 
-    async fn create_inner(&self, key: &str, bytes: Vec<u8>) -> StoreResult<String> {
-        let full = self.full_key(key)?;
-        let exists = || StoreError::AlreadyExists { key: key.into() };
+    /// The shared shape of a conditional write: send it; stop on a definite answer; after an
+    /// unknown outcome (or a 412 that may answer our own earlier attempt) re-read the object and
+    /// let `judge` say whether our write is there, someone else's is, or it is worth resending.
+    async fn conditional_write<T, Send, Sent>(
+        &self,
+        full: &str,
+        refusal: impl Fn() -> StoreError,
+        send: Send,
+        judge: impl Fn(Option<Object>) -> Reread<T>,
+    ) -> StoreResult<T>
+    where
+        Send: Fn() -> Sent,
+        Sent: Future<Output = Result<T, Failure>>,
+    {
         let mut last = String::new();
         for attempt in 0..ATTEMPTS {
             if attempt > 0 {
                 tokio::time::sleep(backoff(attempt)).await;
             }
-            match self.put_once(&full, &bytes, Condition::Absent).await {
-                Ok(version) => return Ok(version),
-                Err(Failure::Precondition) if attempt == 0 => return Err(exists()),
+            match send().await {
+                Ok(done) => return Ok(done),
+                Err(Failure::Precondition | Failure::NotFound) if attempt == 0 => {
+                    return Err(refusal());
+                }
                 Err(Failure::Refused(detail)) => return Err(StoreError::Refused { detail }),
-                Err(Failure::Precondition | Failure::NotFound) => {}
+                Err(Failure::Precondition | Failure::NotFound) => {
+                    last = "the condition failed after a retry".into();
+                }
                 Err(Failure::Unknown(detail)) => last = detail,
             }
-            // Unknown outcome (or a 412 that may answer our own earlier attempt): look.
-            match self.reread(&full).await {
-                Some(Some(found)) if found.bytes == bytes => return Ok(found.version),
-                Some(Some(_)) => return Err(exists()),
-                Some(None) | None => {}
+            if let Some(found) = self.reread(full).await {
+                match judge(found) {
+                    Reread::Ours(done) => return Ok(done),
+                    Reread::Theirs => return Err(refusal()),
+                    Reread::Resend => {}
+                }
             }
         }
         Err(StoreError::Unavailable { detail: last })
+    }
+
+    async fn create_inner(&self, key: &str, bytes: Vec<u8>) -> StoreResult<String> {
+        let full = self.full_key(key)?;
+        let (full, bytes) = (full.as_str(), bytes.as_slice());
+        let send = move || async move {
+            match self.put_once(full, bytes, Condition::Absent).await {
+                // A PUT answered 404 names a missing bucket, not a missing object.
+                Err(Failure::NotFound) => Err(Failure::Refused(format!("bucket {} not found", self.bucket))),
+                other => other,
+            }
+        };
+        self.conditional_write(
+            full,
+            || StoreError::AlreadyExists { key: key.into() },
+            send,
+            |found| match found {
+                Some(found) if found.bytes == bytes => Reread::Ours(found.version),
+                Some(_) => Reread::Theirs,
+                None => Reread::Resend,
+            },
+        )
+        .await
     }
 
     async fn replace_inner(&self, key: &str, bytes: Vec<u8>, version: &str) -> StoreResult<String> {
         let full = self.full_key(key)?;
-        let changed = || StoreError::VersionMismatch { key: key.into() };
-        let mut last = String::new();
-        for attempt in 0..ATTEMPTS {
-            if attempt > 0 {
-                tokio::time::sleep(backoff(attempt)).await;
-            }
-            match self.put_once(&full, &bytes, Condition::Version(version)).await {
-                Ok(new_version) => return Ok(new_version),
-                Err(Failure::Precondition | Failure::NotFound) if attempt == 0 => {
-                    return Err(changed());
-                }
-                Err(Failure::Refused(detail)) => return Err(StoreError::Refused { detail }),
-                Err(Failure::Precondition | Failure::NotFound) => {}
-                Err(Failure::Unknown(detail)) => last = detail,
-            }
-            match self.reread(&full).await {
-                Some(Some(found)) if found.bytes == bytes => return Ok(found.version),
-                Some(Some(found)) if found.version == version => {} // not applied yet: retry
-                Some(_) => return Err(changed()),
-                None => {}
-            }
-        }
-        Err(StoreError::Unavailable { detail: last })
+        let (full, bytes) = (full.as_str(), bytes.as_slice());
+        self.conditional_write(
+            full,
+            || StoreError::VersionMismatch { key: key.into() },
+            move || self.put_once(full, bytes, Condition::Version(version)),
+            |found| match found {
+                Some(found) if found.bytes == bytes => Reread::Ours(found.version),
+                Some(found) if found.version == version => Reread::Resend,
+                _ => Reread::Theirs,
+            },
+        )
+        .await
     }
 
     async fn delete_inner(&self, key: &str, version: &str) -> StoreResult<()> {
         let full = self.full_key(key)?;
-        let changed = || StoreError::VersionMismatch { key: key.into() };
-        let mut last = String::new();
-        for attempt in 0..ATTEMPTS {
-            if attempt > 0 {
-                tokio::time::sleep(backoff(attempt)).await;
-            }
-            match self.delete_once(&full, version).await {
-                Ok(()) => return Ok(()),
-                Err(Failure::Precondition | Failure::NotFound) if attempt == 0 => {
-                    return Err(changed());
-                }
-                Err(Failure::Refused(detail)) => return Err(StoreError::Refused { detail }),
-                Err(Failure::Precondition | Failure::NotFound) => {}
-                Err(Failure::Unknown(detail)) => last = detail,
-            }
-            match self.reread(&full).await {
-                Some(None) => return Ok(()),
-                Some(Some(found)) if found.version == version => {} // still there: retry
-                Some(Some(_)) => return Err(changed()),
-                None => {}
-            }
-        }
-        Err(StoreError::Unavailable { detail: last })
+        let full = full.as_str();
+        self.conditional_write(
+            full,
+            || StoreError::VersionMismatch { key: key.into() },
+            move || self.delete_once(full, version),
+            |found| match found {
+                None => Reread::Ours(()),
+                Some(found) if found.version == version => Reread::Resend,
+                Some(_) => Reread::Theirs,
+            },
+        )
+        .await
     }
 
     async fn get_inner(&self, key: &str) -> StoreResult<Option<Object>> {
@@ -318,6 +336,16 @@ impl S3Store {
         }
         Err(StoreError::Unavailable { detail: last })
     }
+}
+
+/// What a re-read after an ambiguous write shows.
+enum Reread<T> {
+    /// Our write is there: it landed.
+    Ours(T),
+    /// Someone else's write is there: the condition no longer holds.
+    Theirs,
+    /// Nothing changed: send again.
+    Resend,
 }
 
 #[derive(Debug, Clone, Copy)]
