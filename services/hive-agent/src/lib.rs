@@ -71,6 +71,7 @@ impl Agent {
                 clock: clock.clone(),
                 period: config.schedule_tick,
                 ticks: ticks_tx,
+                older_streak: Default::default(),
             }
             .run(),
         );

@@ -155,6 +155,19 @@ impl State {
         })
     }
 
+    /// Sets the applied revision to `revision`, also downwards (the bucket was recreated).
+    pub fn reset_revision(&self, revision: u64) -> Result<(), StateError> {
+        let revision = i64::try_from(revision).unwrap_or(i64::MAX);
+        self.with("resetting the applied revision", |c| {
+            c.execute(
+                "INSERT INTO applied_revision (only_row, revision) VALUES (1, ?1)
+                 ON CONFLICT (only_row) DO UPDATE SET revision = excluded.revision",
+                params![revision],
+            )
+            .map(drop)
+        })
+    }
+
     /// Whether the todo `id` already finished (a redelivery must not run it again).
     pub fn is_finished(&self, todo_id: &str) -> Result<bool, StateError> {
         self.with("reading finished todos", |c| {

@@ -5,6 +5,7 @@
 //! republishes the same message id, which JetStream drops within its duplicate window.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use async_nats::HeaderMap;
@@ -28,7 +29,14 @@ pub struct Ticker {
     pub(crate) period: Duration,
     /// Counts finished ticks, so tests can wait for "n more ticks" instead of sleeping.
     pub(crate) ticks: watch::Sender<u64>,
+    /// Consecutive ticks that read a revision older than the one applied.
+    pub(crate) older_streak: AtomicU32,
 }
+
+/// A lagging replica answers with an older revision for seconds; an older revision for this
+/// many ticks in a row means the bucket was deleted and recreated (its revisions restarted),
+/// and waiting longer would ignore every schedule written since.
+pub const OLDER_TICKS_BEFORE_RESET: u32 = 30;
 
 impl Ticker {
     /// Ticks forever.
@@ -84,9 +92,20 @@ impl Ticker {
         };
         let applied = self.state.applied_revision()?;
         if message.sequence < applied {
-            debug!(revision = message.sequence, applied, "ignoring an older schedules revision");
-            return Ok(None);
+            let streak = self.older_streak.fetch_add(1, Ordering::Relaxed) + 1;
+            if streak < OLDER_TICKS_BEFORE_RESET {
+                debug!(revision = message.sequence, applied, "ignoring an older schedules revision");
+                return Ok(None);
+            }
+            warn!(
+                revision = message.sequence,
+                applied,
+                "agent-schedules has answered with an older revision for {streak} ticks: the \
+                 bucket was recreated; applying it"
+            );
+            self.state.reset_revision(message.sequence)?;
         }
+        self.older_streak.store(0, Ordering::Relaxed);
         let deleted =
             message.headers.get("KV-Operation").is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE");
         let doc = if deleted { AgentSchedules::new(Vec::new()) } else { AgentSchedules::from_bytes(&message.payload)? };

@@ -295,3 +295,25 @@ async fn agents_sharing_a_schedule_each_run_its_slot() {
     a.stop().await;
     b.stop().await;
 }
+
+#[tokio::test]
+async fn a_recreated_bucket_is_followed_after_a_run_of_older_revisions() {
+    let mut swarm = Swarm::start().await;
+    let file = swarm.turns_file("a");
+    let clock = FakeClock::new(T0 - time::Duration::hours(1));
+    for _ in 0..5 {
+        swarm.put_schedules("a", vec![hourly("old", "old")]).await;
+    }
+    let agent = Agent::start(swarm.config("a"), Arc::new(clock.clone())).await.unwrap();
+    settle(&swarm, &agent, 2).await;
+
+    // Recreated: revisions restart at 1, below the 5 the agent applied.
+    swarm.js.delete_key_value("agent-schedules").await.unwrap();
+    swarm.schedules =
+        swarm.js.create_key_value(kv::Config { bucket: "agent-schedules".into(), ..Default::default() }).await.unwrap();
+    swarm.put_schedules("a", vec![hourly("new", "new")]).await;
+    clock.set(T0 + time::Duration::seconds(1));
+    settle(&swarm, &agent, u64::from(hive_agent::ticker::OLDER_TICKS_BEFORE_RESET) + 2).await;
+    assert_eq!(turns(&file), ["new schedule:new:a:2026-11-30T09:00:00Z"]);
+    agent.stop().await;
+}
