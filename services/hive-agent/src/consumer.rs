@@ -12,6 +12,7 @@ use hyperhive_schedule::{AgentName, TODO_STREAM, Todo, todo_subject};
 use tracing::{error, info, warn};
 
 use crate::clock::Clock;
+use crate::error::{LoopError, nats};
 use crate::state::State;
 use crate::turn::run_turn;
 
@@ -42,8 +43,8 @@ impl Consumer {
         }
     }
 
-    async fn consume(&self) -> anyhow::Result<()> {
-        let stream = self.js.get_stream_no_info(TODO_STREAM).await?;
+    async fn consume(&self) -> Result<(), LoopError> {
+        let stream = self.js.get_stream_no_info(TODO_STREAM).await.map_err(nats("opening the TODO stream"))?;
         // Created through `$JS.API.CONSUMER.CREATE.TODO.<durable>.todo.<agent>`, the only
         // consumer-create subject this agent's credential grants; idempotent with the same config.
         let consumer = stream
@@ -55,16 +56,17 @@ impl Consumer {
                 max_ack_pending: 1,
                 ..Default::default()
             })
-            .await?;
-        let mut messages = consumer.messages().await?;
+            .await
+            .map_err(nats("creating its durable consumer"))?;
+        let mut messages = consumer.messages().await.map_err(nats("pulling todos"))?;
         info!(consumer = %agent_durable_name(&self.agent), "consuming todos");
         while let Some(message) = messages.next().await {
-            self.handle(message?).await?;
+            self.handle(message.map_err(nats("receiving a todo"))?).await?;
         }
         Ok(())
     }
 
-    async fn handle(&self, message: Message) -> anyhow::Result<()> {
+    async fn handle(&self, message: Message) -> Result<(), LoopError> {
         let todo: Todo = match serde_json::from_slice(&message.payload) {
             Ok(todo) => todo,
             Err(e) => {
@@ -73,13 +75,13 @@ impl Consumer {
                     "dropping a todo that is not JSON {{\"id\",\"source\",\"body\"}}: {e}"
                 );
                 // Terminated, not acked for a retry: it can never become valid.
-                message.ack_with(AckKind::Term).await.map_err(anyhow::Error::from_boxed)?;
+                message.ack_with(AckKind::Term).await.map_err(nats("terminating a malformed todo"))?;
                 return Ok(());
             }
         };
         if self.state.is_finished(&todo.id)? {
             info!(todo = %todo.id, "todo already finished, acking the redelivery without a turn");
-            message.ack().await.map_err(anyhow::Error::from_boxed)?;
+            message.ack().await.map_err(nats("acking a redelivered todo"))?;
             return Ok(());
         }
         info!(todo = %todo.id, source = %todo.source, "turn started");
@@ -116,7 +118,7 @@ impl Consumer {
         };
         // Recorded before the ack: a crash in between redelivers a todo that is then skipped.
         self.state.record_finished(&todo.id, self.clock.now(), code)?;
-        message.ack().await.map_err(anyhow::Error::from_boxed)?;
+        message.ack().await.map_err(nats("acking a finished todo"))?;
         Ok(())
     }
 }

@@ -8,12 +8,14 @@
 //! - [`ticker`]: reads the agent's schedules by direct get and fires due slots.
 //! - [`consumer`]: the durable pull consumer, one todo at a time.
 //! - [`turn`]: runs the turn command.
+//! - [`error`]: why a tick or a consumer pass failed.
 //! - [`clock`]: the injected wall clock.
 
 pub mod clock;
 pub mod config;
 pub mod connect;
 pub mod consumer;
+pub mod error;
 pub mod state;
 pub mod ticker;
 pub mod turn;

@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::clock::Clock;
+use crate::error::{LoopError, nats};
 use crate::state::State;
 
 /// What the ticker needs.
@@ -52,7 +53,7 @@ impl Ticker {
         }
     }
 
-    async fn tick(&self) -> anyhow::Result<()> {
+    async fn tick(&self) -> Result<(), LoopError> {
         let Some(doc) = self.read_schedules().await? else {
             return Ok(());
         };
@@ -65,8 +66,14 @@ impl Ticker {
             let todo = Todo::for_slot(&self.agent, &schedule.id, &schedule.body, slot);
             let mut headers = HeaderMap::new();
             headers.insert("Nats-Msg-Id", todo.id.as_str());
-            let payload = serde_json::to_vec(&todo)?;
-            let ack = self.js.publish_with_headers(todo_subject(&self.agent), headers, payload.into()).await?.await?;
+            let payload = serde_json::to_vec(&todo).expect("a todo of three strings serializes");
+            let ack = self
+                .js
+                .publish_with_headers(todo_subject(&self.agent), headers, payload.into())
+                .await
+                .map_err(nats("publishing a slot's todo"))?
+                .await
+                .map_err(nats("waiting for the todo's publish ack"))?;
             self.state.record_fired(&schedule.id, slot)?;
             info!(
                 schedule = %schedule.id,
@@ -80,15 +87,19 @@ impl Ticker {
 
     /// This agent's schedules, or `None` when the answer is older than one already applied
     /// (a lagging replica). A missing or deleted key means no schedules.
-    async fn read_schedules(&self) -> anyhow::Result<Option<AgentSchedules>> {
-        let bucket = self.js.get_stream_no_info(format!("KV_{AGENT_SCHEDULES_BUCKET}")).await?;
+    async fn read_schedules(&self) -> Result<Option<AgentSchedules>, LoopError> {
+        let bucket = self
+            .js
+            .get_stream_no_info(format!("KV_{AGENT_SCHEDULES_BUCKET}"))
+            .await
+            .map_err(nats("opening agent-schedules"))?;
         let key = format!("$KV.{AGENT_SCHEDULES_BUCKET}.{}", self.agent);
         let message = match bucket.direct_get_last_for_subject(key).await {
             Ok(message) => message,
             Err(e) if e.kind() == DirectGetErrorKind::NotFound => {
                 return Ok(Some(AgentSchedules::new(Vec::new())));
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(nats("reading its schedules by direct get")(e)),
         };
         let applied = self.state.applied_revision()?;
         if message.sequence < applied {
