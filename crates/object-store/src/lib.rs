@@ -133,4 +133,15 @@ mod tests {
             assert!(check_key(bad).is_err(), "{bad:?} accepted");
         }
     }
+
+    proptest::proptest! {
+        #[test]
+        fn an_accepted_key_is_a_safe_relative_path(key in "\\PC{0,40}") {
+            if check_key(&key).is_ok() {
+                let path = std::path::Path::new(&key);
+                proptest::prop_assert!(path.is_relative());
+                proptest::prop_assert!(path.components().all(|c| matches!(c, std::path::Component::Normal(_))));
+            }
+        }
+    }
 }

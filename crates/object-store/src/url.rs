@@ -104,4 +104,21 @@ mod tests {
             assert!(message.contains("s3://bucket/prefix") && message.contains("file:///"));
         }
     }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_parses_or_is_refused_without_panicking(text in "\\PC{0,80}") {
+            let _ = StoreUrl::parse(&text);
+            let _ = StoreUrl::parse(&format!("s3://{text}"));
+            let _ = StoreUrl::parse(&format!("file://{text}"));
+        }
+
+        #[test]
+        fn every_parsed_url_prints_back_to_itself(bucket in "[a-z0-9][a-z0-9-]{1,20}[a-z0-9]",
+                                                 prefix in "([a-z0-9_-]{1,8}(/[a-z0-9_-]{1,8}){0,3})?") {
+            let text = if prefix.is_empty() { format!("s3://{bucket}") } else { format!("s3://{bucket}/{prefix}") };
+            let url = StoreUrl::parse(&text).unwrap();
+            proptest::prop_assert_eq!(url.to_string(), text);
+        }
+    }
 }

@@ -36,6 +36,22 @@ pub enum KeyError {
     Text(String),
 }
 
+/// A key file others can read is a key others may have: say so (but still start, as the
+/// secret store mounting it decides its mode).
+fn warn_if_shared(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(metadata) = std::fs::metadata(path) {
+        let mode = metadata.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            tracing::warn!(
+                path = %path.display(),
+                mode = format!("{mode:o}"),
+                "the control key file is readable by other users: chmod 600 it"
+            );
+        }
+    }
+}
+
 impl ControlKey {
     pub fn from_seed(seed: [u8; 32]) -> ControlKey {
         ControlKey { signing: SigningKey::from_bytes(&seed) }
@@ -50,6 +66,7 @@ impl ControlKey {
                 let shown = path.display().to_string();
                 let bytes = std::fs::read(path)
                     .map_err(|e| KeyError::Unreadable { path: shown.clone(), reason: e.kind().to_string() })?;
+                warn_if_shared(path);
                 let len = bytes.len();
                 let seed: [u8; 32] = bytes.try_into().map_err(|_| KeyError::FileLength { path: shown, len })?;
                 Ok(ControlKey::from_seed(seed))

@@ -54,13 +54,15 @@ fn assert_no_key(output: &Output) {
 #[test]
 fn code_prints_exactly_one_line_holding_a_code() {
     let dir = tempfile::tempdir().unwrap();
-    let output = agents_control(dir.path(), &["code", "--host", "--name", "build-box", "--ttl", "1h"]);
+    let pin = encoding::encode(&[0x77; 32]);
+    let output = agents_control(dir.path(), &["code", "--host", "--name", "build-box", "--ttl", "1h", "--pin", &pin]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let stdout = text(&output.stdout);
     assert_eq!(stdout.lines().count(), 1, "{stdout:?}");
     let code = Code::parse(&stdout).unwrap();
     assert_eq!(code.kind, hyperhive_control_proto::DeviceKind::Host);
     assert_eq!(code.control_url, "https://agents.example.com");
+    assert_eq!(code.pin.as_deref(), Some(pin.as_str()));
     assert_eq!(code.control_public_key, ControlKey::from_seed(SEED).public_key());
     let keys = std::fs::read_dir(dir.path().join("codes")).unwrap().count();
     assert_eq!(keys, 1);
@@ -108,6 +110,7 @@ fn a_missing_store_or_a_bad_key_stops_with_one_clear_line() {
     let store = ("AGENTS_STORE", format!("file://{}", dir.path().display()));
     let key_file = dir.path().join("short-key");
     std::fs::write(&key_file, &SEED[..31]).unwrap();
+    std::fs::set_permissions(&key_file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     for (env, needle) in [
         (vec![store.clone(), url.clone()], "no control key"),
         (vec![store.clone(), url.clone(), ("AGENTS_CONTROL_KEY", "abc".into())], "AGENTS_CONTROL_KEY"),
@@ -129,6 +132,17 @@ fn a_missing_store_or_a_bad_key_stops_with_one_clear_line() {
         assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
         assert_no_key(&output);
     }
+    // A key file others can read works, with a warning that says how to fix it.
+    let shared_key = dir.path().join("shared-key");
+    std::fs::write(&shared_key, SEED).unwrap();
+    std::fs::set_permissions(&shared_key, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let output = agents_control_with(
+        &["code", "--client"],
+        &[store.clone(), url.clone(), ("AGENTS_CONTROL_KEY_FILE", shared_key.display().to_string())],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(text(&output.stderr).contains("chmod 600"), "{}", text(&output.stderr));
+    assert_no_key(&output);
     for (flags, needle) in [
         (&["--listen", "nowhere"][..], "AGENTS_CONTROL_LISTEN"),
         (&["--name", "a\u{1}b"][..], "AGENTS_CONTROL_NAME"),
