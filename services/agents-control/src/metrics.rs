@@ -1,5 +1,5 @@
 //! What `/metrics` reports (Prometheus text): store operations by kind and result with their
-//! latency, codes made, devices paired. [`MeteredStore`] counts every store call and remembers
+//! latency, devices paired, codes swept. [`MeteredStore`] counts every store call and remembers
 //! when the store last answered, which is what `/readyz` reports.
 
 use futures::future::BoxFuture;
@@ -21,7 +21,6 @@ struct Latency {
 pub struct Metrics {
     /// (operation, result) -> latency totals.
     store_ops: Mutex<BTreeMap<(&'static str, &'static str), Latency>>,
-    pub codes_made: AtomicU64,
     pub devices_paired: AtomicU64,
     pub codes_swept: AtomicU64,
     last_answer: Mutex<Option<Instant>>,
@@ -81,7 +80,6 @@ impl Metrics {
             let _ = writeln!(out, "agents_control_store_operation_seconds_count{{{labels}}} {}", latency.count);
         }
         for (name, help, value) in [
-            ("agents_control_codes_made_total", "Pairing codes written.", &self.codes_made),
             ("agents_control_devices_paired_total", "Codes redeemed into device records.", &self.devices_paired),
             ("agents_control_codes_swept_total", "Expired or used code records removed.", &self.codes_swept),
         ] {
@@ -154,7 +152,7 @@ mod tests {
         let text = metrics.render();
         assert!(text.contains("agents_control_store_operations_total{operation=\"create\",result=\"ok\"} 1"), "{text}");
         assert!(text.contains("agents_control_store_operations_total{operation=\"create\",result=\"exists\"} 1"));
-        assert!(text.contains("agents_control_codes_made_total 0"));
+        assert!(text.contains("agents_control_devices_paired_total 0"));
         assert!(metrics.last_store_answer().is_some());
     }
 }

@@ -168,6 +168,10 @@ async fn readyz_follows_the_store_and_draining() {
     assert_eq!(ready().await.status(), 200);
     let health = warp::test::request().path("/healthz").reply(&routes).await;
     assert_eq!(health.status(), 200);
+    let metrics = warp::test::request().path("/metrics").reply(&routes).await;
+    assert_eq!(metrics.status(), 200);
+    let text = String::from_utf8_lossy(metrics.body()).into_owned();
+    assert!(text.contains("agents_control_store_operations_total{operation=\"list\",result=\"ok\"} 1"), "{text}");
     f.control.start_draining();
     let response = ready().await;
     assert_eq!(response.status(), 503);
