@@ -226,11 +226,9 @@ async fn store_check_names_a_bucket_that_ignores_conditional_writes() {
     assert!(standin.objects().is_empty(), "the probe object was not cleaned up");
 }
 
-#[tokio::test]
-async fn a_write_that_landed_but_was_answered_with_an_error_counts_as_won() {
-    // The first PUT is stored but answered 503 and the re-read fails too, so the retry meets a
-    // 412 for its own write: the code must still be made, exactly once.
-    let standin = standin_s3::StandIn::start(standin_s3::Behaviour::FirstPutLandsThenFails).await;
+/// Makes a code through a stand-in with the given misbehaviour; it must be made exactly once.
+async fn code_is_made_once_despite(behaviour: standin_s3::Behaviour) {
+    let standin = standin_s3::StandIn::start(behaviour).await;
     let env = [
         ("AGENTS_STORE", "s3://standin/control".to_string()),
         ("AGENTS_STORE_ENDPOINT", standin.endpoint()),
@@ -241,12 +239,24 @@ async fn a_write_that_landed_but_was_answered_with_an_error_counts_as_won() {
         ("AGENTS_CONTROL_URL", "https://agents.example.com".into()),
     ];
     let output = tokio::task::spawn_blocking(move || agents_control_with(&["code", "--client"], &env)).await.unwrap();
-    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(output.status.success(), "{behaviour:?}: {}", text(&output.stderr));
     let code = Code::parse(&text(&output.stdout)).unwrap();
     let objects = standin.objects();
     assert_eq!(objects.len(), 1, "{objects:?}");
     let key = format!("standin/control/{}", records::code_key(&records::code_hash(&code.secret)));
     assert!(objects.contains_key(&key), "{objects:?}");
+}
+
+#[tokio::test]
+async fn a_write_that_landed_but_was_answered_with_an_error_counts_as_won() {
+    // The first PUT is stored but answered 503 and the re-read fails too, so the retry meets a
+    // 412 for its own write: the code must still be made, exactly once.
+    code_is_made_once_despite(standin_s3::Behaviour::FirstPutLandsThenFails).await;
+}
+
+#[tokio::test]
+async fn a_409_conditional_request_conflict_is_re_read_and_retried() {
+    code_is_made_once_despite(standin_s3::Behaviour::FirstPutConflicts).await;
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
-//! A stand-in S3 endpoint for the two behaviours no real server here shows: a bucket that
-//! ignores conditional headers (it never answers 412), and a PUT that lands but whose answer is
-//! lost (a 503 after storing). It answers path-style PUT, GET, DELETE and ListObjectsV2 like S3.
+//! A stand-in S3 endpoint for behaviours no real server here shows on demand: a bucket that
+//! ignores conditional headers (it never answers 412), a PUT that lands but whose answer is lost
+//! (a 503 after storing), and a 409 ConditionalRequestConflict. It answers path-style PUT, GET,
+//! DELETE and ListObjectsV2 (always empty) like S3.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -15,6 +16,9 @@ pub enum Behaviour {
     /// Honours conditions, but the first PUT is stored and then answered with 503, and the
     /// first GET after it answers 503 too: the writer's retry then meets a 412 for its own write.
     FirstPutLandsThenFails,
+    /// Honours conditions, but answers the first PUT with 409 ConditionalRequestConflict
+    /// without storing it (what some providers say when two conditional writes overlap).
+    FirstPutConflicts,
 }
 
 #[derive(Debug, Default)]
@@ -22,6 +26,7 @@ struct State {
     objects: HashMap<String, Vec<u8>>,
     puts: usize,
     gets_failed: usize,
+    conflicts: usize,
 }
 
 #[derive(Debug)]
@@ -135,6 +140,10 @@ fn answer(
         Method::PUT => {
             if honours && (if_none_match_fails || if_match_fails) {
                 return error(StatusCode::PRECONDITION_FAILED, "PreconditionFailed");
+            }
+            if behaviour == Behaviour::FirstPutConflicts && state.conflicts == 0 {
+                state.conflicts += 1;
+                return error(StatusCode::CONFLICT, "ConditionalRequestConflict");
             }
             let bytes = decode_body(headers, body);
             let tag = etag(&bytes);
