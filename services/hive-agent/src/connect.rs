@@ -110,3 +110,31 @@ fn check_expiry(config: &Config) -> Result<(), AgentError> {
     info!("credential {path} expires in {}", humantime::format_duration(Duration::from_secs(expires - now)));
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reconnects_back_off_to_five_seconds() {
+        let delays: Vec<u128> = (0..10).map(|n| reconnect_delay(n).as_millis()).collect();
+        assert_eq!(delays, [100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000, 5000]);
+        assert_eq!(reconnect_delay(usize::MAX), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn refusals_are_recognised_in_every_form_the_client_reports() {
+        let refusals = [
+            Event::ServerError(ServerError::AuthorizationViolation),
+            Event::ServerError(ServerError::Other("User Authentication Expired".into())),
+            Event::ClientError(ClientError::Other("nats: authorization violation".into())),
+        ];
+        assert!(refusals.iter().all(is_refusal));
+        let others = [
+            Event::Disconnected,
+            Event::ServerError(ServerError::Other("Permissions Violation for Publish to todo.b".into())),
+            Event::ClientError(ClientError::MaxReconnects),
+        ];
+        assert!(!others.iter().any(is_refusal));
+    }
+}
