@@ -2,6 +2,7 @@
 //! the checks that turn their text into typed settings. Every error names the variable (and the
 //! flag mirroring it) and says what a good value looks like.
 
+use crate::codes::Issuer;
 use crate::key::{ControlKey, KeyError};
 use clap::Args;
 use hyperhive_control_proto::encoding;
@@ -126,6 +127,27 @@ impl PublicArgs {
 
     pub fn pin(&self) -> Result<Option<String>, ConfigError> {
         parse_pin(self.pin.as_deref())
+    }
+}
+
+/// What `serve` and `code` both need: the store, the key, and what every code carries.
+#[derive(Debug, Clone, Args)]
+pub struct IssuerArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub key: KeyArgs,
+    #[command(flatten)]
+    pub public: PublicArgs,
+}
+
+impl IssuerArgs {
+    /// Checks every one of these settings (store first, so its error comes first) and returns
+    /// what codes are issued with.
+    pub fn issuer(&self) -> Result<Issuer, ConfigError> {
+        self.store.url()?;
+        self.store.s3.settings()?;
+        Ok(Issuer { key: self.key.load()?, control_url: self.public.control_url()?, pin: self.public.pin()? })
     }
 }
 

@@ -2,8 +2,8 @@
 
 use super::{Failure, open_store};
 use crate::clock::SystemClock;
-use crate::codes::{self, CodeRequest, Issuer};
-use crate::config::{self, KeyArgs, PublicArgs, StoreArgs};
+use crate::codes::{self, CodeRequest};
+use crate::config::{self, IssuerArgs};
 use clap::Args;
 use hyperhive_control_proto::DeviceKind;
 use std::process::ExitCode;
@@ -24,11 +24,7 @@ pub struct CodeArgs {
     #[arg(long, default_value = "10m", value_name = "DURATION")]
     ttl: String,
     #[command(flatten)]
-    store: StoreArgs,
-    #[command(flatten)]
-    key: KeyArgs,
-    #[command(flatten)]
-    public: PublicArgs,
+    control: IssuerArgs,
 }
 
 pub async fn run(args: CodeArgs) -> Result<ExitCode, Failure> {
@@ -37,8 +33,8 @@ pub async fn run(args: CodeArgs) -> Result<ExitCode, Failure> {
     if let Some(name) = &args.device_name {
         hyperhive_control_proto::pair::validate_name(name).map_err(|e| Failure(format!("--name {e}")))?;
     }
-    let issuer = Issuer { key: args.key.load()?, control_url: args.public.control_url()?, pin: args.public.pin()? };
-    let store = open_store(&args.store).await?;
+    let issuer = args.control.issuer()?;
+    let store = open_store(&args.control.store).await?;
     let made_by = format!("cli@{}", super::hostname());
     let request = CodeRequest { kind, name: args.device_name, ttl, made_by };
     let code = codes::make_code(store.as_ref(), &SystemClock, &issuer, &request).await?;

@@ -2,7 +2,7 @@
 
 use super::{Failure, open_store};
 use crate::clock::SystemClock;
-use crate::config::{self, KeyArgs, PublicArgs, StoreArgs};
+use crate::config::{self, IssuerArgs};
 use crate::control::Control;
 use crate::membership::Membership;
 use clap::Args;
@@ -12,11 +12,7 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
     #[command(flatten)]
-    store: StoreArgs,
-    #[command(flatten)]
-    key: KeyArgs,
-    #[command(flatten)]
-    public: PublicArgs,
+    control: IssuerArgs,
     /// The address to listen on (plain HTTP; TLS is the load balancer's job).
     #[arg(long, env = "AGENTS_CONTROL_LISTEN", default_value = "0.0.0.0:8791", value_name = "ADDR:PORT")]
     listen: String,
@@ -34,11 +30,7 @@ pub struct ServeArgs {
 
 pub async fn run(args: ServeArgs) -> Result<ExitCode, Failure> {
     // Every setting is checked before anything is started: a bad one stops the copy with one line.
-    args.store.url()?;
-    args.store.s3.settings()?;
-    let key = args.key.load()?;
-    args.public.control_url()?;
-    args.public.pin()?;
+    let issuer = args.control.issuer()?;
     let listen = config::parse_listen(&args.listen)?;
     if let Some(name) = &args.name {
         hyperhive_control_proto::pair::validate_name(name)
@@ -50,11 +42,11 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode, Failure> {
         })?;
     }
     let drain = config::parse_duration("--drain", &args.drain)?;
-    let store = open_store(&args.store).await?;
+    let store = open_store(&args.control.store).await?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| Failure(format!("AGENTS_CONTROL_LISTEN (--listen) {listen}: cannot listen ({e})")))?;
-    let control = Arc::new(Control::new(store, key, Arc::new(SystemClock)));
+    let control = Arc::new(Control::new(store, issuer.key, Arc::new(SystemClock)));
     let membership = Arc::new(Membership::new(super::hostname(), args.peer_url.clone()));
     crate::serve::run(control, membership, listener, shutdown_signal(), drain).await?;
     Ok(ExitCode::SUCCESS)
