@@ -106,7 +106,7 @@ async fn main() -> anyhow::Result<()> {
         noop.elapsed.as_secs_f64() / first.elapsed.as_secs_f64()
     );
 
-    let edited = &all[SCHEDULES / 2];
+    let edited = all.iter().max_by_key(|d| d.agents.len()).expect("schedules");
     let current = definitions.get(&edited.id).await?.expect("stored");
     let mut changed = current.definition.clone();
     changed.body.push_str(" (edited)");

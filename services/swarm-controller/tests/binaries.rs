@@ -1,11 +1,13 @@
 //! The `swarm-controller` and `swarmctl` binaries as an operator runs them.
 
+mod common;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use hyperhive_testkit::{Nats, NatsJwt, Process, Signal, wait_until};
+use hyperhive_testkit::{Nats, NatsJwt, Signal, wait_until};
 
 const CONTROLLER: &str = env!("CARGO_BIN_EXE_swarm-controller");
 const SWARMCTL: &str = env!("CARGO_BIN_EXE_swarmctl");
@@ -114,13 +116,7 @@ async fn swarmctl_drives_the_daemon() {
         )
     );
 
-    let mut daemon = Process::builder(CONTROLLER)
-        .env("SWARM_CONTROLLER_SOCKET", &socket)
-        .env("SWARM_NATS_URL", nats.url())
-        .env("SWARM_NATS_CREDS", nats.controller_creds())
-        .start("swarm-controller")
-        .unwrap();
-    daemon.wait_for_log("serving the API", Duration::from_secs(20)).await.unwrap();
+    let mut daemon = common::daemon_process(&nats, &socket, &[]).await;
     let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o666);
 
@@ -186,13 +182,7 @@ async fn body_file_and_stdin_are_read() {
     let nats = NatsJwt::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("run/controller.sock");
-    let mut daemon = Process::builder(CONTROLLER)
-        .env("SWARM_CONTROLLER_SOCKET", &socket)
-        .env("SWARM_NATS_URL", nats.url())
-        .env("SWARM_NATS_CREDS", nats.controller_creds())
-        .start("swarm-controller")
-        .unwrap();
-    daemon.wait_for_log("serving the API", Duration::from_secs(20)).await.unwrap();
+    let _daemon = common::daemon_process(&nats, &socket, &[]).await;
     let file = dir.path().join("prompt.txt");
     std::fs::write(&file, "from a file\n").unwrap();
     let out = stdout(&swarmctl(

@@ -7,6 +7,8 @@
 //! an agent stopped across several slots) it waits for the wall clock to pass a computed instant:
 //! that instant is the condition, not a stand-in for one.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -40,15 +42,8 @@ impl Swarm {
         let nats = NatsJwt::start().await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("run/controller.sock");
-        let mut controller = Process::builder(env!("CARGO_BIN_EXE_swarm-controller"))
-            .env("SWARM_CONTROLLER_SOCKET", &socket)
-            .env("SWARM_NATS_URL", nats.url())
-            .env("SWARM_NATS_CREDS", nats.controller_creds())
-            .env("SWARM_RECONCILE_SECS", "1")
-            .env("NO_COLOR", "1")
-            .start("swarm-controller")
-            .unwrap();
-        controller.wait_for_log("serving the API", PATIENCE).await.unwrap();
+        let controller =
+            common::daemon_process(&nats, &socket, &[("SWARM_RECONCILE_SECS", "1"), ("NO_COLOR", "1")]).await;
         let mut swarm = Self { nats, dir, socket, _controller: controller, agents: Vec::new() };
         for agent in agents {
             swarm.start_agent(agent).await;

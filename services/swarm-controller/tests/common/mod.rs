@@ -12,7 +12,7 @@ use http_body_util::Full;
 use hyper::Request;
 use hyper::http::{Method, StatusCode};
 use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, AgentSchedules, SCHEDULE_DEFINITIONS_BUCKET};
-use hyperhive_testkit::{NatsJwt, wait_until};
+use hyperhive_testkit::{NatsJwt, Process, wait_until};
 use serde_json::Value;
 use swarm_controller::clock::SystemClock;
 use swarm_controller::config::Config;
@@ -144,4 +144,17 @@ pub fn new_schedule(agents: &[&str]) -> Value {
         "anchor": "2026-11-30T09:00:00Z",
         "interval": 3600,
     })
+}
+
+/// The `swarm-controller` binary serving on `socket` with `nats`, started and ready.
+pub async fn daemon_process(nats: &NatsJwt, socket: &std::path::Path, extra_env: &[(&str, &str)]) -> Process {
+    let mut daemon = Process::builder(env!("CARGO_BIN_EXE_swarm-controller"))
+        .env("SWARM_CONTROLLER_SOCKET", socket)
+        .env("SWARM_NATS_URL", nats.url())
+        .env("SWARM_NATS_CREDS", nats.controller_creds())
+        .envs(extra_env.iter().copied())
+        .start("swarm-controller")
+        .unwrap();
+    daemon.wait_for_log("serving the API", STARTUP).await.unwrap();
+    daemon
 }
