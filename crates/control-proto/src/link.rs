@@ -1,0 +1,629 @@
+//! The frames of the device link (`GET /v1/link`) and of the link between copies
+//! (`GET /v1/peer`), DESIGN 3.6 and 3.7. The flow, every frame and every field is written down in
+//! `docs/control-plane/link-protocol.md`; this module is its typed form.
+//!
+//! Every frame is one WebSocket text message holding one JSON object whose `type` field names
+//! the frame. Receivers decode with [`LinkFrame::decode`] or [`PeerFrame::decode`], which check
+//! the size before parsing and never panic (a property test feeds them arbitrary input): an
+//! oversized frame, malformed JSON, a missing or unknown `type` and a known type with bad fields
+//! each get their own [`FrameError`], so a receiver can answer with an error frame or a close
+//! code instead of dying.
+//!
+//! # Handshake (both links)
+//! The server speaks first with a challenge holding a fresh nonce. The connecting side answers
+//! with its own nonce and its signature over [`device_proof_message`] (devices, with the device
+//! key) or [`peer_proof_message`] (copies, with the control key). The server answers with the
+//! control key's signature over [`server_proof_message`]. Each message names both nonces, the
+//! role and the identity, so no signature can be replayed on another connection or in another
+//! role.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::DeviceKind;
+
+/// The version of the link and peer protocols; both sides send it in the handshake and a
+/// mismatch is closed with [`CloseCode::UnsupportedVersion`].
+pub const LINK_PROTOCOL_VERSION: u32 = 1;
+
+/// The largest frame either side accepts, in bytes of JSON text. Relayed bodies are small
+/// control messages (a prompt, a terminal chunk); 64 KiB bounds the memory a hostile peer can
+/// make a receiver hold while decoding, and is the WebSocket message cap devices set.
+pub const MAX_FRAME_BYTES: usize = 64 * 1024;
+
+/// Bytes of randomness in every handshake nonce (base64url on the wire).
+pub const NONCE_LEN: usize = 32;
+
+/// A frame on `/v1/link`, in either direction (the doc says which side sends which).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
+pub enum LinkFrame {
+    /// Server, first frame on a new connection.
+    Challenge {
+        version: u32,
+        /// [`NONCE_LEN`] random bytes, base64url.
+        server_nonce: String,
+    },
+    /// Device, answering the challenge.
+    Hello {
+        version: u32,
+        device_id: String,
+        /// [`NONCE_LEN`] random bytes, base64url.
+        device_nonce: String,
+        /// The device key's signature over [`device_proof_message`], base64url.
+        signature: String,
+    },
+    /// Server, after the device's proof holds: the control key's proof.
+    Welcome {
+        /// The control key's signature over [`server_proof_message`], base64url.
+        signature: String,
+        /// The name of the copy the device is connected to (for logs and status).
+        copy: String,
+    },
+    /// Device to server: relay `body` to the device `to`. `seq` counts from 1 in each stream, a
+    /// stream being one sender's messages to one receiver since the sender's outbox was made;
+    /// `epoch` (random) names the stream.
+    Send {
+        to: String,
+        epoch: u64,
+        seq: u64,
+        body: serde_json::Value,
+    },
+    /// Server to device: a relayed message from the device `from`.
+    Message {
+        from: String,
+        epoch: u64,
+        seq: u64,
+        body: serde_json::Value,
+    },
+    /// Device to server: every message from `to` in stream `epoch` up to and including `seq`
+    /// has reached the application (a cumulative, end-to-end ack).
+    Ack {
+        to: String,
+        epoch: u64,
+        seq: u64,
+    },
+    /// Server to device: the device `from` acked this stream up to `seq`.
+    Acked {
+        from: String,
+        epoch: u64,
+        seq: u64,
+    },
+    /// Server to device: the message could not be relayed. The sender keeps it and sends it
+    /// again when the target is back (it is never silently dropped).
+    Undeliverable {
+        to: String,
+        epoch: u64,
+        seq: u64,
+        reason: UndeliverableReason,
+    },
+    /// Server to client: every host with its online state (at connect).
+    Presence {
+        hosts: Vec<HostPresence>,
+    },
+    /// Server to client: one host changed (paired, connected, disconnected, forgotten).
+    PresenceChanged {
+        host: HostPresence,
+    },
+    /// Client to server: a request; answered by `reply` or `request_failed` with the same id.
+    Request {
+        id: u64,
+        request: Request,
+    },
+    /// Server to client.
+    Reply {
+        id: u64,
+        reply: Reply,
+    },
+    /// Server to client: the request was refused; `retry` says whether trying again later can
+    /// help (the store is unreachable) or not (the device may not make it, bad arguments).
+    RequestFailed {
+        id: u64,
+        error: String,
+        retry: bool,
+    },
+    /// Either side, every few seconds; the other answers `pong` with the same `t`.
+    Ping {
+        t: u64,
+    },
+    Pong {
+        t: u64,
+    },
+    /// Either side: something the receiver sent was refused; the connection stays open.
+    Error {
+        code: ErrorCode,
+        message: String,
+    },
+    /// Decoding only: a `type` this version does not know. [`LinkFrame::decode`] turns it into
+    /// [`FrameError::UnknownType`]; it is never sent.
+    #[serde(other, skip_serializing)]
+    Unknown,
+}
+
+/// A frame on `/v1/peer`, between two copies.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
+pub enum PeerFrame {
+    /// Accepting copy, first frame.
+    PeerChallenge {
+        version: u32,
+        server_nonce: String,
+    },
+    /// Connecting copy: its name and the control key's signature over [`peer_proof_message`].
+    PeerHello {
+        version: u32,
+        copy: String,
+        peer_nonce: String,
+        signature: String,
+    },
+    /// Accepting copy: the control key's signature over [`server_proof_message`] (with the
+    /// connecting copy's name as the identity).
+    PeerWelcome {
+        signature: String,
+        copy: String,
+    },
+    /// Every device session on the sending copy (at link-up).
+    Sessions {
+        sessions: Vec<SessionInfo>,
+    },
+    /// A device connected to the sending copy (a newer session replaces any older one).
+    SessionOpened {
+        session: SessionInfo,
+    },
+    /// A device's session on the sending copy ended.
+    SessionClosed {
+        device_id: String,
+        session: u64,
+    },
+    /// A link frame for the device `to`, connected to the receiving copy (one hop: the
+    /// receiver never forwards it again). Carries `message`, `acked` or `undeliverable`.
+    Forward {
+        to: String,
+        frame: Box<LinkFrame>,
+    },
+    /// A device was forgotten: close its sessions now and refuse it from now on.
+    Revoked {
+        device_id: String,
+    },
+    Ping {
+        t: u64,
+    },
+    Pong {
+        t: u64,
+    },
+    Error {
+        code: ErrorCode,
+        message: String,
+    },
+    /// Decoding only, as [`LinkFrame::Unknown`].
+    #[serde(other, skip_serializing)]
+    Unknown,
+}
+
+/// Why a message was not relayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum UndeliverableReason {
+    /// The target is paired but connected to no copy.
+    Offline,
+    /// No paired device has that id.
+    Unknown,
+    /// Clients talk to hosts and hosts to clients, never client to client or host to host.
+    NotAllowed,
+}
+
+/// A host as clients see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostPresence {
+    pub device_id: String,
+    pub name: String,
+    /// False once the host is forgotten (and then it is gone from later lists).
+    pub paired: bool,
+    pub online: bool,
+}
+
+/// A device session as copies tell each other.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    pub device_id: String,
+    pub kind: DeviceKind,
+    /// Milliseconds since the Unix epoch when the session was authenticated, then a tiebreak:
+    /// the greater value is the newer session, which is the one kept.
+    pub session: u64,
+}
+
+/// What a client may ask of the control plane over its link.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
+pub enum Request {
+    /// Make a pairing code for a new client or host.
+    MakeCode {
+        kind: DeviceKind,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        /// Seconds the code stays valid; the control plane's default (600) when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ttl_secs: Option<u64>,
+    },
+    ListDevices,
+    ForgetDevice {
+        device_id: String,
+    },
+}
+
+/// The answer to a [`Request`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
+pub enum Reply {
+    Code {
+        code: String,
+        /// RFC 3339.
+        expires_at: String,
+    },
+    Devices {
+        devices: Vec<DeviceInfo>,
+        /// True when the store was unreachable and the list is the copy's in-memory registry.
+        from_memory: bool,
+    },
+    Forgotten {
+        device_id: String,
+    },
+}
+
+/// One paired device in a `devices` reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    pub device_id: String,
+    pub kind: DeviceKind,
+    pub name: String,
+    pub online: bool,
+}
+
+/// What an `error` frame is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// Not JSON, or a known type with missing or wrong fields.
+    Malformed,
+    /// A `type` the receiver does not know (a newer peer); the frame was ignored.
+    UnknownType,
+    /// A frame the sender may not send in this state or role (a host sending `request`).
+    NotAllowed,
+}
+
+/// WebSocket close codes the control plane and devices use, with the reason text beside them.
+/// 1000-1011 are the standard codes; 4000-4999 are private to this protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CloseCode {
+    Normal,
+    /// The copy is shutting down: reconnect at once (to another copy).
+    GoingAway,
+    /// A frame exceeded [`MAX_FRAME_BYTES`].
+    TooLarge,
+    /// The copy failed internally; reconnect.
+    Internal,
+    /// The handshake did not finish in time.
+    HandshakeTimeout,
+    /// The device id is not in the registry (never paired, or forgotten): pair again.
+    UnknownDevice,
+    /// The device's signature over the server nonce did not verify.
+    DeviceProofFailed,
+    /// The server's signature did not verify with the control key from the code: this is not
+    /// the control plane the device paired with. Sent by devices.
+    ServerProofFailed,
+    /// The device was forgotten while connected.
+    Revoked,
+    /// A newer session of the same device connected (here or on another copy).
+    Replaced,
+    /// The other side speaks another [`LINK_PROTOCOL_VERSION`].
+    UnsupportedVersion,
+    /// The first frames were not the handshake.
+    ProtocolViolation,
+}
+
+impl CloseCode {
+    pub fn code(self) -> u16 {
+        match self {
+            CloseCode::Normal => 1000,
+            CloseCode::GoingAway => 1001,
+            CloseCode::TooLarge => 1009,
+            CloseCode::Internal => 1011,
+            CloseCode::HandshakeTimeout => 4000,
+            CloseCode::UnknownDevice => 4001,
+            CloseCode::DeviceProofFailed => 4002,
+            CloseCode::ServerProofFailed => 4003,
+            CloseCode::Revoked => 4004,
+            CloseCode::Replaced => 4005,
+            CloseCode::UnsupportedVersion => 4006,
+            CloseCode::ProtocolViolation => 4007,
+        }
+    }
+
+    /// Every code, to map a received number back ([`CloseCode::from_code`]).
+    const ALL: [CloseCode; 12] = [
+        CloseCode::Normal,
+        CloseCode::GoingAway,
+        CloseCode::TooLarge,
+        CloseCode::Internal,
+        CloseCode::HandshakeTimeout,
+        CloseCode::UnknownDevice,
+        CloseCode::DeviceProofFailed,
+        CloseCode::ServerProofFailed,
+        CloseCode::Revoked,
+        CloseCode::Replaced,
+        CloseCode::UnsupportedVersion,
+        CloseCode::ProtocolViolation,
+    ];
+
+    pub fn from_code(code: u16) -> Option<CloseCode> {
+        Self::ALL.into_iter().find(|c| c.code() == code)
+    }
+
+    /// Whether a device should reconnect after this close, or stop and tell its user.
+    pub fn reconnect(self) -> bool {
+        !matches!(
+            self,
+            CloseCode::UnknownDevice
+                | CloseCode::DeviceProofFailed
+                | CloseCode::ServerProofFailed
+                | CloseCode::Revoked
+                | CloseCode::UnsupportedVersion
+        )
+    }
+}
+
+/// Why a frame was not decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    #[error("frame of {len} bytes exceeds the limit of {max} bytes: send smaller messages")]
+    TooLarge { len: usize, max: usize },
+    #[error("frame is not a JSON object with a string \"type\" field: {0}")]
+    NotAFrame(String),
+    #[error("unknown frame type \"{0}\" (this side speaks link protocol version {LINK_PROTOCOL_VERSION})")]
+    UnknownType(String),
+    #[error("frame \"{kind}\" is malformed: {detail}")]
+    Malformed { kind: String, detail: String },
+}
+
+impl FrameError {
+    /// The error code to answer with in an `error` frame ([`FrameError::TooLarge`] closes the
+    /// connection with [`CloseCode::TooLarge`] instead).
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            FrameError::UnknownType(_) => ErrorCode::UnknownType,
+            _ => ErrorCode::Malformed,
+        }
+    }
+}
+
+/// Just the `type` field, to tell an unknown type from a malformed known one.
+#[derive(Deserialize)]
+struct TypeOnly {
+    #[serde(rename = "type")]
+    kind: String,
+}
+
+/// The shared decoding of both frame families: size first, then JSON, then the type.
+fn decode_frame<F: DeserializeOwned>(text: &str, is_unknown: fn(&F) -> bool) -> Result<F, FrameError> {
+    if text.len() > MAX_FRAME_BYTES {
+        return Err(FrameError::TooLarge { len: text.len(), max: MAX_FRAME_BYTES });
+    }
+    let kind = serde_json::from_str::<TypeOnly>(text).map_err(|e| FrameError::NotAFrame(e.to_string()))?.kind;
+    let is_unknown_kind =
+        || serde_json::from_value::<F>(serde_json::json!({ "type": kind })).is_ok_and(|frame| is_unknown(&frame));
+    match serde_json::from_str::<F>(text) {
+        Ok(frame) if !is_unknown(&frame) => Ok(frame),
+        Ok(_) => Err(FrameError::UnknownType(kind)),
+        Err(_) if is_unknown_kind() => Err(FrameError::UnknownType(kind)),
+        Err(e) => Err(FrameError::Malformed { kind, detail: e.to_string() }),
+    }
+}
+
+impl LinkFrame {
+    /// Decodes one received text message. Never panics, whatever `text` holds.
+    pub fn decode(text: &str) -> Result<LinkFrame, FrameError> {
+        decode_frame(text, |f| matches!(f, LinkFrame::Unknown))
+    }
+
+    /// The JSON text to send.
+    pub fn encode(&self) -> String {
+        serde_json::to_string(self).expect("link frames always serialize to JSON")
+    }
+}
+
+impl PeerFrame {
+    /// Decodes one received text message. Never panics, whatever `text` holds.
+    pub fn decode(text: &str) -> Result<PeerFrame, FrameError> {
+        decode_frame(text, |f| matches!(f, PeerFrame::Unknown))
+    }
+
+    /// The JSON text to send.
+    pub fn encode(&self) -> String {
+        serde_json::to_string(self).expect("peer frames always serialize to JSON")
+    }
+}
+
+/// The bytes a device signs with its device key to answer a challenge.
+pub fn device_proof_message(server_nonce: &str, device_nonce: &str, device_id: &str) -> Vec<u8> {
+    format!("hyperhive link device v{LINK_PROTOCOL_VERSION}\n{server_nonce}\n{device_nonce}\n{device_id}").into_bytes()
+}
+
+/// The bytes a connecting copy signs with the control key to answer a peer challenge.
+pub fn peer_proof_message(server_nonce: &str, peer_nonce: &str, copy: &str) -> Vec<u8> {
+    format!("hyperhive link peer v{LINK_PROTOCOL_VERSION}\n{server_nonce}\n{peer_nonce}\n{copy}").into_bytes()
+}
+
+/// The bytes the accepting copy signs with the control key: the connecting side's nonce first,
+/// so it proves possession of the key to that side, bound to this connection's server nonce
+/// and to the identity (device id or copy name) it authenticated.
+pub fn server_proof_message(connecting_nonce: &str, server_nonce: &str, identity: &str) -> Vec<u8> {
+    format!("hyperhive link server v{LINK_PROTOCOL_VERSION}\n{connecting_nonce}\n{server_nonce}\n{identity}")
+        .into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn samples() -> Vec<LinkFrame> {
+        vec![
+            LinkFrame::Challenge { version: 1, server_nonce: "bm9uY2U".into() },
+            LinkFrame::Hello {
+                version: 1,
+                device_id: "d1".into(),
+                device_nonce: "bg".into(),
+                signature: "c2ln".into(),
+            },
+            LinkFrame::Welcome { signature: "c2ln".into(), copy: "cp1".into() },
+            LinkFrame::Send { to: "h1".into(), epoch: 7, seq: 3, body: json!({"prompt": "hi"}) },
+            LinkFrame::Message { from: "c1".into(), epoch: 7, seq: 3, body: json!([1, 2]) },
+            LinkFrame::Ack { to: "c1".into(), epoch: 7, seq: 3 },
+            LinkFrame::Acked { from: "h1".into(), epoch: 7, seq: 3 },
+            LinkFrame::Undeliverable { to: "h1".into(), epoch: 7, seq: 3, reason: UndeliverableReason::Offline },
+            LinkFrame::Presence {
+                hosts: vec![HostPresence { device_id: "h1".into(), name: "box".into(), paired: true, online: false }],
+            },
+            LinkFrame::Request {
+                id: 1,
+                request: Request::MakeCode { kind: DeviceKind::Host, name: None, ttl_secs: Some(60) },
+            },
+            LinkFrame::Request { id: 2, request: Request::ListDevices },
+            LinkFrame::Reply { id: 2, reply: Reply::Devices { devices: vec![], from_memory: true } },
+            LinkFrame::RequestFailed { id: 3, error: "store unavailable: try again".into(), retry: true },
+            LinkFrame::Ping { t: 9 },
+            LinkFrame::Error { code: ErrorCode::UnknownType, message: "x".into() },
+        ]
+    }
+
+    #[test]
+    fn every_sample_frame_round_trips() {
+        for frame in samples() {
+            let text = frame.encode();
+            assert_eq!(LinkFrame::decode(&text).unwrap(), frame, "{text}");
+        }
+        let forward = PeerFrame::Forward { to: "c1".into(), frame: Box::new(samples()[4].clone()) };
+        assert_eq!(PeerFrame::decode(&forward.encode()).unwrap(), forward);
+    }
+
+    #[test]
+    fn the_wire_form_is_the_documented_one() {
+        let frame = LinkFrame::Send { to: "h1".into(), epoch: 5, seq: 1, body: json!("x") };
+        assert_eq!(
+            serde_json::to_value(&frame).unwrap(),
+            json!({"type": "send", "to": "h1", "epoch": 5, "seq": 1, "body": "x"})
+        );
+        let request = LinkFrame::Request { id: 4, request: Request::ForgetDevice { device_id: "c2".into() } };
+        assert_eq!(
+            serde_json::to_value(&request).unwrap(),
+            json!({"type": "request", "id": 4, "request": {"op": "forget_device", "device_id": "c2"}})
+        );
+    }
+
+    #[test]
+    fn each_kind_of_bad_input_gets_its_own_error() {
+        assert!(matches!(LinkFrame::decode("{"), Err(FrameError::NotAFrame(_))));
+        assert!(matches!(LinkFrame::decode(r#"{"to": "x"}"#), Err(FrameError::NotAFrame(_))));
+        assert_eq!(
+            LinkFrame::decode(r#"{"type": "teleport", "to": "x"}"#),
+            Err(FrameError::UnknownType("teleport".into()))
+        );
+        let err = LinkFrame::decode(r#"{"type": "ack", "to": "x", "epoch": 1}"#).unwrap_err();
+        assert!(
+            matches!(&err, FrameError::Malformed { kind, detail } if kind == "ack" && detail.contains("seq")),
+            "{err}"
+        );
+        assert!(matches!(
+            LinkFrame::decode(r#"{"type": "ping", "t": 1, "extra": 2}"#),
+            Err(FrameError::Malformed { .. })
+        ));
+        // A peer frame is not a link frame.
+        assert_eq!(
+            LinkFrame::decode(r#"{"type": "revoked", "device_id": "x"}"#),
+            Err(FrameError::UnknownType("revoked".into()))
+        );
+    }
+
+    #[test]
+    fn an_oversized_frame_is_refused_before_parsing() {
+        let text = format!(r#"{{"type":"ping","t":1,"pad":"{}"}}"#, "a".repeat(MAX_FRAME_BYTES));
+        assert_eq!(LinkFrame::decode(&text), Err(FrameError::TooLarge { len: text.len(), max: MAX_FRAME_BYTES }));
+        let deep = format!("{}{}", "[".repeat(MAX_FRAME_BYTES / 2), "]".repeat(MAX_FRAME_BYTES / 2));
+        assert!(LinkFrame::decode(&deep).is_err());
+    }
+
+    #[test]
+    fn close_codes_map_back_and_say_whether_to_reconnect() {
+        for code in CloseCode::ALL {
+            assert_eq!(CloseCode::from_code(code.code()), Some(code));
+        }
+        assert_eq!(CloseCode::from_code(1234), None);
+        assert!(CloseCode::GoingAway.reconnect());
+        assert!(CloseCode::Replaced.reconnect());
+        assert!(!CloseCode::Revoked.reconnect());
+        assert!(!CloseCode::ServerProofFailed.reconnect());
+    }
+
+    #[test]
+    fn proof_messages_differ_by_role() {
+        let device = device_proof_message("a", "b", "x");
+        let peer = peer_proof_message("a", "b", "x");
+        let server = server_proof_message("a", "b", "x");
+        assert_ne!(device, peer);
+        assert_ne!(device, server);
+        assert_ne!(peer, server);
+    }
+
+    /// Arbitrary JSON-ish text near the frame shapes, so the decoder's deeper paths are hit too.
+    fn frame_like_text() -> impl Strategy<Value = String> {
+        let kinds = prop::sample::select(vec![
+            "challenge",
+            "hello",
+            "welcome",
+            "send",
+            "message",
+            "ack",
+            "acked",
+            "undeliverable",
+            "presence",
+            "request",
+            "reply",
+            "ping",
+            "error",
+            "forward",
+            "sessions",
+            "nope",
+        ]);
+        (kinds, any::<String>(), any::<i64>()).prop_map(|(kind, s, n)| {
+            format!(r#"{{"type":"{kind}","to":{s:?},"epoch":{n},"seq":{n},"body":{s:?},"request":{{"op":{s:?}}},"frame":{{"type":"{kind}"}}}}"#)
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn decoding_arbitrary_text_never_panics(text in any::<String>()) {
+            let _ = LinkFrame::decode(&text);
+            let _ = PeerFrame::decode(&text);
+        }
+
+        #[test]
+        fn decoding_frame_like_text_never_panics(text in frame_like_text()) {
+            let _ = LinkFrame::decode(&text);
+            let _ = PeerFrame::decode(&text);
+        }
+
+        #[test]
+        fn decoding_arbitrary_bytes_as_text_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+            let text = String::from_utf8_lossy(&bytes);
+            let _ = LinkFrame::decode(&text);
+        }
+    }
+}
