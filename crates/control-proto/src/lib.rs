@@ -10,6 +10,7 @@
 
 pub mod code;
 pub mod encoding;
+pub mod link;
 pub mod pair;
 
 use serde::{Deserialize, Serialize};
