@@ -158,6 +158,11 @@ async fn swarmctl_drives_the_daemon() {
     let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
     assert_eq!((shown["paused"].as_bool(), shown["body"].as_str()), (Some(false), Some("changed")));
 
+    let stale = swarmctl(&socket, &["schedule", "edit", &id, "--name", "late", "--revision", "1"]);
+    let conflict = stderr(&stale);
+    assert!(conflict.contains("conflict") && conflict.contains("the current version is"), "{conflict}");
+    assert!(conflict.contains(&format!("id:        {id}")) && conflict.contains("name:      standup"), "{conflict}");
+
     let nothing = swarmctl(&socket, &["schedule", "edit", &id]);
     assert!(stderr(&nothing).contains("nothing to change"));
     let bad = swarmctl(&socket, &["schedule", "add", "--name", "x", "--agent", "Bad", "--body", "b", "--once"]);
@@ -168,6 +173,12 @@ async fn swarmctl_drives_the_daemon() {
     assert!(stdout(&swarmctl(&socket, &["schedule", "rm", &id])).contains("removed"));
     let gone = swarmctl(&socket, &["schedule", "show", &id]);
     assert!(stderr(&gone).contains("no schedule with id"));
+
+    // kill -9 leaves the socket behind; a new daemon replaces it and serves the same schedules.
+    daemon.kill();
+    assert!(socket.exists(), "the killed daemon's socket is stale");
+    let mut daemon = common::daemon_process(&nats, &socket, &[]).await;
+    assert!(stdout(&swarmctl(&socket, &["schedule", "list"])).contains("ID"));
 
     daemon.signal(Signal::SIGTERM).unwrap();
     let status = daemon.wait_exit(Duration::from_secs(10)).await.unwrap();

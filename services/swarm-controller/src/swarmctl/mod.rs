@@ -140,6 +140,10 @@ pub struct EditArgs {
     /// Make it a one-shot at the anchor.
     #[arg(long)]
     pub once: bool,
+    /// Change it only if it is still at this revision (default: the revision swarmctl reads
+    /// just before the change).
+    #[arg(long, value_name = "N")]
+    pub revision: Option<u64>,
     /// Print the API's JSON.
     #[arg(long)]
     pub json: bool,
@@ -260,15 +264,15 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
                     "nothing to change: give at least one of --name, --body, --body-file, --agent, --anchor, --every, --once".into(),
                 ));
             }
-            let view = change(socket, &args.id, Value::Object(patch), now).await?;
+            let view = change(socket, &args.id, args.revision, Value::Object(patch), now).await?;
             Ok(printed(&view, args.json, now))
         }
         ScheduleCommand::Pause { id } => {
-            let view = change(socket, &id, json!({"paused": true}), now).await?;
+            let view = change(socket, &id, None, json!({"paused": true}), now).await?;
             Ok(format!("paused schedule {}\n", view.definition.id))
         }
         ScheduleCommand::Resume { id } => {
-            let view = change(socket, &id, json!({"paused": false}), now).await?;
+            let view = change(socket, &id, None, json!({"paused": false}), now).await?;
             Ok(format!("resumed schedule {}\n", view.definition.id))
         }
         ScheduleCommand::Rm { id } => {
@@ -278,19 +282,22 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
     }
 }
 
-/// Reads the schedule's revision, then PATCHes with `If-Match`; a conflict says so and shows
-/// the current version.
+/// PATCHes with `If-Match: revision` (by default the revision read just before); a conflict
+/// says so and shows the current version.
 async fn change(
     socket: &std::path::Path,
     id: &str,
+    revision: Option<u64>,
     patch: Value,
     now: OffsetDateTime,
 ) -> Result<ScheduleView, CtlError> {
     let path = schedule_path(id)?;
-    let current = parse_view(&client::request(socket, Method::GET, &path, None, None).await?)?;
+    let revision = match revision {
+        Some(revision) => revision,
+        None => parse_view(&client::request(socket, Method::GET, &path, None, None).await?)?.revision,
+    };
     let result =
-        client::request(socket, Method::PATCH, &path, Some(current.revision), Some(patch.to_string().into_bytes()))
-            .await;
+        client::request(socket, Method::PATCH, &path, Some(revision), Some(patch.to_string().into_bytes())).await;
     match result {
         Ok(bytes) => parse_view(&bytes),
         Err(CtlError::Api { status: StatusCode::CONFLICT, message, current: Some(current) }) => Err(CtlError::Api {
