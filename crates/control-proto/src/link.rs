@@ -68,6 +68,10 @@ pub enum LinkFrame {
         to: String,
         epoch: u64,
         seq: u64,
+        /// The oldest seq of this stream the sender still holds unacked (at most `seq`). A
+        /// receiver that does not know the stream (its first message, or the receiver
+        /// restarted) starts it only there, so a message lost at a stream's start is noticed.
+        first_unacked: u64,
         body: serde_json::Value,
     },
     /// Server to device: a relayed message from the device `from`.
@@ -75,6 +79,7 @@ pub enum LinkFrame {
         from: String,
         epoch: u64,
         seq: u64,
+        first_unacked: u64,
         body: serde_json::Value,
     },
     /// Device to server: every message from `to` in stream `epoch` up to and including `seq`
@@ -136,8 +141,8 @@ pub enum LinkFrame {
         message: String,
     },
     /// Decoding only: a `type` this version does not know. [`LinkFrame::decode`] turns it into
-    /// [`FrameError::UnknownType`]; it is never sent.
-    #[serde(other, skip_serializing)]
+    /// [`FrameError::UnknownType`], so it never reaches a receiver; never send it.
+    #[serde(other)]
     Unknown,
 }
 
@@ -198,7 +203,7 @@ pub enum PeerFrame {
         message: String,
     },
     /// Decoding only, as [`LinkFrame::Unknown`].
-    #[serde(other, skip_serializing)]
+    #[serde(other)]
     Unknown,
 }
 
@@ -436,6 +441,14 @@ impl LinkFrame {
     pub fn encode(&self) -> String {
         serde_json::to_string(self).expect("link frames always serialize to JSON")
     }
+
+    /// The frame's `type`, for logs and error messages.
+    pub fn type_name(&self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_owned))
+            .unwrap_or_else(|| "unknown".into())
+    }
 }
 
 impl PeerFrame {
@@ -484,8 +497,8 @@ mod tests {
                 signature: "c2ln".into(),
             },
             LinkFrame::Welcome { signature: "c2ln".into(), copy: "cp1".into() },
-            LinkFrame::Send { to: "h1".into(), epoch: 7, seq: 3, body: json!({"prompt": "hi"}) },
-            LinkFrame::Message { from: "c1".into(), epoch: 7, seq: 3, body: json!([1, 2]) },
+            LinkFrame::Send { to: "h1".into(), epoch: 7, seq: 3, first_unacked: 2, body: json!({"prompt": "hi"}) },
+            LinkFrame::Message { from: "c1".into(), epoch: 7, seq: 3, first_unacked: 2, body: json!([1, 2]) },
             LinkFrame::Ack { to: "c1".into(), epoch: 7, seq: 3 },
             LinkFrame::Acked { from: "h1".into(), epoch: 7, seq: 3 },
             LinkFrame::Undeliverable { to: "h1".into(), epoch: 7, seq: 3, reason: UndeliverableReason::Offline },
@@ -516,10 +529,10 @@ mod tests {
 
     #[test]
     fn the_wire_form_is_the_documented_one() {
-        let frame = LinkFrame::Send { to: "h1".into(), epoch: 5, seq: 1, body: json!("x") };
+        let frame = LinkFrame::Send { to: "h1".into(), epoch: 5, seq: 1, first_unacked: 1, body: json!("x") };
         assert_eq!(
             serde_json::to_value(&frame).unwrap(),
-            json!({"type": "send", "to": "h1", "epoch": 5, "seq": 1, "body": "x"})
+            json!({"type": "send", "to": "h1", "epoch": 5, "seq": 1, "first_unacked": 1, "body": "x"})
         );
         let request = LinkFrame::Request { id: 4, request: Request::ForgetDevice { device_id: "c2".into() } };
         assert_eq!(

@@ -1,0 +1,28 @@
+//! The device side of the control-plane link (DESIGN 3.3 and 3.6): everything a window, a phone
+//! or a host needs to hold a link to agents-control, as parts that are tested without a server.
+//!
+//! # Layout
+//! - [`tls`]: the TLS client configuration; with a pin, only a certificate with that key is
+//!   accepted, whatever the system trust store says.
+//! - [`handshake`]: the device's half of the mutual authentication, over the frames.
+//! - [`backoff`]: jittered exponential reconnect delays.
+//! - [`outbox`] (sender) and [`inbox`] (receiver): end-to-end acks, resend after reconnect and
+//!   duplicate suppression, so a message reaches the application exactly once, in order.
+//! - [`websocket`]: the WebSocket configuration (small buffers, the frame size cap).
+//!
+//! The connect loop that ties these to a socket comes with the server side of `/v1/link`.
+//! The protocol is written down in `docs/control-plane/link-protocol.md`.
+
+pub mod backoff;
+pub mod handshake;
+pub mod inbox;
+pub mod outbox;
+pub mod tls;
+pub mod websocket;
+
+pub use backoff::Backoff;
+pub use handshake::{AwaitingWelcome, HandshakeError};
+pub use inbox::{Inbox, Receipt};
+pub use outbox::{Outbox, OutboxFull};
+pub use tls::{Pin, PinError, tls_client_config};
+pub use websocket::websocket_config;

@@ -1,0 +1,167 @@
+//! The sender's half of end-to-end delivery (DESIGN 3.6): every message sent keeps its place
+//! here until the receiver acks it, so a copy that dies with messages in flight loses nothing:
+//! the sender sends the unacked ones again over its next link.
+//!
+//! Messages are numbered per stream (this outbox's messages to one receiver), from 1, under a
+//! random epoch chosen when the outbox is made; receivers drop what they have already seen
+//! ([`crate::Inbox`]).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use hyperhive_control_proto::link::LinkFrame;
+
+/// Unacked messages one stream may hold before [`Outbox::push`] refuses more: the application
+/// must wait for acks (a receiver that is away for long is reported by `undeliverable`).
+pub const MAX_UNACKED_PER_STREAM: usize = 10_000;
+
+/// The stream to `to` holds [`MAX_UNACKED_PER_STREAM`] unacked messages.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{unacked} messages to {to} are not acked yet: wait until it acks before sending more")]
+pub struct OutboxFull {
+    pub to: String,
+    pub unacked: usize,
+}
+
+#[derive(Debug, Default)]
+struct Stream {
+    /// The seq of the next message pushed.
+    next_seq: u64,
+    /// Unacked messages, oldest first, as (seq, body).
+    unacked: VecDeque<(u64, serde_json::Value)>,
+}
+
+impl Stream {
+    /// The seq of the oldest unacked message (the next one pushed when all are acked).
+    fn first_unacked(&self) -> u64 {
+        self.unacked.front().map_or(self.next_seq, |(seq, _)| *seq)
+    }
+}
+
+/// Unacked messages by receiver.
+#[derive(Debug)]
+pub struct Outbox {
+    epoch: u64,
+    /// Ordered by receiver so a resend is deterministic.
+    streams: BTreeMap<String, Stream>,
+}
+
+impl Outbox {
+    /// An empty outbox; `epoch` must be random (`rand::random()`), so a restarted sender's
+    /// messages are not mistaken for duplicates of its previous life's.
+    pub fn new(epoch: u64) -> Self {
+        Self { epoch, streams: BTreeMap::new() }
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Numbers `body` as the next message to `to`, keeps it until acked and returns the frame to
+    /// send now.
+    ///
+    /// # Errors
+    /// [`OutboxFull`] when the stream already holds [`MAX_UNACKED_PER_STREAM`] unacked messages.
+    pub fn push(&mut self, to: &str, body: serde_json::Value) -> Result<LinkFrame, OutboxFull> {
+        let stream = self.streams.entry(to.to_owned()).or_insert_with(|| Stream { next_seq: 1, ..Stream::default() });
+        if stream.unacked.len() >= MAX_UNACKED_PER_STREAM {
+            return Err(OutboxFull { to: to.to_owned(), unacked: stream.unacked.len() });
+        }
+        let seq = stream.next_seq;
+        stream.next_seq += 1;
+        stream.unacked.push_back((seq, body.clone()));
+        let first_unacked = stream.first_unacked();
+        Ok(LinkFrame::Send { to: to.to_owned(), epoch: self.epoch, seq, first_unacked, body })
+    }
+
+    /// Drops the messages to `from` that its ack covers (every seq up to `seq`); returns how
+    /// many. An ack of another epoch (for a previous life of this sender) changes nothing.
+    pub fn acked(&mut self, from: &str, epoch: u64, seq: u64) -> usize {
+        let Some(stream) = self.streams.get_mut(from).filter(|_| epoch == self.epoch) else {
+            return 0;
+        };
+        let covered = stream.unacked.iter().take_while(|(s, _)| *s <= seq).count();
+        stream.unacked.drain(..covered);
+        covered
+    }
+
+    /// Every unacked message, oldest first within each stream: send them all after a reconnect.
+    pub fn resend_all(&self) -> Vec<LinkFrame> {
+        self.streams.keys().flat_map(|to| self.resend_to(to)).collect()
+    }
+
+    /// The unacked messages to `to`, oldest first: send them again when `to` is back (after an
+    /// `undeliverable`, or when acks stop coming).
+    pub fn resend_to(&self, to: &str) -> Vec<LinkFrame> {
+        self.streams
+            .get(to)
+            .into_iter()
+            .flat_map(|stream| {
+                let first_unacked = stream.first_unacked();
+                stream.unacked.iter().map(move |(seq, body)| LinkFrame::Send {
+                    to: to.to_owned(),
+                    epoch: self.epoch,
+                    seq: *seq,
+                    first_unacked,
+                    body: body.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// How many messages wait for an ack, over all streams.
+    pub fn unacked(&self) -> usize {
+        self.streams.values().map(|s| s.unacked.len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn seqs(frames: &[LinkFrame]) -> Vec<(String, u64)> {
+        frames
+            .iter()
+            .map(|f| match f {
+                LinkFrame::Send { to, seq, .. } => (to.clone(), *seq),
+                other => panic!("not a send: {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn numbers_each_stream_from_one_and_resends_until_acked() {
+        let mut outbox = Outbox::new(9);
+        for n in 0..3 {
+            outbox.push("h1", json!(n)).unwrap();
+        }
+        let frame = outbox.push("h2", json!("x")).unwrap();
+        assert_eq!(frame, LinkFrame::Send { to: "h2".into(), epoch: 9, seq: 1, first_unacked: 1, body: json!("x") });
+        assert_eq!(
+            seqs(&outbox.resend_all()),
+            [("h1".into(), 1), ("h1".into(), 2), ("h1".into(), 3), ("h2".into(), 1)]
+        );
+
+        assert_eq!(outbox.acked("h1", 9, 2), 2);
+        assert_eq!(outbox.acked("h1", 9, 2), 0, "a repeated ack changes nothing");
+        assert_eq!(outbox.acked("h2", 8, 1), 0, "an ack of another epoch changes nothing");
+        assert_eq!(outbox.acked("h3", 9, 1), 0);
+        assert_eq!(seqs(&outbox.resend_all()), [("h1".into(), 3), ("h2".into(), 1)]);
+        assert_eq!(seqs(&outbox.resend_to("h1")), [("h1".into(), 3)]);
+        assert_eq!(outbox.unacked(), 2);
+    }
+
+    #[test]
+    fn a_full_stream_refuses_more_and_says_why() {
+        let mut outbox = Outbox::new(1);
+        for n in 0..MAX_UNACKED_PER_STREAM {
+            outbox.push("h1", json!(n)).unwrap();
+        }
+        let err = outbox.push("h1", json!("one too many")).unwrap_err();
+        assert_eq!(err.unacked, MAX_UNACKED_PER_STREAM);
+        assert!(err.to_string().contains("wait until it acks"), "{err}");
+        outbox.push("h2", json!("other streams still flow")).unwrap();
+        outbox.acked("h1", 1, 1);
+        outbox.push("h1", json!("room again")).unwrap();
+    }
+}
