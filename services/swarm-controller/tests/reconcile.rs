@@ -84,3 +84,32 @@ async fn shutdown_removes_the_socket() {
     c.stop().await.unwrap();
     assert!(!c.socket.exists());
 }
+
+#[tokio::test]
+async fn the_controller_carries_on_after_a_nats_restart() {
+    let mut c = Controller::start(1).await;
+    let (_, created) = c.json(Method::POST, "/api/schedules", &new_schedule(&["a"])).await;
+    c.nats.nats().stop();
+    let answer = wait_until("/healthz reports NATS down", Duration::from_secs(10), || async {
+        let (status, v) = c.json(Method::GET, "/healthz", &serde_json::Value::Null).await;
+        (status == StatusCode::SERVICE_UNAVAILABLE).then_some(v)
+    })
+    .await
+    .unwrap();
+    assert!(answer["error"].as_str().unwrap().contains("NATS connection"), "{answer}");
+    c.nats.nats().start_again().await.unwrap();
+    let path = format!("/api/schedules/{}", created["id"].as_str().unwrap());
+    let edited = wait_until("a PATCH succeeds after the restart", Duration::from_secs(20), || async {
+        let (status, v) = c.json(Method::PATCH, &path, &serde_json::json!({"body": "after"})).await;
+        (status == StatusCode::OK).then_some(v)
+    })
+    .await
+    .unwrap();
+    assert_eq!(edited["body"], "after");
+    let a = wait_until("a's key holds the edit", Duration::from_secs(10), || async {
+        c.agent_key("a").await.filter(|d| d.schedules[0].body == "after")
+    })
+    .await
+    .unwrap();
+    assert_eq!(a.schedules.len(), 1);
+}
