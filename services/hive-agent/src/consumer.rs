@@ -19,7 +19,17 @@ use crate::turn::run_turn;
 /// How long the server waits for an ack before redelivering; a running turn keeps extending
 /// it with progress acks every third of it.
 const ACK_WAIT: Duration = Duration::from_secs(60);
-/// Pause before re-creating the consumer after an error (e.g. while NATS restarts).
+/// Each pull request lives this long; a new one follows, so a pull lost in a server restart is
+/// replaced within this time at the latest.
+const PULL_EXPIRES: Duration = Duration::from_secs(20);
+/// The server's idle heartbeat on a pending pull: two missed ones end the stream with an error
+/// and the consumer is re-created (the client's default, 15 s, makes a restart cost 30 s).
+const PULL_HEARTBEAT: Duration = Duration::from_secs(5);
+/// Acks tried before giving up on confirmation (the todo is then redelivered after `ACK_WAIT`
+/// and, being recorded as finished, acked without a turn).
+const ACK_ATTEMPTS: u32 = 20;
+/// Pause before re-creating the consumer or retrying an ack after an error (e.g. while NATS
+/// restarts).
 const RETRY_DELAY: Duration = Duration::from_secs(1);
 
 /// What the consumer needs.
@@ -58,7 +68,14 @@ impl Consumer {
             })
             .await
             .map_err(nats("creating its durable consumer"))?;
-        let mut messages = consumer.messages().await.map_err(nats("pulling todos"))?;
+        let mut messages = consumer
+            .stream()
+            .max_messages_per_batch(1)
+            .expires(PULL_EXPIRES)
+            .heartbeat(PULL_HEARTBEAT)
+            .messages()
+            .await
+            .map_err(nats("pulling todos"))?;
         info!(consumer = %agent_durable_name(&self.agent), "consuming todos");
         while let Some(message) = messages.next().await {
             self.handle(message.map_err(nats("receiving a todo"))?).await?;
@@ -81,7 +98,7 @@ impl Consumer {
         };
         if self.state.is_finished(&todo.id)? {
             info!(todo = %todo.id, "todo already finished, acking the redelivery without a turn");
-            message.ack().await.map_err(nats("acking a redelivered todo"))?;
+            confirmed_ack(&message, &todo.id).await?;
             return Ok(());
         }
         info!(todo = %todo.id, source = %todo.source, "turn started");
@@ -118,7 +135,25 @@ impl Consumer {
         };
         // Recorded before the ack: a crash in between redelivers a todo that is then skipped.
         self.state.record_finished(&todo.id, self.clock.now(), code)?;
-        message.ack().await.map_err(nats("acking a finished todo"))?;
+        confirmed_ack(&message, &todo.id).await?;
         Ok(())
+    }
+}
+
+/// Acks and waits for the server to confirm, retrying across a reconnect. A plain ack lost in a
+/// server restart would leave the todo pending, and with one todo in flight the whole queue
+/// would wait `ACK_WAIT` for its redelivery.
+async fn confirmed_ack(message: &Message, todo_id: &str) -> Result<(), LoopError> {
+    let mut attempt = 0;
+    loop {
+        match message.double_ack().await {
+            Ok(()) => return Ok(()),
+            Err(e) if attempt < ACK_ATTEMPTS => {
+                attempt += 1;
+                warn!(todo = %todo_id, attempt, "ack not confirmed, retrying: {e}");
+                tokio::time::sleep(RETRY_DELAY).await;
+            }
+            Err(e) => return Err(nats("acking a todo")(e)),
+        }
     }
 }

@@ -30,6 +30,11 @@ struct Swarm {
 
 impl Swarm {
     async fn start() -> Self {
+        // The agent's log, shown by libtest when a test fails.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("info,async_nats=debug"))
+            .with_test_writer()
+            .try_init();
         let server = NatsJwt::start().await.unwrap();
         let js = controller_js(&server).await;
         js.create_stream(stream::Config {
@@ -53,7 +58,8 @@ impl Swarm {
             creds: self.server.mint_agent(agent).unwrap(),
             state_dir: self.dir.path().join(agent),
             schedule_tick: TICK,
-            turn_command: format!("{{ cat; echo \" $HIVE_TODO_ID\"; }} >> {}", self.turns_file(agent).display()),
+            // One write per turn, so a reader never sees half a line.
+            turn_command: format!("echo \"$(cat) $HIVE_TODO_ID\" >> {}", self.turns_file(agent).display()),
         }
     }
 
@@ -95,8 +101,11 @@ async fn controller_js(server: &NatsJwt) -> jetstream::Context {
     jetstream::new(client)
 }
 
+/// The finished lines of a turns file (a line still being written is not a turn yet).
 fn turns(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_owned).collect()
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let finished = text.rfind('\n').map_or("", |end| &text[..end]);
+    finished.lines().map(str::to_owned).collect()
 }
 
 async fn wait_turns(path: &Path, count: usize) -> Vec<String> {
@@ -315,5 +324,32 @@ async fn a_recreated_bucket_is_followed_after_a_run_of_older_revisions() {
     clock.set(T0 + time::Duration::seconds(1));
     settle(&swarm, &agent, u64::from(hive_agent::ticker::OLDER_TICKS_BEFORE_RESET) + 2).await;
     assert_eq!(turns(&file), ["new schedule:new:a:2026-11-30T09:00:00Z"]);
+    agent.stop().await;
+}
+
+#[tokio::test]
+async fn a_turn_spanning_a_nats_restart_is_acked_and_the_queue_moves_on() {
+    let mut swarm = Swarm::start().await;
+    let file = swarm.turns_file("a");
+    let go = swarm.dir.path().join("go");
+    let mut config = swarm.config("a");
+    // The first turn holds until the test lets it finish, so NATS restarts under it.
+    config.turn_command = format!(
+        "read body; echo \"$body started\" >> {file}; while [ \"$body\" = hold ] && [ ! -e {go} ]; do sleep 0.05; done; echo \"$body done\" >> {file}",
+        file = file.display(),
+        go = go.display()
+    );
+    let agent = Agent::start(config, Arc::new(FakeClock::new(T0))).await.unwrap();
+    for (id, body) in [("t1", "hold"), ("t2", "next")] {
+        let todo = Todo { id: id.into(), source: "test".into(), body: format!("{body}\n") };
+        swarm.js.publish("todo.a", serde_json::to_vec(&todo).unwrap().into()).await.unwrap().await.unwrap();
+    }
+    wait_turns(&file, 1).await;
+    swarm.server.nats().stop();
+    swarm.server.nats().start_again().await.unwrap();
+    swarm.js = controller_js(&swarm.server).await;
+    std::fs::write(&go, "").unwrap();
+    // Well within the 60 s ack wait: t1's ack reached the server after the restart.
+    assert_eq!(wait_turns(&file, 4).await, ["hold started", "hold done", "next started", "next done"]);
     agent.stop().await;
 }
