@@ -26,6 +26,11 @@ use crate::schedules::{Definitions, StoreError};
 /// crowd the agents' direct gets.
 const WRITES_IN_FLIGHT: usize = 64;
 
+/// The largest agent document written: one NATS message (`max_payload`, 1 MiB by default) less
+/// room for its subject and headers. A schedule that would push an agent past it is refused,
+/// because a key that cannot be written would leave that agent silently without it.
+pub const MAX_AGENT_DOC_BYTES: usize = 1024 * 1024 - 4096;
+
 /// The bytes each agent's key should hold: for every agent named by any definition, its
 /// schedules in canonical form.
 pub fn desired_documents<'a>(
@@ -130,6 +135,32 @@ impl Reconciler {
         report.compared = desired.len().max(known.keys.len());
         report.elapsed = started.elapsed();
         Ok(report)
+    }
+
+    /// Refuses `candidate` (a new or changed schedule) when it would make one of its agents'
+    /// documents larger than [`MAX_AGENT_DOC_BYTES`]; the message names the agent and the size.
+    ///
+    /// # Errors
+    /// The message to show the client.
+    pub async fn check_fits(&self, candidate: &ScheduleDefinition) -> Result<(), String> {
+        let known = self.known.lock().await;
+        let sharing = known
+            .definitions
+            .values()
+            .filter(|d| d.id != candidate.id && d.agents.iter().any(|a| candidate.agents.contains(a)));
+        let desired = desired_documents(sharing.chain(std::iter::once(candidate)));
+        match candidate
+            .agents
+            .iter()
+            .find_map(|a| desired.get(a).filter(|doc| doc.len() > MAX_AGENT_DOC_BYTES).map(|doc| (a, doc.len())))
+        {
+            Some((agent, size)) => Err(format!(
+                "agent {agent}'s schedules would take {size} bytes, more than the \
+                 {MAX_AGENT_DOC_BYTES} one NATS message holds; shorten the body or give that \
+                 agent fewer schedules"
+            )),
+            None => Ok(()),
+        }
     }
 
     /// Brings the keys of schedule `id`'s agents (before and after the change) up to date after

@@ -229,3 +229,33 @@ async fn fifty_concurrent_posts_give_fifty_distinct_schedules() {
     let a = c.agent_key("a").await.unwrap();
     assert_eq!(a.schedules.len(), 50, "the agent's key holds every schedule, whatever the order of the writes");
 }
+
+#[tokio::test]
+async fn a_schedule_that_would_overflow_an_agents_key_is_refused() {
+    let c = Controller::start(60).await;
+    let mut big = new_schedule(&["a", "b"]);
+    big["body"] = json!("x".repeat(64 * 1024));
+    let mut accepted = 0;
+    let refusal = loop {
+        let (status, answer) = c.json(Method::POST, "/api/schedules", &big).await;
+        if status != StatusCode::CREATED {
+            break (status, answer);
+        }
+        accepted += 1;
+        assert!(accepted < 20, "never refused");
+    };
+    assert_eq!(accepted, 15, "fifteen 64 KiB bodies fit in one message, sixteen do not");
+    assert_eq!(refusal.0, StatusCode::BAD_REQUEST, "{}", refusal.1);
+    assert!(refusal.1["error"].as_str().unwrap().contains("agent a's schedules would take"));
+    let (_, list) = c.json(Method::GET, "/api/schedules", &Value::Null).await;
+    assert_eq!(list.as_array().unwrap().len(), 15, "nothing stored");
+    assert_eq!(c.agent_key("b").await.unwrap().schedules.len(), 15);
+    // An edit that grows another agent's document past the limit is refused too.
+    big["agents"] = json!(["c"]);
+    let (_, for_c) = c.json(Method::POST, "/api/schedules", &big).await;
+    let path = format!("/api/schedules/{}", for_c["id"].as_str().unwrap());
+    let (status, answer) = c.json(Method::PATCH, &path, &json!({"agents": ["a", "c"]})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    let (status, _) = c.json(Method::PATCH, &path, &json!({"agents": ["c", "d"]})).await;
+    assert_eq!(status, StatusCode::OK);
+}

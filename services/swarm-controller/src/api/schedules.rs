@@ -36,6 +36,7 @@ impl App {
         let now = self.clock.now();
         for _ in 0..CAS_ATTEMPTS {
             let definition = ScheduleDefinition::create(new_id(), new.clone(), now);
+            self.reconciler.check_fits(&definition).await.map_err(ApiError::BadRequest)?;
             match self.definitions.create(&definition).await {
                 Ok(revision) => {
                     tracing::info!(id = %definition.id, name = %definition.name, agents = definition.agents.len(), "schedule created");
@@ -60,6 +61,7 @@ impl App {
             if next == current.definition {
                 return Ok(json(StatusCode::OK, &view(current)));
             }
+            self.reconciler.check_fits(&next).await.map_err(ApiError::BadRequest)?;
             match self.definitions.update(&next, current.revision).await {
                 Ok(revision) => {
                     tracing::info!(id, revision, "schedule changed");
