@@ -15,7 +15,7 @@ use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, OtherError, 
 use sha2::{Digest, Sha256};
 
 /// A certificate key pin.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Pin([u8; 32]);
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -54,14 +54,27 @@ impl std::fmt::Display for Pin {
     }
 }
 
+impl std::fmt::Debug for Pin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Pin({self})")
+    }
+}
+
 /// The certificate's key is not the pinned one.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 #[error(
     "the server's certificate key has pin {presented}, but this device was given pin {expected}: not the control plane's proxy (or its certificate changed: pair again with a new code)"
 )]
 struct PinMismatch {
     expected: Pin,
     presented: Pin,
+}
+
+// rustls shows a certificate error's cause with `{:?}`: make that the readable sentence.
+impl std::fmt::Debug for PinMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 /// Accepts only a certificate whose key has the pin; signatures are checked as usual.
