@@ -91,9 +91,6 @@ pub struct Report {
     pub elapsed: Duration,
 }
 
-/// A reconcile pass that could not read the buckets.
-pub type PassError = StoreError;
-
 #[derive(Debug, Default)]
 struct Known {
     /// The definitions as last read or written, by id.
@@ -121,8 +118,8 @@ impl Reconciler {
     /// removing keys of agents with no schedules.
     ///
     /// # Errors
-    /// [`PassError`] when a bucket cannot be read (nothing is written then).
-    pub async fn pass(&self) -> Result<Report, PassError> {
+    /// [`StoreError`] when a bucket cannot be read (nothing is written then).
+    pub async fn pass(&self) -> Result<Report, StoreError> {
         let started = Instant::now();
         let mut known = self.known.lock().await;
         let definitions = self.definitions.list().await?;

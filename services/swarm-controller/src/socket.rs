@@ -9,7 +9,7 @@
 use std::fs;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use tokio::net::UnixListener;
 
@@ -88,7 +88,7 @@ fn remove_stale(path: &Path) -> Result<(), SocketError> {
 }
 
 /// Removes the socket at shutdown, so a client sees "not running" rather than "refused".
-pub fn remove(path: &PathBuf) {
+pub fn remove(path: &Path) {
     if let Err(err) = fs::remove_file(path) {
         tracing::warn!(socket = %path.display(), %err, "could not remove the socket at shutdown");
     }
