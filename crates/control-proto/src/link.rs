@@ -17,6 +17,8 @@
 //! role and the identity, so no signature can be replayed on another connection or in another
 //! role.
 
+use std::time::Duration;
+
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +35,17 @@ pub const MAX_FRAME_BYTES: usize = 64 * 1024;
 
 /// Bytes of randomness in every handshake nonce (base64url on the wire).
 pub const NONCE_LEN: usize = 32;
+
+/// Each side sends an application `ping` this often (besides WebSocket pings, which some load
+/// balancers ignore): well under the 60 s after which many proxies cut idle connections.
+pub const PING_INTERVAL: Duration = Duration::from_secs(5);
+
+/// A side that hears nothing for this long treats the connection as dead (three missed pings),
+/// so a device notices a dead copy within seconds and reconnects.
+pub const DEAD_AFTER: Duration = Duration::from_secs(15);
+
+/// The handshake must finish within this; the server closes with [`CloseCode::HandshakeTimeout`].
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A frame on `/v1/link`, in either direction (the doc says which side sends which).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -310,6 +323,8 @@ pub enum CloseCode {
     Normal,
     /// The copy is shutting down: reconnect at once (to another copy).
     GoingAway,
+    /// A binary message: every frame is JSON text.
+    UnsupportedData,
     /// A frame exceeded [`MAX_FRAME_BYTES`].
     TooLarge,
     /// The copy failed internally; reconnect.
@@ -338,6 +353,7 @@ impl CloseCode {
         match self {
             CloseCode::Normal => 1000,
             CloseCode::GoingAway => 1001,
+            CloseCode::UnsupportedData => 1003,
             CloseCode::TooLarge => 1009,
             CloseCode::Internal => 1011,
             CloseCode::HandshakeTimeout => 4000,
@@ -352,9 +368,10 @@ impl CloseCode {
     }
 
     /// Every code, to map a received number back ([`CloseCode::from_code`]).
-    const ALL: [CloseCode; 12] = [
+    const ALL: [CloseCode; 13] = [
         CloseCode::Normal,
         CloseCode::GoingAway,
+        CloseCode::UnsupportedData,
         CloseCode::TooLarge,
         CloseCode::Internal,
         CloseCode::HandshakeTimeout,
