@@ -85,40 +85,53 @@ pub struct Buckets {
 /// # Errors
 /// [`NatsError`] naming the object.
 pub async fn ensure_objects(js: &jetstream::Context) -> Result<Buckets, NatsError> {
-    let definitions = ensure_bucket(js, SCHEDULE_DEFINITIONS_BUCKET, "schedule id -> definition").await?;
-    let agent_schedules = ensure_bucket(js, AGENT_SCHEDULES_BUCKET, "agent name -> that agent's schedules").await?;
+    let definitions = ensure_bucket(js, SCHEDULE_DEFINITIONS_BUCKET, "schedule id -> definition", false).await?;
+    let agent_schedules =
+        ensure_bucket(js, AGENT_SCHEDULES_BUCKET, "agent name -> that agent's schedules", true).await?;
     ensure_todo_stream(js).await?;
     Ok(Buckets { definitions, agent_schedules })
 }
 
-async fn ensure_bucket(js: &jetstream::Context, bucket: &str, description: &str) -> Result<kv::Store, NatsError> {
-    let store = match js.get_key_value(bucket).await {
-        Ok(store) => store,
-        Err(_) => {
-            tracing::info!(bucket, "creating KV bucket");
-            js.create_key_value(kv::Config {
-                bucket: bucket.to_owned(),
-                description: description.to_owned(),
-                history: 1,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| setup_error(format!("creating KV bucket {bucket}"))(e.to_string()))?
-        }
-    };
-    // async-nats creates buckets with direct get allowed; one made elsewhere may lack it, and the
-    // agents' only way to read their key is a direct get.
-    let info = js
-        .get_stream(format!("KV_{bucket}"))
+/// Makes `bucket` if absent and settles its direct get: `agent-schedules` must allow it (the
+/// agents' only way to read their key); `schedule-definitions` must not, so every read of a
+/// definition, and so every compare-and-set, starts from the stream leader rather than from a
+/// replica that may lag.
+async fn ensure_bucket(
+    js: &jetstream::Context,
+    bucket: &str,
+    description: &str,
+    direct_get: bool,
+) -> Result<kv::Store, NatsError> {
+    if js.get_key_value(bucket).await.is_err() {
+        tracing::info!(bucket, "creating KV bucket");
+        js.create_key_value(kv::Config {
+            bucket: bucket.to_owned(),
+            description: description.to_owned(),
+            history: 1,
+            ..Default::default()
+        })
         .await
-        .map_err(|e| setup_error(format!("reading KV bucket {bucket}"))(e.to_string()))?;
-    if !info.cached_info().config.allow_direct {
-        return Err(NatsError::Misconfigured(format!(
-            "KV bucket {bucket} exists without direct get; agents read their key by direct get, \
-             so recreate it with allow_direct (or delete it and let swarm-controller create it)"
-        )));
+        .map_err(|e| setup_error(format!("creating KV bucket {bucket}"))(e.to_string()))?;
     }
-    Ok(store)
+    let reading = || setup_error(format!("reading KV bucket {bucket}"));
+    let stream = js.get_stream(format!("KV_{bucket}")).await.map_err(|e| reading()(e.to_string()))?;
+    let mut config = stream.cached_info().config.clone();
+    if config.allow_direct != direct_get {
+        if direct_get {
+            return Err(NatsError::Misconfigured(format!(
+                "KV bucket {bucket} exists without direct get; agents read their key by direct \
+                 get, so recreate it with allow_direct (or delete it and let swarm-controller \
+                 create it)"
+            )));
+        }
+        // async-nats creates every bucket with direct get allowed.
+        config.allow_direct = false;
+        js.update_stream(&config)
+            .await
+            .map_err(|e| setup_error(format!("turning off direct get on {bucket}"))(e.to_string()))?;
+    }
+    // Opened after any update, so the store's cached settings are the bucket's.
+    js.get_key_value(bucket).await.map_err(|e| reading()(e.to_string()))
 }
 
 async fn ensure_todo_stream(js: &jetstream::Context) -> Result<(), NatsError> {

@@ -24,7 +24,8 @@ async fn start_creates_the_buckets_and_the_todo_stream() {
     assert!(config.duplicate_window >= TODO_DUPLICATE_WINDOW);
     let mut agents = c.js.get_stream(format!("KV_{AGENT_SCHEDULES_BUCKET}")).await.unwrap();
     assert!(agents.info().await.unwrap().config.allow_direct);
-    c.js.get_key_value(SCHEDULE_DEFINITIONS_BUCKET).await.unwrap();
+    let mut definitions = c.js.get_stream(format!("KV_{SCHEDULE_DEFINITIONS_BUCKET}")).await.unwrap();
+    assert!(!definitions.info().await.unwrap().config.allow_direct, "definitions are read from the leader");
 }
 
 #[tokio::test]
