@@ -10,7 +10,7 @@ use hyperhive_schedule::AgentName;
 #[derive(Debug, Parser)]
 #[command(
     version,
-    about,
+    about = "The swarm-level daemon: schedules in NATS, an HTTP API on a unix socket",
     after_help = "With no subcommand (or `serve`) it runs the daemon, configured only by the environment:\n  \
 SWARM_CONTROLLER_SOCKET  unix socket of the API (default /run/swarm-controller/controller.sock);\n                           \
 its directory must hold nothing else\n  \

@@ -21,7 +21,11 @@ use hyperhive_schedule::instant::format_instant;
 
 /// Drives swarm-controller over its unix socket.
 #[derive(Debug, Parser)]
-#[command(name = "swarmctl", version, about)]
+#[command(
+    name = "swarmctl",
+    version,
+    about = "Drives swarm-controller's API over its unix socket: scheduled prompts for agents"
+)]
 pub struct Cli {
     /// The controller's API socket.
     #[arg(long, global = true, env = "SWARM_CONTROLLER_SOCKET", default_value = DEFAULT_SOCKET, value_name = "PATH")]
