@@ -28,15 +28,33 @@ fn version_of(bytes: &[u8]) -> String {
 }
 
 impl FileStore {
-    /// Opens (creating if needed) the store directory.
+    /// Opens the store directory, which must exist: a missing one is more likely an unmounted
+    /// volume or a moved store than a new store, and writing a fresh store in its place would
+    /// hide every record from this copy.
     pub fn open(root: &Path) -> StoreResult<FileStore> {
+        let store = FileStore { root: root.to_owned() };
+        store.check_root_if(true)?;
         fs::create_dir_all(root.join(".tmp")).map_err(|e| io_unavailable("creating", root, e))?;
-        Ok(FileStore { root: root.to_owned() })
+        Ok(store)
     }
 
     fn path(&self, key: &str) -> StoreResult<PathBuf> {
         check_key(key)?;
         Ok(self.root.join(key))
+    }
+
+    /// An absent object is only absent if the store directory is there at all: a missing
+    /// directory (an unmounted volume, a moved store) is an unavailable store, not an empty one.
+    fn check_root_if(&self, absent: bool) -> StoreResult<()> {
+        if absent && !self.root.is_dir() {
+            return Err(StoreError::Unavailable {
+                detail: format!(
+                    "the store directory {0} is missing; for a new store, create it with `mkdir -p {0}`",
+                    self.root.display()
+                ),
+            });
+        }
+        Ok(())
     }
 
     fn lock(&self) -> StoreResult<Flock<File>> {
@@ -117,7 +135,8 @@ impl FileStore {
         while let Some(dir) = pending.pop() {
             let entries = match fs::read_dir(&dir) {
                 Ok(entries) => entries,
-                Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                // A subdirectory removed while listing is fine; the root missing is not.
+                Err(e) if e.kind() == ErrorKind::NotFound && dir != self.root => continue,
                 Err(e) => return Err(io_unavailable("listing", &dir, e)),
             };
             for entry in entries {
@@ -166,7 +185,12 @@ impl Store for FileStore {
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<Object>>> {
         Box::pin(async move {
             let path = self.path(key)?;
-            blocking(self, move |_| FileStore::read(&path)).await
+            blocking(self, move |store| {
+                let found = FileStore::read(&path)?;
+                store.check_root_if(found.is_none())?;
+                Ok(found)
+            })
+            .await
         })
     }
 

@@ -37,3 +37,23 @@ async fn two_stores_on_one_directory_share_the_guarantees() {
     one.create("shared.json", b"{\"a\":1}".to_vec()).await.unwrap();
     assert!(two.create("shared.json", b"{\"a\":2}".to_vec()).await.is_err());
 }
+
+#[tokio::test]
+async fn a_missing_store_directory_is_unavailable_not_empty() {
+    let parent = tempfile::tempdir().unwrap();
+    let root = parent.path().join("store");
+    let refused = FileStore::open(&root).unwrap_err();
+    assert!(refused.is_unavailable() && refused.to_string().contains("mkdir -p"), "{refused}");
+    std::fs::create_dir(&root).unwrap();
+    let store = FileStore::open(&root).unwrap();
+    let version = store.create("k.json", b"{}".to_vec()).await.unwrap();
+    let aside = parent.path().join("aside");
+    std::fs::rename(&root, &aside).unwrap();
+    assert!(store.get("k.json").await.unwrap_err().is_unavailable());
+    assert!(store.get("other.json").await.unwrap_err().is_unavailable());
+    assert!(store.list("").await.unwrap_err().is_unavailable());
+    assert!(store.create("n.json", b"{}".to_vec()).await.unwrap_err().is_unavailable());
+    assert!(store.delete("k.json", &version).await.unwrap_err().is_unavailable());
+    std::fs::rename(&aside, &root).unwrap();
+    assert_eq!(store.list("").await.unwrap(), ["k.json"]);
+}

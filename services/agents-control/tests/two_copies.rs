@@ -120,25 +120,60 @@ async fn one_code_redeemed_through_two_copies_at_once_pairs_exactly_once_on_a_di
     race_two_copies(&store, &file_env(dir.path())).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn while_the_bucket_is_away_changes_are_refused_and_readyz_fails_then_all_works_again() {
-    let mut s3 = S3::start().await.unwrap();
-    let (mut copy, addr) = start_copy(&env(&s3), "copy").await;
-    let store = S3Store::from_client(&s3.client(), s3.bucket(), PREFIX);
-    let token = make_code(&store).await;
-    let spare = make_code(&store).await;
+/// A way to take the store away and bring it back.
+trait Outage {
+    fn begin(&mut self);
+    fn end(&mut self);
+}
+
+/// The S3 server frozen (SIGSTOP) and thawed: moto keeps its data in memory, so never restarted.
+impl Outage for S3 {
+    fn begin(&mut self) {
+        self.pause().unwrap();
+    }
+    fn end(&mut self) {
+        self.resume().unwrap();
+    }
+}
+
+/// The store directory moved away and back: what an unmounted volume looks like.
+struct MovedAway {
+    root: std::path::PathBuf,
+    aside: std::path::PathBuf,
+}
+
+impl Outage for MovedAway {
+    fn begin(&mut self) {
+        std::fs::rename(&self.root, &self.aside).unwrap();
+    }
+    fn end(&mut self) {
+        std::fs::rename(&self.aside, &self.root).unwrap();
+    }
+}
+
+/// While the store is away: making a code, pairing and forgetting are refused with "store
+/// unavailable" and /readyz fails; once it is back they all work, including the code refused
+/// meanwhile. Returns the copy, for its log.
+async fn refused_while_away_then_working(
+    env: &[(String, String)],
+    store: &dyn Store,
+    outage: &mut dyn Outage,
+) -> Process {
+    let (copy, addr) = start_copy(env, "copy").await;
+    let token = make_code(store).await;
+    let spare = make_code(store).await;
     let (status, paired) = http_client::post_json(addr, "/v1/pair", pair_body(&spare, 9)).await;
     assert_eq!(status, 200, "{paired}");
     let device_id = paired["device_id"].as_str().unwrap().to_owned();
 
-    s3.pause().unwrap();
-    let (ok, stdout, stderr) = run_cli(&env(&s3), &["code", "--client"]).await;
+    outage.begin();
+    let (ok, stdout, stderr) = run_cli(env, &["code", "--client"]).await;
     assert!(!ok && stdout.is_empty(), "{stdout}");
     assert!(stderr.contains("store unavailable") && stderr.contains("try again"), "{stderr}");
     let (status, body) = http_client::post_json(addr, "/v1/pair", pair_body(&token, 3)).await;
     assert_eq!(status, 503, "{body}");
     assert!(body["error"].as_str().unwrap().contains("store unavailable"), "{body}");
-    let (ok, _, stderr) = run_cli(&env(&s3), &["forget", &device_id]).await;
+    let (ok, _, stderr) = run_cli(env, &["forget", &device_id]).await;
     assert!(!ok && stderr.contains("store unavailable"), "{stderr}");
     wait_until("/readyz fails", Duration::from_secs(30), || async {
         (http_status(addr, "/readyz").await.ok() == Some(503)).then_some(())
@@ -147,20 +182,39 @@ async fn while_the_bucket_is_away_changes_are_refused_and_readyz_fails_then_all_
     .unwrap();
     assert_eq!(http_status(addr, "/healthz").await.unwrap(), 200);
 
-    s3.resume().unwrap();
+    outage.end();
     wait_until("/readyz recovers", Duration::from_secs(30), || async {
         (http_status(addr, "/readyz").await.ok() == Some(200)).then_some(())
     })
     .await
     .unwrap();
-    let (ok, stdout, stderr) = run_cli(&env(&s3), &["code", "--host"]).await;
+    let (ok, stdout, stderr) = run_cli(env, &["code", "--host"]).await;
     assert!(ok, "{stderr}");
     let (status, body) = http_client::post_json(addr, "/v1/pair", pair_body(stdout.trim(), 4)).await;
     assert_eq!(status, 200, "{body}");
     let (status, body) = http_client::post_json(addr, "/v1/pair", pair_body(&token, 3)).await;
     assert_eq!(status, 200, "the code refused during the outage still works: {body}");
-    let (ok, _, stderr) = run_cli(&env(&s3), &["forget", &device_id]).await;
+    let (ok, _, stderr) = run_cli(env, &["forget", &device_id]).await;
     assert!(ok, "{stderr}");
+    copy
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn while_the_directory_is_away_changes_are_refused_and_readyz_fails_then_all_works_again() {
+    let parent = tempfile::tempdir().unwrap();
+    let root = parent.path().join("store");
+    std::fs::create_dir(&root).unwrap();
+    let store = FileStore::open(&root).unwrap();
+    let mut outage = MovedAway { root: root.clone(), aside: parent.path().join("aside") };
+    refused_while_away_then_working(&file_env(&root), &store, &mut outage).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn while_the_bucket_is_away_changes_are_refused_and_readyz_fails_then_all_works_again() {
+    let mut s3 = S3::start().await.unwrap();
+    let store = S3Store::from_client(&s3.client(), s3.bucket(), PREFIX);
+    let env = env(&s3);
+    let mut copy = refused_while_away_then_working(&env, &store, &mut s3).await;
 
     // The key is in no object and no log line, in any of its forms.
     let forms: Vec<Vec<u8>> = vec![
