@@ -7,12 +7,18 @@
 //! ([`crate::Inbox`]).
 
 use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
 
 use hyperhive_control_proto::link::LinkFrame;
 
 /// Unacked messages one stream may hold before [`Outbox::push`] refuses more: the application
 /// must wait for acks (a receiver that is away for long is reported by `undeliverable`).
 pub const MAX_UNACKED_PER_STREAM: usize = 10_000;
+
+/// A stream whose oldest unacked message has not moved for this long is sent again
+/// ([`Outbox::resend_stalled`]): its receiver's copy may have died with the messages, and the
+/// receiver, back on another copy, has no way to ask for them. Acks normally take milliseconds.
+pub const ACK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The stream to `to` holds [`MAX_UNACKED_PER_STREAM`] unacked messages.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -28,6 +34,9 @@ struct Stream {
     next_seq: u64,
     /// Unacked messages, oldest first, as (seq, body).
     unacked: VecDeque<(u64, serde_json::Value)>,
+    /// When [`Outbox::resend_stalled`] last saw the stream's oldest unacked seq change (or
+    /// resent it), and that seq.
+    progress: Option<(Instant, u64)>,
 }
 
 impl Stream {
@@ -108,6 +117,29 @@ impl Outbox {
             .collect()
     }
 
+    /// The unacked messages of every stream whose oldest unacked message has not changed for
+    /// [`ACK_TIMEOUT`], oldest first: call this every few seconds (with each keepalive tick).
+    /// `now` is the caller's clock, so tests drive it without waiting.
+    pub fn resend_stalled(&mut self, now: Instant) -> Vec<LinkFrame> {
+        let mut stalled = vec![];
+        for (to, stream) in &mut self.streams {
+            if stream.unacked.is_empty() {
+                stream.progress = None;
+                continue;
+            }
+            let oldest = stream.first_unacked();
+            match stream.progress {
+                Some((since, seq)) if seq == oldest && now.saturating_duration_since(since) >= ACK_TIMEOUT => {
+                    stalled.push(to.clone());
+                    stream.progress = Some((now, oldest));
+                }
+                Some((_, seq)) if seq == oldest => {}
+                _ => stream.progress = Some((now, oldest)),
+            }
+        }
+        stalled.iter().flat_map(|to| self.resend_to(to)).collect()
+    }
+
     /// How many messages wait for an ack, over all streams.
     pub fn unacked(&self) -> usize {
         self.streams.values().map(|s| s.unacked.len()).sum()
@@ -149,6 +181,25 @@ mod tests {
         assert_eq!(seqs(&outbox.resend_all()), [("h1".into(), 3), ("h2".into(), 1)]);
         assert_eq!(seqs(&outbox.resend_to("h1")), [("h1".into(), 3)]);
         assert_eq!(outbox.unacked(), 2);
+    }
+
+    #[test]
+    fn a_stream_without_ack_progress_is_resent_after_the_timeout() {
+        let start = Instant::now();
+        let at = |secs: u64| start + Duration::from_secs(secs);
+        let mut outbox = Outbox::new(1);
+        outbox.push("h1", json!(1)).unwrap();
+        outbox.push("h2", json!(2)).unwrap();
+        assert!(outbox.resend_stalled(at(0)).is_empty(), "the first look only notes the time");
+        assert!(outbox.resend_stalled(at(4)).is_empty(), "not stalled yet");
+        outbox.push("h2", json!(3)).unwrap();
+        outbox.acked("h2", 1, 1); // h2 progresses, h1 does not
+        assert_eq!(seqs(&outbox.resend_stalled(at(5))), [("h1".into(), 1)]);
+        assert!(outbox.resend_stalled(at(6)).is_empty(), "the resend restarts the timeout");
+        assert_eq!(seqs(&outbox.resend_stalled(at(10))), [("h1".into(), 1), ("h2".into(), 2)]);
+        outbox.acked("h1", 1, 1);
+        outbox.acked("h2", 1, 2);
+        assert!(outbox.resend_stalled(at(60)).is_empty(), "nothing unacked, nothing resent");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! after its own reconnect, and a stream's unacked ones when told the receiver is back.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
 
 use hyperhive_control_link::{Inbox, Outbox, Receipt};
 use hyperhive_control_proto::link::LinkFrame;
@@ -29,8 +30,10 @@ enum Step {
     SenderReconnects { s: usize },
     /// Receiver `r`'s connection dies: frames on their way to it and its acks are lost.
     ReceiverReconnects { r: usize },
-    /// Sender `s` learns receiver `r` is back (presence, or an ack timeout) and resends to it.
+    /// Sender `s` learns receiver `r` is back (presence, an `undeliverable`) and resends to it.
     ResendTo { s: usize, r: usize },
+    /// `secs` pass; every sender resends its streams whose acks stalled.
+    Tick { secs: u64 },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -43,6 +46,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => s.clone().prop_map(|s| Step::SenderReconnects { s }),
         1 => r.clone().prop_map(|r| Step::ReceiverReconnects { r }),
         1 => (s, r).prop_map(|(s, r)| Step::ResendTo { s, r }),
+        2 => (1..4u64).prop_map(|secs| Step::Tick { secs }),
     ]
 }
 
@@ -66,6 +70,8 @@ struct World {
     /// What each receiver's application got, per sender.
     delivered: BTreeMap<(usize, usize), Vec<u64>>,
     next_body: u64,
+    /// The fake clock.
+    now: Instant,
 }
 
 impl World {
@@ -78,6 +84,7 @@ impl World {
             sent: BTreeMap::new(),
             delivered: BTreeMap::new(),
             next_body: 0,
+            now: Instant::now(),
         }
     }
 
@@ -124,6 +131,12 @@ impl World {
             Step::ResendTo { s, r } => {
                 let frames = self.outboxes[s].resend_to(&name("r", r));
                 self.sends[s].extend(frames);
+            }
+            Step::Tick { secs } => {
+                self.now += Duration::from_secs(secs);
+                for (outbox, sends) in self.outboxes.iter_mut().zip(&mut self.sends) {
+                    sends.extend(outbox.resend_stalled(self.now));
+                }
             }
         }
     }
