@@ -113,3 +113,27 @@ async fn the_controller_carries_on_after_a_nats_restart() {
     .unwrap();
     assert_eq!(a.schedules.len(), 1);
 }
+
+#[tokio::test]
+async fn start_refuses_a_todo_stream_that_is_not_a_work_queue() {
+    let nats = NatsJwt::start().await.unwrap();
+    let client = nats::connect(&nats.url(), Some(&nats.controller_creds())).await.unwrap();
+    async_nats::jetstream::new(client)
+        .create_stream(async_nats::jetstream::stream::Config {
+            name: "TODO".into(),
+            subjects: vec!["todo.*".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let err = swarm_controller::daemon::run(
+        config(&nats, dir.path().join("controller.sock"), 60),
+        Arc::new(SystemClock),
+        std::future::pending(),
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("stream TODO exists") && err.contains("work queue"), "{err}");
+}
