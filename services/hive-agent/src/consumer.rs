@@ -9,6 +9,7 @@ use async_nats::jetstream::{self, AckKind, consumer::pull, message::Message};
 use futures::StreamExt;
 use hyperhive_nats_creds::agent_durable_name;
 use hyperhive_schedule::{AgentName, TODO_STREAM, Todo, todo_subject};
+use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use crate::clock::Clock;
@@ -40,16 +41,22 @@ pub struct Consumer {
     pub(crate) state: State,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) turn_command: String,
+    /// Set once when the agent stops.
+    pub(crate) stop: watch::Receiver<bool>,
 }
 
 impl Consumer {
-    /// Consumes forever, re-creating the consumer after errors.
+    /// Consumes until told to stop, re-creating the consumer after errors.
     pub async fn run(self) {
+        let mut stop = self.stop.clone();
         loop {
             if let Err(e) = self.consume().await {
                 warn!("todo consumer stopped, retrying in {RETRY_DELAY:?}: {e}");
             }
-            tokio::time::sleep(RETRY_DELAY).await;
+            tokio::select! {
+                () = stopped(&mut stop) => return,
+                () = tokio::time::sleep(RETRY_DELAY) => {}
+            }
         }
     }
 
@@ -77,10 +84,15 @@ impl Consumer {
             .await
             .map_err(nats("pulling todos"))?;
         info!(consumer = %agent_durable_name(&self.agent), "consuming todos");
-        while let Some(message) = messages.next().await {
+        let mut stop = self.stop.clone();
+        loop {
+            let message = tokio::select! {
+                () = stopped(&mut stop) => return Ok(()),
+                message = messages.next() => message,
+            };
+            let Some(message) = message else { return Ok(()) };
             self.handle(message.map_err(nats("receiving a todo"))?).await?;
         }
-        Ok(())
     }
 
     async fn handle(&self, message: Message) -> Result<(), LoopError> {
@@ -106,9 +118,20 @@ impl Consumer {
         tokio::pin!(turn);
         let mut progress = tokio::time::interval(ACK_WAIT / 3);
         progress.tick().await;
+        let mut stop = self.stop.clone();
         let status = loop {
             tokio::select! {
                 status = &mut turn => break status,
+                () = stopped(&mut stop) => {
+                    // Stopping mid-turn: the turn is killed (dropped) and the todo handed back
+                    // at once rather than after the ack wait; it is not finished, so it reruns.
+                    info!(todo = %todo.id, "stopping: turn killed, todo handed back");
+                    message
+                        .double_ack_with(AckKind::Nak(None))
+                        .await
+                        .map_err(nats("handing back an unfinished todo"))?;
+                    return Ok(());
+                }
                 _ = progress.tick() => {
                     if let Err(e) = message.ack_with(AckKind::Progress).await {
                         warn!(todo = %todo.id, "could not extend the todo's ack deadline: {e}");
@@ -138,6 +161,12 @@ impl Consumer {
         confirmed_ack(&message, &todo.id).await?;
         Ok(())
     }
+}
+
+/// Resolves once the agent is stopping. (The read guard `wait_for` returns is dropped here, so
+/// the futures that select on this stay `Send`.)
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await.map(drop);
 }
 
 /// Acks and waits for the server to confirm, retrying across a reconnect. A plain ack lost in a

@@ -21,10 +21,11 @@ pub mod ticker;
 pub mod turn;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_nats::jetstream;
 use tokio::sync::watch;
-use tokio::task::JoinSet;
+use tokio::task::JoinHandle;
 
 use crate::clock::Clock;
 use crate::config::Config;
@@ -46,13 +47,18 @@ pub enum AgentError {
     State(#[from] StateError),
 }
 
-/// A running agent; dropping it stops the ticker and the consumer (a running turn is killed
-/// and its todo, not acked, comes back).
+/// A running agent. [`Agent::stop`] hands an unfinished todo back; dropping it only aborts
+/// (a running turn is killed and its todo, not acked, comes back after the ack wait).
 #[derive(Debug)]
 pub struct Agent {
-    tasks: JoinSet<()>,
+    ticker: JoinHandle<()>,
+    consumer: JoinHandle<()>,
     ticks: watch::Receiver<u64>,
+    stop: watch::Sender<bool>,
 }
+
+/// How long [`Agent::stop`] waits for the consumer to hand back an unfinished todo.
+const STOP_GRACE: Duration = Duration::from_secs(5);
 
 impl Agent {
     /// Opens the state db, connects and starts the ticker and the consumer.
@@ -64,8 +70,8 @@ impl Agent {
         let client = connect::connect(&config).await?;
         let js = jetstream::new(client);
         let (ticks_tx, ticks) = watch::channel(0);
-        let mut tasks = JoinSet::new();
-        tasks.spawn(
+        let (stop, stop_rx) = watch::channel(false);
+        let ticker = tokio::spawn(
             Ticker {
                 agent: config.name.clone(),
                 js: js.clone(),
@@ -77,11 +83,19 @@ impl Agent {
             }
             .run(),
         );
-        tasks.spawn(
-            Consumer { agent: config.name.clone(), js, state, clock, turn_command: config.turn_command.clone() }.run(),
+        let consumer = tokio::spawn(
+            Consumer {
+                agent: config.name.clone(),
+                js,
+                state,
+                clock,
+                turn_command: config.turn_command.clone(),
+                stop: stop_rx,
+            }
+            .run(),
         );
         tracing::info!(agent = %config.name, tick = ?config.schedule_tick, "hive-agent started");
-        Ok(Self { tasks, ticks })
+        Ok(Self { ticker, consumer, ticks, stop })
     }
 
     /// The number of finished schedule ticks (to wait for "n more ticks" in tests).
@@ -89,8 +103,23 @@ impl Agent {
         self.ticks.clone()
     }
 
-    /// Stops the agent and waits for its tasks to end.
+    /// Stops the agent: a running turn is killed and its todo handed back (so it reruns at
+    /// once, not after the ack wait), then the tasks end.
     pub async fn stop(mut self) {
-        self.tasks.shutdown().await;
+        let _ = self.stop.send(true);
+        if tokio::time::timeout(STOP_GRACE, &mut self.consumer).await.is_err() {
+            tracing::warn!("the consumer did not stop within {STOP_GRACE:?}; aborting it");
+            self.consumer.abort();
+        }
+        self.ticker.abort();
+        let _ = (&mut self.ticker).await;
+    }
+}
+
+impl Drop for Agent {
+    /// A dropped agent stops at once (its tasks are aborted, a running turn is killed).
+    fn drop(&mut self) {
+        self.ticker.abort();
+        self.consumer.abort();
     }
 }

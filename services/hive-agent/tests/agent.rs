@@ -355,3 +355,29 @@ async fn a_turn_spanning_a_nats_restart_is_acked_and_the_queue_moves_on() {
     assert_eq!(wait_turns(&file, 4).await, ["hold started", "hold done", "next started", "next done"]);
     agent.stop().await;
 }
+
+#[tokio::test]
+async fn a_stop_mid_turn_hands_the_todo_back_at_once() {
+    let swarm = Swarm::start().await;
+    let file = swarm.turns_file("a");
+    let go = swarm.dir.path().join("go");
+    let mut config = swarm.config("a");
+    // Each turn holds until the test lets it finish.
+    config.turn_command = format!(
+        "read body; echo \"$body started\" >> {file}; while [ ! -e {go} ]; do sleep 0.05; done; echo \"$body done\" >> {file}",
+        file = file.display(),
+        go = go.display()
+    );
+    let agent = Agent::start(config.clone(), Arc::new(FakeClock::new(T0))).await.unwrap();
+    let todo = Todo { id: "t1".into(), source: "test".into(), body: "work\n".into() };
+    swarm.js.publish("todo.a", serde_json::to_vec(&todo).unwrap().into()).await.unwrap().await.unwrap();
+    wait_turns(&file, 1).await;
+    agent.stop().await;
+
+    // Handed back, not left for the 60 s ack wait: the next agent reruns it within the timeout.
+    let agent = Agent::start(config, Arc::new(FakeClock::new(T0))).await.unwrap();
+    wait_turns(&file, 2).await;
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(wait_turns(&file, 3).await, ["work started", "work started", "work done"]);
+    agent.stop().await;
+}
