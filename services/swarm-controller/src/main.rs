@@ -11,10 +11,7 @@ use tokio::signal::unix::{SignalKind, signal};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .init();
+    hyperhive_logging::init("info");
     let outcome = match cli.command {
         None | Some(Command::Serve) => serve(),
         Some(Command::Nats(NatsCommand::Init { out })) => hyperhive_nats_creds::init(&out)
