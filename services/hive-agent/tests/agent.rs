@@ -381,3 +381,15 @@ async fn a_stop_mid_turn_hands_the_todo_back_at_once() {
     assert_eq!(wait_turns(&file, 3).await, ["work started", "work started", "work done"]);
     agent.stop().await;
 }
+
+#[tokio::test]
+async fn the_binary_stops_cleanly_on_sigterm() {
+    let swarm = Swarm::start().await;
+    let now = OffsetDateTime::now_utc().unix_timestamp() as u64;
+    let mut agent = swarm.start_binary("a", Validity { issued_at: now, expires_at: Some(now + 3600) });
+    agent.wait_for_log("consuming todos", TIMEOUT).await.unwrap();
+    agent.signal(hyperhive_testkit::Signal::SIGTERM).unwrap();
+    let status = agent.wait_exit(TIMEOUT).await.unwrap();
+    assert!(status.success(), "{status}: {}", agent.log());
+    assert!(agent.log().contains("SIGTERM: stopping"));
+}
