@@ -101,6 +101,13 @@ async fn controller_js(server: &NatsJwt) -> jetstream::Context {
     jetstream::new(client)
 }
 
+/// A credential validity from `from` to `until` seconds relative to now.
+fn valid_from_until(from: i64, until: i64) -> Validity {
+    let now = OffsetDateTime::now_utc().unix_timestamp();
+    let at = |offset: i64| u64::try_from(now + offset).unwrap();
+    Validity { issued_at: at(from), expires_at: Some(at(until)) }
+}
+
 /// The finished lines of a turns file (a line still being written is not a turn yet).
 fn turns(path: &Path) -> Vec<String> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
@@ -237,8 +244,7 @@ async fn keeps_working_across_a_nats_restart() {
 #[tokio::test]
 async fn an_expired_credential_stops_the_binary_with_one_clear_line() {
     let swarm = Swarm::start().await;
-    let now = OffsetDateTime::now_utc().unix_timestamp() as u64;
-    let mut agent = swarm.start_binary("a", Validity { issued_at: now - 7200, expires_at: Some(now - 3600) });
+    let mut agent = swarm.start_binary("a", valid_from_until(-7200, -3600));
     let status = agent.wait_exit(TIMEOUT).await.unwrap();
     assert!(!status.success());
     let log = agent.log();
@@ -285,8 +291,7 @@ async fn a_crash_between_publish_and_record_does_not_double_the_slot() {
 #[tokio::test]
 async fn a_credential_expiring_while_running_is_logged_clearly() {
     let swarm = Swarm::start().await;
-    let now = OffsetDateTime::now_utc().unix_timestamp() as u64;
-    let mut agent = swarm.start_binary("a", Validity { issued_at: now, expires_at: Some(now + 3) });
+    let mut agent = swarm.start_binary("a", valid_from_until(0, 3));
     agent.wait_for_log("consuming todos", TIMEOUT).await.unwrap();
     agent.wait_for_log("NATS refused the credential", TIMEOUT).await.unwrap();
     assert!(agent.log().contains("nats agent-creds a"), "{}", agent.log());
@@ -385,8 +390,7 @@ async fn a_stop_mid_turn_hands_the_todo_back_at_once() {
 #[tokio::test]
 async fn the_binary_stops_cleanly_on_sigterm() {
     let swarm = Swarm::start().await;
-    let now = OffsetDateTime::now_utc().unix_timestamp() as u64;
-    let mut agent = swarm.start_binary("a", Validity { issued_at: now, expires_at: Some(now + 3600) });
+    let mut agent = swarm.start_binary("a", valid_from_until(0, 3600));
     agent.wait_for_log("consuming todos", TIMEOUT).await.unwrap();
     agent.signal(hyperhive_testkit::Signal::SIGTERM).unwrap();
     let status = agent.wait_exit(TIMEOUT).await.unwrap();
