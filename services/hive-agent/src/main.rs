@@ -29,14 +29,9 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                // async-nats reports through the event callback, which `connect` logs once in
-                // words an operator can act on; its own lines would repeat them per attempt.
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,async_nats=off")),
-        )
-        .init();
+    // async-nats reports through the event callback, which `connect` logs once in words an
+    // operator can act on; its own lines would repeat them per attempt.
+    hyperhive_logging::init("info,async_nats=off");
     let cli = Cli::parse();
     let config = match (cli.command, cli.config) {
         (Some(Command::Run(config)), _) | (None, Some(config)) => config,
