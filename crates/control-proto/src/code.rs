@@ -37,10 +37,7 @@ impl std::fmt::Debug for Code {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Code")
             .field("control_url", &self.control_url)
-            .field(
-                "control_public_key",
-                &encoding::encode(&self.control_public_key),
-            )
+            .field("control_public_key", &encoding::encode(&self.control_public_key))
             .field("pin", &self.pin)
             .field("kind", &self.kind)
             .field("secret", &"<redacted>")
@@ -107,25 +104,18 @@ impl Code {
         if version != CODE_VERSION.to_string() {
             return Err(CodeError::UnsupportedVersion(version.to_owned()));
         }
-        let json = URL_SAFE_NO_PAD
-            .decode(body)
-            .map_err(|_| CodeError::Damaged("not base64url after the prefix".into()))?;
-        let payload: Payload = serde_json::from_slice(&json)
-            .map_err(|e| CodeError::Damaged(format!("payload: {e}")))?;
+        let json =
+            URL_SAFE_NO_PAD.decode(body).map_err(|_| CodeError::Damaged("not base64url after the prefix".into()))?;
+        let payload: Payload =
+            serde_json::from_slice(&json).map_err(|e| CodeError::Damaged(format!("payload: {e}")))?;
         if payload.url.is_empty() {
             return Err(CodeError::Damaged("no control URL".into()));
         }
-        let control_public_key = encoding::decode_exact::<32>(&payload.key)
-            .map_err(|e| CodeError::Damaged(format!("control key {e}")))?;
+        let control_public_key =
+            encoding::decode_exact::<32>(&payload.key).map_err(|e| CodeError::Damaged(format!("control key {e}")))?;
         let secret = encoding::decode_exact::<SECRET_LEN>(&payload.secret)
             .map_err(|e| CodeError::Damaged(format!("secret {e}")))?;
-        Ok(Code {
-            control_url: payload.url,
-            control_public_key,
-            pin: payload.pin,
-            kind: payload.kind,
-            secret,
-        })
+        Ok(Code { control_url: payload.url, control_public_key, pin: payload.pin, kind: payload.kind, secret })
     }
 }
 
@@ -164,14 +154,8 @@ mod tests {
         assert_eq!(Code::parse(" "), Err(CodeError::Empty));
         assert_eq!(Code::parse("hello"), Err(CodeError::NotACode));
         assert_eq!(Code::parse("hhcodex.abc"), Err(CodeError::NotACode));
-        assert_eq!(
-            Code::parse("hhcode2.abc"),
-            Err(CodeError::UnsupportedVersion("2".into()))
-        );
-        assert!(matches!(
-            Code::parse("hhcode1.!!"),
-            Err(CodeError::Damaged(_))
-        ));
+        assert_eq!(Code::parse("hhcode2.abc"), Err(CodeError::UnsupportedVersion("2".into())));
+        assert!(matches!(Code::parse("hhcode1.!!"), Err(CodeError::Damaged(_))));
         let long = "a".repeat(5000);
         assert_eq!(Code::parse(&long), Err(CodeError::TooLong(5000)));
         // A short secret is named.

@@ -10,13 +10,9 @@ pub fn encode(bytes: &[u8]) -> String {
 
 /// Decodes base64url text that must hold exactly `N` bytes; the error says what was wrong.
 pub fn decode_exact<const N: usize>(text: &str) -> Result<[u8; N], String> {
-    let bytes = URL_SAFE_NO_PAD
-        .decode(text.trim_end_matches('='))
-        .map_err(|e| format!("not base64url text ({e})"))?;
+    let bytes = URL_SAFE_NO_PAD.decode(text.trim_end_matches('=')).map_err(|e| format!("not base64url text ({e})"))?;
     let len = bytes.len();
-    bytes
-        .try_into()
-        .map_err(|_| format!("holds {len} bytes, expected exactly {N}"))
+    bytes.try_into().map_err(|_| format!("holds {len} bytes, expected exactly {N}"))
 }
 
 #[cfg(test)]
@@ -28,10 +24,6 @@ mod tests {
         let text = encode(&[7u8; 32]);
         assert_eq!(decode_exact::<32>(&text).unwrap(), [7u8; 32]);
         assert!(decode_exact::<64>(&text).unwrap_err().contains("32 bytes"));
-        assert!(
-            decode_exact::<32>("not base64!")
-                .unwrap_err()
-                .contains("base64url")
-        );
+        assert!(decode_exact::<32>("not base64!").unwrap_err().contains("base64url"));
     }
 }

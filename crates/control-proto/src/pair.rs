@@ -54,19 +54,13 @@ pub enum PairRequestError {
     PublicKey(String),
     #[error("name {0}")]
     Name(String),
-    #[error(
-        "proof {0}: sign the pairing message with the device key (see docs/control-plane/protocol.md)"
-    )]
+    #[error("proof {0}: sign the pairing message with the device key (see docs/control-plane/protocol.md)")]
     Proof(String),
 }
 
 /// The bytes a device signs to prove it holds its key.
 pub fn proof_message(code_token: &str, public_key: &str, name: &str) -> Vec<u8> {
-    format!(
-        "hyperhive pair v1\n{}\n{public_key}\n{name}",
-        code_token.trim()
-    )
-    .into_bytes()
+    format!("hyperhive pair v1\n{}\n{public_key}\n{name}", code_token.trim()).into_bytes()
 }
 
 /// The bytes the control plane signs to vouch for a paired device.
@@ -81,9 +75,7 @@ pub fn validate_name(name: &str) -> Result<(), String> {
     }
     let chars = name.chars().count();
     if chars > MAX_NAME_CHARS {
-        return Err(format!(
-            "is {chars} characters long, at most {MAX_NAME_CHARS} are allowed"
-        ));
+        return Err(format!("is {chars} characters long, at most {MAX_NAME_CHARS} are allowed"));
     }
     if name.chars().any(char::is_control) {
         return Err("contains control characters".into());
@@ -107,23 +99,15 @@ impl PairRequest {
     /// Parses every field and checks the proof.
     pub fn verify(&self) -> Result<VerifiedPairRequest, PairRequestError> {
         let code = Code::parse(&self.code)?;
-        let key_bytes =
-            encoding::decode_exact::<32>(&self.public_key).map_err(PairRequestError::PublicKey)?;
+        let key_bytes = encoding::decode_exact::<32>(&self.public_key).map_err(PairRequestError::PublicKey)?;
         let public_key = VerifyingKey::from_bytes(&key_bytes)
             .map_err(|_| PairRequestError::PublicKey("is not a valid Ed25519 point".into()))?;
         validate_name(&self.name).map_err(PairRequestError::Name)?;
         let proof = encoding::decode_exact::<64>(&self.proof).map_err(PairRequestError::Proof)?;
         public_key
-            .verify_strict(
-                &proof_message(&self.code, &self.public_key, &self.name),
-                &Signature::from_bytes(&proof),
-            )
+            .verify_strict(&proof_message(&self.code, &self.public_key, &self.name), &Signature::from_bytes(&proof))
             .map_err(|_| PairRequestError::Proof("does not verify against public_key".into()))?;
-        Ok(VerifiedPairRequest {
-            code,
-            public_key,
-            name: self.name.clone(),
-        })
+        Ok(VerifiedPairRequest { code, public_key, name: self.name.clone() })
     }
 }
 
@@ -173,8 +157,7 @@ mod tests {
         request.name = "phone".into();
         assert!(matches!(request.verify(), Err(PairRequestError::Proof(_))));
         let mut request = PairRequest::sign(&code_token(), &key, "laptop");
-        request.public_key =
-            encoding::encode(SigningKey::from_bytes(&[6; 32]).verifying_key().as_bytes());
+        request.public_key = encoding::encode(SigningKey::from_bytes(&[6; 32]).verifying_key().as_bytes());
         assert!(matches!(request.verify(), Err(PairRequestError::Proof(_))));
     }
 

@@ -37,7 +37,8 @@ enum Command {
     Clients(registry::ListArgs),
     /// List the paired hosts.
     Hosts(registry::ListArgs),
-    /// Forget a client or host: it can no longer connect.
+    /// Forget a client or host: one conditional write turns its record into a tombstone, so it
+    /// is no longer listed and its code can never pair again.
     Forget(registry::ForgetArgs),
     /// Check or move a store.
     #[command(subcommand)]
