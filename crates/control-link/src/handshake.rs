@@ -101,6 +101,7 @@ impl AwaitingWelcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use rand::SeedableRng;
     use rand::rngs::StdRng;
 
@@ -195,5 +196,18 @@ mod tests {
         );
         let garbled = LinkFrame::Welcome { signature: "not base64!".into(), copy: "cp1".into() };
         assert!(matches!(awaiting.verify_welcome(&garbled, &control), Err(HandshakeError::ServerProofFailed(_))));
+    }
+
+    proptest! {
+        /// Whatever a server answers, the device never panics and accepts only the real proof.
+        #[test]
+        fn no_forged_welcome_is_accepted(signature in any::<String>(), bytes in prop::collection::vec(any::<u8>(), 64), copy in any::<String>()) {
+            let (device, control) = (key(1), key(2));
+            let (_, awaiting) = answer_challenge(&challenge(7), DEVICE_ID, &device, &mut StdRng::seed_from_u64(1)).unwrap();
+            for signature in [signature, encoding::encode(&bytes)] {
+                let forged = LinkFrame::Welcome { signature, copy: copy.clone() };
+                prop_assert!(awaiting.verify_welcome(&forged, &control.verifying_key()).is_err());
+            }
+        }
     }
 }
