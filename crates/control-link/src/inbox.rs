@@ -51,7 +51,7 @@ impl Inbox {
             Some(state) if state.epoch == epoch => {
                 if seq <= state.last_delivered {
                     Receipt::Duplicate
-                } else if seq == state.last_delivered + 1 {
+                } else if Some(seq) == state.last_delivered.checked_add(1) {
                     state.last_delivered = seq;
                     Receipt::Deliver
                 } else {
@@ -114,5 +114,15 @@ mod tests {
         let (receipt, ack) = inbox.receive("h9", 2, 40, 40);
         assert_eq!((receipt, ack_seq(&ack)), (Receipt::Deliver, 40), "this device restarted mid-stream");
         assert_eq!(inbox.receive("h9", 2, 41, 40).0, Receipt::Deliver);
+    }
+
+    #[test]
+    fn hostile_numbers_do_not_overflow() {
+        let mut inbox = Inbox::new();
+        assert_eq!(inbox.receive("c1", 1, u64::MAX, u64::MAX).0, Receipt::Deliver);
+        assert_eq!(inbox.receive("c1", 1, u64::MAX, 1).0, Receipt::Duplicate);
+        assert_eq!(inbox.receive("c1", 1, 0, 0).0, Receipt::Duplicate);
+        assert_eq!(inbox.receive("c2", 1, 0, 0).0, Receipt::Deliver);
+        assert_eq!(inbox.receive("c3", 1, 5, 0).0, Receipt::AfterGap);
     }
 }

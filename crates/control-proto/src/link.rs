@@ -235,6 +235,7 @@ pub enum UndeliverableReason {
 
 /// A host as clients see it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct HostPresence {
     pub device_id: String,
     pub name: String,
@@ -245,6 +246,7 @@ pub struct HostPresence {
 
 /// A device session as copies tell each other.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SessionInfo {
     pub device_id: String,
     pub kind: DeviceKind,
@@ -295,6 +297,7 @@ pub enum Reply {
 
 /// One paired device in a `devices` reply.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DeviceInfo {
     pub device_id: String,
     pub kind: DeviceKind,
