@@ -5,6 +5,7 @@
 //! - [`tls`]: the TLS client configuration; with a pin, only a certificate with that key is
 //!   accepted, whatever the system trust store says.
 //! - [`handshake`]: the device's half of the mutual authentication, over the frames.
+//! - [`identity`]: pairing around `POST /v1/pair`, and the identity file (mode 0600).
 //! - [`backoff`]: jittered exponential reconnect delays.
 //! - [`outbox`] (sender) and [`inbox`] (receiver): end-to-end acks, resend after reconnect and
 //!   duplicate suppression, so a message reaches the application exactly once, in order.
@@ -15,6 +16,7 @@
 
 pub mod backoff;
 pub mod handshake;
+pub mod identity;
 pub mod inbox;
 pub mod outbox;
 pub mod tls;
@@ -22,6 +24,7 @@ pub mod websocket;
 
 pub use backoff::Backoff;
 pub use handshake::{AwaitingWelcome, HandshakeError};
+pub use identity::{Identity, IdentityError, PendingPairing, start_pairing};
 pub use inbox::{Inbox, Receipt};
 pub use outbox::{Outbox, OutboxFull};
 pub use tls::{Pin, PinError, tls_client_config};
