@@ -25,7 +25,8 @@ impl Caddy {
     /// from [`crate::free_port`]) and waits until every port in `wait_ports` accepts connections.
     ///
     /// The kit adds the global options block: no admin endpoint (its fixed port 2019 would
-    /// collide between parallel tests), storage in the temp dir, and no attempt to install the
+    /// collide between parallel tests), no HTTP-to-HTTPS redirect listener (it binds the fixed
+    /// port 80 for every TLS site), storage in the temp dir, and no attempt to install the
     /// internal CA into the system trust store. So `site_blocks` must not have a global block.
     ///
     /// # Errors
@@ -34,7 +35,7 @@ impl Caddy {
         let dir =
             tempfile::Builder::new().prefix("hyperhive-caddy-").tempdir().context("creating the Caddy temp dir")?;
         let caddyfile = format!(
-            "{{\n\tadmin off\n\tpersist_config off\n\tskip_install_trust\n\tstorage file_system {}\n}}\n\n{site_blocks}\n",
+            "{{\n\tadmin off\n\tpersist_config off\n\tskip_install_trust\n\tauto_https disable_redirects\n\tstorage file_system {}\n}}\n\n{site_blocks}\n",
             dir.path().join("data").display()
         );
         let caddyfile_path = dir.path().join("Caddyfile");
