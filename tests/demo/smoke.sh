@@ -39,7 +39,12 @@ wait_for() {
 # Its own process group, so "no process left" can be checked for everything it started.
 DEMO_DIR="$demo_dir" DEMO_NO_BUILD=1 DEMO_TICK=500ms setsid "$root/scripts/demo" >"$out" 2>&1 &
 demo_pid=$!
-wait_for "the demo to be ready" 90 grep -q '^demo: ready' "$out"
+deadline=$((SECONDS + 90))
+until grep -q '^demo: ready' "$out"; do
+  kill -0 "$demo_pid" 2>/dev/null || fail "the demo exited before it was ready"
+  [ "$SECONDS" -lt "$deadline" ] || fail "timed out waiting for the demo to be ready"
+  sleep 0.2
+done
 
 export SWARM_CONTROLLER_SOCKET="$demo_dir/swarm-controller/controller.sock"
 "$bin/swarmctl" schedule add --name smoke --agent alpha --agent beta --body 'smoke test prompt' --every 1h >/dev/null \
