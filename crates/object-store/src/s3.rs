@@ -224,17 +224,25 @@ impl S3Store {
                 other => other,
             }
         };
-        self.conditional_write(
-            full,
-            || StoreError::AlreadyExists { key: key.into() },
-            send,
-            |found| match found {
-                Some(found) if found.bytes == bytes => Reread::Ours(found.version),
-                Some(_) => Reread::Theirs,
-                None => Reread::Resend,
-            },
-        )
-        .await
+        let version = self
+            .conditional_write(
+                full,
+                || StoreError::AlreadyExists { key: key.into() },
+                send,
+                |found| match found {
+                    Some(found) if found.bytes == bytes => Reread::Ours(found.version),
+                    Some(_) => Reread::Theirs,
+                    None => Reread::Resend,
+                },
+            )
+            .await?;
+        // Read back. A server whose If-None-Match check and store are two steps (moto's threaded
+        // server is one) can answer 200 to two racing creates, the later overwriting the earlier:
+        // the earlier writer must not believe it won. (On S3 itself this read always finds ours.)
+        match self.reread(full).await {
+            Some(Some(found)) if found.bytes != bytes => Err(StoreError::AlreadyExists { key: key.into() }),
+            _ => Ok(version),
+        }
     }
 
     async fn replace_inner(&self, key: &str, bytes: Vec<u8>, version: &str) -> StoreResult<String> {
