@@ -4,14 +4,8 @@ use std::process::ExitCode;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // Logs go to stderr so that `code` prints nothing but the code on stdout.
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    // Logs go to stderr, so `code` prints nothing but the code on stdout.
+    hyperhive_logging::init("info");
     match agents_control::cli::Cli::parse().run().await {
         Ok(code) => code,
         Err(failure) => {
