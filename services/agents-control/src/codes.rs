@@ -60,12 +60,23 @@ pub async fn make_code(
     })
 }
 
+/// What one sweep did and saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sweep {
+    /// Expired or redeemed code records removed.
+    pub removed: usize,
+    /// Codes left waiting to be redeemed: the codes made (by any process) and not yet used or
+    /// expired, which is what a copy can know of "codes made" (`agents-control code` runs in its
+    /// own process and writes to the store directly).
+    pub pending: usize,
+}
+
 /// Removes code records that expired, or that were redeemed (their device record exists).
 /// Any copy may run this at any time: every removal is a delete-if-version, so a sweep never
-/// removes a record someone changed since it was read. Returns how many were removed.
-pub async fn sweep(store: &dyn Store, clock: &dyn Clock) -> Result<usize, StoreError> {
+/// removes a record someone changed since it was read.
+pub async fn sweep(store: &dyn Store, clock: &dyn Clock) -> Result<Sweep, StoreError> {
     let now = clock.now();
-    let mut removed = 0;
+    let (mut removed, mut pending) = (0, 0);
     for key in store.list(records::CODES).await? {
         let Some(object) = store.get(&key).await? else {
             continue;
@@ -80,6 +91,7 @@ pub async fn sweep(store: &dyn Store, clock: &dyn Clock) -> Result<usize, StoreE
         let expired = records::parse_timestamp(&key, &record.expires_at).is_ok_and(|at| at <= now);
         let used = !expired && store.get(&records::device_key(&records::device_id_for(&record.hash))).await?.is_some();
         if !(expired || used) {
+            pending += 1;
             continue;
         }
         match store.delete(&key, &object.version).await {
@@ -91,7 +103,7 @@ pub async fn sweep(store: &dyn Store, clock: &dyn Clock) -> Result<usize, StoreE
     if removed > 0 {
         tracing::info!(removed, "swept expired and used codes");
     }
-    Ok(removed)
+    Ok(Sweep { removed, pending })
 }
 
 #[cfg(test)]
@@ -124,9 +136,9 @@ mod tests {
         assert_eq!(record.expires_at, "2026-11-30T03:10:00Z");
 
         clock.advance(Duration::from_secs(599));
-        assert_eq!(sweep(&store, &clock).await.unwrap(), 0);
+        assert_eq!(sweep(&store, &clock).await.unwrap(), Sweep { removed: 0, pending: 1 });
         clock.advance(Duration::from_secs(1));
-        assert_eq!(sweep(&store, &clock).await.unwrap(), 1);
+        assert_eq!(sweep(&store, &clock).await.unwrap(), Sweep { removed: 1, pending: 0 });
         assert!(store.list("").await.unwrap().is_empty());
     }
 }

@@ -1,5 +1,5 @@
 //! What `/metrics` reports (Prometheus text): store operations by kind and result with their
-//! latency, devices paired, codes swept. [`MeteredStore`] counts every store call and remembers
+//! latency, devices paired, codes pending and swept. [`MeteredStore`] counts every store call and remembers
 //! when the store last answered, which is what `/readyz` reports.
 
 use futures::future::BoxFuture;
@@ -23,6 +23,8 @@ pub struct Metrics {
     store_ops: Mutex<BTreeMap<(&'static str, &'static str), Latency>>,
     pub devices_paired: AtomicU64,
     pub codes_swept: AtomicU64,
+    /// Codes waiting to be redeemed, as the last sweep counted them.
+    codes_pending: AtomicU64,
     last_answer: Mutex<Option<Instant>>,
 }
 
@@ -48,6 +50,12 @@ impl Metrics {
         if !matches!(result, Err(StoreError::Unavailable { .. })) {
             *self.last_answer.lock().expect("metrics lock") = Some(Instant::now());
         }
+    }
+
+    /// Counts what a sweep removed and remembers how many codes it left pending.
+    pub fn record_sweep(&self, sweep: crate::codes::Sweep) {
+        self.codes_swept.fetch_add(sweep.removed as u64, Ordering::Relaxed);
+        self.codes_pending.store(sweep.pending as u64, Ordering::Relaxed);
     }
 
     /// When the store last answered (any answer but "unavailable").
@@ -86,6 +94,12 @@ impl Metrics {
             let _ =
                 writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", value.load(Ordering::Relaxed));
         }
+        let _ = writeln!(
+            out,
+            "# HELP agents_control_codes_pending Codes made and not yet redeemed or expired, at the last sweep.\n\
+             # TYPE agents_control_codes_pending gauge\nagents_control_codes_pending {}",
+            self.codes_pending.load(Ordering::Relaxed)
+        );
         out
     }
 }

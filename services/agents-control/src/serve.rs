@@ -91,9 +91,7 @@ async fn keep_fresh(control: Arc<Control>, membership: Arc<Membership>) {
         }
         if count.is_multiple_of(SWEEP_EVERY_REFRESHES) {
             match codes::sweep(control.store.as_ref(), control.clock.as_ref()).await {
-                Ok(swept) => {
-                    control.metrics.codes_swept.fetch_add(swept as u64, std::sync::atomic::Ordering::Relaxed);
-                }
+                Ok(swept) => control.metrics.record_sweep(swept),
                 Err(error) => tracing::warn!(%error, "could not sweep codes"),
             }
         }

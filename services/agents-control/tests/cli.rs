@@ -226,6 +226,35 @@ async fn store_check_names_a_bucket_that_ignores_conditional_writes() {
     assert!(standin.objects().is_empty(), "the probe object was not cleaned up");
 }
 
+#[tokio::test]
+async fn serve_refuses_to_start_on_a_bucket_that_ignores_conditional_writes() {
+    // The start-up probe is the same as `store check`: a copy must not serve on a bucket that
+    // cannot arbitrate between copies.
+    let standin = standin_s3::StandIn::start(standin_s3::Behaviour::IgnoresConditions).await;
+    let mut copy = hyperhive_testkit::Process::builder(env!("CARGO_BIN_EXE_agents-control"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{}", hyperhive_testkit::free_port())])
+        .envs([
+            ("AGENTS_STORE", "s3://standin/control".to_string()),
+            ("AGENTS_STORE_ENDPOINT", standin.endpoint()),
+            ("AGENTS_STORE_PATH_STYLE", "1".into()),
+            ("AWS_ACCESS_KEY_ID", "test".into()),
+            ("AWS_SECRET_ACCESS_KEY", "test".into()),
+            ("AGENTS_CONTROL_KEY", encoding::encode(&SEED)),
+            ("AGENTS_CONTROL_URL", "https://agents.example.com".into()),
+            ("AGENTS_CONTROL_PEER_URL", "http://127.0.0.1:1".into()),
+        ])
+        .start("copy")
+        .unwrap();
+    let status = copy.wait_exit(std::time::Duration::from_secs(30)).await.unwrap();
+    let log = copy.log();
+    assert!(!status.success(), "{log}");
+    assert!(
+        log.contains("the bucket ignored If-None-Match") && log.contains("cannot be shared by several copies"),
+        "{log}"
+    );
+    assert!(standin.objects().is_empty(), "the probe object was not cleaned up: {:?}", standin.objects());
+}
+
 /// Makes a code through a stand-in with the given misbehaviour; it must be made exactly once.
 async fn code_is_made_once_despite(behaviour: standin_s3::Behaviour) {
     let standin = standin_s3::StandIn::start(behaviour).await;

@@ -211,6 +211,11 @@ async fn the_sweeper_removes_expired_codes_and_leaves_live_ones() {
     f.clock.advance(Duration::from_secs(300));
     f.code(DeviceKind::Host).await;
     f.clock.advance(Duration::from_secs(301));
-    assert_eq!(codes::sweep(f.store.as_ref(), f.clock.as_ref()).await.unwrap(), 1);
+    let sweep = codes::sweep(f.store.as_ref(), f.clock.as_ref()).await.unwrap();
+    assert_eq!(sweep, codes::Sweep { removed: 1, pending: 1 });
     assert_eq!(f.store.list(records::CODES).await.unwrap().len(), 1);
+    f.control.metrics.record_sweep(sweep);
+    let text = f.control.metrics.render();
+    assert!(text.contains("agents_control_codes_pending 1\n"), "{text}");
+    assert!(text.contains("agents_control_codes_swept_total 1\n"), "{text}");
 }
