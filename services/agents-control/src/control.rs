@@ -4,6 +4,7 @@ use crate::clock::Clock;
 use crate::key::ControlKey;
 use crate::metrics::{MeteredStore, Metrics};
 use crate::registry::Registry;
+use crate::sessions::Sessions;
 use hyperhive_object_store::Store;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,6 +21,10 @@ pub struct Control {
     pub clock: Arc<dyn Clock>,
     pub metrics: Arc<Metrics>,
     pub registry: Registry,
+    /// The device links connected to this copy.
+    pub sessions: Sessions,
+    /// This copy's name, told to devices in `welcome` (for their logs).
+    pub copy_name: String,
     draining: AtomicBool,
 }
 
@@ -32,8 +37,16 @@ impl Control {
             clock,
             metrics,
             registry: Registry::default(),
+            sessions: Sessions::default(),
+            copy_name: "agents-control".into(),
             draining: AtomicBool::new(false),
         }
+    }
+
+    /// Names the copy in the `welcome` devices get.
+    pub fn with_copy_name(mut self, name: impl Into<String>) -> Control {
+        self.copy_name = name.into();
+        self
     }
 
     /// From now on `/readyz` fails: the copy is shutting down.

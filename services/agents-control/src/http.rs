@@ -1,4 +1,5 @@
-//! The HTTP surface of a copy: `/healthz`, `/readyz`, `/metrics` and `POST /v1/pair`.
+//! The HTTP surface of a copy: `/healthz`, `/readyz`, `/metrics`, `POST /v1/pair` and the
+//! device link `GET /v1/link` (a WebSocket, [`crate::link`]).
 //! Every error is JSON `{"error": "..."}` with a fitting 4xx or 503 status; nothing a client
 //! sends produces a 500 or a panic.
 
@@ -40,13 +41,18 @@ pub fn routes(
     let metrics = warp::path!("metrics").and(warp::get()).and(with_control.clone()).map(|control: Arc<Control>| {
         warp::reply::with_header(control.metrics.render(), "content-type", "text/plain; version=0.0.4").into_response()
     });
+    let link = warp::path!("v1" / "link").and(warp::ws()).and(with_control.clone()).map(
+        |ws: warp::ws::Ws, control: Arc<Control>| {
+            crate::link::configure(ws).on_upgrade(move |socket| crate::link::serve(socket, control)).into_response()
+        },
+    );
     let pair = warp::path!("v1" / "pair")
         .and(warp::post())
         .and(warp::body::content_length_limit(MAX_PAIR_BODY))
         .and(warp::body::bytes())
         .and(with_control)
         .then(|body: bytes::Bytes, control: Arc<Control>| async move { pair(&control, &body).await });
-    healthz.or(readyz).unify().or(metrics).unify().or(pair).unify().recover(recover).unify()
+    healthz.or(readyz).unify().or(metrics).unify().or(link).unify().or(pair).unify().recover(recover).unify()
 }
 
 async fn pair(control: &Control, body: &[u8]) -> Response {

@@ -8,6 +8,7 @@
 //! - [`registry`]: listing and forgetting devices, and the in-memory copy a serving copy uses.
 //! - [`copy`]: `store copy`; [`pin`]: certificate pins.
 //! - [`control`], [`http`], [`metrics`], [`membership`], [`serve`]: a running copy.
+//! - [`link`]: the device link `GET /v1/link`; [`sessions`]: the devices connected here.
 //! - [`cli`]: the command line; `main.rs` only calls it.
 
 pub mod cli;
@@ -18,6 +19,7 @@ pub mod control;
 pub mod copy;
 pub mod http;
 pub mod key;
+pub mod link;
 pub mod membership;
 pub mod metrics;
 pub mod pairing;
@@ -25,3 +27,4 @@ pub mod pin;
 pub mod records;
 pub mod registry;
 pub mod serve;
+pub mod sessions;

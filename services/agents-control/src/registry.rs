@@ -92,4 +92,10 @@ impl Registry {
     pub fn active(&self, id: &str) -> Option<DeviceRecord> {
         self.devices.read().expect("registry lock").get(id).filter(|d| d.forgotten_at.is_none()).cloned()
     }
+
+    /// The paired, not forgotten devices of one kind.
+    pub fn active_of_kind(&self, kind: DeviceKind) -> Vec<DeviceRecord> {
+        let devices = self.devices.read().expect("registry lock");
+        devices.values().filter(|d| d.kind == kind && d.forgotten_at.is_none()).cloned().collect()
+    }
 }

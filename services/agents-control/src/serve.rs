@@ -84,6 +84,7 @@ async fn keep_fresh(control: Arc<Control>, membership: Arc<Membership>) {
             tracing::warn!(%error, "could not refresh the registry; serving the last one read");
             continue;
         }
+        control.sessions.close_forgotten(&control.registry);
         if count.is_multiple_of(HEARTBEAT_EVERY_REFRESHES)
             && let Err(error) = membership.heartbeat(control.store.as_ref(), control.clock.as_ref()).await
         {

@@ -46,8 +46,8 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode, Failure> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| Failure(format!("AGENTS_CONTROL_LISTEN (--listen) {listen}: cannot listen ({e})")))?;
-    let control = Arc::new(Control::new(store, issuer.key, Arc::new(SystemClock)));
     let membership = Arc::new(Membership::new(super::hostname(), args.peer_url.clone()));
+    let control = Arc::new(Control::new(store, issuer.key, Arc::new(SystemClock)).with_copy_name(membership.copy_id()));
     crate::serve::run(control, membership, listener, shutdown_signal(), drain).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,267 @@
+//! The server side of the device link, `GET /v1/link` (`docs/control-plane/link-protocol.md`):
+//! the mutual-auth handshake, then relaying `send` and `ack` between clients and hosts by
+//! device id, presence for clients, keepalive, and an answer to every bad frame that never
+//! ends the copy.
+
+use crate::control::Control;
+use crate::sessions::{NotQueued, Outgoing};
+use ed25519_dalek::{Signature, VerifyingKey};
+use futures::{SinkExt, StreamExt};
+use hyperhive_control_proto::link::{
+    CloseCode, DEAD_AFTER, ErrorCode, FrameError, HANDSHAKE_TIMEOUT, LINK_PROTOCOL_VERSION, LinkFrame, NONCE_LEN,
+    PING_INTERVAL, Request, UndeliverableReason, device_proof_message, server_proof_message,
+};
+use hyperhive_control_proto::{DeviceKind, encoding};
+use rand::RngCore;
+use std::sync::Arc;
+use tokio::time::{Instant, timeout};
+use warp::ws::{Message, WebSocket};
+
+/// The WebSocket upgrade with the link's limits: the message and frame cap and the write
+/// buffer bound of `control_link::websocket_config` (warp sets no read or write buffer size).
+pub fn configure(ws: warp::ws::Ws) -> warp::ws::Ws {
+    let config = hyperhive_control_link::websocket_config();
+    let ws = ws.max_write_buffer_size(config.max_write_buffer_size);
+    let ws = match config.max_message_size {
+        Some(max) => ws.max_message_size(max),
+        None => ws,
+    };
+    match config.max_frame_size {
+        Some(max) => ws.max_frame_size(max),
+        None => ws,
+    }
+}
+
+/// An authenticated device.
+struct Device {
+    id: String,
+    kind: DeviceKind,
+    name: String,
+}
+
+/// Why the handshake ended without a device; each is a close code and its reason.
+struct Refusal(CloseCode, String);
+
+/// Runs one link until either side ends it.
+pub async fn serve(socket: WebSocket, control: Arc<Control>) {
+    let (mut sink, mut stream) = socket.split();
+    let device = match timeout(HANDSHAKE_TIMEOUT, handshake(&mut sink, &mut stream, &control)).await {
+        Ok(Ok(device)) => device,
+        Ok(Err(Refusal(code, reason))) => {
+            tracing::info!(code = code.code(), %reason, "link refused");
+            let _ = sink.send(Message::close_with(code.code(), reason)).await;
+            return;
+        }
+        Err(_) => {
+            let reason = format!("the handshake did not finish within {}s", HANDSHAKE_TIMEOUT.as_secs());
+            let _ = sink.send(Message::close_with(CloseCode::HandshakeTimeout.code(), reason)).await;
+            return;
+        }
+    };
+    let now_ms = u64::try_from(control.clock.now().unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
+    let (session, mut queue) = control.sessions.open(&device.id, device.kind, &device.name, now_ms);
+    tracing::info!(device = %device.id, kind = %device.kind, session, "device connected");
+    if device.kind == DeviceKind::Client {
+        let hosts = control.sessions.presence(&control.registry);
+        let _ = sink.send(text(&LinkFrame::Presence { hosts })).await;
+    }
+
+    let mut pings = tokio::time::interval_at(Instant::now() + PING_INTERVAL, PING_INTERVAL);
+    let mut heard = Instant::now();
+    let mut ping_count: u64 = 0;
+    let close = loop {
+        tokio::select! {
+            incoming = stream.next() => {
+                heard = Instant::now();
+                match incoming {
+                    None => break None,
+                    Some(Err(error)) => {
+                        // The only read error a device can cause on purpose is an oversized
+                        // message (warp enforces the cap); any other is a broken socket.
+                        let message = error.to_string();
+                        if message.contains("too long") || message.contains("too big") || message.contains("Space limit") {
+                            break Some((CloseCode::TooLarge, format!("a frame exceeded {} bytes", hyperhive_control_proto::link::MAX_FRAME_BYTES)));
+                        }
+                        tracing::debug!(device = %device.id, %error, "link read failed");
+                        break None;
+                    }
+                    Some(Ok(message)) if message.is_close() => break None,
+                    Some(Ok(message)) if message.is_binary() => {
+                        break Some((CloseCode::UnsupportedData, "binary messages are not used: frames are JSON text".into()));
+                    }
+                    Some(Ok(message)) => {
+                        let Ok(body) = message.to_str() else { continue }; // WebSocket ping/pong
+                        if let Some(answer) = on_frame(&control, &device, body)
+                            && sink.send(text(&answer)).await.is_err()
+                        {
+                            break None;
+                        }
+                    }
+                }
+            }
+            outgoing = queue.recv() => match outgoing {
+                Some(Outgoing::Frame(frame)) => {
+                    if sink.send(text(&frame)).await.is_err() {
+                        break None;
+                    }
+                }
+                Some(Outgoing::Close(code, reason)) => break Some((code, reason)),
+                None => break None,
+            },
+            _ = pings.tick() => {
+                if heard.elapsed() >= DEAD_AFTER {
+                    break Some((CloseCode::Normal, format!("nothing heard for {}s", DEAD_AFTER.as_secs())));
+                }
+                ping_count += 1;
+                if sink.send(text(&LinkFrame::Ping { t: ping_count })).await.is_err() {
+                    break None;
+                }
+            }
+        }
+    };
+    if let Some((code, reason)) = close {
+        tracing::info!(device = %device.id, code = code.code(), %reason, "closing the link");
+        let _ = sink.send(Message::close_with(code.code(), reason)).await;
+    }
+    control.sessions.close(&device.id, session);
+    tracing::info!(device = %device.id, session, "device disconnected");
+}
+
+fn text(frame: &LinkFrame) -> Message {
+    Message::text(frame.encode())
+}
+
+fn error_frame(code: ErrorCode, message: impl Into<String>) -> LinkFrame {
+    LinkFrame::Error { code, message: message.into() }
+}
+
+/// Challenge, hello, welcome. Anything else before the welcome is a refusal.
+async fn handshake(
+    sink: &mut (impl SinkExt<Message> + Unpin),
+    stream: &mut (impl StreamExt<Item = Result<Message, warp::Error>> + Unpin),
+    control: &Control,
+) -> Result<Device, Refusal> {
+    let mut nonce = [0u8; NONCE_LEN];
+    rand::rng().fill_bytes(&mut nonce);
+    let server_nonce = encoding::encode(&nonce);
+    let challenge = LinkFrame::Challenge { version: LINK_PROTOCOL_VERSION, server_nonce: server_nonce.clone() };
+    sink.send(text(&challenge))
+        .await
+        .map_err(|_| Refusal(CloseCode::Normal, "the device left during the handshake".into()))?;
+    let hello = loop {
+        match stream.next().await {
+            Some(Ok(message)) if message.is_ping() || message.is_pong() => continue,
+            Some(Ok(message)) => match message.to_str().map(LinkFrame::decode) {
+                Ok(Ok(hello @ LinkFrame::Hello { .. })) => break hello,
+                Ok(Ok(other)) => {
+                    return Err(Refusal(
+                        CloseCode::ProtocolViolation,
+                        format!("expected hello, got \"{}\"", other.type_name()),
+                    ));
+                }
+                Ok(Err(error)) => {
+                    return Err(Refusal(CloseCode::ProtocolViolation, format!("expected hello: {error}")));
+                }
+                Err(()) => {
+                    return Err(Refusal(CloseCode::ProtocolViolation, "expected hello, a JSON text frame".into()));
+                }
+            },
+            _ => return Err(Refusal(CloseCode::Normal, "the device left during the handshake".into())),
+        }
+    };
+    let LinkFrame::Hello { version, device_id, device_nonce, signature } = hello else { unreachable!("matched above") };
+    if version != LINK_PROTOCOL_VERSION {
+        return Err(Refusal(
+            CloseCode::UnsupportedVersion,
+            format!("this copy speaks link protocol version {LINK_PROTOCOL_VERSION}, the device {version}"),
+        ));
+    }
+    let record = control.registry.active(&device_id).ok_or_else(|| {
+        Refusal(CloseCode::UnknownDevice, "unknown device: never paired, or forgotten; pair it again".into())
+    })?;
+    verify_device(&record.public_key, &server_nonce, &device_nonce, &device_id, &signature)
+        .map_err(|why| Refusal(CloseCode::DeviceProofFailed, format!("the device's signature {why}")))?;
+    let proof = control.key.sign(&server_proof_message(&device_nonce, &server_nonce, &device_id));
+    let welcome = LinkFrame::Welcome { signature: proof, copy: control.copy_name.clone() };
+    sink.send(text(&welcome))
+        .await
+        .map_err(|_| Refusal(CloseCode::Normal, "the device left during the handshake".into()))?;
+    Ok(Device { id: record.id, kind: record.kind, name: record.name })
+}
+
+fn verify_device(
+    public_key: &str,
+    server_nonce: &str,
+    device_nonce: &str,
+    device_id: &str,
+    signature: &str,
+) -> Result<(), String> {
+    encoding::decode_exact::<NONCE_LEN>(device_nonce).map_err(|e| format!("nonce: {e}"))?;
+    let key = encoding::decode_exact::<32>(public_key).map_err(|e| format!("check failed: stored key {e}"))?;
+    let key = VerifyingKey::from_bytes(&key).map_err(|_| "check failed: the stored key is not an Ed25519 key")?;
+    let signature = encoding::decode_exact::<64>(signature)?;
+    key.verify_strict(&device_proof_message(server_nonce, device_nonce, device_id), &Signature::from_bytes(&signature))
+        .map_err(|_| "does not verify with the key it paired with".to_owned())
+}
+
+/// Handles one text frame from an authenticated device; returns the answer to send, if any.
+fn on_frame(control: &Control, device: &Device, body: &str) -> Option<LinkFrame> {
+    let frame = match LinkFrame::decode(body) {
+        Ok(frame) => frame,
+        Err(error @ FrameError::TooLarge { .. }) => return Some(error_frame(ErrorCode::Malformed, error.to_string())),
+        Err(error) => return Some(error_frame(error.error_code(), error.to_string())),
+    };
+    match frame {
+        LinkFrame::Send { to, epoch, seq, first_unacked, body } => {
+            let reason = match relay_target(control, device, &to) {
+                Err(reason) => reason,
+                Ok(()) => {
+                    let message = LinkFrame::Message { from: device.id.clone(), epoch, seq, first_unacked, body };
+                    match control.sessions.send(&to, message) {
+                        Ok(()) => return None,
+                        Err(NotQueued::Offline | NotQueued::Full) => UndeliverableReason::Offline,
+                    }
+                }
+            };
+            Some(LinkFrame::Undeliverable { to, epoch, seq, reason })
+        }
+        LinkFrame::Ack { to, epoch, seq } => {
+            // A lost ack costs only a resend, which the receiver's inbox drops; so an ack
+            // that cannot be relayed is dropped rather than reported.
+            if relay_target(control, device, &to).is_ok() {
+                let _ = control.sessions.send(&to, LinkFrame::Acked { from: device.id.clone(), epoch, seq });
+            }
+            None
+        }
+        LinkFrame::Ping { t } => Some(LinkFrame::Pong { t }),
+        LinkFrame::Pong { .. } => None,
+        LinkFrame::Error { code, message } => {
+            tracing::info!(device = %device.id, ?code, %message, "the device reported an error");
+            None
+        }
+        LinkFrame::Request { id, request } => Some(answer_request(device, id, &request)),
+        other => Some(error_frame(
+            ErrorCode::NotAllowed,
+            format!("devices do not send \"{}\" after the handshake", other.type_name()),
+        )),
+    }
+}
+
+/// Clients talk to hosts and hosts to clients, and only to paired devices.
+fn relay_target(control: &Control, from: &Device, to: &str) -> Result<(), UndeliverableReason> {
+    let target = control.registry.active(to).ok_or(UndeliverableReason::Unknown)?;
+    if target.kind == from.kind {
+        return Err(UndeliverableReason::NotAllowed);
+    }
+    Ok(())
+}
+
+/// Requests are the next step of the link (issue 5); until then every one is refused clearly.
+fn answer_request(device: &Device, id: u64, request: &Request) -> LinkFrame {
+    let error = if device.kind == DeviceKind::Host {
+        "hosts may not make requests; use a client".to_owned()
+    } else {
+        format!("{request:?} is not served over the link by this version; use the agents-control command line")
+    };
+    LinkFrame::RequestFailed { id, error, retry: false }
+}

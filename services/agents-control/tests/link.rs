@@ -1,0 +1,296 @@
+//! The device link `GET /v1/link` of one copy, served in process by warp on a loopback port
+//! (a `file://` store), with real WebSocket clients running control-link's handshake.
+
+use agents_control::clock::FakeClock;
+use agents_control::codes::{self, CodeRequest, Issuer};
+use agents_control::control::Control;
+use agents_control::key::ControlKey;
+use agents_control::{pairing, registry};
+use ed25519_dalek::SigningKey;
+use futures::{SinkExt, StreamExt};
+use hyperhive_control_link::handshake::{self, HandshakeError};
+use hyperhive_control_proto::DeviceKind;
+use hyperhive_control_proto::link::{
+    CloseCode, ErrorCode, HostPresence, LinkFrame, MAX_FRAME_BYTES, UndeliverableReason,
+};
+use hyperhive_control_proto::pair::PairRequest;
+use hyperhive_object_store::Store;
+use hyperhive_object_store::file::FileStore;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use time::macros::datetime;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+const WAIT: Duration = Duration::from_secs(5);
+const CONTROL_SEED: [u8; 32] = [7; 32];
+
+struct Copy {
+    _dir: tempfile::TempDir,
+    store: Arc<dyn Store>,
+    clock: Arc<FakeClock>,
+    control: Arc<Control>,
+    addr: SocketAddr,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Copy {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+/// A paired device: its id, kind and key.
+#[derive(Clone)]
+struct Device {
+    id: String,
+    key: SigningKey,
+}
+
+async fn copy_with_key(seed: [u8; 32]) -> Copy {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(FileStore::open(dir.path()).unwrap());
+    let clock = Arc::new(FakeClock::at(datetime!(2026-11-30 04:00 UTC)));
+    let control =
+        Arc::new(Control::new(store.clone(), ControlKey::from_seed(seed), clock.clone()).with_copy_name("cp1"));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let routes = agents_control::http::routes(control.clone());
+    let server = tokio::spawn(async move { warp::serve(routes).incoming(listener).run().await });
+    Copy { _dir: dir, store, clock, control, addr, server }
+}
+
+impl Copy {
+    async fn pair(&self, kind: DeviceKind, name: &str) -> Device {
+        let issuer = Issuer { key: self.control.key.clone(), control_url: format!("http://{}", self.addr), pin: None };
+        let request = CodeRequest { kind, name: None, ttl: codes::DEFAULT_TTL, made_by: "test".into() };
+        let code = codes::make_code(self.store.as_ref(), self.clock.as_ref(), &issuer, &request).await.unwrap();
+        let key = SigningKey::from_bytes(&rand::random::<[u8; 32]>());
+        let request = PairRequest::sign(&code.to_token(), &key, name);
+        let response =
+            pairing::redeem(self.store.as_ref(), self.clock.as_ref(), &self.control.key, &request).await.unwrap();
+        self.control.registry.refresh(self.store.as_ref()).await.unwrap();
+        Device { id: response.device_id, key }
+    }
+
+    async fn open(&self) -> Socket {
+        let url = format!("ws://{}/v1/link", self.addr);
+        let config = hyperhive_control_link::websocket_config();
+        let (socket, _) = tokio_tungstenite::connect_async_with_config(url, Some(config), false).await.unwrap();
+        socket
+    }
+
+    /// Connects and runs the device's half of the handshake against `control_seed`'s key.
+    async fn try_connect(&self, device: &Device, control_seed: [u8; 32]) -> (Socket, Result<String, HandshakeError>) {
+        let mut socket = self.open().await;
+        let challenge = next_frame(&mut socket).await;
+        let (hello, awaiting) =
+            handshake::answer_challenge(&challenge, &device.id, &device.key, &mut rand::rng()).unwrap();
+        send(&mut socket, &hello).await;
+        let welcome = next_frame(&mut socket).await;
+        let verdict = awaiting.verify_welcome(&welcome, &SigningKey::from_bytes(&control_seed).verifying_key());
+        (socket, verdict)
+    }
+
+    async fn connect(&self, device: &Device) -> Socket {
+        let (socket, verdict) = self.try_connect(device, CONTROL_SEED).await;
+        assert_eq!(verdict.unwrap(), "cp1");
+        socket
+    }
+}
+
+async fn send(socket: &mut Socket, frame: &LinkFrame) {
+    socket.send(Message::text(frame.encode())).await.unwrap();
+}
+
+/// The next frame that is not a keepalive ping.
+async fn next_frame(socket: &mut Socket) -> LinkFrame {
+    loop {
+        let message = tokio::time::timeout(WAIT, socket.next()).await.expect("a frame in time");
+        match message.expect("the link is open").expect("a readable message") {
+            Message::Text(text) => match LinkFrame::decode(&text).unwrap() {
+                LinkFrame::Ping { .. } => continue,
+                frame => return frame,
+            },
+            Message::Close(frame) => panic!("closed: {frame:?}"),
+            _ => continue,
+        }
+    }
+}
+
+/// Waits for the server's close; returns its code and reason.
+async fn next_close(socket: &mut Socket) -> (u16, String) {
+    loop {
+        let message = tokio::time::timeout(WAIT, socket.next()).await.expect("a close in time");
+        match message {
+            Some(Ok(Message::Close(Some(frame)))) => return (frame.code.into(), frame.reason.to_string()),
+            Some(Ok(_)) => continue,
+            other => panic!("expected a close frame, got {other:?}"),
+        }
+    }
+}
+
+fn send_frame(to: &str, seq: u64, body: serde_json::Value) -> LinkFrame {
+    LinkFrame::Send { to: to.into(), epoch: 9, seq, first_unacked: 1, body }
+}
+
+#[tokio::test]
+async fn a_host_and_a_client_exchange_messages_both_ways_with_acks() {
+    let copy = copy_with_key(CONTROL_SEED).await;
+    let host = copy.pair(DeviceKind::Host, "box").await;
+    let client = copy.pair(DeviceKind::Client, "phone").await;
+
+    let mut client_link = copy.connect(&client).await;
+    let offline = HostPresence { device_id: host.id.clone(), name: "box".into(), paired: true, online: false };
+    assert_eq!(next_frame(&mut client_link).await, LinkFrame::Presence { hosts: vec![offline] });
+    let mut host_link = copy.connect(&host).await;
+    let online = HostPresence { device_id: host.id.clone(), name: "box".into(), paired: true, online: true };
+    assert_eq!(next_frame(&mut client_link).await, LinkFrame::PresenceChanged { host: online });
+
+    send(&mut client_link, &send_frame(&host.id, 1, serde_json::json!({"prompt": "hi"}))).await;
+    let message = LinkFrame::Message {
+        from: client.id.clone(),
+        epoch: 9,
+        seq: 1,
+        first_unacked: 1,
+        body: serde_json::json!({"prompt": "hi"}),
+    };
+    assert_eq!(next_frame(&mut host_link).await, message);
+    send(&mut host_link, &LinkFrame::Ack { to: client.id.clone(), epoch: 9, seq: 1 }).await;
+    assert_eq!(next_frame(&mut client_link).await, LinkFrame::Acked { from: host.id.clone(), epoch: 9, seq: 1 });
+
+    send(&mut host_link, &send_frame(&client.id, 1, serde_json::json!("done"))).await;
+    let LinkFrame::Message { from, body, .. } = next_frame(&mut client_link).await else { panic!("not a message") };
+    assert_eq!((from.as_str(), body), (host.id.as_str(), serde_json::json!("done")));
+    send(&mut client_link, &LinkFrame::Ack { to: host.id.clone(), epoch: 9, seq: 1 }).await;
+    assert_eq!(next_frame(&mut host_link).await, LinkFrame::Acked { from: client.id.clone(), epoch: 9, seq: 1 });
+
+    host_link.close(None).await.unwrap();
+    let gone = HostPresence { device_id: host.id.clone(), name: "box".into(), paired: true, online: false };
+    assert_eq!(next_frame(&mut client_link).await, LinkFrame::PresenceChanged { host: gone });
+}
+
+#[tokio::test]
+async fn sends_that_cannot_be_relayed_are_reported_to_the_sender() {
+    let copy = copy_with_key(CONTROL_SEED).await;
+    let host = copy.pair(DeviceKind::Host, "box").await;
+    let client = copy.pair(DeviceKind::Client, "phone").await;
+    let other_client = copy.pair(DeviceKind::Client, "laptop").await;
+    let mut client_link = copy.connect(&client).await;
+    let _presence = next_frame(&mut client_link).await;
+    let mut other_link = copy.connect(&other_client).await;
+    let _presence = next_frame(&mut other_link).await;
+
+    let cases = [
+        (other_client.id.as_str(), UndeliverableReason::NotAllowed),
+        (host.id.as_str(), UndeliverableReason::Offline),
+        ("d00000000000000000000000000000000", UndeliverableReason::Unknown),
+    ];
+    for (seq, (to, reason)) in (1..).zip(cases) {
+        send(&mut client_link, &send_frame(to, seq, serde_json::json!(1))).await;
+        let expected = LinkFrame::Undeliverable { to: to.into(), epoch: 9, seq, reason };
+        assert_eq!(next_frame(&mut client_link).await, expected);
+    }
+    // Nothing reached the other client: its next frame is the answer to its own ping.
+    send(&mut other_link, &LinkFrame::Ping { t: 3 }).await;
+    assert_eq!(next_frame(&mut other_link).await, LinkFrame::Pong { t: 3 });
+}
+
+#[tokio::test]
+async fn forgetting_a_device_closes_its_session_and_it_cannot_reconnect() {
+    let copy = copy_with_key(CONTROL_SEED).await;
+    let client = copy.pair(DeviceKind::Client, "phone").await;
+    let mut link = copy.connect(&client).await;
+    let _presence = next_frame(&mut link).await;
+
+    registry::forget(copy.store.as_ref(), copy.clock.as_ref(), &client.id).await.unwrap();
+    copy.control.registry.refresh(copy.store.as_ref()).await.unwrap();
+    assert_eq!(copy.control.sessions.close_forgotten(&copy.control.registry), 1);
+    assert_eq!(next_close(&mut link).await.0, CloseCode::Revoked.code());
+
+    let mut again = copy.open().await;
+    let challenge = next_frame(&mut again).await;
+    let (hello, _) = handshake::answer_challenge(&challenge, &client.id, &client.key, &mut rand::rng()).unwrap();
+    send(&mut again, &hello).await;
+    let (code, reason) = next_close(&mut again).await;
+    assert_eq!(code, CloseCode::UnknownDevice.code());
+    assert!(reason.contains("pair it again"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_copy_with_another_control_key_is_refused_by_the_device() {
+    let impostor = copy_with_key([9; 32]).await;
+    let host = impostor.pair(DeviceKind::Host, "box").await;
+    let (_, verdict) = impostor.try_connect(&host, CONTROL_SEED).await;
+    assert_eq!(verdict.unwrap_err().close_code(), CloseCode::ServerProofFailed);
+}
+
+#[tokio::test]
+async fn a_device_that_fails_its_proof_is_refused() {
+    let copy = copy_with_key(CONTROL_SEED).await;
+    let host = copy.pair(DeviceKind::Host, "box").await;
+    let thief = Device { id: host.id.clone(), key: SigningKey::from_bytes(&[1; 32]) };
+    let mut socket = copy.open().await;
+    let challenge = next_frame(&mut socket).await;
+    let (hello, _) = handshake::answer_challenge(&challenge, &thief.id, &thief.key, &mut rand::rng()).unwrap();
+    send(&mut socket, &hello).await;
+    assert_eq!(next_close(&mut socket).await.0, CloseCode::DeviceProofFailed.code());
+
+    let mut socket = copy.open().await;
+    let _challenge = next_frame(&mut socket).await;
+    send(&mut socket, &LinkFrame::Ping { t: 1 }).await;
+    let (code, reason) = next_close(&mut socket).await;
+    assert_eq!(code, CloseCode::ProtocolViolation.code());
+    assert!(reason.contains("expected hello"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_newer_session_of_a_device_replaces_the_older() {
+    let copy = copy_with_key(CONTROL_SEED).await;
+    let host = copy.pair(DeviceKind::Host, "box").await;
+    let mut older = copy.connect(&host).await;
+    let mut newer = copy.connect(&host).await;
+    assert_eq!(next_close(&mut older).await.0, CloseCode::Replaced.code());
+    send(&mut newer, &LinkFrame::Ping { t: 5 }).await;
+    assert_eq!(next_frame(&mut newer).await, LinkFrame::Pong { t: 5 });
+    assert!(copy.control.sessions.is_online(&host.id));
+}
+
+#[tokio::test]
+async fn garbage_frames_get_error_frames_and_the_link_stays() {
+    let copy = copy_with_key(CONTROL_SEED).await;
+    let host = copy.pair(DeviceKind::Host, "box").await;
+    let mut link = copy.connect(&host).await;
+    let cases = [
+        ("not json", ErrorCode::Malformed),
+        (r#"{"type": "send", "to": 3}"#, ErrorCode::Malformed),
+        (r#"{"type": "teleport"}"#, ErrorCode::UnknownType),
+        (r#"{"type": "challenge", "version": 1, "server_nonce": "x"}"#, ErrorCode::NotAllowed),
+    ];
+    for (text, expected) in cases {
+        link.send(Message::text(text)).await.unwrap();
+        let LinkFrame::Error { code, message } = next_frame(&mut link).await else {
+            panic!("no error frame for {text}")
+        };
+        assert_eq!(code, expected, "{text}: {message}");
+    }
+    send(&mut link, &LinkFrame::Request { id: 4, request: hyperhive_control_proto::link::Request::ListDevices }).await;
+    let LinkFrame::RequestFailed { id: 4, error, retry: false } = next_frame(&mut link).await else {
+        panic!("a host's request must be refused")
+    };
+    assert!(error.contains("hosts may not"), "{error}");
+    send(&mut link, &LinkFrame::Ping { t: 2 }).await;
+    assert_eq!(next_frame(&mut link).await, LinkFrame::Pong { t: 2 });
+
+    link.send(Message::binary(vec![1, 2, 3])).await.unwrap();
+    assert_eq!(next_close(&mut link).await.0, CloseCode::UnsupportedData.code());
+
+    let mut link = copy.connect(&host).await;
+    link.send(Message::text("[".repeat(MAX_FRAME_BYTES + 1))).await.unwrap();
+    let (code, _) = next_close(&mut link).await;
+    assert_eq!(code, CloseCode::TooLarge.code());
+}
