@@ -56,7 +56,7 @@ pub fn project_binary(name: &str) -> anyhow::Result<PathBuf> {
     }
     Err(std::io::Error::from(std::io::ErrorKind::NotFound)).with_context(|| {
         format!(
-            "{} does not exist: build it first (`cargo build --workspace --bins`, as scripts/test does)",
+            "{} does not exist: build it first (`cargo build --workspace --bins`; `cargo test --workspace` builds it too)",
             path.display()
         )
     })
