@@ -1,5 +1,5 @@
 //! The device side of the control-plane link (DESIGN 3.3 and 3.6): everything a window, a phone
-//! or a host needs to hold a link to agents-control, as parts that are tested without a server.
+//! or a host needs to hold a link to agents-control, and the connect loop that ties them to a socket.
 //!
 //! # Layout
 //! - [`tls`]: the TLS client configuration; with a pin, only a certificate with that key is
@@ -10,16 +10,20 @@
 //! - [`outbox`] (sender) and [`inbox`] (receiver): end-to-end acks, resend after reconnect and
 //!   duplicate suppression, so a message reaches the application exactly once, in order.
 //! - [`websocket`]: the WebSocket configuration (small buffers, the frame size cap).
+//! - [`transport`] (TCP or TLS to the control URL), [`pair_client`] (`POST /v1/pair`) and
+//!   [`connect`] (the connect loop, with commands in and events out) tie these to a socket.
 //!
-//! The connect loop that ties these to a socket comes with the server side of `/v1/link`.
 //! The protocol is written down in `docs/control-plane/link-protocol.md`.
 
 pub mod backoff;
+pub mod connect;
 pub mod handshake;
 pub mod identity;
 pub mod inbox;
 pub mod outbox;
+pub mod pair_client;
 pub mod tls;
+pub mod transport;
 pub mod websocket;
 
 pub use backoff::Backoff;

@@ -176,7 +176,7 @@ async fn handshake(
             format!("this copy speaks link protocol version {LINK_PROTOCOL_VERSION}, the device {version}"),
         ));
     }
-    let record = control.registry.active(&device_id).ok_or_else(|| {
+    let record = control.registry.active_or_fetch(control.store.as_ref(), &device_id).await.ok_or_else(|| {
         Refusal(CloseCode::UnknownDevice, "unknown device: never paired, or forgotten; pair it again".into())
     })?;
     verify_device(&record.public_key, &server_nonce, &device_nonce, &device_id, &signature)

@@ -93,6 +93,28 @@ impl Registry {
         self.devices.read().expect("registry lock").get(id).filter(|d| d.forgotten_at.is_none()).cloned()
     }
 
+    /// A paired, not forgotten device, read from the store when this copy has not seen it yet.
+    ///
+    /// A device that just paired (through any copy) connects before the next refresh reaches
+    /// this copy; one GET of its record lets it in at once. A device the store does not know,
+    /// or a store that cannot be read, leaves the answer to what is in memory.
+    pub async fn active_or_fetch(&self, store: &dyn Store, id: &str) -> Option<DeviceRecord> {
+        if let Some(record) = self.active(id) {
+            return Some(record);
+        }
+        // The id comes from the device's hello: only a well-formed one becomes a store key.
+        if !records::is_device_id(id) {
+            return None;
+        }
+        let object = store.get(&records::device_key(id)).await.ok()??;
+        let record: DeviceRecord = records::decode(&records::device_key(id), &object.bytes).ok()?;
+        if record.id != id {
+            return None;
+        }
+        self.devices.write().expect("registry lock").insert(record.id.clone(), record.clone());
+        record.forgotten_at.is_none().then_some(record)
+    }
+
     /// The paired, not forgotten devices of one kind.
     pub fn active_of_kind(&self, kind: DeviceKind) -> Vec<DeviceRecord> {
         let devices = self.devices.read().expect("registry lock");

@@ -66,6 +66,14 @@ async fn copy_with_key(seed: [u8; 32]) -> Copy {
 
 impl Copy {
     async fn pair(&self, kind: DeviceKind, name: &str) -> Device {
+        let device = self.pair_in_store_only(kind, name).await;
+        self.control.registry.refresh(self.store.as_ref()).await.unwrap();
+        device
+    }
+
+    /// Pairs as another copy would: the record is in the store, this copy's registry has not
+    /// been refreshed since.
+    async fn pair_in_store_only(&self, kind: DeviceKind, name: &str) -> Device {
         let issuer = Issuer { key: self.control.key.clone(), control_url: format!("http://{}", self.addr), pin: None };
         let request = CodeRequest { kind, name: None, ttl: codes::DEFAULT_TTL, made_by: "test".into() };
         let code = codes::make_code(self.store.as_ref(), self.clock.as_ref(), &issuer, &request).await.unwrap();
@@ -73,7 +81,6 @@ impl Copy {
         let request = PairRequest::sign(&code.to_token(), &key, name);
         let response =
             pairing::redeem(self.store.as_ref(), self.clock.as_ref(), &self.control.key, &request).await.unwrap();
-        self.control.registry.refresh(self.store.as_ref()).await.unwrap();
         Device { id: response.device_id, key }
     }
 
@@ -136,6 +143,15 @@ async fn next_close(socket: &mut Socket) -> (u16, String) {
 
 fn send_frame(to: &str, seq: u64, body: serde_json::Value) -> LinkFrame {
     LinkFrame::Send { to: to.into(), epoch: 9, seq, first_unacked: 1, body }
+}
+
+#[tokio::test]
+async fn a_device_that_just_paired_connects_before_the_next_registry_refresh() {
+    let copy = copy_with_key(CONTROL_SEED).await;
+    let client = copy.pair_in_store_only(DeviceKind::Client, "new phone").await;
+    assert!(copy.control.registry.active(&client.id).is_none(), "the registry must not know it yet");
+    let _link = copy.connect(&client).await;
+    assert!(copy.control.registry.active(&client.id).is_some());
 }
 
 #[tokio::test]

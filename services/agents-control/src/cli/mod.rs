@@ -2,6 +2,7 @@
 //! this one only declares them and dispatches.
 
 mod code;
+mod device;
 mod registry;
 mod serve;
 mod store;
@@ -43,6 +44,9 @@ enum Command {
     /// Check or move a store.
     #[command(subcommand)]
     Store(store::StoreCommand),
+    /// This machine as a device: pair with a code, or hold the link (JSON lines).
+    #[command(subcommand)]
+    Device(device::DeviceCommand),
     /// Print the pin of a PEM certificate (base64url SHA-256 of its public key info), for
     /// AGENTS_CONTROL_PIN.
     Pin {
@@ -73,6 +77,7 @@ impl Cli {
             Some(Command::Hosts(args)) => registry::list(args, hyperhive_control_proto::DeviceKind::Host).await,
             Some(Command::Forget(args)) => registry::forget(args).await,
             Some(Command::Store(command)) => store::run(command).await,
+            Some(Command::Device(command)) => device::run(command).await,
             Some(Command::Pin { cert }) => {
                 let pem = std::fs::read(&cert).map_err(|e| Failure(format!("--cert {}: {e}", cert.display())))?;
                 let pin =

@@ -1,0 +1,291 @@
+//! The connect loop: holds a device's link for as long as it runs. It connects (TLS with the
+//! identity's pin), runs the handshake, resends the outbox, relays the application's sends and
+//! requests, acks and de-duplicates what arrives, answers keepalives, and after a lost
+//! connection waits with the [`Backoff`] and connects again. It stops only on a close that says
+//! not to reconnect (forgotten, refused proof, another protocol version).
+//!
+//! The application talks to it through two channels: [`Command`]s in, [`Event`]s out (the
+//! device CLI prints the events as JSON lines and reads commands as JSON lines).
+
+use crate::backoff::Backoff;
+use crate::handshake::{HandshakeError, answer_challenge};
+use crate::identity::Identity;
+use crate::inbox::{Inbox, Receipt};
+use crate::outbox::Outbox;
+use crate::transport::{Stream, Target};
+use crate::websocket::websocket_config;
+use futures::{SinkExt, StreamExt};
+use hyperhive_control_proto::link::{
+    CloseCode, DEAD_AFTER, HANDSHAKE_TIMEOUT, HostPresence, LinkFrame, PING_INTERVAL, Reply, Request,
+    UndeliverableReason,
+};
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+use tokio::sync::mpsc;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode as WsCloseCode;
+
+/// What the application asks of the link.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Command {
+    /// Send `body` to the device `to` (kept until its receiver acks it).
+    Send { to: String, body: serde_json::Value },
+    /// A request (clients only); the answer is a `reply` or `request_failed` event with `id`.
+    Request { id: u64, request: Request },
+}
+
+/// What the link tells the application.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// The handshake succeeded with the copy named `copy` (both proofs held).
+    Connected {
+        copy: String,
+    },
+    /// Hosts and their online state: every host after connecting (`changed: false`), or one
+    /// host that changed (`changed: true`).
+    Presence {
+        hosts: Vec<HostPresence>,
+        changed: bool,
+    },
+    /// A message from `from`, delivered exactly once and in order per sender.
+    Message {
+        from: String,
+        body: serde_json::Value,
+    },
+    /// `to` has received every message sent to it up to `seq`.
+    Acked {
+        to: String,
+        seq: u64,
+    },
+    /// Message `seq` to `to` could not be relayed now; it is kept and sent again.
+    Undeliverable {
+        to: String,
+        seq: u64,
+        reason: UndeliverableReason,
+    },
+    Reply {
+        id: u64,
+        reply: Reply,
+    },
+    RequestFailed {
+        id: u64,
+        error: String,
+        retry: bool,
+    },
+    /// Something went wrong that does not end the link (a refused command, an error frame).
+    Error {
+        message: String,
+    },
+    /// The connection was lost or refused; the next attempt comes after `after_ms`.
+    Reconnecting {
+        after_ms: u64,
+        reason: String,
+    },
+}
+
+/// Why the loop stopped for good.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Stopped(pub String);
+
+/// How one connection ended.
+enum Ended {
+    Retry(String),
+    Stop(String),
+}
+
+/// Holds the link until a close says not to reconnect.
+pub async fn run(
+    identity: &Identity,
+    mut commands: mpsc::Receiver<Command>,
+    events: mpsc::Sender<Event>,
+) -> Result<(), Stopped> {
+    let target = Target::parse(&identity.control_url).map_err(|e| Stopped(e.to_string()))?;
+    let mut state = State { outbox: Outbox::new(rand::random()), inbox: Inbox::new(), commands_open: true };
+    let mut backoff = Backoff::new(rand::rng());
+    loop {
+        match connection(identity, &target, &mut state, &mut commands, &events, &mut backoff).await {
+            Ended::Stop(reason) => return Err(Stopped(reason)),
+            Ended::Retry(reason) => {
+                let delay = backoff.next_delay();
+                let after_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+                let _ = events.send(Event::Reconnecting { after_ms, reason }).await;
+                tokio::time::sleep(delay).await;
+            }
+        }
+    }
+}
+
+struct State {
+    outbox: Outbox,
+    inbox: Inbox,
+    commands_open: bool,
+}
+
+type Socket = WebSocketStream<Box<dyn Stream>>;
+
+async fn next_text(socket: &mut Socket) -> Result<LinkFrame, Ended> {
+    loop {
+        match socket.next().await {
+            Some(Ok(Message::Text(text))) => {
+                return LinkFrame::decode(&text).map_err(|e| Ended::Retry(format!("bad frame in the handshake: {e}")));
+            }
+            Some(Ok(Message::Close(frame))) => return Err(closed(frame.as_ref())),
+            Some(Ok(_)) => continue,
+            Some(Err(error)) => return Err(Ended::Retry(error.to_string())),
+            None => return Err(Ended::Retry("the connection closed".into())),
+        }
+    }
+}
+
+fn closed(frame: Option<&CloseFrame>) -> Ended {
+    let Some(frame) = frame else { return Ended::Retry("closed without a reason".into()) };
+    let number = u16::from(frame.code);
+    let reason = format!("closed by the control plane with {number}: {}", frame.reason);
+    match CloseCode::from_code(number) {
+        Some(code) if !code.reconnect() => Ended::Stop(reason),
+        _ => Ended::Retry(reason),
+    }
+}
+
+async fn handshake(identity: &Identity, socket: &mut Socket) -> Result<String, Ended> {
+    let refuse = |error: HandshakeError| (error.close_code(), error.to_string());
+    let challenge = next_text(socket).await?;
+    let (hello, awaiting) = answer_challenge(&challenge, &identity.device_id, identity.device_key(), &mut rand::rng())
+        .map_err(refuse)
+        .map_err(|(code, reason)| end_for(code, reason))?;
+    socket.send(Message::text(hello.encode())).await.map_err(|e| Ended::Retry(e.to_string()))?;
+    let welcome = next_text(socket).await?;
+    match awaiting.verify_welcome(&welcome, &identity.control_key) {
+        Ok(copy) => Ok(copy),
+        Err(error) => {
+            let (code, reason) = refuse(error);
+            let frame = CloseFrame { code: WsCloseCode::from(code.code()), reason: reason.clone().into() };
+            let _ = socket.close(Some(frame)).await;
+            Err(end_for(code, reason))
+        }
+    }
+}
+
+fn end_for(code: CloseCode, reason: String) -> Ended {
+    if code.reconnect() { Ended::Retry(reason) } else { Ended::Stop(reason) }
+}
+
+async fn connection(
+    identity: &Identity,
+    target: &Target,
+    state: &mut State,
+    commands: &mut mpsc::Receiver<Command>,
+    events: &mpsc::Sender<Event>,
+    backoff: &mut Backoff<rand::rngs::ThreadRng>,
+) -> Ended {
+    let stream = match target.connect(identity.pin).await {
+        Ok(stream) => stream,
+        Err(error) => return Ended::Retry(error.to_string()),
+    };
+    let url = target.ws_url("/v1/link");
+    let mut socket = match tokio_tungstenite::client_async_with_config(url, stream, Some(websocket_config())).await {
+        Ok((socket, _)) => socket,
+        Err(error) => return Ended::Retry(format!("WebSocket upgrade: {error}")),
+    };
+    let copy = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(identity, &mut socket)).await {
+        Ok(Ok(copy)) => copy,
+        Ok(Err(ended)) => return ended,
+        Err(_) => return Ended::Retry("the handshake did not finish in time".into()),
+    };
+    backoff.reset();
+    let _ = events.send(Event::Connected { copy }).await;
+    for frame in state.outbox.resend_all() {
+        if let Err(error) = socket.send(Message::text(frame.encode())).await {
+            return Ended::Retry(error.to_string());
+        }
+    }
+
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + PING_INTERVAL, PING_INTERVAL);
+    let mut heard = Instant::now();
+    let mut pings: u64 = 0;
+    loop {
+        let mut out: Vec<LinkFrame> = vec![];
+        tokio::select! {
+            incoming = socket.next() => {
+                heard = Instant::now();
+                match incoming {
+                    Some(Ok(Message::Text(text))) => match LinkFrame::decode(&text) {
+                        Ok(frame) => on_frame(state, frame, events, &mut out).await,
+                        Err(error) => {
+                            let _ = events.send(Event::Error { message: format!("the control plane sent a bad frame: {error}") }).await;
+                        }
+                    },
+                    Some(Ok(Message::Close(frame))) => return closed(frame.as_ref()),
+                    Some(Ok(_)) => {}
+                    Some(Err(error)) => return Ended::Retry(error.to_string()),
+                    None => return Ended::Retry("the connection closed".into()),
+                }
+            }
+            command = commands.recv(), if state.commands_open => match command {
+                Some(Command::Send { to, body }) => match state.outbox.push(&to, body) {
+                    Ok(frame) => out.push(frame),
+                    Err(full) => {
+                        let _ = events.send(Event::Error { message: full.to_string() }).await;
+                    }
+                },
+                Some(Command::Request { id, request }) => out.push(LinkFrame::Request { id, request }),
+                None => state.commands_open = false,
+            },
+            _ = ticks.tick() => {
+                if heard.elapsed() >= DEAD_AFTER {
+                    return Ended::Retry(format!("nothing heard for {}s", DEAD_AFTER.as_secs()));
+                }
+                pings += 1;
+                out.push(LinkFrame::Ping { t: pings });
+                out.extend(state.outbox.resend_stalled(Instant::now()));
+            }
+        }
+        for frame in out {
+            if let Err(error) = socket.send(Message::text(frame.encode())).await {
+                return Ended::Retry(error.to_string());
+            }
+        }
+    }
+}
+
+/// Handles one frame from the control plane; frames to send back go to `out`.
+async fn on_frame(state: &mut State, frame: LinkFrame, events: &mpsc::Sender<Event>, out: &mut Vec<LinkFrame>) {
+    let event = match frame {
+        LinkFrame::Message { from, epoch, seq, first_unacked, body } => {
+            let (receipt, ack) = state.inbox.receive(&from, epoch, seq, first_unacked);
+            out.push(ack);
+            (receipt == Receipt::Deliver).then_some(Event::Message { from, body })
+        }
+        LinkFrame::Acked { from, epoch, seq } => {
+            state.outbox.acked(&from, epoch, seq);
+            Some(Event::Acked { to: from, seq })
+        }
+        LinkFrame::Undeliverable { to, seq, reason, .. } => Some(Event::Undeliverable { to, seq, reason }),
+        LinkFrame::Presence { hosts } => Some(Event::Presence { hosts, changed: false }),
+        LinkFrame::PresenceChanged { host } => {
+            if host.online {
+                out.extend(state.outbox.resend_to(&host.device_id));
+            }
+            Some(Event::Presence { hosts: vec![host], changed: true })
+        }
+        LinkFrame::Reply { id, reply } => Some(Event::Reply { id, reply }),
+        LinkFrame::RequestFailed { id, error, retry } => Some(Event::RequestFailed { id, error, retry }),
+        LinkFrame::Ping { t } => {
+            out.push(LinkFrame::Pong { t });
+            None
+        }
+        LinkFrame::Pong { .. } => None,
+        LinkFrame::Error { code, message } => Some(Event::Error { message: format!("{code:?}: {message}") }),
+        other => {
+            Some(Event::Error { message: format!("the control plane sent an unexpected \"{}\"", other.type_name()) })
+        }
+    };
+    if let Some(event) = event {
+        let _ = events.send(event).await;
+    }
+}

@@ -1,0 +1,171 @@
+//! `agents-control device pair|connect`, the real binary, through Caddy terminating TLS with a
+//! self-signed certificate made here and pinned in the codes: a host and a client pair, connect
+//! and exchange messages both ways with acks; a device given a wrong pin cannot pair.
+
+use agents_control::clock::SystemClock;
+use agents_control::codes::{self, CodeRequest, Issuer};
+use agents_control::control::Control;
+use agents_control::key::ControlKey;
+use hyperhive_control_link::Pin;
+use hyperhive_control_proto::DeviceKind;
+use hyperhive_object_store::Store;
+use hyperhive_object_store::file::FileStore;
+use hyperhive_testkit::{Caddy, free_port};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout};
+
+const WAIT: Duration = Duration::from_secs(15);
+
+struct Setup {
+    dir: tempfile::TempDir,
+    store: Arc<dyn Store>,
+    control: Arc<Control>,
+    issuer: Issuer,
+    _caddy: Caddy,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+async fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("store")).unwrap();
+    let store: Arc<dyn Store> = Arc::new(FileStore::open(&dir.path().join("store")).unwrap());
+    let key = ControlKey::from_seed([5; 32]);
+    let control = Arc::new(Control::new(store.clone(), key.clone(), Arc::new(SystemClock)).with_copy_name("cp1"));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let copy_port = listener.local_addr().unwrap().port();
+    let routes = agents_control::http::routes(control.clone());
+    let server = tokio::spawn(async move { warp::serve(routes).incoming(listener).run().await });
+
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let (cert, key_file) = (dir.path().join("proxy.crt"), dir.path().join("proxy.key"));
+    std::fs::write(&cert, certified.cert.pem()).unwrap();
+    std::fs::write(&key_file, certified.signing_key.serialize_pem()).unwrap();
+    let pin = Pin::of_certificate(certified.cert.der()).unwrap();
+    let port = free_port();
+    let site = format!(
+        "https://localhost:{port} {{\n\ttls {} {}\n\treverse_proxy 127.0.0.1:{copy_port}\n}}",
+        cert.display(),
+        key_file.display()
+    );
+    let caddy = Caddy::start(&site, &[port]).await.unwrap();
+    let issuer = Issuer { key, control_url: format!("https://localhost:{port}"), pin: Some(pin.to_string()) };
+    Setup { dir, store, control, issuer, _caddy: caddy, _server: server }
+}
+
+impl Setup {
+    async fn code(&self, kind: DeviceKind, issuer: &Issuer) -> String {
+        let request = CodeRequest { kind, name: None, ttl: codes::DEFAULT_TTL, made_by: "test".into() };
+        codes::make_code(self.store.as_ref(), &SystemClock, issuer, &request).await.unwrap().to_token()
+    }
+
+    /// Runs `device pair`; returns the device id.
+    async fn pair(&self, kind: DeviceKind, name: &str) -> (String, std::path::PathBuf) {
+        let identity = self.dir.path().join(format!("{name}.json"));
+        let output = agents_control(&["device", "pair", &self.code(kind, &self.issuer).await, "--name", name])
+            .arg("--identity")
+            .arg(&identity)
+            .output()
+            .await
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+        self.control.registry.refresh(self.store.as_ref()).await.unwrap();
+        (answer["device_id"].as_str().unwrap().to_owned(), identity)
+    }
+}
+
+fn agents_control(args: &[&str]) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agents-control"));
+    command.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+    command
+}
+
+struct Connected {
+    child: Child,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl Connected {
+    fn start(identity: &Path) -> Connected {
+        let mut command = agents_control(&["device", "connect"]);
+        command.arg("--identity").arg(identity).stdin(Stdio::piped()).stderr(Stdio::null());
+        let mut child = command.spawn().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        Connected { child, lines }
+    }
+
+    /// The next event whose `event` is `kind`.
+    async fn event(&mut self, kind: &str) -> Value {
+        let find = async {
+            loop {
+                let line = self.lines.next_line().await.unwrap().expect("connect exited");
+                let event: Value = serde_json::from_str(&line).unwrap();
+                if event["event"] == kind {
+                    return event;
+                }
+            }
+        };
+        tokio::time::timeout(WAIT, find).await.unwrap_or_else(|_| panic!("no {kind} event in time"))
+    }
+
+    async fn command(&mut self, command: Value) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(format!("{command}\n").as_bytes()).await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_host_and_a_client_talk_through_caddy_with_the_pin() {
+    let setup = setup().await;
+    let (host_id, host_identity) = setup.pair(DeviceKind::Host, "box").await;
+    let (client_id, client_identity) = setup.pair(DeviceKind::Client, "phone").await;
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&host_identity).unwrap().permissions().mode() & 0o777, 0o600);
+
+    let mut host = Connected::start(&host_identity);
+    assert_eq!(host.event("connected").await["copy"], "cp1");
+    let mut client = Connected::start(&client_identity);
+    client.event("connected").await;
+    let presence = client.event("presence").await;
+    assert_eq!(presence["hosts"][0]["online"], true, "{presence}");
+
+    client.command(json!({"command": "send", "to": host_id, "body": {"n": 1}})).await;
+    let message = host.event("message").await;
+    assert_eq!((message["from"].as_str(), &message["body"]), (Some(client_id.as_str()), &json!({"n": 1})));
+    assert_eq!(client.event("acked").await["seq"], 1);
+
+    host.command(json!({"command": "send", "to": client_id, "body": "done"})).await;
+    assert_eq!(client.event("message").await["body"], "done");
+    assert_eq!(host.event("acked").await["to"], client_id.as_str());
+
+    client.command(json!({"command": "teleport"})).await;
+    assert!(client.event("error").await["message"].as_str().unwrap().contains("bad command"));
+}
+
+#[tokio::test]
+async fn a_device_given_a_wrong_pin_does_not_pair() {
+    let setup = setup().await;
+    let wrong =
+        Issuer { pin: Some(Pin::of_certificate(&wrong_certificate()).unwrap().to_string()), ..setup.issuer.clone() };
+    let identity = setup.dir.path().join("x.json");
+    let output = agents_control(&["device", "pair", &setup.code(DeviceKind::Host, &wrong).await])
+        .arg("--identity")
+        .arg(&identity)
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("pin"), "{stderr}");
+    assert!(!identity.exists());
+}
+
+fn wrong_certificate() -> Vec<u8> {
+    rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap().cert.der().to_vec()
+}
