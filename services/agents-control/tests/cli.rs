@@ -233,16 +233,8 @@ async fn serve_refuses_to_start_on_a_bucket_that_ignores_conditional_writes() {
     let standin = standin_s3::StandIn::start(standin_s3::Behaviour::IgnoresConditions).await;
     let mut copy = hyperhive_testkit::Process::builder(env!("CARGO_BIN_EXE_agents-control"))
         .args(["serve", "--listen", &format!("127.0.0.1:{}", hyperhive_testkit::free_port())])
-        .envs([
-            ("AGENTS_STORE", "s3://standin/control".to_string()),
-            ("AGENTS_STORE_ENDPOINT", standin.endpoint()),
-            ("AGENTS_STORE_PATH_STYLE", "1".into()),
-            ("AWS_ACCESS_KEY_ID", "test".into()),
-            ("AWS_SECRET_ACCESS_KEY", "test".into()),
-            ("AGENTS_CONTROL_KEY", encoding::encode(&SEED)),
-            ("AGENTS_CONTROL_URL", "https://agents.example.com".into()),
-            ("AGENTS_CONTROL_PEER_URL", "http://127.0.0.1:1".into()),
-        ])
+        .envs(standin_env(&standin))
+        .env("AGENTS_CONTROL_PEER_URL", "http://127.0.0.1:1")
         .start("copy")
         .unwrap();
     let status = copy.wait_exit(std::time::Duration::from_secs(30)).await.unwrap();
@@ -255,10 +247,9 @@ async fn serve_refuses_to_start_on_a_bucket_that_ignores_conditional_writes() {
     assert!(standin.objects().is_empty(), "the probe object was not cleaned up: {:?}", standin.objects());
 }
 
-/// Makes a code through a stand-in with the given misbehaviour; it must be made exactly once.
-async fn code_is_made_once_despite(behaviour: standin_s3::Behaviour) {
-    let standin = standin_s3::StandIn::start(behaviour).await;
-    let env = [
+/// A copy's settings for the store `s3://standin/control` on `standin`.
+fn standin_env(standin: &standin_s3::StandIn) -> [(&'static str, String); 7] {
+    [
         ("AGENTS_STORE", "s3://standin/control".to_string()),
         ("AGENTS_STORE_ENDPOINT", standin.endpoint()),
         ("AGENTS_STORE_PATH_STYLE", "1".into()),
@@ -266,7 +257,13 @@ async fn code_is_made_once_despite(behaviour: standin_s3::Behaviour) {
         ("AWS_SECRET_ACCESS_KEY", "test".into()),
         ("AGENTS_CONTROL_KEY", encoding::encode(&SEED)),
         ("AGENTS_CONTROL_URL", "https://agents.example.com".into()),
-    ];
+    ]
+}
+
+/// Makes a code through a stand-in with the given misbehaviour; it must be made exactly once.
+async fn code_is_made_once_despite(behaviour: standin_s3::Behaviour) {
+    let standin = standin_s3::StandIn::start(behaviour).await;
+    let env = standin_env(&standin);
     let output = tokio::task::spawn_blocking(move || agents_control_with(&["code", "--client"], &env)).await.unwrap();
     assert!(output.status.success(), "{behaviour:?}: {}", text(&output.stderr));
     let code = Code::parse(&text(&output.stdout)).unwrap();
