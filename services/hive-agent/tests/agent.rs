@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, kv, stream};
+use async_nats::jetstream::{self, kv};
 use hive_agent::Agent;
 use hive_agent::clock::FakeClock;
 use hive_agent::config::Config;
@@ -37,17 +37,8 @@ impl Swarm {
             .try_init();
         let server = NatsJwt::start().await.unwrap();
         let js = controller_js(&server).await;
-        js.create_stream(stream::Config {
-            name: "TODO".into(),
-            subjects: vec!["todo.*".into()],
-            retention: stream::RetentionPolicy::WorkQueue,
-            duplicate_window: Duration::from_secs(120),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-        let schedules =
-            js.create_key_value(kv::Config { bucket: "agent-schedules".into(), ..Default::default() }).await.unwrap();
+        // The swarm's objects exactly as swarm-controller makes them at start.
+        let schedules = swarm_controller::nats::ensure_objects(&js).await.unwrap().agent_schedules;
         Self { server, js, schedules, dir: tempfile::tempdir().unwrap() }
     }
 
