@@ -49,6 +49,13 @@ impl Control {
         self
     }
 
+    /// A device was forgotten (by a request served here): refuse it from now on and close its
+    /// session here at once. The peer links also tell every other copy (`revoked`).
+    pub fn revoke(&self, device_id: &str) {
+        self.registry.mark_forgotten(device_id, &crate::records::timestamp(self.clock.now()));
+        self.sessions.close_forgotten(&self.registry);
+    }
+
     /// From now on `/readyz` fails: the copy is shutting down.
     pub fn start_draining(&self) {
         self.draining.store(true, Ordering::SeqCst);

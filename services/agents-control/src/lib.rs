@@ -8,7 +8,8 @@
 //! - [`registry`]: listing and forgetting devices, and the in-memory copy a serving copy uses.
 //! - [`copy`]: `store copy`; [`pin`]: certificate pins.
 //! - [`control`], [`http`], [`metrics`], [`membership`], [`serve`]: a running copy.
-//! - [`link`]: the device link `GET /v1/link`; [`sessions`]: the devices connected here.
+//! - [`link`]: the device link `GET /v1/link`; [`sessions`]: the devices connected here;
+//!   [`requests`]: what clients ask over their link.
 //! - [`cli`]: the command line; `main.rs` only calls it.
 
 pub mod cli;
@@ -26,5 +27,6 @@ pub mod pairing;
 pub mod pin;
 pub mod records;
 pub mod registry;
+pub mod requests;
 pub mod serve;
 pub mod sessions;

@@ -9,7 +9,7 @@ use ed25519_dalek::{Signature, VerifyingKey};
 use futures::{SinkExt, StreamExt};
 use hyperhive_control_proto::link::{
     CloseCode, DEAD_AFTER, ErrorCode, FrameError, HANDSHAKE_TIMEOUT, LINK_PROTOCOL_VERSION, LinkFrame, NONCE_LEN,
-    PING_INTERVAL, Request, UndeliverableReason, device_proof_message, server_proof_message,
+    PING_INTERVAL, UndeliverableReason, device_proof_message, server_proof_message,
 };
 use hyperhive_control_proto::{DeviceKind, encoding};
 use rand::RngCore;
@@ -91,7 +91,7 @@ pub async fn serve(socket: WebSocket, control: Arc<Control>) {
                     }
                     Some(Ok(message)) => {
                         let Ok(body) = message.to_str() else { continue }; // WebSocket ping/pong
-                        if let Some(answer) = on_frame(&control, &device, body)
+                        if let Some(answer) = on_frame(&control, &device, session, body)
                             && sink.send(text(&answer)).await.is_err()
                         {
                             break None;
@@ -205,7 +205,7 @@ fn verify_device(
 }
 
 /// Handles one text frame from an authenticated device; returns the answer to send, if any.
-fn on_frame(control: &Control, device: &Device, body: &str) -> Option<LinkFrame> {
+fn on_frame(control: &Arc<Control>, device: &Device, session: u64, body: &str) -> Option<LinkFrame> {
     let frame = match LinkFrame::decode(body) {
         Ok(frame) => frame,
         Err(error @ FrameError::TooLarge { .. }) => return Some(error_frame(ErrorCode::Malformed, error.to_string())),
@@ -239,7 +239,16 @@ fn on_frame(control: &Control, device: &Device, body: &str) -> Option<LinkFrame>
             tracing::info!(device = %device.id, ?code, %message, "the device reported an error");
             None
         }
-        LinkFrame::Request { id, request } => Some(answer_request(device, id, &request)),
+        LinkFrame::Request { id, request } => {
+            // A request may wait on the store; it runs on its own so relaying never waits for
+            // it, and its answer goes through the session's queue like any other frame.
+            let (control, device_id, kind) = (control.clone(), device.id.clone(), device.kind);
+            tokio::spawn(async move {
+                let answer = crate::requests::answer(&control, kind, &device_id, id, request).await;
+                let _ = control.sessions.send_to_session(&device_id, session, answer);
+            });
+            None
+        }
         other => Some(error_frame(
             ErrorCode::NotAllowed,
             format!("devices do not send \"{}\" after the handshake", other.type_name()),
@@ -254,14 +263,4 @@ fn relay_target(control: &Control, from: &Device, to: &str) -> Result<(), Undeli
         return Err(UndeliverableReason::NotAllowed);
     }
     Ok(())
-}
-
-/// Requests are the next step of the link (issue 5); until then every one is refused clearly.
-fn answer_request(device: &Device, id: u64, request: &Request) -> LinkFrame {
-    let error = if device.kind == DeviceKind::Host {
-        "hosts may not make requests; use a client".to_owned()
-    } else {
-        format!("{request:?} is not served over the link by this version; use the agents-control command line")
-    };
-    LinkFrame::RequestFailed { id, error, retry: false }
 }

@@ -115,6 +115,16 @@ impl Registry {
         record.forgotten_at.is_none().then_some(record)
     }
 
+    /// Records a forget this copy learned of before its next refresh (from a request it served,
+    /// or a peer's `revoked`), so the device is refused at once.
+    pub fn mark_forgotten(&self, id: &str, at: &str) {
+        if let Some(record) = self.devices.write().expect("registry lock").get_mut(id)
+            && record.forgotten_at.is_none()
+        {
+            record.forgotten_at = Some(at.to_owned());
+        }
+    }
+
     /// The paired, not forgotten devices of one kind.
     pub fn active_of_kind(&self, kind: DeviceKind) -> Vec<DeviceRecord> {
         let devices = self.devices.read().expect("registry lock");

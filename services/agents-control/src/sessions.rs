@@ -30,6 +30,15 @@ struct Session {
     queue: mpsc::Sender<Outgoing>,
 }
 
+impl Session {
+    fn queue_frame(&self, frame: LinkFrame) -> Result<(), NotQueued> {
+        self.queue.try_send(Outgoing::Frame(frame)).map_err(|error| match error {
+            mpsc::error::TrySendError::Full(_) => NotQueued::Full,
+            mpsc::error::TrySendError::Closed(_) => NotQueued::Offline,
+        })
+    }
+}
+
 /// Why a frame was not queued for a device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NotQueued {
@@ -96,11 +105,14 @@ impl Sessions {
     /// Queues `frame` for the device's session.
     pub fn send(&self, device_id: &str, frame: LinkFrame) -> Result<(), NotQueued> {
         let by_device = self.by_device.lock().expect("sessions lock");
-        let session = by_device.get(device_id).ok_or(NotQueued::Offline)?;
-        session.queue.try_send(Outgoing::Frame(frame)).map_err(|error| match error {
-            mpsc::error::TrySendError::Full(_) => NotQueued::Full,
-            mpsc::error::TrySendError::Closed(_) => NotQueued::Offline,
-        })
+        by_device.get(device_id).ok_or(NotQueued::Offline)?.queue_frame(frame)
+    }
+
+    /// Queues `frame` for the device only while `session` is still its current session (the
+    /// answer to a request must not reach a newer session that did not ask).
+    pub fn send_to_session(&self, device_id: &str, session: u64, frame: LinkFrame) -> Result<(), NotQueued> {
+        let by_device = self.by_device.lock().expect("sessions lock");
+        by_device.get(device_id).filter(|s| s.session == session).ok_or(NotQueued::Offline)?.queue_frame(frame)
     }
 
     pub fn is_online(&self, device_id: &str) -> bool {
