@@ -56,6 +56,11 @@ impl Control {
         self.sessions.close_forgotten(&self.registry);
     }
 
+    /// Whether the device is connected to this copy or, as its peers say, to another one.
+    pub fn is_online(&self, device_id: &str) -> bool {
+        self.sessions.is_online(device_id)
+    }
+
     /// From now on `/readyz` fails: the copy is shutting down.
     pub fn start_draining(&self) {
         self.draining.store(true, Ordering::SeqCst);
