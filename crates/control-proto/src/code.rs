@@ -174,10 +174,92 @@ mod tests {
             prop_assert_eq!(Code::parse(&code.to_token()).unwrap(), code);
         }
 
+        /// Any text in the URL and the pin (the token is base64url, so nothing in them can
+        /// break it), up to the token length cap.
+        #[test]
+        fn codes_with_any_text_round_trip(url in "\\PC{1,200}", pin in proptest::option::of("\\PC{0,80}"),
+                                          key: [u8; 32], secret: [u8; 32]) {
+            let code = Code { control_url: url, control_public_key: key, pin, secret, kind: DeviceKind::Client };
+            let token = code.to_token();
+            prop_assert!(!token.chars().any(char::is_whitespace));
+            prop_assert_eq!(Code::parse(&token).unwrap(), code);
+        }
+
         #[test]
         fn arbitrary_text_never_panics(text in "\\PC{0,300}") {
             let _ = Code::parse(&text);
             let _ = Code::parse(&format!("hhcode1.{text}"));
         }
+
+        /// Any bytes after the prefix (lossily made text, so invalid UTF-8 turns into
+        /// replacement characters), including base64url of arbitrary bytes, which reaches the
+        /// JSON decoder, and of arbitrary JSON objects, which reach the field checks.
+        #[test]
+        fn arbitrary_payloads_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400),
+                                          json in arbitrary_json()) {
+            let _ = Code::parse(&String::from_utf8_lossy(&bytes));
+            let _ = Code::parse(&format!("hhcode1.{}", URL_SAFE_NO_PAD.encode(&bytes)));
+            let _ = Code::parse(&format!("hhcode1.{}", URL_SAFE_NO_PAD.encode(json.to_string())));
+        }
+
+        /// A valid token with characters replaced, inserted, removed or the token cut (half the
+        /// new characters from the base64url alphabet, so edits get past base64 to the JSON and
+        /// field checks): parsing never panics, and anything it accepts is a whole code.
+        #[test]
+        fn mutated_tokens_never_panic(
+            key: [u8; 32], secret: [u8; 32], host: bool,
+            edits in proptest::collection::vec((any::<proptest::sample::Index>(), 0u8..4, token_char()), 1..8),
+        ) {
+            let code = Code { control_url: "https://agents.example.com".into(), control_public_key: key,
+                              pin: None, secret, kind: if host { DeviceKind::Host } else { DeviceKind::Client } };
+            let mut chars: Vec<char> = code.to_token().chars().collect();
+            for (at, edit, with) in edits {
+                let i = at.index(chars.len().max(1));
+                match edit {
+                    0 if i < chars.len() => chars[i] = with,
+                    1 => chars.insert(i.min(chars.len()), with),
+                    2 if i < chars.len() => { chars.remove(i); }
+                    _ => chars.truncate(i),
+                }
+            }
+            let mutated: String = chars.into_iter().collect();
+            if let Ok(parsed) = Code::parse(&mutated) {
+                prop_assert_eq!(Code::parse(&parsed.to_token()), Ok(parsed));
+            }
+        }
+    }
+
+    fn token_char() -> impl Strategy<Value = char> {
+        prop_oneof![
+            any::<char>(),
+            proptest::char::ranges(vec!['a'..='z', 'A'..='Z', '0'..='9', '-'..='-', '_'..='_'].into())
+        ]
+    }
+
+    /// JSON values a few levels deep, with the payload's field names likely.
+    fn arbitrary_json() -> impl Strategy<Value = serde_json::Value> {
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            "\\PC{0,50}".prop_map(serde_json::Value::from),
+            "[A-Za-z0-9_-]{43}".prop_map(serde_json::Value::from),
+        ];
+        let value = leaf.prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+                proptest::collection::btree_map(field_name(), inner, 0..6)
+                    .prop_map(|fields| serde_json::Value::Object(fields.into_iter().collect())),
+            ]
+        });
+        proptest::collection::btree_map(field_name(), value, 0..7)
+            .prop_map(|fields| serde_json::Value::Object(fields.into_iter().collect()))
+    }
+
+    fn field_name() -> impl Strategy<Value = String> {
+        prop_oneof![
+            4 => proptest::sample::select(vec!["url", "key", "pin", "kind", "secret"]).prop_map(str::to_owned),
+            1 => "[a-z]{1,6}",
+        ]
     }
 }
