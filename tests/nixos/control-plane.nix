@@ -146,9 +146,12 @@ in
 
   testScript = ''
     import json
+    import shlex
+    import time
 
     copies = [cp1, cp2, cp3]
     devices = "/root/devices"
+    cli = "${lib.getExe agents-control}"
 
     def readyz(node, code):
         node.wait_until_succeeds(
@@ -156,35 +159,124 @@ in
             timeout=60,
         )
 
-    def connect(name):
-        """A headless device (`device connect`, JSON lines in and out) as a transient unit: lines
-        appended to DEVICES/NAME.in are its input, its output goes to DEVICES/NAME.out."""
-        client.succeed(f"touch {devices}/{name}.in")
-        client.succeed(
-            f"systemd-run --unit=device-{name} --setenv=PATH=\"$PATH\" sh -c "
-            f"'tail -f {devices}/{name}.in | agents-control device connect --identity {devices}/{name}.id "
-            f"> {devices}/{name}.out 2>&1'"
-        )
+    def pair(code, name):
+        # `device pair` prints one JSON line: {"device_id", "kind", "name"}.
+        paired = json.loads(client.succeed(f"{cli} device pair {code} --identity {devices}/{name}.id --name {name}"))
+        assert paired["name"] == name, paired
+        return paired["device_id"]
 
-    def send(name, to, body):
-        frame = json.dumps({"type": "send", "to": to, "id": body, "body": body})
-        client.succeed(f"echo '{frame}' >> {devices}/{name}.in")
+    def listed(kind):
+        return [d["id"] for d in json.loads(cp1.succeed(f"agents-control {kind} --json"))]
 
-    def wait_received(name, body):
-        client.wait_until_succeeds(f"grep -F '{body}' {devices}/{name}.out", timeout=60)
+    def node_of(copy_id):
+        # A `connected` event names the copy by its id, which the copy logs when it starts serving.
+        for node in copies:
+            if node.execute(f"journalctl -u agents-control.service -o cat | grep -qF {copy_id}")[0] == 0:
+                return node
+        raise Exception(f"no copy logged the id {copy_id}")
+
+    class Device:
+        # `agents-control device connect` in a transient unit on the client machine: JSON-line
+        # commands written to NAME.in (a FIFO the unit's shell also holds open for writing, so the
+        # device never reads end of file), events read from NAME.out, its stderr and exit status
+        # in NAME.err.
+
+        def __init__(self, name, device_id):
+            self.name = name
+            self.id = device_id
+            self.path = f"{devices}/{name}"
+            self.sent = {}
+
+        def start(self):
+            p = self.path
+            runner = (
+                f"exec 3<>{p}.in; {cli} device connect --identity {p}.id <{p}.in >{p}.out 2>{p}.err; "
+                f"echo exit $? >>{p}.err"
+            )
+            client.succeed(
+                f"mkfifo {p}.in && systemd-run --unit=device-{self.name} ${pkgs.runtimeShell} -c {shlex.quote(runner)}"
+            )
+
+        def command(self, command):
+            line = json.dumps(command)
+            client.succeed(f"echo {shlex.quote(line)} > {self.path}.in")
+
+        def events(self):
+            # Only complete lines: the last one may still be being written.
+            text = client.succeed(f"cat {self.path}.out")
+            return [json.loads(line) for line in text.split("\n")[:-1] if line.strip()]
+
+        def wait_for(self, what, probe, timeout=60):
+            # Polls the events until PROBE returns something other than None, and returns that.
+            deadline = time.monotonic() + timeout
+            while True:
+                found = probe(self.events())
+                if found is not None:
+                    return found
+                if time.monotonic() > deadline:
+                    print(client.execute(f"tail -n 30 {self.path}.out {self.path}.err")[1])
+                    raise Exception(f"{self.name}: no {what} within {timeout} s")
+                time.sleep(0.5)
+
+        def wait_event(self, what, matches, timeout=60):
+            return self.wait_for(what, lambda events: next((e for e in reversed(events) if matches(e)), None), timeout)
+
+        def connections(self):
+            return [e for e in self.events() if e["event"] == "connected"]
+
+        def wait_connected(self, after=0):
+            # The copy id of the first `connected` event beyond the first AFTER ones.
+            def probe(events):
+                connected = [e for e in events if e["event"] == "connected"]
+                return connected[after]["copy"] if len(connected) > after else None
+
+            return self.wait_for("connection", probe)
+
+        def send(self, to, body):
+            self.command({"command": "send", "to": to.id, "body": body})
+            self.sent[to.id] = self.sent.get(to.id, 0) + 1
+            return self.sent[to.id]
+
+        def wait_acked(self, to, seq):
+            self.wait_event(
+                f"ack of message {seq} to {to.name}",
+                lambda e: e["event"] == "acked" and e["to"] == to.id and e["seq"] >= seq,
+            )
+
+        def wait_message(self, sender, body):
+            self.wait_event(
+                f"message {body} from {sender.name}",
+                lambda e: e["event"] == "message" and e["from"] == sender.id and e["body"] == body,
+            )
+
+        def assert_once(self, sender, body):
+            count = sum(
+                1 for e in self.events() if e["event"] == "message" and e["from"] == sender.id and e["body"] == body
+            )
+            assert count == 1, f"{self.name} got {body} {count} times"
+
+        def request(self, request_id, request):
+            self.command({"command": "request", "id": request_id, "request": request})
+            return self.wait_event(
+                f"answer to request {request_id}",
+                lambda e: e["event"] in ("reply", "request_failed") and e["id"] == request_id,
+            )
+
+    def deliver(sender, receiver, body):
+        # Sent, delivered exactly once, and acked end to end.
+        seq = sender.send(receiver, body)
+        receiver.wait_message(sender, body)
+        sender.wait_acked(receiver, seq)
+        receiver.assert_once(sender, body)
 
     def exchange(tag):
-        """The client sends to the host and the host answers; both arrive."""
-        send("client", host_id, f"to-host {tag}")
-        wait_received("host", f"to-host {tag}")
-        send("host", client_id, f"to-client {tag}")
-        wait_received("client", f"to-client {tag}")
+        # The client sends to the host and the host answers.
+        deliver(window, host, {"prompt": f"to the host {tag}"})
+        deliver(host, window, {"reply": f"to the client {tag}"})
 
-    def only_device(kind):
-        """The id of the one device of this kind the store holds."""
-        listed = json.loads(cp1.succeed(f"agents-control {kind} --json"))
-        assert len(listed) == 1, listed
-        return listed[0]["id"]
+    def host_online(event):
+        hosts = [h for h in event.get("hosts", []) if h["device_id"] == host.id]
+        return event["event"] == "presence" and hosts != [] and hosts[0]["online"]
 
     start_all()
 
@@ -200,21 +292,43 @@ in
             "curl -sf --cacert ${./fixtures/proxy.crt} https://proxy/readyz", timeout=60
         )
 
-    with subtest("a host and a client pair with codes made on a copy"):
+    with subtest("a host and a client pair through the proxy with codes made on a copy"):
         client.succeed(f"mkdir -p {devices}")
         host_code = cp1.succeed("agents-control code --host --name vm-host").strip()
         client_code = cp1.succeed("agents-control code --client --name vm-client").strip()
-        client.succeed(f"agents-control device pair {host_code} --identity {devices}/host.id")
-        client.succeed(f"agents-control device pair {client_code} --identity {devices}/client.id")
+        host = Device("host", pair(host_code, "host"))
+        window = Device("window", pair(client_code, "window"))
         # A code redeems once.
-        client.fail(f"agents-control device pair {client_code} --identity {devices}/again.id")
-        host_id = only_device("hosts")
-        client_id = only_device("clients")
+        client.fail(f"{cli} device pair {client_code} --identity {devices}/again.id --name again")
+        assert listed("hosts") == [host.id], listed("hosts")
+        assert listed("clients") == [window.id], listed("clients")
 
-    with subtest("they exchange messages through the proxy"):
-        connect("host")
-        connect("client")
+    with subtest("both connect through the proxy; the client sees the host online"):
+        host.start()
+        window.start()
+        host.wait_connected()
+        window.wait_connected()
+        window.wait_event("presence with the host online", host_online)
+
+    with subtest("they exchange messages both ways, each acked end to end"):
         exchange("first")
+
+    with subtest("the copy the host is on is killed: the host reconnects to another, nothing is lost"):
+        before = len(host.connections())
+        dead = node_of(host.connections()[-1]["copy"])
+        # In flight while its copy dies: kept by the client's outbox until the host acks it.
+        seq = window.send(host, {"prompt": f"sent as {dead.name} dies"})
+        dead.succeed("systemctl kill --signal=SIGKILL agents-control.service")
+        # Stopped as well, so systemd does not restart it on the same machine meanwhile.
+        dead.succeed("systemctl stop agents-control.service")
+        moved_to = node_of(host.wait_connected(after=before))
+        assert moved_to != dead, f"the host reconnected to {moved_to.name}, which was killed"
+        host.wait_message(window, {"prompt": f"sent as {dead.name} dies"})
+        window.wait_acked(host, seq)
+        host.assert_once(window, {"prompt": f"sent as {dead.name} dies"})
+        exchange(f"after {dead.name} was killed")
+        dead.succeed("systemctl start agents-control.service")
+        readyz(dead, 200)
 
     # Each copy in turn: whichever copy the devices are on is stopped at some point.
     for copy in copies:
@@ -224,14 +338,16 @@ in
             copy.succeed("systemctl start agents-control.service")
             readyz(copy, 200)
 
-    with subtest("MinIO stops: pairing is refused, the relay carries on"):
+    with subtest("MinIO stops: pairing and forgetting are refused, the relay carries on"):
         spare_code = cp2.succeed("agents-control code --client --name spare").strip()
         minio.succeed("systemctl stop minio.service")
         for copy in copies:
             readyz(copy, 503)
         refused = cp1.fail("agents-control code --client 2>&1")
         assert "store unavailable" in refused, refused
-        client.fail(f"agents-control device pair {spare_code} --identity {devices}/spare.id")
+        client.fail(f"{cli} device pair {spare_code} --identity {devices}/spare.id --name spare")
+        answer = window.request(1, {"op": "forget_device", "device_id": host.id})
+        assert answer["event"] == "request_failed" and answer["retry"], answer
         exchange("while the bucket is down")
 
     with subtest("MinIO is back: pairing works again"):
@@ -241,7 +357,23 @@ in
         client.wait_until_succeeds(
             "curl -sf --cacert ${./fixtures/proxy.crt} https://proxy/readyz", timeout=60
         )
-        client.succeed(f"agents-control device pair {spare_code} --identity {devices}/spare.id")
+        pair(spare_code, "spare")
         exchange("after the bucket came back")
+
+    with subtest("the client forgets the host over its link: the host is cut off everywhere"):
+        answer = window.request(2, {"op": "forget_device", "device_id": host.id})
+        assert answer == {"event": "reply", "id": 2, "reply": {"op": "forgotten", "device_id": host.id}}, answer
+        # The host's link is closed with 4004 (forgotten) and `device connect` stops for good.
+        client.wait_until_succeeds(f"grep -q '^exit [1-9]' {host.path}.err", timeout=30)
+        client.succeed(f"grep -q 4004 {host.path}.err")
+        window.wait_event(
+            "presence saying the host is gone",
+            lambda e: e["event"] == "presence"
+            and e["changed"]
+            and any(h["device_id"] == host.id and not h["paired"] for h in e["hosts"]),
+        )
+        assert host.id not in listed("hosts"), listed("hosts")
+        # Its identity is refused as unknown (4001), and `device connect` stops instead of retrying.
+        client.succeed(f"timeout 30 {cli} device connect --identity {host.path}.id </dev/null 2>&1 | grep -q 4001")
   '';
 }
