@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Smoke test of scripts/demo (run by scripts/test): it starts, a schedule fires in both agents, the
-# control plane answers through Caddy with TLS and makes a code, and SIGTERM stops every process it
+# control plane answers through Caddy with TLS and makes codes, a window and a host paired with
+# them exchange a message each way with end-to-end acks, and SIGTERM stops every process it
 # started. Needs scripts/setup and built binaries (scripts/test builds them first).
 set -euo pipefail
 
@@ -10,7 +11,7 @@ demo_dir="$work/demo"
 out="$work/demo.out"
 bin="${CARGO_TARGET_DIR:-$root/target}/debug"
 demo_pid=
-device_pids=()
+declare -A device_pid=()
 
 fail() {
   echo "demo smoke test: $*" >&2
@@ -22,7 +23,7 @@ fail() {
   exit 1
 }
 cleanup() {
-  if [ ${#device_pids[@]} -gt 0 ]; then kill "${device_pids[@]}" 2>/dev/null || true; fi
+  if [ ${#device_pid[@]} -gt 0 ]; then kill "${device_pid[@]}" 2>/dev/null || true; fi
   if [ -n "$demo_pid" ]; then kill -KILL -- "-$demo_pid" 2>/dev/null || true; fi
   rm -rf "$work"
 }
@@ -64,33 +65,97 @@ mapfile -t codes < <(grep -E '^hhcode1\.[A-Za-z0-9_-]+$' "$out")
 [ ${#codes[@]} -eq 2 ] || fail "the demo printed ${#codes[@]} codes, not a window's and a host's"
 echo "the control plane answers through Caddy with TLS and made two codes"
 
-# A window and a host pair through Caddy (TLS with the pin the codes carry) and hold
-# authenticated links. (A message between them needs both on one copy until the copies relay to
-# each other, issue 5's peer links, so it is not part of this test yet.)
+# A window and a host pair through Caddy (TLS with the pin the codes carry), hold authenticated
+# links, and exchange a message each way, each acked end to end.
 device_id() { sed -n 's/.*"device_id":"\([^"]*\)".*/\1/p'; }
 window_id=$("$bin/agents-control" device pair "${codes[0]}" --identity "$work/window.id" --name window | device_id)
 host_id=$("$bin/agents-control" device pair "${codes[1]}" --identity "$work/host.id" --name host | device_id)
 if [ -z "$window_id" ] || [ -z "$host_id" ]; then fail "pairing did not print device ids"; fi
-mkfifo "$work/host.in" "$work/window.in"
-"$bin/agents-control" device connect --identity "$work/host.id" <"$work/host.in" >"$work/host.out" 2>&1 &
-device_pids+=("$!")
-exec 7>"$work/host.in"
-"$bin/agents-control" device connect --identity "$work/window.id" <"$work/window.in" >"$work/window.out" 2>&1 &
-device_pids+=("$!")
-exec 8>"$work/window.in"
-wait_for "the host's link" 20 grep -q '"event":"connected"' "$work/host.out"
-wait_for "the window's link" 20 grep -q '"event":"connected"' "$work/window.out"
-wait_for "the window's presence list" 20 grep -q '"event":"presence"' "$work/window.out"
-exec 7>&- 8>&-
-kill "${device_pids[@]}" 2>/dev/null || true
-wait "${device_pids[@]}" 2>/dev/null || true
-device_pids=()
+
+# start_device NAME: `device connect` with NAME's identity in the background, events in NAME.out.
+# Commands are lines written to the FIFO NAME.in, which the device also holds open for writing
+# itself, so it never reads end of file between commands.
+start_device() {
+  local name=$1
+  rm -f "$work/$name.in"
+  mkfifo "$work/$name.in"
+  FIFO="$work/$name.in" bash -c 'exec 3<>"$FIFO"; exec "$0" device connect --identity "$1" <"$FIFO"' \
+    "$bin/agents-control" "$work/$name.id" >"$work/$name.out" 2>&1 &
+  device_pid[$name]=$!
+}
+stop_device() {
+  kill "${device_pid[$1]}" 2>/dev/null || true
+  wait "${device_pid[$1]}" 2>/dev/null || true
+  unset "device_pid[$1]"
+}
+command_to() { printf '%s\n' "$2" >"$work/$1.in"; }
+
+# has_event FILE JSON: some event line of FILE has every field of the object JSON, equal.
+has_event() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+want = json.loads(sys.argv[2])
+for line in open(sys.argv[1]):
+    try:
+        event = json.loads(line)
+    except ValueError:
+        continue
+    if isinstance(event, dict) and all(event.get(k) == v for k, v in want.items()):
+        sys.exit(0)
+sys.exit(1)
+PY
+}
+# copy_of NAME: the copy NAME's device is connected to (its last `connected` event).
+copy_of() { sed -n 's/^{"event":"connected","copy":"\([^"]*\)"}$/\1/p' "$work/$1.out" | tail -n 1; }
+# peers URL: the copy's agents_control_peers gauge, empty when its /metrics has none.
+peers() { curl -sf "$1/metrics" | awk '$1 == "agents_control_peers" { print $2 }'; }
+has_peers() { [ "$(peers "$1")" = "$2" ]; }
+
+start_device host
+start_device window
+wait_for "the host's link" 20 has_event "$work/host.out" '{"event":"connected"}'
+wait_for "the window's link" 20 has_event "$work/window.out" '{"event":"connected"}'
+wait_for "the window's presence list" 20 has_event "$work/window.out" '{"event":"presence","changed":false}'
 echo "a window and a host paired through Caddy with the pin and hold authenticated links"
+
+# The copies relay to each other once each sees the other two (/v1/peer); a build whose copies
+# have no peer links (no agents_control_peers gauge) relays only between devices on one copy, so
+# the window reconnects until Caddy puts it on the host's copy.
+read -ra copy_urls <<<"$(sed -n 's/^demo: control plane copies: //p' "$out")"
+[ ${#copy_urls[@]} -eq 3 ] || fail "the demo did not print its three copies' addresses"
+if [ -n "$(peers "${copy_urls[0]}")" ]; then
+  for copy_url in "${copy_urls[@]}"; do
+    wait_for "$copy_url to have 2 peers" 30 has_peers "$copy_url" 2
+  done
+  echo "each copy has its 2 peers"
+else
+  tries=0
+  until [ "$(copy_of window)" = "$(copy_of host)" ]; do
+    tries=$((tries + 1))
+    [ "$tries" -le 30 ] || fail "the window never landed on the host's copy in 30 reconnections"
+    stop_device window
+    start_device window
+    wait_for "the window's link" 20 has_event "$work/window.out" '{"event":"connected"}'
+  done
+  echo "no peer links in this build (no agents_control_peers): the window is on the host's copy after $tries reconnections"
+fi
+
+# deliver FROM FROM_ID TO TO_ID TEXT: FROM's first message to TO arrives and FROM gets its ack.
+deliver() {
+  local body
+  body=$(printf '{"smoke":"%s"}' "$5")
+  command_to "$1" "$(printf '{"command":"send","to":"%s","body":%s}' "$4" "$body")"
+  wait_for "$3 to receive \"$5\"" 20 has_event "$work/$3.out" "$(printf '{"event":"message","from":"%s","body":%s}' "$2" "$body")"
+  wait_for "$1 to get the ack from $3" 20 has_event "$work/$1.out" "$(printf '{"event":"acked","to":"%s","seq":1}' "$4")"
+}
+deliver window "$window_id" host "$host_id" "from the window"
+deliver host "$host_id" window "$window_id" "from the host"
+for name in "${!device_pid[@]}"; do stop_device "$name"; done
+echo "the window and the host exchanged a message each way, each acked end to end"
 
 kill -TERM "$demo_pid"
 wait_for "the demo to exit" 30 bash -c "! kill -0 $demo_pid 2>/dev/null"
 left=$(pgrep -g "$demo_pid" || true)
 [ -z "$left" ] || fail "processes left after the demo stopped: $(ps -o pid,args -p "$(echo "$left" | paste -sd,)")"
 demo_pid=
-device_pids=()
 echo "SIGTERM stopped the demo and every process it started"
