@@ -6,7 +6,7 @@
 //! place and fsync the directory. A crash therefore leaves either the old object or the new one,
 //! never a partial file. A version is the SHA-256 of the object's bytes.
 
-use crate::{Object, Store, StoreError, StoreResult, check_key};
+use crate::{Listed, Object, Store, StoreError, StoreResult, check_key};
 use futures::future::BoxFuture;
 use nix::fcntl::{Flock, FlockArg};
 use sha2::{Digest, Sha256};
@@ -164,6 +164,19 @@ impl FileStore {
         keys.sort();
         Ok(keys)
     }
+
+    /// The version is the content hash, so listing it reads every listed file: local reads, no
+    /// lock, cheap for small records. A file removed since the walk is left out, as it would be
+    /// from a later listing.
+    fn list_versions_blocking(&self, prefix: &str) -> StoreResult<Vec<Listed>> {
+        let mut listed = Vec::new();
+        for key in self.list_blocking(prefix)? {
+            if let Some(object) = Self::read(&self.root.join(&key))? {
+                listed.push(Listed { key, version: object.version });
+            }
+        }
+        Ok(listed)
+    }
 }
 
 /// Runs blocking file work off the async threads.
@@ -207,6 +220,11 @@ impl Store for FileStore {
     fn delete<'a>(&'a self, key: &'a str, version: &'a str) -> BoxFuture<'a, StoreResult<()>> {
         let (key, version) = (key.to_owned(), version.to_owned());
         Box::pin(blocking(self, move |store| store.delete_blocking(&key, &version)))
+    }
+
+    fn list_versions<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, StoreResult<Vec<Listed>>> {
+        let prefix = prefix.to_owned();
+        Box::pin(blocking(self, move |store| store.list_versions_blocking(&prefix)))
     }
 
     fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, StoreResult<Vec<String>>> {

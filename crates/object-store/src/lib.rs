@@ -3,7 +3,7 @@
 //!
 //! # Layout
 //! - [`Store`]: the one interface (get, create-if-absent, replace-if-version, delete-if-version,
-//!   list by prefix), shared as `Arc<dyn Store>` by every part of a copy.
+//!   list by prefix with each object's version), shared as `Arc<dyn Store>` by every part of a copy.
 //! - [`StoreUrl`]: `s3://bucket/prefix` or `file:///path`, and [`open`] to reach it.
 //! - [`file`] and [`s3`]: the two backends, with the same guarantees.
 //! - [`probe`]: proves a store honours conditional create and replace (start-up and
@@ -25,6 +25,15 @@ use std::sync::Arc;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Object {
     pub bytes: Vec<u8>,
+    pub version: String,
+}
+
+/// One key a listing found, with the version its object is at: the same version [`Store::get`]
+/// would give, so a caller holding an earlier read can tell, without reading it again, whether
+/// the object changed since.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub key: String,
     pub version: String,
 }
 
@@ -74,8 +83,14 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn replace<'a>(&'a self, key: &'a str, bytes: Vec<u8>, version: &'a str) -> BoxFuture<'a, StoreResult<String>>;
     /// Deletes `key` only if it is still at `version` (`If-Match`).
     fn delete<'a>(&'a self, key: &'a str, version: &'a str) -> BoxFuture<'a, StoreResult<()>>;
-    /// Every key that starts with `prefix`, sorted.
-    fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, StoreResult<Vec<String>>>;
+    /// Every key that starts with `prefix` with its object's version, sorted by key. On S3 this
+    /// is one LIST request per 1,000 keys, whatever the objects hold.
+    fn list_versions<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, StoreResult<Vec<Listed>>>;
+    /// Every key that starts with `prefix`, sorted: [`Store::list_versions`] without the versions
+    /// (a backend for which versions cost extra work overrides this).
+    fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, StoreResult<Vec<String>>> {
+        Box::pin(async move { Ok(self.list_versions(prefix).await?.into_iter().map(|listed| listed.key).collect()) })
+    }
 }
 
 /// Settings for `s3://` stores beyond the URL (DESIGN 3.2): endpoint, region, path style.

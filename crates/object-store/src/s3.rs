@@ -8,7 +8,7 @@
 //! write id, so equal bytes mean this write landed).
 
 use crate::retry::{ATTEMPTS, backoff};
-use crate::{Object, S3Settings, Store, StoreError, StoreResult, check_key};
+use crate::{Listed, Object, S3Settings, Store, StoreError, StoreResult, check_key};
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::config::retry::RetryConfig;
@@ -294,8 +294,8 @@ impl S3Store {
         Err(StoreError::Unavailable { detail: last })
     }
 
-    async fn list_once(&self, prefix: &str) -> Result<Vec<String>, Failure> {
-        let mut keys = Vec::new();
+    async fn list_once(&self, prefix: &str) -> Result<Vec<Listed>, Failure> {
+        let mut listed = Vec::new();
         let mut token = None;
         loop {
             let output = self
@@ -307,22 +307,20 @@ impl S3Store {
                 .send()
                 .await
                 .map_err(|error| classify(&error))?;
-            keys.extend(
-                output
-                    .contents()
-                    .iter()
-                    .filter_map(|object| object.key())
-                    .filter_map(|key| key.strip_prefix(&self.root))
-                    .map(str::to_owned),
-            );
+            // The listing's ETag is the one GetObject and PutObject answer (quotes included), so
+            // it compares equal to a version read earlier.
+            listed.extend(output.contents().iter().filter_map(|object| {
+                let key = object.key()?.strip_prefix(&self.root)?;
+                Some(Listed { key: key.to_owned(), version: object.e_tag().unwrap_or_default().to_owned() })
+            }));
             token = output.next_continuation_token().map(str::to_owned);
             if token.is_none() {
-                return Ok(keys);
+                return Ok(listed);
             }
         }
     }
 
-    async fn list_inner(&self, prefix: &str) -> StoreResult<Vec<String>> {
+    async fn list_inner(&self, prefix: &str) -> StoreResult<Vec<Listed>> {
         let full = format!("{}{prefix}", self.root);
         let mut last = String::new();
         for attempt in 0..ATTEMPTS {
@@ -330,9 +328,9 @@ impl S3Store {
                 tokio::time::sleep(backoff(attempt)).await;
             }
             match self.list_once(&full).await {
-                Ok(mut keys) => {
-                    keys.sort();
-                    return Ok(keys);
+                Ok(mut listed) => {
+                    listed.sort_by(|a, b| a.key.cmp(&b.key));
+                    return Ok(listed);
                 }
                 Err(Failure::Refused(detail)) => return Err(StoreError::Refused { detail }),
                 Err(Failure::NotFound) => {
@@ -383,7 +381,7 @@ impl Store for S3Store {
         Box::pin(self.delete_inner(key, version))
     }
 
-    fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, StoreResult<Vec<String>>> {
+    fn list_versions<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, StoreResult<Vec<Listed>>> {
         Box::pin(self.list_inner(prefix))
     }
 }

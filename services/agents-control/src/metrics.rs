@@ -3,7 +3,7 @@
 //! when the store last answered, which is what `/readyz` reports.
 
 use futures::future::BoxFuture;
-use hyperhive_object_store::{Object, Store, StoreError, StoreResult};
+use hyperhive_object_store::{Listed, Object, Store, StoreError, StoreResult};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Arc;
@@ -56,6 +56,12 @@ impl Metrics {
     pub fn record_sweep(&self, sweep: crate::codes::Sweep) {
         self.codes_swept.fetch_add(sweep.removed as u64, Ordering::Relaxed);
         self.codes_pending.store(sweep.pending as u64, Ordering::Relaxed);
+    }
+
+    /// Store requests of one operation (`get`, `list`, ...) made so far, whatever their result.
+    pub fn store_operations(&self, operation: &str) -> u64 {
+        let ops = self.store_ops.lock().expect("metrics lock");
+        ops.iter().filter(|((op, _), _)| *op == operation).map(|(_, latency)| latency.count).sum()
     }
 
     /// When the store last answered (any answer but "unavailable").
@@ -143,6 +149,11 @@ impl Store for MeteredStore {
 
     fn delete<'a>(&'a self, key: &'a str, version: &'a str) -> BoxFuture<'a, StoreResult<()>> {
         Box::pin(self.timed("delete", self.inner.delete(key, version)))
+    }
+
+    // Both are one LIST to the store: counted alike.
+    fn list_versions<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, StoreResult<Vec<Listed>>> {
+        Box::pin(self.timed("list", self.inner.list_versions(prefix)))
     }
 
     fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, StoreResult<Vec<String>>> {

@@ -8,7 +8,7 @@ use crate::clock::Clock;
 use crate::records::{self, DeviceRecord, RecordError};
 use hyperhive_control_proto::DeviceKind;
 use hyperhive_object_store::{Store, StoreError};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::RwLock;
 
 #[derive(Debug, thiserror::Error)]
@@ -74,23 +74,82 @@ pub async fn forget(store: &dyn Store, clock: &dyn Clock, id: &str) -> Result<De
 }
 
 /// The in-memory registry a serving copy answers from.
+///
+/// Each record is held with the store version it was read at, so a refresh GETs only the
+/// records whose listed version differs: an idle copy's refresh costs its LIST requests (one per
+/// 1,000 devices) and nothing per device.
 #[derive(Debug, Default)]
 pub struct Registry {
-    devices: RwLock<BTreeMap<String, DeviceRecord>>,
+    devices: RwLock<Held>,
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    by_id: BTreeMap<String, Entry>,
+    /// Counts reads of the store into the registry: a LIST or GET numbered after a listing
+    /// started is at least as fresh as that listing.
+    reads: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    key: String,
+    version: String,
+    record: DeviceRecord,
+    /// The `reads` number when this entry was read.
+    read: u64,
+}
+
+impl Held {
+    fn next_read(&mut self) -> u64 {
+        self.reads += 1;
+        self.reads
+    }
 }
 
 impl Registry {
-    /// Re-reads every device record; on failure the previous contents stay.
+    /// Brings the registry up to the store: one LIST, then a GET of each record that is new or
+    /// whose version changed; records no longer listed are dropped. On failure the previous
+    /// contents stay. Returns how many records (tombstones included) it holds.
     pub async fn refresh(&self, store: &dyn Store) -> Result<usize, RegistryError> {
-        let devices = load_all(store).await?;
-        let count = devices.len();
-        *self.devices.write().expect("registry lock") = devices;
-        Ok(count)
+        let (listing, known) = {
+            let mut held = self.devices.write().expect("registry lock");
+            let known: HashMap<String, String> =
+                held.by_id.values().map(|entry| (entry.key.clone(), entry.version.clone())).collect();
+            (held.next_read(), known)
+        };
+        let listed = store.list_versions(records::DEVICES).await?;
+        let mut fetched = Vec::new();
+        for item in &listed {
+            if known.get(&item.key) == Some(&item.version) {
+                continue;
+            }
+            let Some(object) = store.get(&item.key).await? else {
+                continue; // removed between LIST and GET
+            };
+            let record: DeviceRecord = records::decode(&item.key, &object.bytes)?;
+            fetched.push((item.key.clone(), object.version, record));
+        }
+
+        let versions: HashMap<&str, &str> =
+            listed.iter().map(|item| (item.key.as_str(), item.version.as_str())).collect();
+        let mut held = self.devices.write().expect("registry lock");
+        // Keep what the listing shows unchanged, and anything read after the listing began (a
+        // device that paired meanwhile and was let in by `active_or_fetch` must not be dropped
+        // and have its new session closed as forgotten).
+        held.by_id
+            .retain(|_, entry| entry.read > listing || versions.get(entry.key.as_str()) == Some(&&*entry.version));
+        for (key, version, record) in fetched {
+            let read = held.next_read();
+            held.by_id.insert(record.id.clone(), Entry { key, version, record, read });
+        }
+        Ok(held.by_id.len())
     }
 
     /// A paired, not forgotten device.
     pub fn active(&self, id: &str) -> Option<DeviceRecord> {
-        self.devices.read().expect("registry lock").get(id).filter(|d| d.forgotten_at.is_none()).cloned()
+        let held = self.devices.read().expect("registry lock");
+        held.by_id.get(id).map(|entry| &entry.record).filter(|d| d.forgotten_at.is_none()).cloned()
     }
 
     /// A paired, not forgotten device, read from the store when this copy has not seen it yet.
@@ -106,28 +165,209 @@ impl Registry {
         if !records::is_device_id(id) {
             return None;
         }
-        let object = store.get(&records::device_key(id)).await.ok()??;
-        let record: DeviceRecord = records::decode(&records::device_key(id), &object.bytes).ok()?;
+        let key = records::device_key(id);
+        let object = store.get(&key).await.ok()??;
+        let record: DeviceRecord = records::decode(&key, &object.bytes).ok()?;
         if record.id != id {
             return None;
         }
-        self.devices.write().expect("registry lock").insert(record.id.clone(), record.clone());
+        let mut held = self.devices.write().expect("registry lock");
+        let read = held.next_read();
+        held.by_id.insert(id.to_owned(), Entry { key, version: object.version, record: record.clone(), read });
         record.forgotten_at.is_none().then_some(record)
     }
 
     /// Records a forget this copy learned of before its next refresh (from a request it served,
     /// or a peer's `revoked`), so the device is refused at once.
     pub fn mark_forgotten(&self, id: &str, at: &str) {
-        if let Some(record) = self.devices.write().expect("registry lock").get_mut(id)
-            && record.forgotten_at.is_none()
+        // The entry keeps the version it was read at: the forget's write has a new one, which
+        // the next refresh reads, so the store's tombstone replaces this mark.
+        if let Some(entry) = self.devices.write().expect("registry lock").by_id.get_mut(id)
+            && entry.record.forgotten_at.is_none()
         {
-            record.forgotten_at = Some(at.to_owned());
+            entry.record.forgotten_at = Some(at.to_owned());
         }
     }
 
     /// The paired, not forgotten devices of one kind.
     pub fn active_of_kind(&self, kind: DeviceKind) -> Vec<DeviceRecord> {
-        let devices = self.devices.read().expect("registry lock");
-        devices.values().filter(|d| d.kind == kind && d.forgotten_at.is_none()).cloned().collect()
+        let held = self.devices.read().expect("registry lock");
+        held.by_id
+            .values()
+            .map(|entry| &entry.record)
+            .filter(|d| d.kind == kind && d.forgotten_at.is_none())
+            .cloned()
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::SystemClock;
+    use crate::metrics::{MeteredStore, Metrics};
+    use futures::future::BoxFuture;
+    use hyperhive_object_store::file::FileStore;
+    use hyperhive_object_store::s3::S3Store;
+    use hyperhive_object_store::{Listed, Object, StoreResult};
+    use std::sync::Arc;
+
+    fn device(n: usize) -> DeviceRecord {
+        let code = format!("{n:064x}");
+        DeviceRecord {
+            schema: records::SCHEMA,
+            id: records::device_id_for(&code),
+            kind: if n.is_multiple_of(2) { DeviceKind::Client } else { DeviceKind::Host },
+            name: format!("device {n}"),
+            public_key: "AAAA".into(),
+            paired_at: "2026-01-01T00:00:00Z".into(),
+            code,
+            forgotten_at: None,
+            write_id: records::write_id(),
+        }
+    }
+
+    async fn pair(store: &dyn Store, n: usize) -> DeviceRecord {
+        let record = device(n);
+        store.create(&records::device_key(&record.id), records::encode(&record)).await.unwrap();
+        record
+    }
+
+    /// Store requests since the last call, as (LISTs, GETs).
+    struct Requests {
+        metrics: Arc<Metrics>,
+        seen: (u64, u64),
+    }
+
+    impl Requests {
+        fn since_last(&mut self) -> (u64, u64) {
+            let now = (self.metrics.store_operations("list"), self.metrics.store_operations("get"));
+            let delta = (now.0 - self.seen.0, now.1 - self.seen.1);
+            self.seen = now;
+            delta
+        }
+    }
+
+    /// What a refresh costs, and that it sees every kind of change: run on each backend.
+    async fn refresh_reads_only_what_changed(backend: Arc<dyn Store>) {
+        const N: usize = 30;
+        let metrics = Arc::new(Metrics::default());
+        let store = MeteredStore::wrap(backend.clone(), metrics.clone());
+        let mut requests = Requests { metrics, seen: (0, 0) };
+        let mut devices = Vec::new();
+        for n in 0..N {
+            devices.push(pair(backend.as_ref(), n).await);
+        }
+        let registry = Registry::default();
+
+        assert_eq!(registry.refresh(store.as_ref()).await.unwrap(), N);
+        assert_eq!(requests.since_last(), (1, N as u64), "the first refresh reads every record");
+        for _ in 0..3 {
+            assert_eq!(registry.refresh(store.as_ref()).await.unwrap(), N);
+            assert_eq!(requests.since_last(), (1, 0), "nothing changed: the LIST alone");
+        }
+
+        let forgotten = &devices[3].id;
+        forget(backend.as_ref(), &SystemClock, forgotten).await.unwrap();
+        assert!(registry.active(forgotten).is_some());
+        registry.refresh(store.as_ref()).await.unwrap();
+        assert_eq!(requests.since_last(), (1, 1), "the tombstone alone is read");
+        assert!(registry.active(forgotten).is_none(), "a forget is picked up");
+        assert_eq!(registry.active_of_kind(DeviceKind::Host).len(), N / 2 - 1);
+
+        let removed = &devices[4].id;
+        let key = records::device_key(removed);
+        let version = backend.get(&key).await.unwrap().unwrap().version;
+        backend.delete(&key, &version).await.unwrap();
+        let added = pair(backend.as_ref(), N).await;
+        assert_eq!(registry.refresh(store.as_ref()).await.unwrap(), N);
+        assert_eq!(requests.since_last(), (1, 1), "only the new record is read");
+        assert!(registry.active(removed).is_none(), "a removed record is dropped");
+        assert_eq!(registry.active(&added.id), Some(added));
+
+        // A record this build cannot read fails the refresh and leaves the last good contents.
+        backend.create(&records::device_key(&device(N + 1).id), b"{\"schema\":99}".to_vec()).await.unwrap();
+        let error = registry.refresh(store.as_ref()).await.unwrap_err();
+        assert!(error.to_string().contains("schema"), "{error}");
+        assert!(registry.active(&devices[0].id).is_some() && registry.active(forgotten).is_none());
+        assert_eq!(
+            registry.active_of_kind(DeviceKind::Client).len() + registry.active_of_kind(DeviceKind::Host).len(),
+            N - 1
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refresh_on_the_file_store_reads_only_what_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        refresh_reads_only_what_changed(Arc::new(FileStore::open(dir.path()).unwrap())).await;
+    }
+
+    #[tokio::test]
+    async fn a_refresh_on_s3_reads_only_what_changed() {
+        let s3 = hyperhive_testkit::S3::start().await.unwrap();
+        refresh_reads_only_what_changed(Arc::new(S3Store::from_client(&s3.client(), s3.bucket(), "registry"))).await;
+    }
+
+    /// A device pairs (through another copy) and connects to this one while this copy's refresh
+    /// is between its LIST and applying it.
+    #[derive(Debug)]
+    struct PairsDuringList {
+        inner: FileStore,
+        registry: Arc<Registry>,
+        device: DeviceRecord,
+    }
+
+    impl Store for PairsDuringList {
+        fn describe(&self) -> String {
+            self.inner.describe()
+        }
+        fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<Object>>> {
+            self.inner.get(key)
+        }
+        fn create<'a>(&'a self, key: &'a str, bytes: Vec<u8>) -> BoxFuture<'a, StoreResult<String>> {
+            self.inner.create(key, bytes)
+        }
+        fn replace<'a>(&'a self, key: &'a str, bytes: Vec<u8>, version: &'a str) -> BoxFuture<'a, StoreResult<String>> {
+            self.inner.replace(key, bytes, version)
+        }
+        fn delete<'a>(&'a self, key: &'a str, version: &'a str) -> BoxFuture<'a, StoreResult<()>> {
+            self.inner.delete(key, version)
+        }
+        fn list_versions<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, StoreResult<Vec<Listed>>> {
+            Box::pin(async move {
+                let listed = self.inner.list_versions(prefix).await?;
+                let key = records::device_key(&self.device.id);
+                self.inner.create(&key, records::encode(&self.device)).await?;
+                assert!(self.registry.active_or_fetch(&self.inner, &self.device.id).await.is_some());
+                Ok(listed)
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_device_let_in_during_a_refresh_stays_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let inner = FileStore::open(dir.path()).unwrap();
+        let old = pair(&inner, 0).await;
+        let registry = Arc::new(Registry::default());
+        let store = PairsDuringList { inner, registry: registry.clone(), device: device(1) };
+        assert_eq!(registry.refresh(&store).await.unwrap(), 2);
+        assert!(registry.active(&old.id).is_some());
+        assert!(registry.active(&store.device.id).is_some(), "the device paired during the refresh was dropped");
+    }
+
+    #[tokio::test]
+    async fn a_forget_marked_before_the_refresh_stays_until_the_tombstone_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileStore::open(dir.path()).unwrap();
+        let record = pair(&store, 0).await;
+        let registry = Registry::default();
+        registry.refresh(&store).await.unwrap();
+        registry.mark_forgotten(&record.id, "2026-01-01T00:00:00Z");
+        registry.refresh(&store).await.unwrap();
+        assert!(registry.active(&record.id).is_none(), "an unchanged listing must not undo the mark");
+        forget(&store, &SystemClock, &record.id).await.unwrap();
+        registry.refresh(&store).await.unwrap();
+        assert!(registry.active(&record.id).is_none());
     }
 }

@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use hyperhive_control_proto::DeviceKind;
 use hyperhive_control_proto::pair::PairRequest;
 use hyperhive_object_store::s3::S3Store;
-use hyperhive_object_store::{Object, Store, StoreResult};
+use hyperhive_object_store::{Listed, Object, Store, StoreResult};
 use hyperhive_testkit::{ChaosProxy, S3};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -60,6 +60,10 @@ impl Store for CutBefore {
     fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, StoreResult<Vec<String>>> {
         self.tick();
         self.inner.list(prefix)
+    }
+    fn list_versions<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, StoreResult<Vec<Listed>>> {
+        self.tick();
+        self.inner.list_versions(prefix)
     }
 }
 

@@ -1,6 +1,6 @@
 //! The store contract, run against every backend (see `file_store.rs` and `s3_store.rs`).
 
-use hyperhive_object_store::{Store, StoreError};
+use hyperhive_object_store::{Listed, Store, StoreError};
 use std::sync::Arc;
 
 fn body(text: &str) -> Vec<u8> {
@@ -52,6 +52,28 @@ pub async fn list_by_prefix(store: Arc<dyn Store>) {
     assert_eq!(store.list("").await.unwrap().len(), 4);
 }
 
+/// A listing's versions are the ones reads and writes give, so a caller can skip re-reading an
+/// object whose listed version it already holds; every write shows as a new version.
+pub async fn list_gives_the_versions_get_gives(store: Arc<dyn Store>) {
+    let created = store.create("v/a.json", body("a")).await.unwrap();
+    let b = store.create("v/b.json", body("b")).await.unwrap();
+    let listed = store.list_versions("v/").await.unwrap();
+    let keys: Vec<&str> = listed.iter().map(|l| l.key.as_str()).collect();
+    assert_eq!(keys, ["v/a.json", "v/b.json"]);
+    for entry in &listed {
+        let read = store.get(&entry.key).await.unwrap().unwrap();
+        assert_eq!(entry.version, read.version, "{}", entry.key);
+    }
+    assert_eq!(listed[0].version, created);
+
+    let replaced = store.replace("v/a.json", body("a2"), &created).await.unwrap();
+    store.delete("v/b.json", &b).await.unwrap();
+    let after = store.list_versions("v/").await.unwrap();
+    assert_eq!(after, [Listed { key: "v/a.json".into(), version: replaced.clone() }]);
+    assert_ne!(replaced, created);
+    assert_eq!(store.list("v/").await.unwrap(), ["v/a.json"]);
+}
+
 pub async fn racing_creates_have_one_winner(store: Arc<dyn Store>) {
     for round in 0..10 {
         let key = format!("race/{round}.json");
@@ -96,6 +118,7 @@ where
     replace_needs_the_current_version(fresh().await).await;
     delete_needs_the_current_version(fresh().await).await;
     list_by_prefix(fresh().await).await;
+    list_gives_the_versions_get_gives(fresh().await).await;
     racing_creates_have_one_winner(fresh().await).await;
     racing_replaces_have_one_winner(fresh().await).await;
     bad_keys_store_nothing(fresh().await).await;
