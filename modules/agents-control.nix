@@ -38,6 +38,7 @@ let
     ${lib.optionalString (cfg.environmentFile != null) ''. ${lib.escapeShellArg cfg.environmentFile}''}
     set +a
     export AGENTS_CONTROL_KEY_FILE=${lib.escapeShellArg cfg.keyFile}
+    ${lib.optionalString (cfg.store.credentialsFile != null) ''export AWS_SHARED_CREDENTIALS_FILE=${lib.escapeShellArg cfg.store.credentialsFile}''}
     exec ${lib.getExe cfg.package} "$@"
   '';
 in
@@ -74,6 +75,22 @@ in
         example = true;
         description = "Use path-style bucket addresses, as MinIO and most S3-compatible servers want (`AGENTS_STORE_PATH_STYLE`).";
       };
+      credentialsFile = mkOption {
+        type = types.nullOr types.path;
+        default = null;
+        example = "/run/secrets/agents-control-bucket";
+        description = ''
+          The bucket keys as an AWS shared credentials file, mode 0600, not in the Nix store:
+          ```
+          [default]
+          aws_access_key_id = ...
+          aws_secret_access_key = ...
+          ```
+          It is handed to the unit with `LoadCredential=` (readable by this unit only, never in
+          its environment) and named by `AWS_SHARED_CREDENTIALS_FILE`, which the AWS SDK reads.
+          The preferred way to give the keys; `environmentFile` is the other.
+        '';
+      };
     };
 
     keyFile = mkOption {
@@ -93,8 +110,10 @@ in
       example = "/run/secrets/agents-control.env";
       description = ''
         An environment file (systemd `EnvironmentFile=` syntax) with the bucket keys:
-        `AWS_ACCESS_KEY_ID=...` and `AWS_SECRET_ACCESS_KEY=...`. Not in the Nix store. Leave it
-        unset for a `file://` store, or when the host's AWS credential chain provides them.
+        `AWS_ACCESS_KEY_ID=...` and `AWS_SECRET_ACCESS_KEY=...`. Not in the Nix store. The keys
+        then sit in the daemon's environment; `store.credentialsFile` keeps them out of it and is
+        preferred. Leave both unset for a `file://` store, or when the host's AWS credential chain
+        provides the keys.
       '';
     };
 
@@ -151,6 +170,7 @@ in
     assertions = [
       (hyperhive.notInStore "services.hyperhive.deploy.agents-control.keyFile" cfg.keyFile)
       (hyperhive.notInStore "services.hyperhive.deploy.agents-control.environmentFile" cfg.environmentFile)
+      (hyperhive.notInStore "services.hyperhive.deploy.agents-control.store.credentialsFile" cfg.store.credentialsFile)
       {
         # The unit runs as a dynamic user with a read-only system: the one directory it may
         # write is its StateDirectory.
@@ -170,17 +190,25 @@ in
     systemd.services.agents-control = hyperhive.service // {
       description = "hyperhive control plane copy (agents-control)";
 
-      environment = lib.mapAttrs (_: hyperhive.literalForSystemd) settings // {
-        # LoadCredential below puts the key here, readable by this unit only.
-        AGENTS_CONTROL_KEY_FILE = "%d/control-key";
-      };
+      # LoadCredential below puts the secrets in %d, readable by this unit only.
+      environment =
+        lib.mapAttrs (_: hyperhive.literalForSystemd) settings
+        // {
+          AGENTS_CONTROL_KEY_FILE = "%d/control-key";
+        }
+        // lib.optionalAttrs (cfg.store.credentialsFile != null) {
+          AWS_SHARED_CREDENTIALS_FILE = "%d/store-credentials";
+        };
 
       serviceConfig = hyperhive.serviceConfig // {
         ExecStart = "${lib.getExe cfg.package} serve";
         # On SIGTERM a copy fails /readyz, closes its sockets with "going away", then leaves.
         KillSignal = "SIGTERM";
         TimeoutStopSec = 30;
-        LoadCredential = [ "control-key:${cfg.keyFile}" ];
+        LoadCredential = [
+          "control-key:${cfg.keyFile}"
+        ]
+        ++ lib.optional (cfg.store.credentialsFile != null) "store-credentials:${cfg.store.credentialsFile}";
         EnvironmentFile = lib.optional (cfg.environmentFile != null) cfg.environmentFile;
         # A copy keeps nothing that matters on its disk; a file:// store lives here.
         StateDirectory = "agents-control";

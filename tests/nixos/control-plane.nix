@@ -22,9 +22,11 @@ let
     MINIO_ROOT_USER=${bucketUser}
     MINIO_ROOT_PASSWORD=${bucketPassword}
   '';
-  bucketEnv = pkgs.writeText "bucket.env" ''
-    AWS_ACCESS_KEY_ID=${bucketUser}
-    AWS_SECRET_ACCESS_KEY=${bucketPassword}
+  # The bucket keys as an AWS shared credentials file (the module's store.credentialsFile).
+  bucketCredentials = pkgs.writeText "bucket-credentials" ''
+    [default]
+    aws_access_key_id = ${bucketUser}
+    aws_secret_access_key = ${bucketPassword}
   '';
 
   # fixtures/proxy.crt is self-signed for the name `proxy`; this is its pin (the base64url SHA-256
@@ -58,8 +60,8 @@ let
         source = controlKey;
         mode = "0400";
       };
-      environment.etc."hyperhive/bucket.env" = {
-        source = bucketEnv;
+      environment.etc."hyperhive/bucket-credentials" = {
+        source = bucketCredentials;
         mode = "0400";
       };
       environment.systemPackages = [ pkgs.curl ];
@@ -70,9 +72,9 @@ let
           url = "s3://hyperhive/control";
           endpoint = "http://minio:9000";
           pathStyle = true;
+          credentialsFile = "/etc/hyperhive/bucket-credentials";
         };
         keyFile = "/etc/hyperhive/control-key";
-        environmentFile = "/etc/hyperhive/bucket.env";
         url = "https://proxy";
         name = "VM test";
         inherit pin;

@@ -133,6 +133,12 @@ let
       expect = "agents-control.environmentFile is in the Nix store, or is a Nix path literal";
     }
     {
+      change.deploy.agents-control = copy // {
+        store = copy.store // { credentialsFile = "/nix/store/00000000000000000000000000000000-bucket"; };
+      };
+      expect = "agents-control.store.credentialsFile is in the Nix store";
+    }
+    {
       change.deploy.agents-control = copy // { store.url = "file:///srv/agents"; };
       expect = "must be below /var/lib/agents-control/";
     }
@@ -161,6 +167,17 @@ let
 
   ok = evaluate { values = good; };
   copyUnit = ok.units.agents-control;
+  # The bucket keys as a shared credentials file instead of an environment file.
+  withKeyFile = evaluate {
+    values = good // {
+      deploy.agents-control = copy // {
+        environmentFile = null;
+        store = copy.store // { credentialsFile = "/run/secrets/bucket"; };
+      };
+    };
+  };
+  keyFileUnit = withKeyFile.units.agents-control;
+  adminText = result: (b.head (b.filter (p: p.name == "agents-control") result.packages)).text;
   controllerUnit = ok.units.swarm-controller;
   agentUnit = ok.units.hive-agent-alpha;
   swarmctl = b.head (b.filter (p: p.name == "swarmctl-0.1.0") ok.packages);
@@ -187,8 +204,18 @@ let
       && copyUnit.environment.AGENTS_CONTROL_PEER_URL == "http://cp1:8791";
     "openFirewall opens the copy's port only" = ok.ports == [ 8791 ];
     "% is doubled in Environment= values" = copyUnit.environment.AGENTS_CONTROL_NAME == "100%% test";
-    "the admin command exports the settings unescaped" =
-      lib.hasInfix "AGENTS_CONTROL_NAME='100% test'" (b.head (b.filter (p: p.name == "agents-control") ok.packages)).text;
+    "the admin command exports the settings unescaped" = lib.hasInfix "AGENTS_CONTROL_NAME='100% test'" (adminText ok);
+    "no bucket key file, no AWS_SHARED_CREDENTIALS_FILE" =
+      !(copyUnit.environment ? AWS_SHARED_CREDENTIALS_FILE) && !(lib.hasInfix "AWS_SHARED_CREDENTIALS_FILE" (adminText ok));
+    "the bucket key file arrives through LoadCredential, named by AWS_SHARED_CREDENTIALS_FILE" =
+      withKeyFile.failed == [ ]
+      && keyFileUnit.environment.AWS_SHARED_CREDENTIALS_FILE == "%d/store-credentials"
+      && keyFileUnit.serviceConfig.LoadCredential == [
+        "control-key:/run/secrets/control-key"
+        "store-credentials:/run/secrets/bucket"
+      ]
+      && keyFileUnit.serviceConfig.EnvironmentFile == [ ]
+      && lib.hasInfix "export AWS_SHARED_CREDENTIALS_FILE='/run/secrets/bucket'" (adminText withKeyFile);
     "swarm-controller gets its four variables" =
       controllerUnit.environment == {
         SWARM_CONTROLLER_SOCKET = "/run/swarm-controller/controller.sock";
