@@ -33,6 +33,14 @@ pub const LINK_PROTOCOL_VERSION: u32 = 1;
 /// make a receiver hold while decoding, and is the WebSocket message cap devices set.
 pub const MAX_FRAME_BYTES: usize = 64 * 1024;
 
+/// The largest frame on `/v1/peer`: a `forward` wraps one link frame of up to
+/// [`MAX_FRAME_BYTES`] with its envelope, and `sessions` lists are sent in chunks of
+/// [`SESSIONS_PER_FRAME`] so they stay under it too.
+pub const MAX_PEER_FRAME_BYTES: usize = MAX_FRAME_BYTES + 4 * 1024;
+
+/// Sessions listed in one `sessions` frame (about 100 bytes each).
+pub const SESSIONS_PER_FRAME: usize = 256;
+
 /// Bytes of randomness in every handshake nonce (base64url on the wire).
 pub const NONCE_LEN: usize = 32;
 
@@ -436,9 +444,9 @@ struct TypeOnly {
 }
 
 /// The shared decoding of both frame families: size first, then JSON, then the type.
-fn decode_frame<F: DeserializeOwned>(text: &str, is_unknown: fn(&F) -> bool) -> Result<F, FrameError> {
-    if text.len() > MAX_FRAME_BYTES {
-        return Err(FrameError::TooLarge { len: text.len(), max: MAX_FRAME_BYTES });
+fn decode_frame<F: DeserializeOwned>(text: &str, max: usize, is_unknown: fn(&F) -> bool) -> Result<F, FrameError> {
+    if text.len() > max {
+        return Err(FrameError::TooLarge { len: text.len(), max });
     }
     let kind = serde_json::from_str::<TypeOnly>(text).map_err(|e| FrameError::NotAFrame(e.to_string()))?.kind;
     let is_unknown_kind =
@@ -454,7 +462,7 @@ fn decode_frame<F: DeserializeOwned>(text: &str, is_unknown: fn(&F) -> bool) -> 
 impl LinkFrame {
     /// Decodes one received text message. Never panics, whatever `text` holds.
     pub fn decode(text: &str) -> Result<LinkFrame, FrameError> {
-        decode_frame(text, |f| matches!(f, LinkFrame::Unknown))
+        decode_frame(text, MAX_FRAME_BYTES, |f| matches!(f, LinkFrame::Unknown))
     }
 
     /// The JSON text to send.
@@ -474,7 +482,7 @@ impl LinkFrame {
 impl PeerFrame {
     /// Decodes one received text message. Never panics, whatever `text` holds.
     pub fn decode(text: &str) -> Result<PeerFrame, FrameError> {
-        decode_frame(text, |f| matches!(f, PeerFrame::Unknown))
+        decode_frame(text, MAX_PEER_FRAME_BYTES, |f| matches!(f, PeerFrame::Unknown))
     }
 
     /// The JSON text to send.

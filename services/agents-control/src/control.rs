@@ -1,10 +1,12 @@
 //! One copy's shared state: the store (metered), the key, the clock, the registry, readiness.
 
 use crate::clock::Clock;
+use crate::codes::Issuer;
 use crate::key::ControlKey;
 use crate::metrics::{MeteredStore, Metrics};
 use crate::registry::Registry;
 use crate::sessions::Sessions;
+use hyperhive_control_proto::link::PeerFrame;
 use hyperhive_object_store::Store;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,6 +27,9 @@ pub struct Control {
     pub sessions: Sessions,
     /// This copy's name, told to devices in `welcome` (for their logs).
     pub copy_name: String,
+    /// What codes made here over a client's link carry (AGENTS_CONTROL_URL and the pin); `None`
+    /// when this copy was not given its public address, and then it makes no codes.
+    pub issuer: Option<Issuer>,
     draining: AtomicBool,
 }
 
@@ -39,6 +44,7 @@ impl Control {
             registry: Registry::default(),
             sessions: Sessions::default(),
             copy_name: "agents-control".into(),
+            issuer: None,
             draining: AtomicBool::new(false),
         }
     }
@@ -49,11 +55,18 @@ impl Control {
         self
     }
 
+    /// The public address (and proxy pin) every code made by this copy hands to devices.
+    pub fn with_public_address(mut self, control_url: impl Into<String>, pin: Option<String>) -> Control {
+        self.issuer = Some(Issuer { key: self.key.clone(), control_url: control_url.into(), pin });
+        self
+    }
+
     /// A device was forgotten (by a request served here): refuse it from now on and close its
     /// session here at once. The peer links also tell every other copy (`revoked`).
     pub fn revoke(&self, device_id: &str) {
         self.registry.mark_forgotten(device_id, &crate::records::timestamp(self.clock.now()));
         self.sessions.close_forgotten(&self.registry);
+        self.sessions.broadcast(&PeerFrame::Revoked { device_id: device_id.to_owned() });
     }
 
     /// Whether the device is connected to this copy or, as its peers say, to another one.

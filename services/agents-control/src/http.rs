@@ -1,5 +1,6 @@
 //! The HTTP surface of a copy: `/healthz`, `/readyz`, `/metrics`, `POST /v1/pair` and the
-//! device link `GET /v1/link` (a WebSocket, [`crate::link`]).
+//! device link `GET /v1/link` (a WebSocket, [`crate::link`]) and the link between copies
+//! `GET /v1/peer` ([`crate::peer_link`]).
 //! Every error is JSON `{"error": "..."}` with a fitting 4xx or 503 status; nothing a client
 //! sends produces a 500 or a panic.
 
@@ -39,11 +40,23 @@ pub fn routes(
         }
     });
     let metrics = warp::path!("metrics").and(warp::get()).and(with_control.clone()).map(|control: Arc<Control>| {
-        warp::reply::with_header(control.metrics.render(), "content-type", "text/plain; version=0.0.4").into_response()
+        warp::reply::with_header(
+            control.metrics.render_with(control.sessions.counts()),
+            "content-type",
+            "text/plain; version=0.0.4",
+        )
+        .into_response()
     });
     let link = warp::path!("v1" / "link").and(warp::ws()).and(with_control.clone()).map(
         |ws: warp::ws::Ws, control: Arc<Control>| {
             crate::link::configure(ws).on_upgrade(move |socket| crate::link::serve(socket, control)).into_response()
+        },
+    );
+    let peer = warp::path!("v1" / "peer").and(warp::ws()).and(with_control.clone()).map(
+        |ws: warp::ws::Ws, control: Arc<Control>| {
+            crate::peer_link::configure(ws)
+                .on_upgrade(move |socket| crate::peer_link::accept(socket, control))
+                .into_response()
         },
     );
     let pair = warp::path!("v1" / "pair")
@@ -52,7 +65,19 @@ pub fn routes(
         .and(warp::body::bytes())
         .and(with_control)
         .then(|body: bytes::Bytes, control: Arc<Control>| async move { pair(&control, &body).await });
-    healthz.or(readyz).unify().or(metrics).unify().or(link).unify().or(pair).unify().recover(recover).unify()
+    healthz
+        .or(readyz)
+        .unify()
+        .or(metrics)
+        .unify()
+        .or(link)
+        .unify()
+        .or(peer)
+        .unify()
+        .or(pair)
+        .unify()
+        .recover(recover)
+        .unify()
 }
 
 async fn pair(control: &Control, body: &[u8]) -> Response {

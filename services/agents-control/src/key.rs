@@ -94,6 +94,14 @@ impl ControlKey {
     pub fn sign(&self, message: &[u8]) -> String {
         encoding::encode(&self.signing.sign(message).to_bytes())
     }
+
+    /// Whether `signature` (base64url) is this key's signature over `message`: how copies
+    /// check that a peer holds the same key.
+    pub fn verifies(&self, message: &[u8], signature: &str) -> bool {
+        encoding::decode_exact::<64>(signature).is_ok_and(|bytes| {
+            self.signing.verifying_key().verify_strict(message, &ed25519_dalek::Signature::from_bytes(&bytes)).is_ok()
+        })
+    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 //! - [`control`], [`http`], [`metrics`], [`membership`], [`serve`]: a running copy.
 //! - [`link`]: the device link `GET /v1/link`; [`sessions`]: the devices connected here;
 //!   [`requests`]: what clients ask over their link.
+//! - [`peers`]: finding the other copies; [`peer_link`]: the link between two copies `GET /v1/peer`.
 //! - [`cli`]: the command line; `main.rs` only calls it.
 
 pub mod cli;
@@ -24,6 +25,8 @@ pub mod link;
 pub mod membership;
 pub mod metrics;
 pub mod pairing;
+pub mod peer_link;
+pub mod peers;
 pub mod pin;
 pub mod records;
 pub mod registry;

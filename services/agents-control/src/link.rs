@@ -218,7 +218,10 @@ fn on_frame(control: &Arc<Control>, device: &Device, session: u64, body: &str) -
                 Ok(()) => {
                     let message = LinkFrame::Message { from: device.id.clone(), epoch, seq, first_unacked, body };
                     match control.sessions.send(&to, message) {
-                        Ok(()) => return None,
+                        Ok(route) => {
+                            control.metrics.record_relay(route);
+                            return None;
+                        }
                         Err(NotQueued::Offline | NotQueued::Full) => UndeliverableReason::Offline,
                     }
                 }
@@ -228,8 +231,10 @@ fn on_frame(control: &Arc<Control>, device: &Device, session: u64, body: &str) -
         LinkFrame::Ack { to, epoch, seq } => {
             // A lost ack costs only a resend, which the receiver's inbox drops; so an ack
             // that cannot be relayed is dropped rather than reported.
-            if relay_target(control, device, &to).is_ok() {
-                let _ = control.sessions.send(&to, LinkFrame::Acked { from: device.id.clone(), epoch, seq });
+            if relay_target(control, device, &to).is_ok()
+                && let Ok(route) = control.sessions.send(&to, LinkFrame::Acked { from: device.id.clone(), epoch, seq })
+            {
+                control.metrics.record_relay(route);
             }
             None
         }
@@ -256,10 +261,14 @@ fn on_frame(control: &Arc<Control>, device: &Device, session: u64, body: &str) -
     }
 }
 
-/// Clients talk to hosts and hosts to clients, and only to paired devices.
+/// Clients talk to hosts and hosts to clients, and only to paired devices (one that paired
+/// since this copy's last refresh is known from the copy it is connected to).
 fn relay_target(control: &Control, from: &Device, to: &str) -> Result<(), UndeliverableReason> {
-    let target = control.registry.active(to).ok_or(UndeliverableReason::Unknown)?;
-    if target.kind == from.kind {
+    let kind = match control.registry.active(to) {
+        Some(target) => target.kind,
+        None => control.sessions.kind_of(to).ok_or(UndeliverableReason::Unknown)?,
+    };
+    if kind == from.kind {
         return Err(UndeliverableReason::NotAllowed);
     }
     Ok(())

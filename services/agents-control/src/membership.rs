@@ -25,6 +25,11 @@ impl Membership {
         &self.copy_id
     }
 
+    /// Where the other copies reach this one; without it, this copy dials them instead.
+    pub fn peer_url(&self) -> Option<&str> {
+        self.peer_url.as_deref()
+    }
+
     fn record(&self, clock: &dyn Clock) -> Vec<u8> {
         records::encode(&MemberRecord {
             schema: SCHEMA,

@@ -26,6 +26,9 @@ pub struct Metrics {
     /// Codes waiting to be redeemed, as the last sweep counted them.
     codes_pending: AtomicU64,
     last_answer: Mutex<Option<Instant>>,
+    /// Frames relayed to a session on this copy and over a peer link.
+    relayed_local: AtomicU64,
+    relayed_peer: AtomicU64,
 }
 
 fn result_label<T>(result: &StoreResult<T>) -> &'static str {
@@ -56,6 +59,14 @@ impl Metrics {
     pub fn record_sweep(&self, sweep: crate::codes::Sweep) {
         self.codes_swept.fetch_add(sweep.removed as u64, Ordering::Relaxed);
         self.codes_pending.store(sweep.pending as u64, Ordering::Relaxed);
+    }
+
+    pub fn record_relay(&self, route: crate::sessions::Route) {
+        let counter = match route {
+            crate::sessions::Route::Local => &self.relayed_local,
+            crate::sessions::Route::Peer => &self.relayed_peer,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Store requests of one operation (`get`, `list`, ...) made so far, whatever their result.
@@ -105,6 +116,38 @@ impl Metrics {
             "# HELP agents_control_codes_pending Codes made and not yet redeemed or expired, at the last sweep.\n\
              # TYPE agents_control_codes_pending gauge\nagents_control_codes_pending {}",
             self.codes_pending.load(Ordering::Relaxed)
+        );
+        out.push_str(
+            "# HELP agents_control_relayed_frames_total Frames relayed to a device, by where it was connected.\n",
+        );
+        out.push_str("# TYPE agents_control_relayed_frames_total counter\n");
+        for (path, counter) in [("local", &self.relayed_local), ("peer", &self.relayed_peer)] {
+            let _ = writeln!(
+                out,
+                "agents_control_relayed_frames_total{{path=\"{path}\"}} {}",
+                counter.load(Ordering::Relaxed)
+            );
+        }
+        out
+    }
+
+    /// [`Metrics::render`] and the gauges of what is connected now.
+    pub fn render_with(&self, counts: crate::sessions::Counts) -> String {
+        let mut out = self.render();
+        out.push_str("# HELP agents_control_connections Device links connected to this copy, by kind.\n");
+        out.push_str("# TYPE agents_control_connections gauge\n");
+        let _ = writeln!(out, "agents_control_connections{{kind=\"client\"}} {}", counts.clients);
+        let _ = writeln!(out, "agents_control_connections{{kind=\"host\"}} {}", counts.hosts);
+        let _ = writeln!(
+            out,
+            "# HELP agents_control_peers Links to other copies that are up.\n# TYPE agents_control_peers gauge\nagents_control_peers {}",
+            counts.peers
+        );
+        let _ = writeln!(
+            out,
+            "# HELP agents_control_remote_devices Devices connected to other copies, as their peers say.\n\
+             # TYPE agents_control_remote_devices gauge\nagents_control_remote_devices {}",
+            counts.remote_devices
         );
         out
     }

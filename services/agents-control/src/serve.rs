@@ -1,13 +1,16 @@
 //! `agents-control serve`: prove the store, load the registry, serve HTTP, keep the registry
-//! fresh and sweep codes in the background, and on shutdown fail `/readyz` before stopping.
+//! fresh, link to the other copies and sweep codes in the background, and on shutdown fail
+//! `/readyz`, close every link with "going away", then leave the membership.
 
 use crate::control::Control;
 use crate::membership::Membership;
+use crate::peers::Dialers;
 use crate::{codes, http};
+use hyperhive_control_proto::link::CloseCode;
 use hyperhive_object_store::probe;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 
 /// How often the registry is re-read (and the store's reachability checked).
@@ -16,6 +19,10 @@ pub const REFRESH_EVERY: Duration = Duration::from_secs(2);
 const SWEEP_EVERY_REFRESHES: u32 = 15;
 /// The membership heartbeat is written every this many refreshes.
 const HEARTBEAT_EVERY_REFRESHES: u32 = 5;
+/// How often the membership heartbeat is written.
+pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(2 * HEARTBEAT_EVERY_REFRESHES as u64);
+/// On shutdown, how long the links get to send their close frames.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -53,18 +60,36 @@ pub async fn run(
         .map_err(|error| ServeError::Membership { store: store.clone(), error })?;
     tracing::info!(%store, devices, copy = membership.copy_id(), addr = ?listener.local_addr().ok(), "serving");
 
-    let background = tokio::spawn(keep_fresh(control.clone(), membership.clone()));
+    let dialers = Arc::new(Dialers::default());
+    let background = tokio::spawn(keep_fresh(control.clone(), membership.clone(), dialers.clone()));
     let draining = {
         let control = control.clone();
+        let dialers = dialers.clone();
         async move {
             shutdown.await;
+            // The order devices rely on (DESIGN 3.6): the load balancer stops sending new
+            // connections, then every device is told to go (and reconnects elsewhere at once),
+            // then this copy leaves the membership.
             tracing::info!(?drain, "shutting down: /readyz now fails");
             control.start_draining();
             tokio::time::sleep(drain).await;
+            let counts = control.sessions.counts();
+            tracing::info!(
+                devices = counts.clients + counts.hosts,
+                peers = counts.peers,
+                "closing every link: going away"
+            );
+            control.sessions.close_all(CloseCode::GoingAway, "this copy is shutting down: reconnect to another");
+            let deadline = Instant::now() + CLOSE_GRACE;
+            while !control.sessions.counts().is_empty() && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            dialers.stop_all();
         }
     };
     warp::serve(http::routes(control.clone())).incoming(listener).graceful(draining).run().await;
     background.abort();
+    dialers.stop_all();
     membership.leave(control.store.as_ref()).await;
     tracing::info!("stopped");
     Ok(())
@@ -73,7 +98,7 @@ pub async fn run(
 /// Re-reads the registry every [`REFRESH_EVERY`], beats the membership heartbeat and sweeps
 /// codes now and then. Failures are logged and leave the last good registry in place (known
 /// devices keep working).
-async fn keep_fresh(control: Arc<Control>, membership: Arc<Membership>) {
+async fn keep_fresh(control: Arc<Control>, membership: Arc<Membership>, dialers: Arc<Dialers>) {
     let mut ticks = tokio::time::interval(REFRESH_EVERY);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut count: u32 = 0;
@@ -85,6 +110,9 @@ async fn keep_fresh(control: Arc<Control>, membership: Arc<Membership>) {
             continue;
         }
         control.sessions.close_forgotten(&control.registry);
+        if let Err(error) = dialers.refresh(&control, membership.peer_url().is_some()).await {
+            tracing::warn!(%error, "could not read the membership; keeping the peer links as they are");
+        }
         if count.is_multiple_of(HEARTBEAT_EVERY_REFRESHES)
             && let Err(error) = membership.heartbeat(control.store.as_ref(), control.clock.as_ref()).await
         {

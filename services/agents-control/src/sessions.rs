@@ -1,11 +1,22 @@
-//! The device sessions connected to this copy, by device id: where relayed frames go, who is
-//! online for presence, and which session to close when a newer one of the same device
-//! connects or the device is forgotten. Each session's socket task owns the receiving end of
-//! its queue; everything here only queues, so no lock is held across an await.
+//! Where every device is connected: its session on this copy, or which peer copy holds it
+//! (as the peers told us over `/v1/peer`), plus the queue of each peer link.
+//!
+//! Everything sits under one lock and every operation only queues (never awaits), so the
+//! order in which frames are queued to a peer is the order of the changes they describe: a
+//! peer that gets `sessions` at link-up and then `session_opened`/`session_closed` always ends
+//! with the truth. Each socket task owns the receiving end of its queue.
+//!
+//! A device has at most one live session in the whole control plane: the one with the
+//! greatest session number (milliseconds since the epoch at authentication, bumped above any
+//! session of that device known here). Each copy closes its own session of a device as soon
+//! as it hears of a greater one, so a device that reconnected elsewhere while an old session
+//! lingers keeps only the newest.
 
 use crate::registry::Registry;
 use hyperhive_control_proto::DeviceKind;
-use hyperhive_control_proto::link::{CloseCode, HostPresence, LinkFrame};
+use hyperhive_control_proto::link::{
+    CloseCode, HostPresence, LinkFrame, PeerFrame, SESSIONS_PER_FRAME, SessionInfo, UndeliverableReason,
+};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use tokio::sync::mpsc;
@@ -15,72 +26,156 @@ use tokio::sync::mpsc;
 /// cannot make the copy buffer without bound.
 pub const SESSION_QUEUE: usize = 256;
 
-/// What a session's socket task is told to do.
+/// Frames queued for one peer link: it carries many devices' traffic, so it is deeper; a full
+/// one is reported undeliverable like a full session queue.
+pub const PEER_QUEUE: usize = 8192;
+
+/// What a socket task (device or peer) is told to do.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outgoing {
-    Frame(LinkFrame),
+pub enum Outgoing<F> {
+    Frame(F),
     Close(CloseCode, String),
 }
 
 #[derive(Debug)]
-struct Session {
+struct Local {
     kind: DeviceKind,
     name: String,
     session: u64,
-    queue: mpsc::Sender<Outgoing>,
+    queue: mpsc::Sender<Outgoing<LinkFrame>>,
 }
 
-impl Session {
-    fn queue_frame(&self, frame: LinkFrame) -> Result<(), NotQueued> {
-        self.queue.try_send(Outgoing::Frame(frame)).map_err(|error| match error {
-            mpsc::error::TrySendError::Full(_) => NotQueued::Full,
-            mpsc::error::TrySendError::Closed(_) => NotQueued::Offline,
-        })
-    }
+#[derive(Debug)]
+struct Remote {
+    copy: String,
+    kind: DeviceKind,
+    session: u64,
 }
 
-/// Why a frame was not queued for a device.
+#[derive(Debug)]
+struct PeerLink {
+    link: u64,
+    queue: mpsc::Sender<Outgoing<PeerFrame>>,
+}
+
+/// Why a frame was not queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NotQueued {
-    /// No session of that device here.
+    /// No session of that device here or on a linked peer.
     Offline,
-    /// Its queue is full (a stalled device).
+    /// The queue is full (a stalled device or peer).
     Full,
+}
+
+/// Which way a relayed frame went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    Local,
+    Peer,
+}
+
+fn try_queue<F>(queue: &mpsc::Sender<Outgoing<F>>, frame: F) -> Result<(), NotQueued> {
+    queue.try_send(Outgoing::Frame(frame)).map_err(|error| match error {
+        mpsc::error::TrySendError::Full(_) => NotQueued::Full,
+        mpsc::error::TrySendError::Closed(_) => NotQueued::Offline,
+    })
+}
+
+#[derive(Debug, Default)]
+struct State {
+    local: HashMap<String, Local>,
+    remote: HashMap<String, Remote>,
+    peers: HashMap<String, PeerLink>,
+    last_session: u64,
+    last_link: u64,
+    /// Set on shutdown: new sessions and peer links are closed at once.
+    closing: bool,
+}
+
+impl State {
+    fn is_online(&self, device_id: &str) -> bool {
+        self.local.contains_key(device_id) || self.remote.contains_key(device_id)
+    }
+
+    fn broadcast(&self, frame: &PeerFrame) {
+        for peer in self.peers.values() {
+            if try_queue(&peer.queue, frame.clone()).is_err() {
+                tracing::warn!("a peer link's queue is full; a change of sessions was not told");
+            }
+        }
+    }
+
+    fn tell_clients(&self, host: HostPresence) {
+        for session in self.local.values().filter(|s| s.kind == DeviceKind::Client) {
+            let _ = try_queue(&session.queue, LinkFrame::PresenceChanged { host: host.clone() });
+        }
+    }
+
+    /// Tells clients a host's state when it changed from `was_online`.
+    fn host_changed(&self, device_id: &str, name: &str, was_online: bool) {
+        let online = self.is_online(device_id);
+        if online != was_online {
+            self.tell_clients(host_presence(device_id, name, true, online));
+        }
+    }
+
+    fn local_infos(&self) -> Vec<SessionInfo> {
+        self.local
+            .iter()
+            .map(|(id, s)| SessionInfo { device_id: id.clone(), kind: s.kind, session: s.session })
+            .collect()
+    }
 }
 
 #[derive(Debug, Default)]
 pub struct Sessions {
-    by_device: Mutex<HashMap<String, Session>>,
-    last_session: Mutex<u64>,
+    state: Mutex<State>,
+}
+
+fn host_presence(device_id: &str, name: &str, paired: bool, online: bool) -> HostPresence {
+    HostPresence { device_id: device_id.to_owned(), name: name.to_owned(), paired, online }
+}
+
+fn display_name(registry: &Registry, device_id: &str) -> String {
+    registry.active(device_id).map(|d| d.name).unwrap_or_default()
 }
 
 impl Sessions {
-    /// A session number greater than every earlier one on this copy: milliseconds since the
-    /// Unix epoch (so copies can order sessions of one device), bumped on ties.
-    fn next_session(&self, now_ms: u64) -> u64 {
-        let mut last = self.last_session.lock().expect("sessions lock");
-        *last = now_ms.max(*last + 1);
-        *last
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("sessions lock")
     }
 
-    /// Registers an authenticated session; an older session of the same device is told to
-    /// close with [`CloseCode::Replaced`]. Returns the session number and its queue's receiver.
-    pub fn open(&self, device_id: &str, kind: DeviceKind, name: &str, now_ms: u64) -> (u64, mpsc::Receiver<Outgoing>) {
-        let session = self.next_session(now_ms);
+    /// Registers an authenticated session; an older session of the same device here is told
+    /// to close with [`CloseCode::Replaced`], and the peers hear of it (and close theirs).
+    /// Returns the session number and its queue's receiver.
+    pub fn open(
+        &self,
+        device_id: &str,
+        kind: DeviceKind,
+        name: &str,
+        now_ms: u64,
+    ) -> (u64, mpsc::Receiver<Outgoing<LinkFrame>>) {
         let (queue, receiver) = mpsc::channel(SESSION_QUEUE);
-        let older = self
-            .by_device
-            .lock()
-            .expect("sessions lock")
-            .insert(device_id.to_owned(), Session { kind, name: name.to_owned(), session, queue });
-        let replaced = older.is_some();
-        if let Some(older) = older {
-            let reason = "a newer session of this device connected".to_owned();
-            // The older task may be gone already; then there is nothing to close.
-            let _ = older.queue.try_send(Outgoing::Close(CloseCode::Replaced, reason));
+        let mut state = self.lock();
+        if state.closing {
+            let _ = queue.try_send(Outgoing::Close(CloseCode::GoingAway, "this copy is shutting down".into()));
+            return (0, receiver);
         }
-        if kind == DeviceKind::Host && !replaced {
-            self.tell_clients(host_presence(device_id, name, true, true));
+        let known = state.remote.get(device_id).map_or(0, |r| r.session);
+        let session = now_ms.max(state.last_session + 1).max(known + 1);
+        state.last_session = session;
+        let was_online = state.is_online(device_id);
+        state.remote.remove(device_id);
+        let older = state.local.insert(device_id.to_owned(), Local { kind, name: name.to_owned(), session, queue });
+        if let Some(older) = older {
+            // The older task may be gone already; then there is nothing to close.
+            let _ = older.queue.try_send(Outgoing::Close(CloseCode::Replaced, "a newer session connected".into()));
+        }
+        state.broadcast(&PeerFrame::SessionOpened {
+            session: SessionInfo { device_id: device_id.to_owned(), kind, session },
+        });
+        if kind == DeviceKind::Host {
+            state.host_changed(device_id, name, was_online);
         }
         (session, receiver)
     }
@@ -88,86 +183,220 @@ impl Sessions {
     /// Removes the session if it is still the device's current one (a replaced session's end
     /// must not take its successor offline).
     pub fn close(&self, device_id: &str, session: u64) {
-        let removed = {
-            let mut by_device = self.by_device.lock().expect("sessions lock");
-            match by_device.get(device_id) {
-                Some(current) if current.session == session => by_device.remove(device_id),
-                _ => None,
-            }
-        };
-        if let Some(removed) = removed
-            && removed.kind == DeviceKind::Host
-        {
-            self.tell_clients(host_presence(device_id, &removed.name, true, false));
+        let mut state = self.lock();
+        if state.local.get(device_id).is_none_or(|current| current.session != session) {
+            return;
+        }
+        let removed = state.local.remove(device_id).expect("checked above");
+        state.broadcast(&PeerFrame::SessionClosed { device_id: device_id.to_owned(), session });
+        if removed.kind == DeviceKind::Host {
+            state.host_changed(device_id, &removed.name, true);
         }
     }
 
-    /// Queues `frame` for the device's session.
-    pub fn send(&self, device_id: &str, frame: LinkFrame) -> Result<(), NotQueued> {
-        let by_device = self.by_device.lock().expect("sessions lock");
-        by_device.get(device_id).ok_or(NotQueued::Offline)?.queue_frame(frame)
+    /// Relays `frame` to the device: to its session here, or one hop to the peer holding it.
+    pub fn send(&self, device_id: &str, frame: LinkFrame) -> Result<Route, NotQueued> {
+        let state = self.lock();
+        if let Some(local) = state.local.get(device_id) {
+            return try_queue(&local.queue, frame).map(|()| Route::Local);
+        }
+        let remote = state.remote.get(device_id).ok_or(NotQueued::Offline)?;
+        let peer = state.peers.get(&remote.copy).ok_or(NotQueued::Offline)?;
+        try_queue(&peer.queue, PeerFrame::Forward { to: device_id.to_owned(), frame: Box::new(frame) })
+            .map(|()| Route::Peer)
     }
 
-    /// Queues `frame` for the device only while `session` is still its current session (the
-    /// answer to a request must not reach a newer session that did not ask).
+    /// Queues `frame` for the device only while `session` is still its current session here
+    /// (the answer to a request must not reach a newer session that did not ask).
     pub fn send_to_session(&self, device_id: &str, session: u64, frame: LinkFrame) -> Result<(), NotQueued> {
-        let by_device = self.by_device.lock().expect("sessions lock");
-        by_device.get(device_id).filter(|s| s.session == session).ok_or(NotQueued::Offline)?.queue_frame(frame)
+        let state = self.lock();
+        let local = state.local.get(device_id).filter(|s| s.session == session).ok_or(NotQueued::Offline)?;
+        try_queue(&local.queue, frame)
     }
 
+    /// Whether the device is connected here or, as the peers say, to another copy.
     pub fn is_online(&self, device_id: &str) -> bool {
-        self.by_device.lock().expect("sessions lock").contains_key(device_id)
+        self.lock().is_online(device_id)
+    }
+
+    /// The kind of a device connected anywhere (for a device that paired after this copy's
+    /// last registry refresh but is already connected to a peer).
+    pub fn kind_of(&self, device_id: &str) -> Option<DeviceKind> {
+        let state = self.lock();
+        state.local.get(device_id).map(|l| l.kind).or_else(|| state.remote.get(device_id).map(|r| r.kind))
     }
 
     /// Every paired host with its online state, for a client's `presence` frame.
     pub fn presence(&self, registry: &Registry) -> Vec<HostPresence> {
-        registry
-            .active_of_kind(DeviceKind::Host)
-            .into_iter()
-            .map(|host| {
-                let online = self.is_online(&host.id);
-                host_presence(&host.id, &host.name, true, online)
-            })
-            .collect()
+        let hosts = registry.active_of_kind(DeviceKind::Host);
+        let state = self.lock();
+        hosts.into_iter().map(|host| host_presence(&host.id, &host.name, true, state.is_online(&host.id))).collect()
     }
 
     /// Closes the sessions of devices the registry no longer holds as paired (forgotten, or
-    /// their record gone) with [`CloseCode::Revoked`]; returns how many were closed.
+    /// their record gone) with [`CloseCode::Revoked`], and forgets where peers hold them;
+    /// returns how many sessions here were closed.
     pub fn close_forgotten(&self, registry: &Registry) -> usize {
-        let gone: Vec<(String, Session)> = {
-            let mut by_device = self.by_device.lock().expect("sessions lock");
-            let ids: Vec<String> = by_device.keys().filter(|id| registry.active(id).is_none()).cloned().collect();
-            ids.into_iter().filter_map(|id| by_device.remove(&id).map(|s| (id, s))).collect()
-        };
-        for (id, session) in &gone {
+        let mut state = self.lock();
+        state.remote.retain(|id, _| registry.active(id).is_some());
+        let gone: Vec<String> = state.local.keys().filter(|id| registry.active(id).is_none()).cloned().collect();
+        for id in &gone {
+            let session = state.local.remove(id).expect("listed above");
             tracing::info!(device = %id, "closing the session of a forgotten device");
             let _ = session.queue.try_send(Outgoing::Close(CloseCode::Revoked, "this device was forgotten".into()));
             if session.kind == DeviceKind::Host {
-                self.tell_clients(host_presence(id, &session.name, false, false));
+                state.tell_clients(host_presence(id, &session.name, false, false));
             }
         }
         gone.len()
     }
 
-    /// Sends a host's new state to every connected client.
-    fn tell_clients(&self, host: HostPresence) {
-        let by_device = self.by_device.lock().expect("sessions lock");
-        for session in by_device.values().filter(|s| s.kind == DeviceKind::Client) {
-            let _ = session.queue.try_send(Outgoing::Frame(LinkFrame::PresenceChanged { host: host.clone() }));
+    /// Tells every linked peer.
+    pub fn broadcast(&self, frame: &PeerFrame) {
+        self.lock().broadcast(frame);
+    }
+
+    /// Registers a link to the peer `copy` (replacing an older link to it) and queues the
+    /// `sessions` frame that starts it. Returns the link number and its queue's receiver.
+    pub fn attach_peer(&self, copy: &str) -> (u64, mpsc::Receiver<Outgoing<PeerFrame>>) {
+        let (queue, receiver) = mpsc::channel(PEER_QUEUE);
+        let mut state = self.lock();
+        if state.closing {
+            let _ = queue.try_send(Outgoing::Close(CloseCode::GoingAway, "this copy is shutting down".into()));
+            return (0, receiver);
+        }
+        state.last_link += 1;
+        let link = state.last_link;
+        for chunk in state.local_infos().chunks(SESSIONS_PER_FRAME) {
+            let _ = try_queue(&queue, PeerFrame::Sessions { sessions: chunk.to_vec() });
+        }
+        if let Some(older) = state.peers.insert(copy.to_owned(), PeerLink { link, queue }) {
+            let _ = older.queue.try_send(Outgoing::Close(CloseCode::Replaced, "a newer link to this copy".into()));
+        }
+        (link, receiver)
+    }
+
+    /// Ends the peer link if it is still the current one: the devices it held are offline
+    /// until they reconnect (to some copy).
+    pub fn detach_peer(&self, copy: &str, link: u64, registry: &Registry) {
+        let mut state = self.lock();
+        if state.peers.get(copy).is_none_or(|current| current.link != link) {
+            return;
+        }
+        state.peers.remove(copy);
+        let gone: Vec<(String, DeviceKind)> =
+            state.remote.iter().filter(|(_, r)| r.copy == copy).map(|(id, r)| (id.clone(), r.kind)).collect();
+        for (id, kind) in gone {
+            state.remote.remove(&id);
+            if kind == DeviceKind::Host {
+                state.host_changed(&id, &display_name(registry, &id), true);
+            }
+        }
+    }
+
+    /// A peer says a device connected to it.
+    pub fn peer_session_opened(&self, copy: &str, info: SessionInfo, registry: &Registry) {
+        let mut state = self.lock();
+        let was_online = state.is_online(&info.device_id);
+        if let Some(local) = state.local.get(&info.device_id) {
+            if local.session > info.session {
+                return; // ours is newer: the peer closes its own when it hears of ours
+            }
+            let local = state.local.remove(&info.device_id).expect("checked above");
+            let _ = local
+                .queue
+                .try_send(Outgoing::Close(CloseCode::Replaced, "a newer session connected to another copy".into()));
+        }
+        if state.remote.get(&info.device_id).is_some_and(|r| r.session > info.session) {
+            return;
+        }
+        let (device_id, kind) = (info.device_id.clone(), info.kind);
+        state.remote.insert(info.device_id, Remote { copy: copy.to_owned(), kind, session: info.session });
+        if kind == DeviceKind::Host {
+            state.host_changed(&device_id, &display_name(registry, &device_id), was_online);
+        }
+    }
+
+    /// A peer says a device's session on it ended.
+    pub fn peer_session_closed(&self, copy: &str, device_id: &str, session: u64, registry: &Registry) {
+        let mut state = self.lock();
+        if state.remote.get(device_id).is_none_or(|r| r.copy != copy || r.session != session) {
+            return;
+        }
+        let removed = state.remote.remove(device_id).expect("checked above");
+        if removed.kind == DeviceKind::Host {
+            state.host_changed(device_id, &display_name(registry, device_id), true);
+        }
+    }
+
+    /// A frame a peer forwarded for a device here (never forwarded again). A message that
+    /// finds no session is answered with `undeliverable` for its sender, back over the link.
+    pub fn deliver_forwarded(&self, to: &str, frame: LinkFrame) -> Option<PeerFrame> {
+        let state = self.lock();
+        let queued =
+            state.local.get(to).map_or(Err(NotQueued::Offline), |local| try_queue(&local.queue, frame.clone()));
+        match (queued, frame) {
+            (Ok(()), _) => None,
+            (Err(_), LinkFrame::Message { from, epoch, seq, .. }) => {
+                let reason = UndeliverableReason::Offline;
+                let frame = LinkFrame::Undeliverable { to: to.to_owned(), epoch, seq, reason };
+                Some(PeerFrame::Forward { to: from, frame: Box::new(frame) })
+            }
+            // A lost ack or report costs only a resend, which the receiver drops.
+            (Err(_), _) => None,
+        }
+    }
+
+    /// Shutdown: closes every session and peer link with `code` and refuses new ones.
+    pub fn close_all(&self, code: CloseCode, reason: &str) {
+        let mut state = self.lock();
+        state.closing = true;
+        for session in state.local.values() {
+            let _ = session.queue.try_send(Outgoing::Close(code, reason.to_owned()));
+        }
+        for peer in state.peers.values() {
+            let _ = peer.queue.try_send(Outgoing::Close(code, reason.to_owned()));
+        }
+    }
+
+    /// Sessions here by kind, peer links, and how many devices the peers hold.
+    pub fn counts(&self) -> Counts {
+        let state = self.lock();
+        let clients = state.local.values().filter(|s| s.kind == DeviceKind::Client).count();
+        Counts {
+            clients,
+            hosts: state.local.len() - clients,
+            peers: state.peers.len(),
+            remote_devices: state.remote.len(),
         }
     }
 }
 
-fn host_presence(device_id: &str, name: &str, paired: bool, online: bool) -> HostPresence {
-    HostPresence { device_id: device_id.to_owned(), name: name.to_owned(), paired, online }
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    pub clients: usize,
+    pub hosts: usize,
+    pub peers: usize,
+    pub remote_devices: usize,
+}
+
+impl Counts {
+    /// No device session and no peer link here.
+    pub fn is_empty(&self) -> bool {
+        self.clients + self.hosts + self.peers == 0
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn frame(receiver: &mut mpsc::Receiver<Outgoing>) -> Option<Outgoing> {
+    fn next<F>(receiver: &mut mpsc::Receiver<Outgoing<F>>) -> Option<Outgoing<F>> {
         receiver.try_recv().ok()
+    }
+
+    fn info(device_id: &str, kind: DeviceKind, session: u64) -> SessionInfo {
+        SessionInfo { device_id: device_id.into(), kind, session }
     }
 
     #[test]
@@ -176,7 +405,7 @@ mod tests {
         let (first, mut first_rx) = sessions.open("h1", DeviceKind::Host, "box", 5);
         let (second, _second_rx) = sessions.open("h1", DeviceKind::Host, "box", 5);
         assert!(second > first);
-        assert!(matches!(frame(&mut first_rx), Some(Outgoing::Close(CloseCode::Replaced, _))));
+        assert!(matches!(next(&mut first_rx), Some(Outgoing::Close(CloseCode::Replaced, _))));
         sessions.close("h1", first);
         assert!(sessions.is_online("h1"), "the replaced session's end must not remove the newer one");
         sessions.close("h1", second);
@@ -189,10 +418,10 @@ mod tests {
         let (_, mut client) = sessions.open("c1", DeviceKind::Client, "phone", 1);
         let (host, _host_rx) = sessions.open("h1", DeviceKind::Host, "box", 2);
         let online = host_presence("h1", "box", true, true);
-        assert_eq!(frame(&mut client), Some(Outgoing::Frame(LinkFrame::PresenceChanged { host: online })));
+        assert_eq!(next(&mut client), Some(Outgoing::Frame(LinkFrame::PresenceChanged { host: online })));
         sessions.close("h1", host);
         let offline = host_presence("h1", "box", true, false);
-        assert_eq!(frame(&mut client), Some(Outgoing::Frame(LinkFrame::PresenceChanged { host: offline })));
+        assert_eq!(next(&mut client), Some(Outgoing::Frame(LinkFrame::PresenceChanged { host: offline })));
         assert_eq!(sessions.send("h1", LinkFrame::Ping { t: 1 }), Err(NotQueued::Offline));
     }
 
@@ -204,5 +433,91 @@ mod tests {
             sessions.send("c1", LinkFrame::Ping { t }).unwrap();
         }
         assert_eq!(sessions.send("c1", LinkFrame::Ping { t: 0 }), Err(NotQueued::Full));
+    }
+
+    #[test]
+    fn a_peer_link_starts_with_every_session_and_then_hears_each_change() {
+        let sessions = Sessions::default();
+        let (first, _c1) = sessions.open("c1", DeviceKind::Client, "phone", 10);
+        let (_, mut peer) = sessions.attach_peer("cp2");
+        let Some(Outgoing::Frame(PeerFrame::Sessions { sessions: listed })) = next(&mut peer) else {
+            panic!("the link must start with sessions")
+        };
+        assert_eq!(listed, [info("c1", DeviceKind::Client, first)]);
+        let (host, _h1) = sessions.open("h1", DeviceKind::Host, "box", 11);
+        assert_eq!(
+            next(&mut peer),
+            Some(Outgoing::Frame(PeerFrame::SessionOpened { session: info("h1", DeviceKind::Host, host) }))
+        );
+        sessions.close("h1", host);
+        let closed = PeerFrame::SessionClosed { device_id: "h1".into(), session: host };
+        assert_eq!(next(&mut peer), Some(Outgoing::Frame(closed)));
+    }
+
+    #[test]
+    fn frames_for_a_device_on_a_peer_go_one_hop_over_that_link() {
+        let sessions = Sessions::default();
+        let registry = Registry::default();
+        let (link, mut peer) = sessions.attach_peer("cp2");
+        let _ = next(&mut peer);
+        sessions.peer_session_opened("cp2", info("h1", DeviceKind::Host, 7), &registry);
+        assert!(sessions.is_online("h1"));
+        assert_eq!(sessions.kind_of("h1"), Some(DeviceKind::Host));
+        assert_eq!(sessions.send("h1", LinkFrame::Ping { t: 3 }), Ok(Route::Peer));
+        let forwarded = PeerFrame::Forward { to: "h1".into(), frame: Box::new(LinkFrame::Ping { t: 3 }) };
+        assert_eq!(next(&mut peer), Some(Outgoing::Frame(forwarded)));
+        sessions.detach_peer("cp2", link, &registry);
+        assert!(!sessions.is_online("h1"), "a dead link takes its devices offline");
+        assert_eq!(sessions.send("h1", LinkFrame::Ping { t: 4 }), Err(NotQueued::Offline));
+    }
+
+    #[test]
+    fn only_the_newest_session_of_a_device_survives_across_copies() {
+        let sessions = Sessions::default();
+        let registry = Registry::default();
+        let (_, mut peer) = sessions.attach_peer("cp2");
+        let _ = next(&mut peer);
+        let (mine, mut local) = sessions.open("c1", DeviceKind::Client, "phone", 100);
+        // An older session elsewhere (a lingering one) does not displace ours...
+        sessions.peer_session_opened("cp2", info("c1", DeviceKind::Client, mine - 1), &registry);
+        assert_eq!(sessions.send("c1", LinkFrame::Ping { t: 1 }), Ok(Route::Local));
+        let _ = next(&mut local);
+        // ...a newer one closes ours and takes the traffic.
+        sessions.peer_session_opened("cp2", info("c1", DeviceKind::Client, mine + 1), &registry);
+        assert!(matches!(next(&mut local), Some(Outgoing::Close(CloseCode::Replaced, _))));
+        assert_eq!(sessions.send("c1", LinkFrame::Ping { t: 2 }), Ok(Route::Peer));
+        // A session opened here later is numbered above every one known, so it wins everywhere.
+        let (again, _) = sessions.open("c1", DeviceKind::Client, "phone", 50);
+        assert!(again > mine + 1);
+    }
+
+    #[test]
+    fn a_forwarded_message_that_finds_nobody_is_reported_to_its_sender() {
+        let sessions = Sessions::default();
+        let message =
+            LinkFrame::Message { from: "c1".into(), epoch: 9, seq: 4, first_unacked: 1, body: serde_json::json!("hi") };
+        let Some(PeerFrame::Forward { to, frame }) = sessions.deliver_forwarded("h1", message) else {
+            panic!("an undeliverable message must be reported")
+        };
+        assert_eq!(to, "c1");
+        assert_eq!(
+            *frame,
+            LinkFrame::Undeliverable { to: "h1".into(), epoch: 9, seq: 4, reason: UndeliverableReason::Offline }
+        );
+        assert_eq!(sessions.deliver_forwarded("h1", LinkFrame::Acked { from: "c1".into(), epoch: 9, seq: 4 }), None);
+    }
+
+    #[test]
+    fn shutdown_closes_everything_and_refuses_newcomers() {
+        let sessions = Sessions::default();
+        let (_, mut device) = sessions.open("c1", DeviceKind::Client, "phone", 1);
+        let (_, mut peer) = sessions.attach_peer("cp2");
+        let _ = next(&mut peer);
+        sessions.close_all(CloseCode::GoingAway, "bye");
+        assert!(matches!(next(&mut device), Some(Outgoing::Close(CloseCode::GoingAway, _))));
+        assert!(matches!(next(&mut peer), Some(Outgoing::Close(CloseCode::GoingAway, _))));
+        let (_, mut late) = sessions.open("c2", DeviceKind::Client, "tablet", 2);
+        assert!(matches!(next(&mut late), Some(Outgoing::Close(CloseCode::GoingAway, _))));
+        assert!(!sessions.is_online("c2"));
     }
 }

@@ -1,0 +1,331 @@
+//! The link between two copies, `GET /v1/peer` (DESIGN 3.7; `docs/control-plane/link-protocol.md`):
+//! both sides prove they hold the control key, then each tells the other which devices are
+//! connected to it, forwards link frames for devices connected to the other (one hop), and
+//! passes on revocations. One task runs each link, accepted ([`accept`]) or dialed ([`dial`]).
+
+use crate::control::Control;
+use crate::sessions::Outgoing;
+use futures::{Sink, SinkExt, Stream, StreamExt};
+use hyperhive_control_link::transport::Target;
+use hyperhive_control_proto::encoding;
+use hyperhive_control_proto::link::{
+    CloseCode, DEAD_AFTER, ErrorCode, HANDSHAKE_TIMEOUT, LINK_PROTOCOL_VERSION, LinkFrame, MAX_PEER_FRAME_BYTES,
+    NONCE_LEN, PING_INTERVAL, PeerFrame, peer_proof_message, server_proof_message,
+};
+use rand::RngCore;
+use std::sync::Arc;
+use tokio::time::{Instant, timeout};
+use tokio_tungstenite::tungstenite;
+
+/// What the link loop reads, whichever WebSocket library carries it.
+#[derive(Debug)]
+pub enum WireIn {
+    Text(String),
+    Binary,
+    Closed,
+    /// A WebSocket ping or pong: proof of life, nothing to do.
+    Control,
+}
+
+/// What the link loop writes.
+#[derive(Debug)]
+pub enum WireOut {
+    Text(String),
+    Close(CloseCode, String),
+}
+
+/// Why a link ended before it was up, or could not be dialed.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct PeerError(String);
+
+/// The upgrade for `/v1/peer`: frames up to [`MAX_PEER_FRAME_BYTES`].
+pub fn configure(ws: warp::ws::Ws) -> warp::ws::Ws {
+    let config = hyperhive_control_link::websocket_config();
+    ws.max_write_buffer_size(config.max_write_buffer_size)
+        .max_message_size(MAX_PEER_FRAME_BYTES)
+        .max_frame_size(MAX_PEER_FRAME_BYTES)
+}
+
+/// Serves a link another copy dialed.
+pub async fn accept(socket: warp::ws::WebSocket, control: Arc<Control>) {
+    use warp::ws::Message;
+    let (sink, stream) = socket.split();
+    let mut sink = Box::pin(sink.with(|out: WireOut| {
+        futures::future::ready(Ok::<_, warp::Error>(match out {
+            WireOut::Text(text) => Message::text(text),
+            WireOut::Close(code, reason) => Message::close_with(code.code(), reason),
+        }))
+    }));
+    let mut stream = stream.map(|message| match message {
+        Err(_) => WireIn::Closed,
+        Ok(m) if m.is_close() => WireIn::Closed,
+        Ok(m) if m.is_binary() => WireIn::Binary,
+        Ok(m) => m.to_str().map_or(WireIn::Control, |text| WireIn::Text(text.to_owned())),
+    });
+    match timeout(HANDSHAKE_TIMEOUT, accept_handshake(&mut sink, &mut stream, &control)).await {
+        Ok(Ok(peer)) => run(sink, stream, control, peer).await,
+        Ok(Err((code, reason))) => {
+            tracing::warn!(code = code.code(), %reason, "peer link refused");
+            let _ = sink.send(WireOut::Close(code, reason)).await;
+        }
+        Err(_) => {
+            let reason = format!("the handshake did not finish within {}s", HANDSHAKE_TIMEOUT.as_secs());
+            let _ = sink.send(WireOut::Close(CloseCode::HandshakeTimeout, reason)).await;
+        }
+    }
+}
+
+/// Dials the copy `peer` (as its membership record names it) at `peer_url` and runs the link
+/// until it ends. An error means it never came up.
+pub async fn dial(control: Arc<Control>, peer: &str, peer_url: &str) -> Result<(), PeerError> {
+    use tungstenite::Message;
+    let target = Target::parse(peer_url).map_err(|e| PeerError(format!("peer URL of copy {peer}: {e}")))?;
+    let stream = target.connect(None).await.map_err(|e| PeerError(e.to_string()))?;
+    let mut config = hyperhive_control_link::websocket_config();
+    config.max_message_size = Some(MAX_PEER_FRAME_BYTES);
+    config.max_frame_size = Some(MAX_PEER_FRAME_BYTES);
+    let url = target.ws_url("/v1/peer");
+    let (socket, _) =
+        timeout(HANDSHAKE_TIMEOUT, tokio_tungstenite::client_async_with_config(&url, stream, Some(config)))
+            .await
+            .map_err(|_| PeerError(format!("{url}: no WebSocket upgrade within {}s", HANDSHAKE_TIMEOUT.as_secs())))?
+            .map_err(|e| PeerError(format!("{url}: {e}")))?;
+    let (sink, stream) = socket.split();
+    let mut sink = Box::pin(sink.with(|out: WireOut| {
+        futures::future::ready(Ok::<_, tungstenite::Error>(match out {
+            WireOut::Text(text) => Message::text(text),
+            WireOut::Close(code, reason) => Message::Close(Some(tungstenite::protocol::CloseFrame {
+                code: code.code().into(),
+                reason: reason.into(),
+            })),
+        }))
+    }));
+    let mut stream = stream.map(|message| match message {
+        Ok(Message::Text(text)) => WireIn::Text(text.as_str().to_owned()),
+        Ok(Message::Binary(_)) => WireIn::Binary,
+        Ok(Message::Close(_)) | Err(_) => WireIn::Closed,
+        Ok(_) => WireIn::Control,
+    });
+    let handshake = dial_handshake(&mut sink, &mut stream, &control, peer);
+    match timeout(HANDSHAKE_TIMEOUT, handshake).await {
+        Ok(Ok(())) => {
+            run(sink, stream, control, peer.to_owned()).await;
+            Ok(())
+        }
+        Ok(Err(error)) => {
+            let _ = sink.send(WireOut::Close(CloseCode::ProtocolViolation, error.0.clone())).await;
+            Err(PeerError(format!("{url}: {error}")))
+        }
+        Err(_) => {
+            Err(PeerError(format!("{url}: the handshake did not finish within {}s", HANDSHAKE_TIMEOUT.as_secs())))
+        }
+    }
+}
+
+fn fresh_nonce() -> String {
+    let mut nonce = [0u8; NONCE_LEN];
+    rand::rng().fill_bytes(&mut nonce);
+    encoding::encode(&nonce)
+}
+
+/// The next frame of the handshake, skipping WebSocket pings.
+async fn next_frame(stream: &mut (impl Stream<Item = WireIn> + Unpin)) -> Result<PeerFrame, String> {
+    loop {
+        match stream.next().await {
+            Some(WireIn::Control) => continue,
+            Some(WireIn::Text(text)) => return PeerFrame::decode(&text).map_err(|e| e.to_string()),
+            Some(WireIn::Binary) => return Err("a binary message: frames are JSON text".into()),
+            Some(WireIn::Closed) | None => return Err("the other copy left during the handshake".into()),
+        }
+    }
+}
+
+/// A copy id as membership records hold it: short, lowercase, no separators that could bend
+/// the signed text.
+fn valid_copy_id(copy: &str) -> bool {
+    !copy.is_empty()
+        && copy.len() <= 64
+        && copy.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+async fn accept_handshake(
+    sink: &mut (impl Sink<WireOut> + Unpin),
+    stream: &mut (impl Stream<Item = WireIn> + Unpin),
+    control: &Control,
+) -> Result<String, (CloseCode, String)> {
+    let server_nonce = fresh_nonce();
+    let challenge = PeerFrame::PeerChallenge { version: LINK_PROTOCOL_VERSION, server_nonce: server_nonce.clone() };
+    let left = || (CloseCode::Normal, "the other copy left during the handshake".to_owned());
+    sink.send(WireOut::Text(challenge.encode())).await.map_err(|_| left())?;
+    let hello =
+        next_frame(stream).await.map_err(|e| (CloseCode::ProtocolViolation, format!("expected peer_hello: {e}")))?;
+    let PeerFrame::PeerHello { version, copy, peer_nonce, signature } = hello else {
+        return Err((CloseCode::ProtocolViolation, "expected peer_hello".into()));
+    };
+    if version != LINK_PROTOCOL_VERSION {
+        let reason = format!("this copy speaks link protocol version {LINK_PROTOCOL_VERSION}, the other {version}");
+        return Err((CloseCode::UnsupportedVersion, reason));
+    }
+    if !valid_copy_id(&copy) || copy == control.copy_name {
+        return Err((CloseCode::ProtocolViolation, format!("{copy:?} is not another copy's id")));
+    }
+    if encoding::decode_exact::<NONCE_LEN>(&peer_nonce).is_err()
+        || !control.key.verifies(&peer_proof_message(&server_nonce, &peer_nonce, &copy), &signature)
+    {
+        let reason =
+            "the peer's signature does not verify with the control key: it is not a copy of this control plane";
+        return Err((CloseCode::DeviceProofFailed, reason.into()));
+    }
+    let proof = control.key.sign(&server_proof_message(&peer_nonce, &server_nonce, &copy));
+    let welcome = PeerFrame::PeerWelcome { signature: proof, copy: control.copy_name.clone() };
+    sink.send(WireOut::Text(welcome.encode())).await.map_err(|_| left())?;
+    Ok(copy)
+}
+
+async fn dial_handshake(
+    sink: &mut (impl Sink<WireOut> + Unpin),
+    stream: &mut (impl Stream<Item = WireIn> + Unpin),
+    control: &Control,
+    expected: &str,
+) -> Result<(), PeerError> {
+    let PeerFrame::PeerChallenge { version, server_nonce } = next_frame(stream).await.map_err(PeerError)? else {
+        return Err(PeerError("expected peer_challenge".into()));
+    };
+    if version != LINK_PROTOCOL_VERSION {
+        return Err(PeerError(format!(
+            "the peer speaks link protocol version {version}, this copy {LINK_PROTOCOL_VERSION}"
+        )));
+    }
+    let peer_nonce = fresh_nonce();
+    let me = control.copy_name.clone();
+    let signature = control.key.sign(&peer_proof_message(&server_nonce, &peer_nonce, &me));
+    let hello = PeerFrame::PeerHello { version, copy: me.clone(), peer_nonce: peer_nonce.clone(), signature };
+    sink.send(WireOut::Text(hello.encode()))
+        .await
+        .map_err(|_| PeerError("the peer left during the handshake".into()))?;
+    let PeerFrame::PeerWelcome { signature, copy } = next_frame(stream).await.map_err(PeerError)? else {
+        return Err(PeerError("expected peer_welcome".into()));
+    };
+    if !control.key.verifies(&server_proof_message(&peer_nonce, &server_nonce, &me), &signature) {
+        return Err(PeerError("the peer did not prove the control key: it is not a copy of this control plane".into()));
+    }
+    if copy != expected {
+        return Err(PeerError(format!("the peer answers as copy {copy}, its membership record says {expected}")));
+    }
+    Ok(())
+}
+
+/// Takes the link's devices offline however the link task ends (even when it is aborted).
+struct Attached {
+    control: Arc<Control>,
+    peer: String,
+    link: u64,
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        self.control.sessions.detach_peer(&self.peer, self.link, &self.control.registry);
+        tracing::info!(peer = %self.peer, "peer link down");
+    }
+}
+
+/// Runs an authenticated link until either side ends it.
+async fn run(
+    mut sink: impl Sink<WireOut> + Unpin,
+    mut stream: impl Stream<Item = WireIn> + Unpin,
+    control: Arc<Control>,
+    peer: String,
+) {
+    let (link, mut queue) = control.sessions.attach_peer(&peer);
+    let _attached = Attached { control: control.clone(), peer: peer.clone(), link };
+    tracing::info!(%peer, "peer link up");
+    let mut pings = tokio::time::interval_at(Instant::now() + PING_INTERVAL, PING_INTERVAL);
+    let mut heard = Instant::now();
+    let mut ping_count: u64 = 0;
+    let close = loop {
+        let out = tokio::select! {
+            incoming = stream.next() => {
+                heard = Instant::now();
+                match incoming {
+                    Some(WireIn::Text(text)) => match PeerFrame::decode(&text) {
+                        Ok(frame) => on_frame(&control, &peer, frame),
+                        Err(error) => Some(PeerFrame::Error { code: error.error_code(), message: error.to_string() }),
+                    },
+                    Some(WireIn::Control) => None,
+                    Some(WireIn::Binary) => {
+                        break Some((CloseCode::UnsupportedData, "binary messages are not used: frames are JSON text".into()))
+                    }
+                    Some(WireIn::Closed) | None => break None,
+                }
+            }
+            outgoing = queue.recv() => match outgoing {
+                Some(Outgoing::Frame(frame)) => Some(frame),
+                Some(Outgoing::Close(code, reason)) => break Some((code, reason)),
+                None => break None,
+            },
+            _ = pings.tick() => {
+                if heard.elapsed() >= DEAD_AFTER {
+                    break Some((CloseCode::Normal, format!("nothing heard for {}s", DEAD_AFTER.as_secs())));
+                }
+                ping_count += 1;
+                Some(PeerFrame::Ping { t: ping_count })
+            }
+        };
+        if let Some(frame) = out
+            && sink.send(WireOut::Text(frame.encode())).await.is_err()
+        {
+            break None;
+        }
+    };
+    if let Some((code, reason)) = close {
+        tracing::info!(%peer, code = code.code(), %reason, "closing the peer link");
+        let _ = sink.send(WireOut::Close(code, reason)).await;
+    }
+}
+
+/// Handles one frame from a peer; returns the answer to send back, if any.
+fn on_frame(control: &Control, peer: &str, frame: PeerFrame) -> Option<PeerFrame> {
+    let sessions = &control.sessions;
+    match frame {
+        PeerFrame::Sessions { sessions: listed } => {
+            for info in listed {
+                sessions.peer_session_opened(peer, info, &control.registry);
+            }
+            None
+        }
+        PeerFrame::SessionOpened { session } => {
+            sessions.peer_session_opened(peer, session, &control.registry);
+            None
+        }
+        PeerFrame::SessionClosed { device_id, session } => {
+            sessions.peer_session_closed(peer, &device_id, session, &control.registry);
+            None
+        }
+        PeerFrame::Forward { to, frame } => match *frame {
+            frame @ (LinkFrame::Message { .. } | LinkFrame::Acked { .. } | LinkFrame::Undeliverable { .. }) => {
+                sessions.deliver_forwarded(&to, frame)
+            }
+            other => Some(PeerFrame::Error {
+                code: ErrorCode::NotAllowed,
+                message: format!("only message, acked and undeliverable are forwarded, not \"{}\"", other.type_name()),
+            }),
+        },
+        PeerFrame::Revoked { device_id } => {
+            tracing::info!(%peer, device = %device_id, "a peer forgot a device");
+            control.registry.mark_forgotten(&device_id, &crate::records::timestamp(control.clock.now()));
+            sessions.close_forgotten(&control.registry);
+            None
+        }
+        PeerFrame::Ping { t } => Some(PeerFrame::Pong { t }),
+        PeerFrame::Pong { .. } => None,
+        PeerFrame::Error { code, message } => {
+            tracing::warn!(%peer, ?code, %message, "the peer reported an error");
+            None
+        }
+        _ => Some(PeerFrame::Error {
+            code: ErrorCode::NotAllowed,
+            message: "handshake frames are not sent on an established link".into(),
+        }),
+    }
+}
