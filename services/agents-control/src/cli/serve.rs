@@ -47,7 +47,11 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode, Failure> {
         .await
         .map_err(|e| Failure(format!("AGENTS_CONTROL_LISTEN (--listen) {listen}: cannot listen ({e})")))?;
     let membership = Arc::new(Membership::new(super::hostname(), args.peer_url.clone()));
-    let control = Arc::new(Control::new(store, issuer.key, Arc::new(SystemClock)).with_copy_name(membership.copy_id()));
+    let control = Arc::new(
+        Control::new(store, issuer.key, Arc::new(SystemClock))
+            .with_copy_name(membership.copy_id())
+            .with_public_address(issuer.control_url, issuer.pin),
+    );
     crate::serve::run(control, membership, listener, shutdown_signal(), drain).await?;
     Ok(ExitCode::SUCCESS)
 }

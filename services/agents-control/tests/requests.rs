@@ -1,0 +1,446 @@
+//! Requests over the device link (`request` frames): making codes, listing and forgetting
+//! devices, on one copy served in process by warp, with real WebSocket clients running
+//! control-link's handshake; codes made over the link are redeemed with control-link's pairing
+//! client over HTTP. The store is a `file://` directory, or the test kit's real S3 server frozen
+//! to make the bucket unreachable.
+
+use agents_control::clock::FakeClock;
+use agents_control::codes::{self, CodeRequest};
+use agents_control::control::Control;
+use agents_control::key::ControlKey;
+use agents_control::records::{self, CodeRecord, DeviceRecord};
+use agents_control::{pairing, registry};
+use ed25519_dalek::SigningKey;
+use futures::{SinkExt, StreamExt};
+use hyperhive_control_link::handshake;
+use hyperhive_control_link::pair_client::{self, PairError};
+use hyperhive_control_proto::DeviceKind;
+use hyperhive_control_proto::code::Code;
+use hyperhive_control_proto::link::{CloseCode, DeviceInfo, HostPresence, LinkFrame, Reply, Request};
+use hyperhive_control_proto::pair::PairRequest;
+use hyperhive_object_store::Store;
+use hyperhive_object_store::file::FileStore;
+use hyperhive_object_store::s3::S3Store;
+use hyperhive_testkit::{S3, wait_until};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use time::macros::datetime;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+const WAIT: Duration = Duration::from_secs(5);
+/// A frozen bucket costs each store call its bounded retries (a few seconds each) before it is
+/// declared unavailable; a request makes up to two such calls.
+const STORE_OUTAGE_WAIT: Duration = Duration::from_secs(60);
+const CONTROL_SEED: [u8; 32] = [7; 32];
+
+struct Copy {
+    _dir: Option<tempfile::TempDir>,
+    store: Arc<dyn Store>,
+    clock: Arc<FakeClock>,
+    control: Arc<Control>,
+    addr: SocketAddr,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Copy {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+#[derive(Clone)]
+struct Device {
+    id: String,
+    kind: DeviceKind,
+    key: SigningKey,
+}
+
+/// A copy on `store`; `public` gives it its public address (its own loopback URL), without
+/// which it makes no codes.
+async fn start(store: Arc<dyn Store>, dir: Option<tempfile::TempDir>, public: bool) -> Copy {
+    let clock = Arc::new(FakeClock::at(datetime!(2026-11-30 04:00 UTC)));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut control =
+        Control::new(store.clone(), ControlKey::from_seed(CONTROL_SEED), clock.clone()).with_copy_name("cp1");
+    if public {
+        control = control.with_public_address(format!("http://{addr}"), None);
+    }
+    let control = Arc::new(control);
+    let routes = agents_control::http::routes(control.clone());
+    let server = tokio::spawn(async move { warp::serve(routes).incoming(listener).run().await });
+    Copy { _dir: dir, store, clock, control, addr, server }
+}
+
+async fn file_copy(public: bool) -> Copy {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(FileStore::open(dir.path()).unwrap());
+    start(store, Some(dir), public).await
+}
+
+impl Copy {
+    /// Pairs a device the way `agents-control code` and `POST /v1/pair` would, and refreshes
+    /// this copy's registry.
+    async fn pair(&self, kind: DeviceKind, name: &str) -> Device {
+        let issuer =
+            codes::Issuer { key: self.control.key.clone(), control_url: format!("http://{}", self.addr), pin: None };
+        let request = CodeRequest { kind, name: None, ttl: codes::DEFAULT_TTL, made_by: "test".into() };
+        let code = codes::make_code(self.store.as_ref(), self.clock.as_ref(), &issuer, &request).await.unwrap();
+        let key = SigningKey::from_bytes(&rand::random::<[u8; 32]>());
+        let request = PairRequest::sign(&code.to_token(), &key, name);
+        let response =
+            pairing::redeem(self.store.as_ref(), self.clock.as_ref(), &self.control.key, &request).await.unwrap();
+        self.control.registry.refresh(self.store.as_ref()).await.unwrap();
+        Device { id: response.device_id, kind, key }
+    }
+
+    async fn open(&self) -> Socket {
+        let url = format!("ws://{}/v1/link", self.addr);
+        let config = hyperhive_control_link::websocket_config();
+        let (socket, _) = tokio_tungstenite::connect_async_with_config(url, Some(config), false).await.unwrap();
+        socket
+    }
+
+    /// Answers the server's challenge with the device's hello, without waiting for the welcome.
+    async fn hello(&self, device: &Device) -> Socket {
+        let mut socket = self.open().await;
+        let challenge = next_frame(&mut socket, WAIT).await;
+        let (hello, _) = handshake::answer_challenge(&challenge, &device.id, &device.key, &mut rand::rng()).unwrap();
+        send(&mut socket, &hello).await;
+        socket
+    }
+
+    /// Connects and authenticates the device; a client's first `presence` is read here.
+    async fn connect(&self, device: &Device) -> Socket {
+        let mut socket = self.open().await;
+        let challenge = next_frame(&mut socket, WAIT).await;
+        let (hello, awaiting) =
+            handshake::answer_challenge(&challenge, &device.id, &device.key, &mut rand::rng()).unwrap();
+        send(&mut socket, &hello).await;
+        let welcome = next_frame(&mut socket, WAIT).await;
+        let control_key = SigningKey::from_bytes(&CONTROL_SEED).verifying_key();
+        assert_eq!(awaiting.verify_welcome(&welcome, &control_key).unwrap(), "cp1");
+        if device.kind == DeviceKind::Client {
+            assert!(matches!(next_frame(&mut socket, WAIT).await, LinkFrame::Presence { .. }));
+        }
+        socket
+    }
+
+    async fn pending_codes(&self) -> Vec<CodeRecord> {
+        let mut found = Vec::new();
+        for key in self.store.list(records::CODES).await.unwrap() {
+            let bytes = self.store.get(&key).await.unwrap().unwrap().bytes;
+            found.push(records::decode(&key, &bytes).unwrap());
+        }
+        found
+    }
+
+    async fn stored_device(&self, id: &str) -> DeviceRecord {
+        let key = records::device_key(id);
+        records::decode(&key, &self.store.get(&key).await.unwrap().unwrap().bytes).unwrap()
+    }
+}
+
+async fn send(socket: &mut Socket, frame: &LinkFrame) {
+    socket.send(Message::text(frame.encode())).await.unwrap();
+}
+
+async fn ask(socket: &mut Socket, id: u64, request: Request) {
+    send(socket, &LinkFrame::Request { id, request }).await;
+}
+
+/// The next frame that is not a keepalive ping. Pings are answered, as a device does, so a link
+/// waiting long on a frozen store is not closed for silence.
+async fn next_frame(socket: &mut Socket, wait: Duration) -> LinkFrame {
+    loop {
+        let message = tokio::time::timeout(wait, socket.next()).await.expect("a frame in time");
+        match message.expect("the link is open").expect("a readable message") {
+            Message::Text(text) => match LinkFrame::decode(&text).unwrap() {
+                LinkFrame::Ping { t } => send(socket, &LinkFrame::Pong { t }).await,
+                frame => return frame,
+            },
+            Message::Close(frame) => panic!("closed: {frame:?}"),
+            _ => continue,
+        }
+    }
+}
+
+/// The answer to request `id`, which must be the next frame.
+async fn answer(socket: &mut Socket, id: u64) -> Result<Reply, (String, bool)> {
+    answer_within(socket, id, WAIT).await
+}
+
+async fn answer_within(socket: &mut Socket, id: u64, wait: Duration) -> Result<Reply, (String, bool)> {
+    match next_frame(socket, wait).await {
+        LinkFrame::Reply { id: got, reply } if got == id => Ok(reply),
+        LinkFrame::RequestFailed { id: got, error, retry } if got == id => Err((error, retry)),
+        other => panic!("expected the answer to request {id}, got {other:?}"),
+    }
+}
+
+async fn next_close(socket: &mut Socket) -> (u16, String) {
+    loop {
+        let message = tokio::time::timeout(WAIT, socket.next()).await.expect("a close in time");
+        match message {
+            Some(Ok(Message::Close(Some(frame)))) => return (frame.code.into(), frame.reason.to_string()),
+            Some(Ok(_)) => continue,
+            other => panic!("expected a close frame, got {other:?}"),
+        }
+    }
+}
+
+/// Store LISTs that gave up on an unreachable store, as `/metrics` counts them.
+fn failed_lists(control: &Control) -> u64 {
+    let needle = "agents_control_store_operations_total{operation=\"list\",result=\"unavailable\"} ";
+    control.metrics.render().lines().filter_map(|line| line.strip_prefix(needle)?.parse::<u64>().ok()).sum()
+}
+
+fn make_code(kind: DeviceKind, name: Option<&str>, ttl_secs: Option<u64>) -> Request {
+    Request::MakeCode { kind, name: name.map(str::to_owned), ttl_secs }
+}
+
+fn info(device: &Device, name: &str, online: bool) -> DeviceInfo {
+    DeviceInfo { device_id: device.id.clone(), kind: device.kind, name: name.into(), online }
+}
+
+#[tokio::test]
+async fn a_code_made_over_the_link_pairs_a_new_device_once() {
+    let copy = file_copy(true).await;
+    let client = copy.pair(DeviceKind::Client, "phone").await;
+    let mut link = copy.connect(&client).await;
+
+    ask(&mut link, 1, make_code(DeviceKind::Host, Some("box"), Some(120))).await;
+    let Ok(Reply::Code { code: token, expires_at }) = answer(&mut link, 1).await else { panic!("no code") };
+    assert_eq!(expires_at, "2026-11-30T04:02:00Z");
+    let code = Code::parse(&token).unwrap();
+    assert_eq!(code.kind, DeviceKind::Host);
+    assert_eq!(code.control_url, format!("http://{}", copy.addr));
+    assert_eq!(code.control_public_key, copy.control.key.public_key());
+    let [record] = &copy.pending_codes().await[..] else { panic!("one pending code") };
+    assert_eq!((record.made_by.as_str(), record.name.as_deref()), (client.id.as_str(), Some("box")));
+    assert_eq!(record.expires_at, expires_at);
+
+    // The new device pairs as a real one does: POST /v1/pair to the URL the code carries.
+    let identity = pair_client::pair(&token, "box").await.unwrap();
+    assert_eq!(identity.kind, DeviceKind::Host);
+    let host = Device { id: identity.device_id.clone(), kind: DeviceKind::Host, key: identity.device_key().clone() };
+    let _host_link = copy.connect(&host).await;
+    let online = HostPresence { device_id: host.id.clone(), name: "box".into(), paired: true, online: true };
+    assert_eq!(next_frame(&mut link, WAIT).await, LinkFrame::PresenceChanged { host: online });
+    match pair_client::pair(&token, "box again").await {
+        Err(PairError::Refused { status: 409, error }) => assert!(error.contains("already used"), "{error}"),
+        other => panic!("a second pairing with the code must be refused, got {other:?}"),
+    }
+
+    // Without name and ttl: a code for a client with the default life.
+    ask(&mut link, 2, make_code(DeviceKind::Client, None, None)).await;
+    let Ok(Reply::Code { code, expires_at }) = answer(&mut link, 2).await else { panic!("no code") };
+    assert_eq!(Code::parse(&code).unwrap().kind, DeviceKind::Client);
+    assert_eq!(expires_at, "2026-11-30T04:10:00Z");
+}
+
+#[tokio::test]
+async fn a_copy_without_its_public_address_makes_no_codes() {
+    let copy = file_copy(false).await;
+    let client = copy.pair(DeviceKind::Client, "phone").await;
+    let mut link = copy.connect(&client).await;
+    ask(&mut link, 1, make_code(DeviceKind::Client, None, None)).await;
+    let (error, retry) = answer(&mut link, 1).await.unwrap_err();
+    assert!(!retry && error.contains("AGENTS_CONTROL_URL"), "{error}");
+    assert!(copy.pending_codes().await.is_empty());
+}
+
+#[tokio::test]
+async fn bad_code_requests_are_refused_and_nothing_is_written() {
+    let copy = file_copy(true).await;
+    let client = copy.pair(DeviceKind::Client, "phone").await;
+    let mut link = copy.connect(&client).await;
+    let cases = [
+        (make_code(DeviceKind::Host, Some("  "), None), "name is empty"),
+        (make_code(DeviceKind::Host, Some(&"x".repeat(200)), None), "at most"),
+        (make_code(DeviceKind::Host, Some("tab\there"), None), "control characters"),
+        (make_code(DeviceKind::Client, None, Some(0)), "more than zero"),
+        (make_code(DeviceKind::Client, None, Some(24 * 3600 + 1)), "longer than the maximum"),
+    ];
+    for (id, (request, needle)) in (1..).zip(cases) {
+        ask(&mut link, id, request).await;
+        let (error, retry) = answer(&mut link, id).await.unwrap_err();
+        assert!(!retry && error.contains(needle), "{id}: {error}");
+    }
+    assert!(copy.pending_codes().await.is_empty());
+
+    // A request that is not JSON of a known op is a malformed frame, and the link stays.
+    link.send(Message::text(r#"{"type":"request","id":9,"request":{"op":"launch"}}"#)).await.unwrap();
+    assert!(matches!(next_frame(&mut link, WAIT).await, LinkFrame::Error { .. }));
+    ask(&mut link, 10, Request::ListDevices).await;
+    assert!(answer(&mut link, 10).await.is_ok());
+}
+
+#[tokio::test]
+async fn a_list_holds_every_paired_device_with_its_online_state() {
+    let copy = file_copy(true).await;
+    let client = copy.pair(DeviceKind::Client, "phone").await;
+    let host = copy.pair(DeviceKind::Host, "box").await;
+    let idle_host = copy.pair(DeviceKind::Host, "spare").await;
+    let gone = copy.pair(DeviceKind::Client, "old laptop").await;
+    registry::forget(copy.store.as_ref(), copy.clock.as_ref(), &gone.id).await.unwrap();
+    let mut link = copy.connect(&client).await;
+    let _host_link = copy.connect(&host).await;
+    let _presence_changed = next_frame(&mut link, WAIT).await;
+
+    ask(&mut link, 1, Request::ListDevices).await;
+    let Ok(Reply::Devices { mut devices, from_memory }) = answer(&mut link, 1).await else { panic!("no list") };
+    assert!(!from_memory);
+    let mut expected = vec![info(&client, "phone", true), info(&host, "box", true), info(&idle_host, "spare", false)];
+    // Devices paired in one second are ordered by id.
+    devices.sort_by(|a, b| a.device_id.cmp(&b.device_id));
+    expected.sort_by(|a, b| a.device_id.cmp(&b.device_id));
+    assert_eq!(devices, expected);
+}
+
+#[tokio::test]
+async fn forgetting_over_the_link_closes_the_devices_session_and_it_cannot_come_back() {
+    let copy = file_copy(true).await;
+    let client = copy.pair(DeviceKind::Client, "phone").await;
+    let host = copy.pair(DeviceKind::Host, "box").await;
+    let mut link = copy.connect(&client).await;
+    let mut host_link = copy.connect(&host).await;
+    let _online = next_frame(&mut link, WAIT).await;
+
+    ask(&mut link, 1, Request::ForgetDevice { device_id: host.id.clone() }).await;
+    let forgotten = HostPresence { device_id: host.id.clone(), name: "box".into(), paired: false, online: false };
+    assert_eq!(next_frame(&mut link, WAIT).await, LinkFrame::PresenceChanged { host: forgotten });
+    assert_eq!(answer(&mut link, 1).await, Ok(Reply::Forgotten { device_id: host.id.clone() }));
+    let (code, reason) = next_close(&mut host_link).await;
+    assert_eq!(code, CloseCode::Revoked.code(), "{reason}");
+    assert!(copy.stored_device(&host.id).await.forgotten_at.is_some());
+
+    let mut again = copy.hello(&host).await;
+    assert_eq!(next_close(&mut again).await.0, CloseCode::UnknownDevice.code());
+
+    // Forgetting it again (a client retrying after an unknown outcome) is not an error.
+    ask(&mut link, 2, Request::ForgetDevice { device_id: host.id.clone() }).await;
+    assert_eq!(answer(&mut link, 2).await, Ok(Reply::Forgotten { device_id: host.id.clone() }));
+    ask(&mut link, 3, Request::ListDevices).await;
+    let Ok(Reply::Devices { devices, .. }) = answer(&mut link, 3).await else { panic!("no list") };
+    assert_eq!(devices, [info(&client, "phone", true)]);
+
+    for (id, (target, needle)) in (4..).zip([
+        ("d00000000000000000000000000000000", "no device"),
+        ("../devices/x", "is not a device id"),
+        ("", "is not a device id"),
+    ]) {
+        ask(&mut link, id, Request::ForgetDevice { device_id: target.into() }).await;
+        let (error, retry) = answer(&mut link, id).await.unwrap_err();
+        assert!(!retry && error.contains(needle), "{target}: {error}");
+    }
+}
+
+#[tokio::test]
+async fn hosts_may_not_make_requests() {
+    let copy = file_copy(true).await;
+    let host = copy.pair(DeviceKind::Host, "box").await;
+    let other = copy.pair(DeviceKind::Host, "other box").await;
+    let mut link = copy.connect(&host).await;
+    let requests = [
+        make_code(DeviceKind::Host, None, None),
+        Request::ListDevices,
+        Request::ForgetDevice { device_id: other.id.clone() },
+    ];
+    for (id, request) in (1..).zip(requests) {
+        ask(&mut link, id, request).await;
+        let (error, retry) = answer(&mut link, id).await.unwrap_err();
+        assert!(!retry && error.contains("hosts may not make requests"), "{error}");
+    }
+    assert!(copy.pending_codes().await.is_empty());
+    assert!(copy.stored_device(&other.id).await.forgotten_at.is_none());
+}
+
+#[tokio::test]
+async fn an_answer_reaches_only_the_client_that_asked() {
+    let copy = file_copy(true).await;
+    let asker = copy.pair(DeviceKind::Client, "phone").await;
+    let bystander = copy.pair(DeviceKind::Client, "laptop").await;
+    let mut link = copy.connect(&asker).await;
+    let mut other_link = copy.connect(&bystander).await;
+
+    ask(&mut link, 1, make_code(DeviceKind::Client, None, None)).await;
+    assert!(matches!(answer(&mut link, 1).await, Ok(Reply::Code { .. })));
+    ask(&mut other_link, 1, Request::ListDevices).await;
+    assert!(matches!(answer(&mut other_link, 1).await, Ok(Reply::Devices { .. })));
+    // The answers went one each way: the next frame on each link answers its own ping.
+    for (t, socket) in [(7, &mut link), (8, &mut other_link)] {
+        send(socket, &LinkFrame::Ping { t }).await;
+        assert_eq!(next_frame(socket, WAIT).await, LinkFrame::Pong { t });
+    }
+}
+
+/// The bucket frozen: codes and forgets are refused with `retry: true` and nothing happens;
+/// lists answer from memory; the answer to a request asked by a session that has since been
+/// replaced reaches neither session; once the bucket answers again the same requests succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_the_store_is_unreachable_codes_and_forgets_wait_and_lists_come_from_memory() {
+    let mut s3 = S3::start().await.unwrap();
+    let store: Arc<dyn Store> = Arc::new(S3Store::from_client(&s3.client(), s3.bucket(), "requests"));
+    let copy = start(store, None, true).await;
+    let client = copy.pair(DeviceKind::Client, "phone").await;
+    let host = copy.pair(DeviceKind::Host, "box").await;
+    let mut link = copy.connect(&client).await;
+
+    s3.pause().unwrap();
+    ask(&mut link, 1, make_code(DeviceKind::Host, None, None)).await;
+    ask(&mut link, 2, Request::ForgetDevice { device_id: host.id.clone() }).await;
+    ask(&mut link, 3, Request::ListDevices).await;
+    let mut answers = Vec::new();
+    for _ in 0..3 {
+        answers.push(next_frame(&mut link, STORE_OUTAGE_WAIT).await);
+    }
+    answers.sort_by_key(|frame| match frame {
+        LinkFrame::Reply { id, .. } | LinkFrame::RequestFailed { id, .. } => *id,
+        other => panic!("expected answers, got {other:?}"),
+    });
+    for refused in &answers[..2] {
+        let LinkFrame::RequestFailed { error, retry: true, .. } = refused else { panic!("{refused:?}") };
+        assert!(error.starts_with("store unavailable") && error.contains("try again"), "{error}");
+    }
+    let LinkFrame::Reply { reply: Reply::Devices { mut devices, from_memory: true }, .. } = answers[2].clone() else {
+        panic!("{:?}", answers[2])
+    };
+    devices.sort_by(|a, b| a.device_id.cmp(&b.device_id));
+    let mut expected = vec![info(&client, "phone", true), info(&host, "box", false)];
+    expected.sort_by(|a, b| a.device_id.cmp(&b.device_id));
+    assert_eq!(devices, expected);
+    assert!(copy.control.registry.active(&host.id).is_some(), "a refused forget must not forget in memory");
+
+    // A request whose session is replaced before it is answered: the answer is dropped, and
+    // the newer session (which did not ask) never sees it.
+    let before = failed_lists(&copy.control);
+    ask(&mut link, 4, Request::ListDevices).await;
+    let mut newer = copy.connect(&client).await;
+    assert_eq!(next_close(&mut link).await.0, CloseCode::Replaced.code());
+    wait_until("the replaced session's list to give up", STORE_OUTAGE_WAIT, || async {
+        (failed_lists(&copy.control) > before).then_some(())
+    })
+    .await
+    .unwrap();
+
+    s3.resume().unwrap();
+    ask(&mut newer, 5, Request::ForgetDevice { device_id: host.id.clone() }).await;
+    assert_eq!(
+        answer_within(&mut newer, 5, STORE_OUTAGE_WAIT).await,
+        Ok(Reply::Forgotten { device_id: host.id.clone() })
+    );
+    ask(&mut newer, 6, make_code(DeviceKind::Host, None, None)).await;
+    assert!(matches!(answer_within(&mut newer, 6, STORE_OUTAGE_WAIT).await, Ok(Reply::Code { .. })));
+    ask(&mut newer, 7, Request::ListDevices).await;
+    let Ok(Reply::Devices { devices, from_memory: false }) = answer_within(&mut newer, 7, STORE_OUTAGE_WAIT).await
+    else {
+        panic!("no list from the store")
+    };
+    assert_eq!(devices, [info(&client, "phone", true)]);
+}
