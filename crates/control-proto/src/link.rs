@@ -258,6 +258,9 @@ pub struct HostPresence {
 pub struct SessionInfo {
     pub device_id: String,
     pub kind: DeviceKind,
+    /// The name the device paired with (for the presence clients on other copies see before
+    /// their registry has the device).
+    pub name: String,
     /// Milliseconds since the Unix epoch when the session was authenticated, then a tiebreak:
     /// the greater value is the newer session, which is the one kept.
     pub session: u64,

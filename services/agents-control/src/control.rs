@@ -65,7 +65,7 @@ impl Control {
     /// session here at once. The peer links also tell every other copy (`revoked`).
     pub fn revoke(&self, device_id: &str) {
         self.registry.mark_forgotten(device_id, &crate::records::timestamp(self.clock.now()));
-        self.sessions.close_forgotten(&self.registry);
+        self.sessions.revoke(device_id);
         self.sessions.broadcast(&PeerFrame::Revoked { device_id: device_id.to_owned() });
     }
 

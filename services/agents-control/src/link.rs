@@ -91,7 +91,7 @@ pub async fn serve(socket: WebSocket, control: Arc<Control>) {
                     }
                     Some(Ok(message)) => {
                         let Ok(body) = message.to_str() else { continue }; // WebSocket ping/pong
-                        if let Some(answer) = on_frame(&control, &device, session, body)
+                        if let Some(answer) = on_frame(&control, &device, session, body).await
                             && sink.send(text(&answer)).await.is_err()
                         {
                             break None;
@@ -205,7 +205,7 @@ fn verify_device(
 }
 
 /// Handles one text frame from an authenticated device; returns the answer to send, if any.
-fn on_frame(control: &Arc<Control>, device: &Device, session: u64, body: &str) -> Option<LinkFrame> {
+async fn on_frame(control: &Arc<Control>, device: &Device, session: u64, body: &str) -> Option<LinkFrame> {
     let frame = match LinkFrame::decode(body) {
         Ok(frame) => frame,
         Err(error @ FrameError::TooLarge { .. }) => return Some(error_frame(ErrorCode::Malformed, error.to_string())),
@@ -213,7 +213,7 @@ fn on_frame(control: &Arc<Control>, device: &Device, session: u64, body: &str) -
     };
     match frame {
         LinkFrame::Send { to, epoch, seq, first_unacked, body } => {
-            let reason = match relay_target(control, device, &to) {
+            let reason = match relay_target(control, device, &to).await {
                 Err(reason) => reason,
                 Ok(()) => {
                     let message = LinkFrame::Message { from: device.id.clone(), epoch, seq, first_unacked, body };
@@ -231,7 +231,7 @@ fn on_frame(control: &Arc<Control>, device: &Device, session: u64, body: &str) -
         LinkFrame::Ack { to, epoch, seq } => {
             // A lost ack costs only a resend, which the receiver's inbox drops; so an ack
             // that cannot be relayed is dropped rather than reported.
-            if relay_target(control, device, &to).is_ok()
+            if relay_target(control, device, &to).await.is_ok()
                 && let Ok(route) = control.sessions.send(&to, LinkFrame::Acked { from: device.id.clone(), epoch, seq })
             {
                 control.metrics.record_relay(route);
@@ -261,12 +261,15 @@ fn on_frame(control: &Arc<Control>, device: &Device, session: u64, body: &str) -
     }
 }
 
-/// Clients talk to hosts and hosts to clients, and only to paired devices (one that paired
-/// since this copy's last refresh is known from the copy it is connected to).
-fn relay_target(control: &Control, from: &Device, to: &str) -> Result<(), UndeliverableReason> {
-    let kind = match control.registry.active(to) {
-        Some(target) => target.kind,
-        None => control.sessions.kind_of(to).ok_or(UndeliverableReason::Unknown)?,
+/// Clients talk to hosts and hosts to clients, and only to paired devices. A device this copy
+/// has not read yet (paired since the last refresh) is known from the copy it is connected to,
+/// or else from one read of its record.
+async fn relay_target(control: &Control, from: &Device, to: &str) -> Result<(), UndeliverableReason> {
+    let kind = match control.registry.active(to).map(|d| d.kind).or_else(|| control.sessions.kind_of(to)) {
+        Some(kind) => kind,
+        None => {
+            control.registry.active_or_fetch(control.store.as_ref(), to).await.ok_or(UndeliverableReason::Unknown)?.kind
+        }
     };
     if kind == from.kind {
         return Err(UndeliverableReason::NotAllowed);

@@ -29,6 +29,9 @@ pub struct Metrics {
     /// Frames relayed to a session on this copy and over a peer link.
     relayed_local: AtomicU64,
     relayed_peer: AtomicU64,
+    /// Peer handshakes that failed either side's proof (another key on the bucket, a stale
+    /// membership record pointing at another copy).
+    pub peer_handshakes_refused: AtomicU64,
 }
 
 fn result_label<T>(result: &StoreResult<T>) -> &'static str {
@@ -107,6 +110,11 @@ impl Metrics {
         for (name, help, value) in [
             ("agents_control_devices_paired_total", "Codes redeemed into device records.", &self.devices_paired),
             ("agents_control_codes_swept_total", "Expired or used code records removed.", &self.codes_swept),
+            (
+                "agents_control_peer_handshakes_refused_total",
+                "Peer links refused: the other side did not prove the control key, or is not the copy expected.",
+                &self.peer_handshakes_refused,
+            ),
         ] {
             let _ =
                 writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", value.load(Ordering::Relaxed));

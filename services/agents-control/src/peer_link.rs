@@ -14,6 +14,7 @@ use hyperhive_control_proto::link::{
 };
 use rand::RngCore;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use tokio::time::{Instant, timeout};
 use tokio_tungstenite::tungstenite;
 
@@ -66,6 +67,7 @@ pub async fn accept(socket: warp::ws::WebSocket, control: Arc<Control>) {
     match timeout(HANDSHAKE_TIMEOUT, accept_handshake(&mut sink, &mut stream, &control)).await {
         Ok(Ok(peer)) => run(sink, stream, control, peer).await,
         Ok(Err((code, reason))) => {
+            control.metrics.peer_handshakes_refused.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(code = code.code(), %reason, "peer link refused");
             let _ = sink.send(WireOut::Close(code, reason)).await;
         }
@@ -114,6 +116,7 @@ pub async fn dial(control: Arc<Control>, peer: &str, peer_url: &str) -> Result<(
             Ok(())
         }
         Ok(Err(error)) => {
+            control.metrics.peer_handshakes_refused.fetch_add(1, Ordering::Relaxed);
             let _ = sink.send(WireOut::Close(CloseCode::ProtocolViolation, error.0.clone())).await;
             Err(PeerError(format!("{url}: {error}")))
         }
@@ -225,7 +228,7 @@ struct Attached {
 
 impl Drop for Attached {
     fn drop(&mut self) {
-        self.control.sessions.detach_peer(&self.peer, self.link, &self.control.registry);
+        self.control.sessions.detach_peer(&self.peer, self.link);
         tracing::info!(peer = %self.peer, "peer link down");
     }
 }
@@ -290,16 +293,16 @@ fn on_frame(control: &Control, peer: &str, frame: PeerFrame) -> Option<PeerFrame
     match frame {
         PeerFrame::Sessions { sessions: listed } => {
             for info in listed {
-                sessions.peer_session_opened(peer, info, &control.registry);
+                sessions.peer_session_opened(peer, info);
             }
             None
         }
         PeerFrame::SessionOpened { session } => {
-            sessions.peer_session_opened(peer, session, &control.registry);
+            sessions.peer_session_opened(peer, session);
             None
         }
         PeerFrame::SessionClosed { device_id, session } => {
-            sessions.peer_session_closed(peer, &device_id, session, &control.registry);
+            sessions.peer_session_closed(peer, &device_id, session);
             None
         }
         PeerFrame::Forward { to, frame } => match *frame {
@@ -314,7 +317,7 @@ fn on_frame(control: &Control, peer: &str, frame: PeerFrame) -> Option<PeerFrame
         PeerFrame::Revoked { device_id } => {
             tracing::info!(%peer, device = %device_id, "a peer forgot a device");
             control.registry.mark_forgotten(&device_id, &crate::records::timestamp(control.clock.now()));
-            sessions.close_forgotten(&control.registry);
+            sessions.revoke(&device_id);
             None
         }
         PeerFrame::Ping { t } => Some(PeerFrame::Pong { t }),

@@ -49,6 +49,7 @@ struct Local {
 struct Remote {
     copy: String,
     kind: DeviceKind,
+    name: String,
     session: u64,
 }
 
@@ -122,7 +123,12 @@ impl State {
     fn local_infos(&self) -> Vec<SessionInfo> {
         self.local
             .iter()
-            .map(|(id, s)| SessionInfo { device_id: id.clone(), kind: s.kind, session: s.session })
+            .map(|(id, s)| SessionInfo {
+                device_id: id.clone(),
+                kind: s.kind,
+                name: s.name.clone(),
+                session: s.session,
+            })
             .collect()
     }
 }
@@ -134,10 +140,6 @@ pub struct Sessions {
 
 fn host_presence(device_id: &str, name: &str, paired: bool, online: bool) -> HostPresence {
     HostPresence { device_id: device_id.to_owned(), name: name.to_owned(), paired, online }
-}
-
-fn display_name(registry: &Registry, device_id: &str) -> String {
-    registry.active(device_id).map(|d| d.name).unwrap_or_default()
 }
 
 impl Sessions {
@@ -172,7 +174,7 @@ impl Sessions {
             let _ = older.queue.try_send(Outgoing::Close(CloseCode::Replaced, "a newer session connected".into()));
         }
         state.broadcast(&PeerFrame::SessionOpened {
-            session: SessionInfo { device_id: device_id.to_owned(), kind, session },
+            session: SessionInfo { device_id: device_id.to_owned(), kind, name: name.to_owned(), session },
         });
         if kind == DeviceKind::Host {
             state.host_changed(device_id, name, was_online);
@@ -226,19 +228,29 @@ impl Sessions {
         state.local.get(device_id).map(|l| l.kind).or_else(|| state.remote.get(device_id).map(|r| r.kind))
     }
 
-    /// Every paired host with its online state, for a client's `presence` frame.
+    /// Every paired host with its online state, for a client's `presence` frame: the hosts
+    /// in the registry, and hosts connected to a peer that paired since its last refresh.
     pub fn presence(&self, registry: &Registry) -> Vec<HostPresence> {
         let hosts = registry.active_of_kind(DeviceKind::Host);
         let state = self.lock();
-        hosts.into_iter().map(|host| host_presence(&host.id, &host.name, true, state.is_online(&host.id))).collect()
+        let mut presence: Vec<HostPresence> =
+            hosts.iter().map(|host| host_presence(&host.id, &host.name, true, state.is_online(&host.id))).collect();
+        let listed: std::collections::HashSet<&str> = hosts.iter().map(|h| h.id.as_str()).collect();
+        let local = state.local.iter().map(|(id, s)| (id, s.kind, &s.name));
+        let remote = state.remote.iter().map(|(id, r)| (id, r.kind, &r.name));
+        for (id, _, name) in
+            local.chain(remote).filter(|(id, kind, _)| *kind == DeviceKind::Host && !listed.contains(id.as_str()))
+        {
+            presence.push(host_presence(id, name, true, true));
+        }
+        presence
     }
 
     /// Closes the sessions of devices the registry no longer holds as paired (forgotten, or
-    /// their record gone) with [`CloseCode::Revoked`], and forgets where peers hold them;
-    /// returns how many sessions here were closed.
+    /// their record gone) with [`CloseCode::Revoked`]; returns how many were closed.
+    /// (Sessions on peers are theirs to close: each copy runs this after its own refresh.)
     pub fn close_forgotten(&self, registry: &Registry) -> usize {
         let mut state = self.lock();
-        state.remote.retain(|id, _| registry.active(id).is_some());
         let gone: Vec<String> = state.local.keys().filter(|id| registry.active(id).is_none()).cloned().collect();
         for id in &gone {
             let session = state.local.remove(id).expect("listed above");
@@ -249,6 +261,25 @@ impl Sessions {
             }
         }
         gone.len()
+    }
+
+    /// A device was forgotten: its session here is closed with [`CloseCode::Revoked`] at once
+    /// and where a peer holds it is forgotten (that peer closes it on its `revoked`).
+    pub fn revoke(&self, device_id: &str) {
+        let mut state = self.lock();
+        let remote = state.remote.remove(device_id).map(|r| (r.kind, r.name));
+        let local = state.local.remove(device_id);
+        if let Some(session) = &local {
+            tracing::info!(device = %device_id, "closing the session of a forgotten device");
+            let _ = session.queue.try_send(Outgoing::Close(CloseCode::Revoked, "this device was forgotten".into()));
+        }
+        let host_name = local
+            .filter(|s| s.kind == DeviceKind::Host)
+            .map(|s| s.name)
+            .or_else(|| remote.filter(|(kind, _)| *kind == DeviceKind::Host).map(|(_, name)| name));
+        if let Some(name) = host_name {
+            state.tell_clients(host_presence(device_id, &name, false, false));
+        }
     }
 
     /// Tells every linked peer.
@@ -278,24 +309,23 @@ impl Sessions {
 
     /// Ends the peer link if it is still the current one: the devices it held are offline
     /// until they reconnect (to some copy).
-    pub fn detach_peer(&self, copy: &str, link: u64, registry: &Registry) {
+    pub fn detach_peer(&self, copy: &str, link: u64) {
         let mut state = self.lock();
         if state.peers.get(copy).is_none_or(|current| current.link != link) {
             return;
         }
         state.peers.remove(copy);
-        let gone: Vec<(String, DeviceKind)> =
-            state.remote.iter().filter(|(_, r)| r.copy == copy).map(|(id, r)| (id.clone(), r.kind)).collect();
-        for (id, kind) in gone {
-            state.remote.remove(&id);
-            if kind == DeviceKind::Host {
-                state.host_changed(&id, &display_name(registry, &id), true);
+        let gone: Vec<String> = state.remote.iter().filter(|(_, r)| r.copy == copy).map(|(id, _)| id.clone()).collect();
+        for id in gone {
+            let removed = state.remote.remove(&id).expect("listed above");
+            if removed.kind == DeviceKind::Host {
+                state.host_changed(&id, &removed.name, true);
             }
         }
     }
 
     /// A peer says a device connected to it.
-    pub fn peer_session_opened(&self, copy: &str, info: SessionInfo, registry: &Registry) {
+    pub fn peer_session_opened(&self, copy: &str, info: SessionInfo) {
         let mut state = self.lock();
         let was_online = state.is_online(&info.device_id);
         if let Some(local) = state.local.get(&info.device_id) {
@@ -310,22 +340,22 @@ impl Sessions {
         if state.remote.get(&info.device_id).is_some_and(|r| r.session > info.session) {
             return;
         }
-        let (device_id, kind) = (info.device_id.clone(), info.kind);
-        state.remote.insert(info.device_id, Remote { copy: copy.to_owned(), kind, session: info.session });
+        let SessionInfo { device_id, kind, name, session } = info;
+        state.remote.insert(device_id.clone(), Remote { copy: copy.to_owned(), kind, name: name.clone(), session });
         if kind == DeviceKind::Host {
-            state.host_changed(&device_id, &display_name(registry, &device_id), was_online);
+            state.host_changed(&device_id, &name, was_online);
         }
     }
 
     /// A peer says a device's session on it ended.
-    pub fn peer_session_closed(&self, copy: &str, device_id: &str, session: u64, registry: &Registry) {
+    pub fn peer_session_closed(&self, copy: &str, device_id: &str, session: u64) {
         let mut state = self.lock();
         if state.remote.get(device_id).is_none_or(|r| r.copy != copy || r.session != session) {
             return;
         }
         let removed = state.remote.remove(device_id).expect("checked above");
         if removed.kind == DeviceKind::Host {
-            state.host_changed(device_id, &display_name(registry, device_id), true);
+            state.host_changed(device_id, &removed.name, true);
         }
     }
 
@@ -396,7 +426,8 @@ mod tests {
     }
 
     fn info(device_id: &str, kind: DeviceKind, session: u64) -> SessionInfo {
-        SessionInfo { device_id: device_id.into(), kind, session }
+        let name = if kind == DeviceKind::Host { "box" } else { "phone" };
+        SessionInfo { device_id: device_id.into(), kind, name: name.into(), session }
     }
 
     #[test]
@@ -457,16 +488,15 @@ mod tests {
     #[test]
     fn frames_for_a_device_on_a_peer_go_one_hop_over_that_link() {
         let sessions = Sessions::default();
-        let registry = Registry::default();
         let (link, mut peer) = sessions.attach_peer("cp2");
         let _ = next(&mut peer);
-        sessions.peer_session_opened("cp2", info("h1", DeviceKind::Host, 7), &registry);
+        sessions.peer_session_opened("cp2", info("h1", DeviceKind::Host, 7));
         assert!(sessions.is_online("h1"));
         assert_eq!(sessions.kind_of("h1"), Some(DeviceKind::Host));
         assert_eq!(sessions.send("h1", LinkFrame::Ping { t: 3 }), Ok(Route::Peer));
         let forwarded = PeerFrame::Forward { to: "h1".into(), frame: Box::new(LinkFrame::Ping { t: 3 }) };
         assert_eq!(next(&mut peer), Some(Outgoing::Frame(forwarded)));
-        sessions.detach_peer("cp2", link, &registry);
+        sessions.detach_peer("cp2", link);
         assert!(!sessions.is_online("h1"), "a dead link takes its devices offline");
         assert_eq!(sessions.send("h1", LinkFrame::Ping { t: 4 }), Err(NotQueued::Offline));
     }
@@ -474,16 +504,15 @@ mod tests {
     #[test]
     fn only_the_newest_session_of_a_device_survives_across_copies() {
         let sessions = Sessions::default();
-        let registry = Registry::default();
         let (_, mut peer) = sessions.attach_peer("cp2");
         let _ = next(&mut peer);
         let (mine, mut local) = sessions.open("c1", DeviceKind::Client, "phone", 100);
         // An older session elsewhere (a lingering one) does not displace ours...
-        sessions.peer_session_opened("cp2", info("c1", DeviceKind::Client, mine - 1), &registry);
+        sessions.peer_session_opened("cp2", info("c1", DeviceKind::Client, mine - 1));
         assert_eq!(sessions.send("c1", LinkFrame::Ping { t: 1 }), Ok(Route::Local));
         let _ = next(&mut local);
         // ...a newer one closes ours and takes the traffic.
-        sessions.peer_session_opened("cp2", info("c1", DeviceKind::Client, mine + 1), &registry);
+        sessions.peer_session_opened("cp2", info("c1", DeviceKind::Client, mine + 1));
         assert!(matches!(next(&mut local), Some(Outgoing::Close(CloseCode::Replaced, _))));
         assert_eq!(sessions.send("c1", LinkFrame::Ping { t: 2 }), Ok(Route::Peer));
         // A session opened here later is numbered above every one known, so it wins everywhere.
@@ -505,6 +534,26 @@ mod tests {
             LinkFrame::Undeliverable { to: "h1".into(), epoch: 9, seq: 4, reason: UndeliverableReason::Offline }
         );
         assert_eq!(sessions.deliver_forwarded("h1", LinkFrame::Acked { from: "c1".into(), epoch: 9, seq: 4 }), None);
+    }
+
+    #[test]
+    fn a_revoked_device_is_closed_here_and_forgotten_where_a_peer_holds_it() {
+        let sessions = Sessions::default();
+        let (_, mut client) = sessions.open("c1", DeviceKind::Client, "phone", 1);
+        let (_, mut host) = sessions.open("h1", DeviceKind::Host, "box", 2);
+        let _ = next(&mut client);
+        let (_, mut peer) = sessions.attach_peer("cp2");
+        let _ = next(&mut peer);
+        sessions.peer_session_opened("cp2", info("h2", DeviceKind::Host, 3));
+        let _ = next(&mut client);
+        sessions.revoke("h1");
+        assert!(matches!(next(&mut host), Some(Outgoing::Close(CloseCode::Revoked, _))));
+        let forgotten = host_presence("h1", "box", false, false);
+        assert_eq!(next(&mut client), Some(Outgoing::Frame(LinkFrame::PresenceChanged { host: forgotten })));
+        sessions.revoke("h2");
+        assert!(!sessions.is_online("h2"));
+        let forgotten = host_presence("h2", "box", false, false);
+        assert_eq!(next(&mut client), Some(Outgoing::Frame(LinkFrame::PresenceChanged { host: forgotten })));
     }
 
     #[test]

@@ -1,32 +1,28 @@
 //! The device link `GET /v1/link` of one copy, served in process by warp on a loopback port
 //! (a `file://` store), with real WebSocket clients running control-link's handshake.
 
+mod link_client;
+
 use agents_control::clock::FakeClock;
-use agents_control::codes::{self, CodeRequest, Issuer};
 use agents_control::control::Control;
 use agents_control::key::ControlKey;
-use agents_control::{pairing, registry};
+use agents_control::registry;
 use ed25519_dalek::SigningKey;
-use futures::{SinkExt, StreamExt};
+use futures::SinkExt;
 use hyperhive_control_link::handshake::{self, HandshakeError};
 use hyperhive_control_proto::DeviceKind;
 use hyperhive_control_proto::link::{
     CloseCode, ErrorCode, HostPresence, LinkFrame, MAX_FRAME_BYTES, UndeliverableReason,
 };
-use hyperhive_control_proto::pair::PairRequest;
 use hyperhive_object_store::Store;
 use hyperhive_object_store::file::FileStore;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 use time::macros::datetime;
-use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+use link_client::{Device, Socket, next_close, next_frame, send, send_frame};
 
-const WAIT: Duration = Duration::from_secs(5);
 const CONTROL_SEED: [u8; 32] = [7; 32];
 
 struct Copy {
@@ -42,13 +38,6 @@ impl Drop for Copy {
     fn drop(&mut self) {
         self.server.abort();
     }
-}
-
-/// A paired device: its id, kind and key.
-#[derive(Clone)]
-struct Device {
-    id: String,
-    key: SigningKey,
 }
 
 async fn copy_with_key(seed: [u8; 32]) -> Copy {
@@ -74,33 +63,15 @@ impl Copy {
     /// Pairs as another copy would: the record is in the store, this copy's registry has not
     /// been refreshed since.
     async fn pair_in_store_only(&self, kind: DeviceKind, name: &str) -> Device {
-        let issuer = Issuer { key: self.control.key.clone(), control_url: format!("http://{}", self.addr), pin: None };
-        let request = CodeRequest { kind, name: None, ttl: codes::DEFAULT_TTL, made_by: "test".into() };
-        let code = codes::make_code(self.store.as_ref(), self.clock.as_ref(), &issuer, &request).await.unwrap();
-        let key = SigningKey::from_bytes(&rand::random::<[u8; 32]>());
-        let request = PairRequest::sign(&code.to_token(), &key, name);
-        let response =
-            pairing::redeem(self.store.as_ref(), self.clock.as_ref(), &self.control.key, &request).await.unwrap();
-        Device { id: response.device_id, key }
+        link_client::pair(self.store.as_ref(), self.clock.as_ref(), &self.control.key, kind, name).await
     }
 
     async fn open(&self) -> Socket {
-        let url = format!("ws://{}/v1/link", self.addr);
-        let config = hyperhive_control_link::websocket_config();
-        let (socket, _) = tokio_tungstenite::connect_async_with_config(url, Some(config), false).await.unwrap();
-        socket
+        link_client::open(self.addr).await
     }
 
-    /// Connects and runs the device's half of the handshake against `control_seed`'s key.
     async fn try_connect(&self, device: &Device, control_seed: [u8; 32]) -> (Socket, Result<String, HandshakeError>) {
-        let mut socket = self.open().await;
-        let challenge = next_frame(&mut socket).await;
-        let (hello, awaiting) =
-            handshake::answer_challenge(&challenge, &device.id, &device.key, &mut rand::rng()).unwrap();
-        send(&mut socket, &hello).await;
-        let welcome = next_frame(&mut socket).await;
-        let verdict = awaiting.verify_welcome(&welcome, &SigningKey::from_bytes(&control_seed).verifying_key());
-        (socket, verdict)
+        link_client::try_connect(self.addr, device, control_seed).await
     }
 
     async fn connect(&self, device: &Device) -> Socket {
@@ -108,41 +79,6 @@ impl Copy {
         assert_eq!(verdict.unwrap(), "cp1");
         socket
     }
-}
-
-async fn send(socket: &mut Socket, frame: &LinkFrame) {
-    socket.send(Message::text(frame.encode())).await.unwrap();
-}
-
-/// The next frame that is not a keepalive ping.
-async fn next_frame(socket: &mut Socket) -> LinkFrame {
-    loop {
-        let message = tokio::time::timeout(WAIT, socket.next()).await.expect("a frame in time");
-        match message.expect("the link is open").expect("a readable message") {
-            Message::Text(text) => match LinkFrame::decode(&text).unwrap() {
-                LinkFrame::Ping { .. } => continue,
-                frame => return frame,
-            },
-            Message::Close(frame) => panic!("closed: {frame:?}"),
-            _ => continue,
-        }
-    }
-}
-
-/// Waits for the server's close; returns its code and reason.
-async fn next_close(socket: &mut Socket) -> (u16, String) {
-    loop {
-        let message = tokio::time::timeout(WAIT, socket.next()).await.expect("a close in time");
-        match message {
-            Some(Ok(Message::Close(Some(frame)))) => return (frame.code.into(), frame.reason.to_string()),
-            Some(Ok(_)) => continue,
-            other => panic!("expected a close frame, got {other:?}"),
-        }
-    }
-}
-
-fn send_frame(to: &str, seq: u64, body: serde_json::Value) -> LinkFrame {
-    LinkFrame::Send { to: to.into(), epoch: 9, seq, first_unacked: 1, body }
 }
 
 #[tokio::test]

@@ -1,0 +1,117 @@
+//! A device's side of `/v1/link` for in-process tests: pairing straight through the store,
+//! the handshake with control-link, and reading frames with deadlines.
+
+#![allow(dead_code)] // each test file uses a different part
+
+use agents_control::clock::Clock;
+use agents_control::codes::{self, CodeRequest, Issuer};
+use agents_control::key::ControlKey;
+use agents_control::pairing;
+use ed25519_dalek::SigningKey;
+use futures::{SinkExt, StreamExt};
+use hyperhive_control_link::handshake::{self, HandshakeError};
+use hyperhive_control_proto::DeviceKind;
+use hyperhive_control_proto::link::LinkFrame;
+use hyperhive_control_proto::pair::PairRequest;
+use hyperhive_object_store::Store;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+pub const WAIT: Duration = Duration::from_secs(5);
+
+/// A paired device: its id and key.
+#[derive(Clone)]
+pub struct Device {
+    pub id: String,
+    pub key: SigningKey,
+}
+
+/// Makes a code and redeems it, as a copy serving `/v1/pair` would.
+pub async fn pair(store: &dyn Store, clock: &dyn Clock, key: &ControlKey, kind: DeviceKind, name: &str) -> Device {
+    let issuer = Issuer { key: key.clone(), control_url: "http://127.0.0.1:1".into(), pin: None };
+    let request = CodeRequest { kind, name: None, ttl: codes::DEFAULT_TTL, made_by: "test".into() };
+    let code = codes::make_code(store, clock, &issuer, &request).await.unwrap();
+    let device_key = SigningKey::from_bytes(&rand::random::<[u8; 32]>());
+    let request = PairRequest::sign(&code.to_token(), &device_key, name);
+    let response = pairing::redeem(store, clock, key, &request).await.unwrap();
+    Device { id: response.device_id, key: device_key }
+}
+
+pub async fn open(addr: SocketAddr) -> Socket {
+    let url = format!("ws://{addr}/v1/link");
+    let config = hyperhive_control_link::websocket_config();
+    let (socket, _) = tokio_tungstenite::connect_async_with_config(url, Some(config), false).await.unwrap();
+    socket
+}
+
+/// Connects and runs the device's half of the handshake against `control_seed`'s key;
+/// the verdict is the copy's name or why the copy's proof failed.
+pub async fn try_connect(
+    addr: SocketAddr,
+    device: &Device,
+    control_seed: [u8; 32],
+) -> (Socket, Result<String, HandshakeError>) {
+    let mut socket = open(addr).await;
+    let challenge = next_frame(&mut socket).await;
+    let (hello, awaiting) = handshake::answer_challenge(&challenge, &device.id, &device.key, &mut rand::rng()).unwrap();
+    send(&mut socket, &hello).await;
+    let welcome = next_frame(&mut socket).await;
+    let verdict = awaiting.verify_welcome(&welcome, &SigningKey::from_bytes(&control_seed).verifying_key());
+    (socket, verdict)
+}
+
+/// Runs the device's half of the handshake and expects the copy to refuse it; returns the
+/// close code and reason.
+pub async fn connect_refused(addr: SocketAddr, device: &Device) -> (u16, String) {
+    let mut socket = open(addr).await;
+    let challenge = next_frame(&mut socket).await;
+    let (hello, _) = handshake::answer_challenge(&challenge, &device.id, &device.key, &mut rand::rng()).unwrap();
+    send(&mut socket, &hello).await;
+    next_close(&mut socket).await
+}
+
+pub async fn send(socket: &mut Socket, frame: &LinkFrame) {
+    socket.send(Message::text(frame.encode())).await.unwrap();
+}
+
+/// The next frame that is not a keepalive ping.
+pub async fn next_frame(socket: &mut Socket) -> LinkFrame {
+    loop {
+        let message = tokio::time::timeout(WAIT, socket.next()).await.expect("a frame in time");
+        match message.expect("the link is open").expect("a readable message") {
+            Message::Text(text) => match LinkFrame::decode(&text).unwrap() {
+                LinkFrame::Ping { .. } => continue,
+                frame => return frame,
+            },
+            Message::Close(frame) => panic!("closed: {frame:?}"),
+            _ => continue,
+        }
+    }
+}
+
+/// Waits up to `within` for the server's close; returns its code and reason.
+pub async fn next_close_within(socket: &mut Socket, within: Duration) -> (u16, String) {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let message = tokio::time::timeout_at(deadline, socket.next()).await.expect("a close in time");
+        match message {
+            Some(Ok(Message::Close(Some(frame)))) => return (frame.code.into(), frame.reason.to_string()),
+            Some(Ok(_)) => continue,
+            other => panic!("expected a close frame, got {other:?}"),
+        }
+    }
+}
+
+pub async fn next_close(socket: &mut Socket) -> (u16, String) {
+    next_close_within(socket, WAIT).await
+}
+
+/// A `send` in stream 9 with `first_unacked` 1.
+pub fn send_frame(to: &str, seq: u64, body: serde_json::Value) -> LinkFrame {
+    LinkFrame::Send { to: to.into(), epoch: 9, seq, first_unacked: 1, body }
+}

@@ -1,0 +1,282 @@
+//! Copies together (DESIGN 3.7): several copies served in process by `serve::run` on loopback
+//! ports, sharing one `file://` store, find each other in the membership records and link over
+//! `/v1/peer`. Devices on different copies exchange messages, a forget on one copy cuts the
+//! device on another within a second, a device connected twice keeps only its newest session,
+//! a copy without the control key is refused as a peer, and SIGTERM's order holds.
+//! (The same with real processes, moto and Caddy is `three_copies.rs`.)
+
+mod link_client;
+
+use agents_control::clock::SystemClock;
+use agents_control::control::Control;
+use agents_control::key::ControlKey;
+use agents_control::membership::Membership;
+use agents_control::records;
+use agents_control::serve::{self, ServeError};
+use futures::{SinkExt, StreamExt};
+use hyperhive_control_proto::DeviceKind;
+use hyperhive_control_proto::link::{CloseCode, HostPresence, LinkFrame, PeerFrame, UndeliverableReason};
+use hyperhive_object_store::Store;
+use hyperhive_object_store::file::FileStore;
+use hyperhive_testkit::wait_until;
+use link_client::{
+    Device, Socket, connect_refused, next_close, next_close_within, next_frame, send, send_frame, try_connect,
+};
+use serde_json::json;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+use tokio_tungstenite::tungstenite::Message;
+
+const SEED: [u8; 32] = [11; 32];
+const LINKED: Duration = Duration::from_secs(10);
+
+struct Copy {
+    control: Arc<Control>,
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), ServeError>>,
+}
+
+impl Drop for Copy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+struct Cluster {
+    _dir: tempfile::TempDir,
+    store: Arc<dyn Store>,
+    copies: Vec<Copy>,
+}
+
+async fn start_copy(store: Arc<dyn Store>, seed: [u8; 32]) -> Copy {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let membership = Arc::new(Membership::new("test".into(), Some(format!("http://{addr}"))));
+    let control = Arc::new(
+        Control::new(store, ControlKey::from_seed(seed), Arc::new(SystemClock)).with_copy_name(membership.copy_id()),
+    );
+    let (stop, stopped) = oneshot::channel::<()>();
+    let shutdown = async move {
+        let _ = stopped.await;
+    };
+    let task = tokio::spawn(serve::run(control.clone(), membership, listener, shutdown, Duration::from_millis(300)));
+    let ready = control.clone();
+    wait_until("the copy to be ready", LINKED, || {
+        let ready = ready.clone();
+        async move { ready.readiness().ok() }
+    })
+    .await
+    .unwrap();
+    Copy { control, addr, stop: Some(stop), task }
+}
+
+/// `n` copies on one store, each linked to every other.
+async fn cluster(n: usize) -> Cluster {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(FileStore::open(dir.path()).unwrap());
+    let mut copies = Vec::new();
+    for _ in 0..n {
+        copies.push(start_copy(store.clone(), SEED).await);
+    }
+    let cluster = Cluster { _dir: dir, store, copies };
+    cluster.wait_linked(n - 1).await;
+    cluster
+}
+
+impl Cluster {
+    async fn wait_linked(&self, peers: usize) {
+        for copy in &self.copies {
+            let control = copy.control.clone();
+            wait_until("every copy linked to every other", LINKED, || {
+                let control = control.clone();
+                async move { (control.sessions.counts().peers == peers).then_some(()) }
+            })
+            .await
+            .unwrap();
+        }
+    }
+
+    async fn pair(&self, kind: DeviceKind, name: &str) -> Device {
+        let key = ControlKey::from_seed(SEED);
+        link_client::pair(self.store.as_ref(), &SystemClock, &key, kind, name).await
+    }
+
+    /// Connects `device` to copy `i`; the welcome must name that copy.
+    async fn connect(&self, i: usize, device: &Device) -> Socket {
+        let (socket, verdict) = try_connect(self.copies[i].addr, device, SEED).await;
+        assert_eq!(verdict.unwrap(), self.copies[i].control.copy_name);
+        socket
+    }
+
+    /// Waits until copy `i` hears that `device` is online somewhere.
+    async fn wait_online(&self, i: usize, device: &Device) {
+        let control = self.copies[i].control.clone();
+        let id = device.id.clone();
+        wait_until("a peer to tell of the device's session", LINKED, || {
+            let (control, id) = (control.clone(), id.clone());
+            async move { control.is_online(&id).then_some(()) }
+        })
+        .await
+        .unwrap();
+    }
+}
+
+fn message(from: &Device, seq: u64, body: serde_json::Value) -> LinkFrame {
+    LinkFrame::Message { from: from.id.clone(), epoch: 9, seq, first_unacked: 1, body }
+}
+
+#[tokio::test]
+async fn a_host_and_a_client_on_different_copies_exchange_messages_both_ways() {
+    let cluster = cluster(3).await;
+    let host = cluster.pair(DeviceKind::Host, "box").await;
+    let client = cluster.pair(DeviceKind::Client, "phone").await;
+    let mut host_link = cluster.connect(0, &host).await;
+    cluster.wait_online(2, &host).await;
+    let mut client_link = cluster.connect(2, &client).await;
+    // The client's presence comes from its own copy, which knows the host only from its peer.
+    let LinkFrame::Presence { hosts } = next_frame(&mut client_link).await else { panic!("presence first") };
+    assert_eq!(hosts, [HostPresence { device_id: host.id.clone(), name: "box".into(), paired: true, online: true }]);
+    cluster.wait_online(0, &client).await;
+
+    send(&mut client_link, &send_frame(&host.id, 1, json!({"prompt": "hi"}))).await;
+    assert_eq!(next_frame(&mut host_link).await, message(&client, 1, json!({"prompt": "hi"})));
+    send(&mut host_link, &LinkFrame::Ack { to: client.id.clone(), epoch: 9, seq: 1 }).await;
+    assert_eq!(next_frame(&mut client_link).await, LinkFrame::Acked { from: host.id.clone(), epoch: 9, seq: 1 });
+    send(&mut host_link, &send_frame(&client.id, 1, json!("done"))).await;
+    assert_eq!(next_frame(&mut client_link).await, message(&host, 1, json!("done")));
+    send(&mut client_link, &LinkFrame::Ack { to: host.id.clone(), epoch: 9, seq: 1 }).await;
+    assert_eq!(next_frame(&mut host_link).await, LinkFrame::Acked { from: client.id.clone(), epoch: 9, seq: 1 });
+    let relayed_by_peer = |copy: &Copy| {
+        copy.control
+            .metrics
+            .render_with(copy.control.sessions.counts())
+            .contains("relayed_frames_total{path=\"peer\"} 2")
+    };
+    assert!(relayed_by_peer(&cluster.copies[0]) && relayed_by_peer(&cluster.copies[2]));
+
+    // The host leaves: the client, on another copy, hears it.
+    host_link.close(None).await.unwrap();
+    let gone = HostPresence { device_id: host.id.clone(), name: "box".into(), paired: true, online: false };
+    assert_eq!(next_frame(&mut client_link).await, LinkFrame::PresenceChanged { host: gone });
+    send(&mut client_link, &send_frame(&host.id, 2, json!("anyone?"))).await;
+    let offline =
+        LinkFrame::Undeliverable { to: host.id.clone(), epoch: 9, seq: 2, reason: UndeliverableReason::Offline };
+    assert_eq!(next_frame(&mut client_link).await, offline);
+}
+
+#[tokio::test]
+async fn forgetting_on_one_copy_cuts_the_device_on_another_within_a_second() {
+    let cluster = cluster(2).await;
+    let client = cluster.pair(DeviceKind::Client, "phone").await;
+    let mut link = cluster.connect(0, &client).await;
+    let _presence = next_frame(&mut link).await;
+    cluster.wait_online(1, &client).await;
+
+    let started = Instant::now();
+    agents_control::registry::forget(cluster.store.as_ref(), &SystemClock, &client.id).await.unwrap();
+    cluster.copies[1].control.revoke(&client.id);
+    let (code, reason) = next_close_within(&mut link, Duration::from_secs(1)).await;
+    assert_eq!(code, CloseCode::Revoked.code(), "{reason}");
+    assert!(started.elapsed() < Duration::from_secs(1), "cut after {:?}", started.elapsed());
+
+    for copy in &cluster.copies {
+        assert_eq!(connect_refused(copy.addr, &client).await.0, CloseCode::UnknownDevice.code());
+    }
+}
+
+#[tokio::test]
+async fn a_device_connected_twice_keeps_only_its_newest_session() {
+    let cluster = cluster(2).await;
+    let host = cluster.pair(DeviceKind::Host, "box").await;
+    let client = cluster.pair(DeviceKind::Client, "phone").await;
+    let mut old = cluster.connect(0, &host).await;
+    cluster.wait_online(1, &host).await;
+    let mut new = cluster.connect(1, &host).await;
+    let (code, _) = next_close(&mut old).await;
+    assert_eq!(code, CloseCode::Replaced.code());
+
+    // Traffic for the host now reaches the new session, from either copy.
+    for (i, seq) in [(0, 1), (1, 2)] {
+        let mut client_link = cluster.connect(i, &client).await;
+        let _presence = next_frame(&mut client_link).await;
+        send(&mut client_link, &send_frame(&host.id, seq, json!(seq))).await;
+        assert_eq!(next_frame(&mut new).await, message(&client, seq, json!(seq)));
+    }
+}
+
+#[tokio::test]
+async fn a_copy_without_the_control_key_is_not_a_peer() {
+    let cluster = cluster(2).await;
+    // A stranger on the same bucket, with another key: it is listed but never linked.
+    let stranger = start_copy(cluster.store.clone(), [99; 32]).await;
+    let stranger_id = stranger.control.copy_name.clone();
+    // Wait until both copies have tried the stranger (or it them) and been refused.
+    let all = [cluster.copies[0].control.clone(), cluster.copies[1].control.clone(), stranger.control.clone()];
+    wait_until("both copies to refuse the stranger", LINKED, || {
+        let refused: u64 = all.iter().map(|c| c.metrics.peer_handshakes_refused.load(Ordering::Relaxed)).sum();
+        async move { (refused >= 4).then_some(()) }
+    })
+    .await
+    .unwrap();
+    let control = cluster.copies[0].control.clone();
+    assert_eq!(control.sessions.counts().peers, 1, "{stranger_id} must not be linked");
+    assert_eq!(stranger.control.sessions.counts().peers, 0);
+
+    // The handshake itself: a hello signed with another key is closed with 4002.
+    let url = format!("ws://{}/v1/peer", cluster.copies[0].addr);
+    let (mut socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let Some(Ok(Message::Text(text))) = socket.next().await else { panic!("a challenge") };
+    let PeerFrame::PeerChallenge { server_nonce, .. } = PeerFrame::decode(&text).unwrap() else { panic!("challenge") };
+    let nonce = hyperhive_control_proto::encoding::encode(&[1u8; 32]);
+    let wrong = ControlKey::from_seed([99; 32]);
+    let proof = hyperhive_control_proto::link::peer_proof_message(&server_nonce, &nonce, "0badc0de");
+    let hello =
+        PeerFrame::PeerHello { version: 1, copy: "0badc0de".into(), peer_nonce: nonce, signature: wrong.sign(&proof) };
+    socket.send(Message::text(hello.encode())).await.unwrap();
+    let code = loop {
+        match tokio::time::timeout(link_client::WAIT, socket.next()).await.unwrap() {
+            Some(Ok(Message::Close(Some(frame)))) => break u16::from(frame.code),
+            Some(Ok(_)) => continue,
+            other => panic!("expected a close, got {other:?}"),
+        }
+    };
+    assert_eq!(code, CloseCode::DeviceProofFailed.code());
+}
+
+#[tokio::test]
+async fn shutdown_fails_readyz_then_says_going_away_then_leaves_the_membership() {
+    let mut cluster = cluster(2).await;
+    let client = cluster.pair(DeviceKind::Client, "phone").await;
+    let mut link = cluster.connect(0, &client).await;
+    let _presence = next_frame(&mut link).await;
+    cluster.wait_online(1, &client).await;
+
+    let copy = &mut cluster.copies[0];
+    let control = copy.control.clone();
+    copy.stop.take().unwrap().send(()).unwrap();
+    wait_until("/readyz to fail", LINKED, || {
+        let control = control.clone();
+        async move { control.readiness().is_err().then_some(()) }
+    })
+    .await
+    .unwrap();
+    assert_eq!(cluster.store.list(records::MEMBERS).await.unwrap().len(), 2, "still a member while draining");
+    let (code, reason) = next_close(&mut link).await;
+    assert_eq!(code, CloseCode::GoingAway.code(), "{reason}");
+    let copy = &mut cluster.copies[0];
+    tokio::time::timeout(LINKED, &mut copy.task).await.unwrap().unwrap().unwrap();
+    assert_eq!(cluster.store.list(records::MEMBERS).await.unwrap().len(), 1, "left the membership");
+    // The surviving copy saw the link go and the device with it.
+    let survivor = cluster.copies[1].control.clone();
+    let id = client.id.clone();
+    wait_until("the survivor to drop the link", LINKED, || {
+        let (survivor, id) = (survivor.clone(), id.clone());
+        async move { (survivor.sessions.counts().peers == 0 && !survivor.is_online(&id)).then_some(()) }
+    })
+    .await
+    .unwrap();
+}
