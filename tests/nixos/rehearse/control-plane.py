@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Rehearses control-plane.nix's device subtests without VMs, on machines with no Nix store or KVM.
+
+Runs the test script itself, cut out of control-plane.nix, against stand-in machines on this
+one: three `agents-control serve` copies on loopback sharing a file:// store, Caddy in front of
+them (plain HTTP, the Caddyfile's load-balancing and health-check settings), and the client's
+commands run here, `systemd-run` and `journalctl` replaced by small stand-ins. What it cannot
+stand in for is skipped: the VMs coming up, TLS with the pin, MinIO stopping.
+
+    python3 tests/nixos/rehearse/control-plane.py            # every subtest it can run
+    python3 tests/nixos/rehearse/control-plane.py "the client forgets"   # subtests by name prefix
+
+Needs target/debug/agents-control (cargo build -p agents-control) and .tools/bin/caddy.
+"""
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+BIN = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "debug", "agents-control")
+CADDY = os.path.join(ROOT, ".tools", "bin", "caddy")
+# The subtests that need only copies, a proxy and devices, in the order the test runs them.
+RUNNABLE = [
+    "a host and a client pair",
+    "both connect",
+    "they exchange",
+    "the copy the host is on is killed",  # and the loop stopping each copy in turn after it
+    "the client forgets",
+]
+
+STAND_INS = {
+    # Detached, as a transient unit would be; the unit name is dropped.
+    "systemd-run": '#!/usr/bin/env bash\nargs=()\nfor a in "$@"; do case "$a" in --unit=*) ;; *) args+=("$a") ;; esac; done\n'
+    'setsid "${args[@]}" </dev/null >/dev/null 2>&1 &\n',
+    # The journal of the machine's agents-control unit: its copy's log, every start appended.
+    "journalctl": '#!/usr/bin/env bash\ncat "$REHEARSAL_JOURNAL"\n',
+}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait(what, check, timeout=30):
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise Exception(f"rehearsal: timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def ready(port):
+    return subprocess.run(["curl", "-sf", f"http://127.0.0.1:{port}/readyz"], capture_output=True).returncode == 0
+
+
+class Machine:
+    """A VM of the test, standing in as this machine: commands run here, in `env`."""
+
+    def __init__(self, name, env):
+        self.name = name
+        self.env = env
+
+    def execute(self, command):
+        done = subprocess.run(["bash", "-c", command], env=self.env, capture_output=True, text=True)
+        return done.returncode, done.stdout
+
+    def succeed(self, command):
+        code, out = self.execute(command)
+        if code != 0:
+            raise Exception(f"{self.name}: `{command}` failed with {code}: {out}")
+        return out
+
+    def fail(self, command):
+        code, out = self.execute(command)
+        if code == 0:
+            raise Exception(f"{self.name}: `{command}` succeeded")
+        return out
+
+    def wait_until_succeeds(self, command, timeout=900):
+        wait(f"{self.name}: {command}", lambda: self.execute(command)[0] == 0, timeout)
+
+
+class Copy(Machine):
+    """A copy's machine: `systemctl ... agents-control.service` acts on its process, and port 8791
+    in commands is its port."""
+
+    def __init__(self, name, env, work):
+        self.port = free_port()
+        self.log = os.path.join(work, f"{name}.log")
+        env = dict(env, REHEARSAL_JOURNAL=self.log)
+        super().__init__(name, env)
+        self.process = None
+
+    def start(self):
+        address = f"127.0.0.1:{self.port}"
+        env = dict(self.env, AGENTS_CONTROL_LISTEN=address, AGENTS_CONTROL_PEER_URL=f"http://{address}")
+        with open(self.log, "a") as log:
+            self.process = subprocess.Popen([BIN, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)
+        wait(f"{self.name} to be ready", lambda: ready(self.port))
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(sig)
+            self.process.wait(timeout=30)
+
+    def execute(self, command):
+        unit = re.fullmatch(r"systemctl (kill --signal=SIGKILL|stop|start) agents-control\.service", command)
+        if unit:
+            action = unit.group(1)
+            if action == "start":
+                self.start()
+            else:
+                self.stop(signal.SIGKILL if action.startswith("kill") else signal.SIGTERM)
+            return 0, ""
+        return super().execute(command.replace("127.0.0.1:8791", f"127.0.0.1:{self.port}"))
+
+
+def test_script():
+    text = open(os.path.join(ROOT, "tests", "nixos", "control-plane.nix")).read()
+    script = text[text.index("testScript = ''") + len("testScript = ''") : text.rindex("'';")]
+    return textwrap.dedent(script)
+
+
+def main(wanted):
+    work = tempfile.mkdtemp(prefix="rehearsal.")
+    copies = []
+    caddy = None
+    try:
+        stand_ins = os.path.join(work, "bin")
+        os.makedirs(stand_ins)
+        for name, body in STAND_INS.items():
+            path = os.path.join(stand_ins, name)
+            with open(path, "w") as f:
+                f.write(body)
+            os.chmod(path, 0o755)
+        os.symlink(BIN, os.path.join(stand_ins, "agents-control"))
+        with open(os.path.join(work, "control-key"), "wb") as f:
+            f.write(os.urandom(32))
+        os.chmod(os.path.join(work, "control-key"), 0o600)
+        os.makedirs(os.path.join(work, "store"))
+        os.makedirs(os.path.join(work, "devices"))
+        proxy_port = free_port()
+        env = dict(
+            os.environ,
+            PATH=f"{stand_ins}:{os.environ['PATH']}",
+            AGENTS_STORE=f"file://{work}/store",
+            AGENTS_CONTROL_KEY_FILE=f"{work}/control-key",
+            AGENTS_CONTROL_URL=f"http://127.0.0.1:{proxy_port}",
+        )
+        copies = [Copy(name, env, work) for name in ("cp1", "cp2", "cp3")]
+        for copy in copies:
+            copy.start()
+        upstreams = " ".join(f"127.0.0.1:{copy.port}" for copy in copies)
+        with open(os.path.join(work, "Caddyfile"), "w") as f:
+            f.write(
+                f"{{\n\tadmin off\n\tstorage file_system {work}/caddy\n}}\n"
+                f"http://127.0.0.1:{proxy_port} {{\n\treverse_proxy {upstreams} {{\n"
+                "\t\tlb_policy random\n\t\tlb_try_duration 5s\n\t\tlb_try_interval 250ms\n"
+                "\t\thealth_uri /readyz\n\t\thealth_interval 2s\n\t\thealth_timeout 2s\n"
+                "\t\thealth_status 200\n\t\tfail_duration 10s\n\t}\n}\n"
+            )
+        with open(os.path.join(work, "caddy.log"), "w") as log:
+            caddy = subprocess.Popen(
+                [CADDY, "run", "--config", f"{work}/Caddyfile", "--adapter", "caddyfile"],
+                env=dict(env, HOME=work),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        wait("Caddy", lambda: ready(proxy_port))
+
+        script = test_script()
+        script = script.replace("${lib.getExe agents-control}", BIN).replace("${pkgs.runtimeShell}", "/bin/bash")
+        script = script.replace('devices = "/root/devices"', f'devices = "{work}/devices"')
+        definitions, subtests = script.split("start_all()\n", 1)
+        if "${" in definitions:
+            raise Exception("rehearsal: control-plane.nix's definitions use a Nix value this script does not replace")
+
+        @contextlib.contextmanager
+        def subtest(name):
+            print(f"subtest: {name}", flush=True)
+            yield
+
+        client = Machine("client", env)
+        scope = dict(cp1=copies[0], cp2=copies[1], cp3=copies[2], client=client, subtest=subtest)
+        exec(definitions, scope)
+        ran = 0
+        for block in re.split(r"\n(?=with subtest\()", subtests):
+            title = re.match(r'with subtest\(f?"([^"]*)"', block)
+            if title and any(title.group(1).startswith(w) for w in wanted):
+                exec(block, scope)
+                ran += 1
+        if ran == 0:
+            raise Exception(f"rehearsal: no subtest of control-plane.nix starts with any of {wanted}")
+        print(f"rehearsal: {ran} subtests passed")
+    finally:
+        # The devices started through the systemd-run stand-in run agents-control from this
+        # rehearsal's directory: their command lines name it.
+        for line in subprocess.run(["pgrep", "-f", f"{work}/"], capture_output=True, text=True).stdout.split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(line), signal.SIGTERM)
+        for copy in copies:
+            copy.stop(signal.SIGKILL)
+        if caddy:
+            caddy.terminate()
+            caddy.wait()
+        if os.environ.get("REHEARSAL_KEEP"):
+            print(f"rehearsal: left {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or RUNNABLE)
