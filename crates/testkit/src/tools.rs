@@ -6,6 +6,14 @@ use anyhow::{Context, bail};
 
 /// The workspace's top folder (where `Cargo.toml`, `.tools/` and `target/` are).
 pub fn workspace_root() -> PathBuf {
+    // cargo and nextest set CARGO_MANIFEST_DIR for the test process too: the checkout the test
+    // runs from. It wins over the path compiled in, which is stale when two checkouts share one
+    // target directory (cargo reuses artifacts across them).
+    let runtime = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
+    let from_runtime = runtime.as_deref().and_then(|dir| dir.ancestors().find(|d| d.join("Cargo.lock").is_file()));
+    if let Some(root) = from_runtime {
+        return root.to_path_buf();
+    }
     // This crate lives at <root>/crates/testkit.
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .ancestors()

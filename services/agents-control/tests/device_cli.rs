@@ -169,3 +169,18 @@ async fn a_device_given_a_wrong_pin_does_not_pair() {
 fn wrong_certificate() -> Vec<u8> {
     rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap().cert.der().to_vec()
 }
+
+#[tokio::test]
+async fn a_forgotten_device_stops_and_says_why_even_with_its_stdin_open() {
+    let setup = setup().await;
+    let (host_id, host_identity) = setup.pair(DeviceKind::Host, "box").await;
+    let mut host = Connected::start(&host_identity);
+    host.event("connected").await;
+    agents_control::registry::forget(setup.store.as_ref(), &SystemClock, &host_id).await.unwrap();
+    setup.control.revoke(&host_id);
+    // stdin stays open (held here; `wait` would close it otherwise): the process must still
+    // end, non-zero.
+    let _stdin = host.child.stdin.take().unwrap();
+    let status = tokio::time::timeout(WAIT, host.child.wait()).await.expect("connect must exit").unwrap();
+    assert!(!status.success());
+}

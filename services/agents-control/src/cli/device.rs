@@ -9,7 +9,6 @@ use hyperhive_control_link::connect::{self, Command, Event};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 
 #[derive(Debug, Subcommand)]
@@ -69,7 +68,9 @@ async fn hold(args: ConnectArgs) -> Result<ExitCode, Failure> {
     let identity = Identity::load(&args.identity)?;
     let (command_tx, command_rx) = mpsc::channel(64);
     let (event_tx, mut event_rx) = mpsc::channel(256);
-    tokio::spawn(read_commands(command_tx, event_tx.clone()));
+    // A plain thread, not a task: a read blocked on an open stdin must neither keep the
+    // printer alive nor hold up the runtime's shutdown once the link has stopped for good.
+    std::thread::spawn(move || read_commands(&command_tx));
     let printer = tokio::spawn(async move {
         while let Some(event) = event_rx.recv().await {
             print_line(&event);
@@ -90,15 +91,15 @@ fn print_line(event: &Event) {
 }
 
 /// Reads JSON-line commands from stdin; a bad line is an `error` event saying what is wrong.
-async fn read_commands(commands: mpsc::Sender<Command>, events: mpsc::Sender<Event>) {
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
+fn read_commands(commands: &mpsc::Sender<Command>) {
+    for line in std::io::stdin().lines() {
+        let Ok(line) = line else { return };
         if line.trim().is_empty() {
             continue;
         }
         match serde_json::from_str::<Command>(&line) {
             Ok(command) => {
-                if commands.send(command).await.is_err() {
+                if commands.blocking_send(command).is_err() {
                     return;
                 }
             }
@@ -106,7 +107,7 @@ async fn read_commands(commands: mpsc::Sender<Command>, events: mpsc::Sender<Eve
                 let message = format!(
                     "bad command ({error}): send {{\"command\": \"send\", \"to\": ID, \"body\": JSON}} or {{\"command\": \"request\", \"id\": N, \"request\": {{\"op\": ...}}}}"
                 );
-                let _ = events.send(Event::Error { message }).await;
+                print_line(&Event::Error { message });
             }
         }
     }
