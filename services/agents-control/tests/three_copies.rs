@@ -1,0 +1,311 @@
+//! The control plane end to end, all real processes: three `serve` copies on one moto bucket and
+//! one control key, behind Caddy terminating TLS with a pinned self-signed certificate, and
+//! devices run as `agents-control device pair|connect`. What is proved: the pin and the
+//! server's proof are checked; a host and a client on different copies talk; a stream survives
+//! its host's or client's copy dying (SIGKILL or SIGTERM) with every message delivered exactly
+//! once, in order; a device forgotten through one copy is cut off on another; and a bucket
+//! outage stops pairing and readiness but neither relaying nor reconnecting.
+
+mod cluster;
+
+use cluster::device::{Device, EVENT_WITHIN, Input, Linked, Timed};
+use cluster::{Cluster, other_pin};
+use hyperhive_testkit::Signal;
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// A device whose copy died is back on another within this (DESIGN 3.6: "within seconds").
+const MOVE_WITHIN: Duration = Duration::from_secs(3);
+const STREAM_LEN: u64 = 1000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_code_or_an_identity_with_another_pin_gets_no_connection() {
+    let cluster = Cluster::start().await;
+    let code = cluster.code("--client", &["--pin", &other_pin()]).await;
+    let refused =
+        Device::pair(&code, "window", cluster.dir()).await.err().expect("a code with another pin must not pair");
+    assert!(refused.contains("pin"), "{refused}");
+
+    let host = cluster.pair("--host", "box").await;
+    let repinned = host.altered("repinned", |identity| identity.pin = Some(other_pin().parse().unwrap()));
+    let mut wrong = Linked::start(&repinned.identity, Input::Closed);
+    let (_, first) = wrong.next(EVENT_WITHIN).await.expect("an event from connect");
+    assert_eq!(first["event"], "reconnecting", "{first}");
+    assert!(first["reason"].as_str().unwrap().contains("pin"), "{first}");
+    // The same device with its true pin gets in, so the refusal was the pin's.
+    Linked::start(&host.identity, Input::Closed).connected().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_without_the_control_key_is_refused_at_pairing_and_at_connecting() {
+    let cluster = Cluster::start().await;
+    let (impostor_url, _impostor, _caddy) = cluster.impostor().await;
+
+    // A real code sent to the impostor's address: the impostor cannot make the code's proof
+    // (it refuses the code, or the device refuses its unsigned answer).
+    let code = cluster.code("--host", &["--control-url", &impostor_url]).await;
+    let refused = Device::pair(&code, "lured", cluster.dir()).await.err().expect("the impostor must not pair a device");
+    assert!(refused.contains("control key"), "{refused}");
+
+    // A device paired with the real control plane, sent to the impostor: its welcome does not
+    // verify, so the device closes with 4003 and stops for good.
+    let host = cluster.pair("--host", "box").await;
+    let redirected = host.altered("redirected", |identity| identity.control_url = impostor_url.clone());
+    let mut fooled = Linked::start(&redirected.identity, Input::Closed);
+    let (_, status) = fooled.exit(EVENT_WITHIN).await;
+    assert!(!status.success());
+    assert!(fooled.stderr().contains("control key this device paired with"), "{}", fooled.stderr());
+    assert!(fooled.seen.iter().all(|(_, event)| event["event"] != "connected"), "{:?}", fooled.lines());
+    Linked::start(&host.identity, Input::Closed).connected().await;
+}
+
+/// A host and a client paired, with the host on copy 0 and the client on copy 1, once the
+/// copies are linked.
+async fn host_and_client_apart(cluster: &mut Cluster) -> (Device, Linked, Device, Linked) {
+    let host = cluster.pair("--host", "box").await;
+    let client = cluster.pair("--client", "window").await;
+    cluster.wait_peers(2).await;
+    let host_link = cluster.connect_on(&host, 0, Input::Commands).await;
+    let client_link = cluster.connect_on(&client, 1, Input::Commands).await;
+    (host, host_link, client, client_link)
+}
+
+/// One message each way between two linked devices, each acked to its sender.
+async fn exchange(a: &Device, a_link: &mut Linked, b: &Device, b_link: &mut Linked, tag: &str) {
+    one_way(a, a_link, b, b_link, tag).await;
+    one_way(b, b_link, a, a_link, tag).await;
+}
+
+async fn one_way(from: &Device, from_link: &mut Linked, to: &Device, to_link: &mut Linked, tag: &str) {
+    let body = json!({"tag": tag, "from": from.name});
+    from_link.command(json!({"command": "send", "to": to.id, "body": body})).await;
+    let (_, message) = to_link.event("message").await;
+    assert_eq!((message["from"].as_str(), &message["body"]), (Some(from.id.as_str()), &body), "{tag}");
+    let (_, acked) = from_link.event("acked").await;
+    assert_eq!(acked["to"], to.id.as_str(), "{tag}: {acked}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_and_a_client_on_different_copies_talk_both_ways() {
+    let mut cluster = Cluster::start().await;
+    let (host, mut host_link, client, mut client_link) = host_and_client_apart(&mut cluster).await;
+    // The client hears of a host that is online on another copy.
+    let online = wait_host_online(&mut client_link, &host.id).await;
+    assert_eq!(online["online"], true);
+    exchange(&host, &mut host_link, &client, &mut client_link, "across").await;
+}
+
+/// Presence events until the host shows online (the list at connect, or a change after it).
+async fn wait_host_online(client: &mut Linked, host_id: &str) -> Value {
+    loop {
+        let (_, presence) = client.event("presence").await;
+        let hosts = presence["hosts"].as_array().unwrap();
+        if let Some(host) = hosts.iter().find(|h| h["device_id"] == host_id && h["online"] == true) {
+            return host.clone();
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Victim {
+    HostsCopy,
+    ClientsCopy,
+}
+
+/// The host streams {"n": 1..=1000} to the client; once the client has 300 of them, the copy of
+/// `victim` gets `signal`. The client's application must see every n once, in order; the
+/// victim's device must be back on another copy within [`MOVE_WITHIN`]. Returns how long the
+/// move took and the events the moved device saw after the signal.
+async fn stream_through_a_death(victim: Victim, signal: Signal) -> (Duration, Vec<Value>) {
+    let mut cluster = Cluster::start().await;
+    let (host, mut host_link, client, mut client_link) = host_and_client_apart(&mut cluster).await;
+    wait_host_online(&mut client_link, &host.id).await;
+    let sends = (1..=STREAM_LEN).map(|n| json!({"command": "send", "to": client.id, "body": {"n": n}})).collect();
+    let _writer = host_link.send_paced(sends, 10, Duration::from_millis(20));
+
+    let victim_index = match victim {
+        Victim::HostsCopy => 0,
+        Victim::ClientsCopy => 1,
+    };
+    let mut received: Vec<u64> = Vec::new();
+    let mut signalled: Option<Instant> = None;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while received.len() < STREAM_LEN as usize {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Some((_, event)) = client_link.next(left).await else {
+            panic!("the client got {} of {STREAM_LEN} ({:?}...) by the deadline", received.len(), tail(&received));
+        };
+        if event["event"] == "message" {
+            received.push(event["body"]["n"].as_u64().expect("a numbered message"));
+        }
+        if signalled.is_none() && received.len() >= 300 {
+            cluster.signal(victim_index, signal);
+            signalled = Some(Instant::now());
+        }
+    }
+    let finished = Instant::now();
+    let expected: Vec<u64> = (1..=STREAM_LEN).collect();
+    assert!(received == expected, "not every message exactly once in order: {}", first_difference(&received));
+
+    let signalled = signalled.expect("the stream outlived 300 messages");
+    let moved = match victim {
+        Victim::HostsCopy => &mut host_link,
+        Victim::ClientsCopy => &mut client_link,
+    };
+    let victim_name = cluster.copies[victim_index].name.clone();
+    let (at, copy) = next_connected_after(moved, signalled).await;
+    assert_ne!(copy, victim_name, "it came back to the copy that died");
+    let after: Vec<Value> = moved.seen.iter().filter(|(t, _)| *t >= signalled).map(|(_, e)| e.clone()).collect();
+    let took = at - signalled;
+    assert!(took <= MOVE_WITHIN, "{victim:?} after {signal}: back after {took:?}; events {after:?}");
+    // The host learns that the client has everything.
+    wait_acked(&mut host_link, STREAM_LEN).await;
+    let host_after = host_link.seen.iter().filter(|(t, _)| *t >= signalled);
+    let undeliverable = host_after.filter(|(_, e)| e["event"] == "undeliverable").count();
+    eprintln!(
+        "{victim:?} {signal}: connected again after {took:?}; all {STREAM_LEN} delivered {:?} after the signal; {undeliverable} undeliverable reports",
+        finished - signalled
+    );
+    (took, after)
+}
+
+/// The first `connected` the device printed after `since` (reading on if it has not yet).
+async fn next_connected_after(device: &mut Linked, since: Instant) -> (Instant, String) {
+    let found = |seen: &[Timed]| {
+        seen.iter().find(|(t, e)| *t >= since && e["event"] == "connected").map(|(t, e)| (*t, e["copy"].to_string()))
+    };
+    loop {
+        if let Some((at, copy)) = found(&device.seen) {
+            return (at, copy.trim_matches('"').to_owned());
+        }
+        device.event("connected").await;
+    }
+}
+
+async fn wait_acked(host: &mut Linked, seq: u64) {
+    if host.seen.iter().any(|(_, e)| e["event"] == "acked" && e["seq"] == seq) {
+        return;
+    }
+    loop {
+        let (_, acked) = host.event("acked").await;
+        if acked["seq"] == seq {
+            return;
+        }
+    }
+}
+
+fn tail(numbers: &[u64]) -> &[u64] {
+    &numbers[numbers.len().saturating_sub(10)..]
+}
+
+fn first_difference(received: &[u64]) -> String {
+    let at = received.iter().enumerate().position(|(i, &n)| n != i as u64 + 1).unwrap_or(received.len());
+    format!("{} received; from index {at}: {:?}", received.len(), &received[at..received.len().min(at + 10)])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_survives_its_host_s_copy_killed_with_sigkill() {
+    stream_through_a_death(Victim::HostsCopy, Signal::SIGKILL).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_survives_its_host_s_copy_stopped_with_sigterm_which_says_going_away() {
+    let (_, after) = stream_through_a_death(Victim::HostsCopy, Signal::SIGTERM).await;
+    let reconnecting = after.iter().find(|e| e["event"] == "reconnecting").expect("the host was told to reconnect");
+    assert!(reconnecting["reason"].as_str().unwrap().contains("1001"), "not a going-away close: {reconnecting}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_survives_its_client_s_copy_killed_with_sigkill() {
+    stream_through_a_death(Victim::ClientsCopy, Signal::SIGKILL).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_forgotten_through_another_copy_is_cut_off_at_once_and_cannot_come_back() {
+    let mut cluster = Cluster::start().await;
+    let forgotten = cluster.pair("--client", "old-phone").await;
+    let forgetter = cluster.pair("--client", "window").await;
+    cluster.wait_peers(2).await;
+    let mut forgotten_link = cluster.connect_on(&forgotten, 0, Input::Closed).await;
+    let mut forgetter_link = cluster.connect_on(&forgetter, 1, Input::Commands).await;
+
+    let request = json!({"op": "forget_device", "device_id": forgotten.id});
+    forgetter_link.command(json!({"command": "request", "id": 1, "request": request})).await;
+    let (replied, reply) = forgetter_link.event("reply").await;
+    assert_eq!(reply["reply"], json!({"op": "forgotten", "device_id": forgotten.id}), "{reply}");
+    let (cut, status) = forgotten_link.exit(EVENT_WITHIN).await;
+    assert!(!status.success());
+    assert!(forgotten_link.stderr().contains("4004"), "{}", forgotten_link.stderr());
+    let took = cut.saturating_duration_since(replied);
+    eprintln!("forgotten on another copy: session closed {took:?} after the reply");
+    assert!(took <= Duration::from_secs(1), "the forgotten device's session lasted {took:?} after the reply");
+
+    let mut again = Linked::start(&forgotten.identity, Input::Closed);
+    let (_, status) = again.exit(EVENT_WITHIN).await;
+    assert!(!status.success());
+    assert!(again.stderr().contains("4001"), "{}", again.stderr());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bucket_outage_stops_pairing_and_readiness_but_not_relaying_or_reconnecting() {
+    let mut cluster = Cluster::start().await;
+    let (host, mut host_link, client, mut client_link) = host_and_client_apart(&mut cluster).await;
+    let spare_code = cluster.code("--client", &[]).await;
+    // Known devices are those in every copy's registry; one paired a moment before the outage
+    // is not (see the ignored test below).
+    cluster.wait_registry_read().await;
+    exchange(&host, &mut host_link, &client, &mut client_link, "before").await;
+
+    cluster.s3.pause().unwrap();
+    let paused = Instant::now();
+    exchange(&host, &mut host_link, &client, &mut client_link, "paused").await;
+    cluster.wait_readyz(&[0, 1, 2], 503, Duration::from_secs(12)).await;
+    eprintln!("/readyz 503 on every copy {:?} after the pause", paused.elapsed());
+    let refused = Device::pair(&spare_code, "late", cluster.dir()).await.err().expect("no pairing without the bucket");
+    assert!(refused.contains("store unavailable"), "{refused}");
+
+    let killed = Instant::now();
+    cluster.signal(0, Signal::SIGKILL);
+    let (at, copy) = next_connected_after(&mut host_link, killed).await;
+    assert_ne!(copy, cluster.copies[0].name);
+    eprintln!("host back on another copy during the outage after {:?}", at - killed);
+    exchange(&host, &mut host_link, &client, &mut client_link, "moved").await;
+
+    cluster.s3.resume().unwrap();
+    cluster.wait_readyz(&[1, 2], 200, Duration::from_secs(15)).await;
+    Device::pair(&spare_code, "late", cluster.dir()).await.expect("the code refused during the outage pairs now");
+}
+
+/// Found by this file: the device CLI does not exit on a close that says not to reconnect (4001,
+/// 4003, 4004) while its stdin is open, which is how an application drives it: its stdin reader
+/// holds a clone of the event sender, so `device connect` waits for its printer forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "device connect never exits on a stop close while stdin is open (cli/device.rs)"]
+async fn a_device_told_to_stop_exits_while_its_stdin_is_open() {
+    let cluster = Cluster::start().await;
+    let forgotten = cluster.pair("--client", "old-phone").await;
+    let mut linked = cluster.connect_on(&forgotten, 0, Input::Commands).await;
+    let (ok, _, stderr) = cluster.cli(&["forget", &forgotten.id]).await;
+    assert!(ok, "{stderr}");
+    let (_, status) = linked.exit(EVENT_WITHIN).await;
+    assert!(!status.success());
+    assert!(linked.stderr().contains("4004"), "{}", linked.stderr());
+}
+
+/// Found by this file: a copy that does not know a device and cannot read the bucket refuses it
+/// with 4001 "unknown device", a close after which the device stops for good and must pair
+/// again, although its record is in the bucket. A device paired just before an outage meets
+/// this on every copy that had not refreshed yet. It should be told to retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a registry miss during a bucket outage is answered 4001 unknown device (registry.rs active_or_fetch)"]
+async fn a_device_paired_just_before_an_outage_is_told_to_retry_not_that_it_is_unknown() {
+    let mut cluster = Cluster::start().await;
+    let host = cluster.pair("--host", "box").await;
+    cluster.s3.pause().unwrap();
+    let mut linked = Linked::start(&host.identity, Input::Closed);
+    let (_, refused) = linked.event("reconnecting").await;
+    assert!(!refused["reason"].as_str().unwrap().contains("4001"), "{refused}");
+    cluster.s3.resume().unwrap();
+    linked.connected().await;
+}
