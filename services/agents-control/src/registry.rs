@@ -121,7 +121,8 @@ impl Registry {
         let listed = store.list_versions(records::DEVICES).await?;
         let mut fetched = Vec::new();
         for item in &listed {
-            if known.get(&item.key) == Some(&item.version) {
+            // A store that lists no version says nothing about change: read the record.
+            if !item.version.is_empty() && known.get(&item.key) == Some(&item.version) {
                 continue;
             }
             let Some(object) = store.get(&item.key).await? else {
@@ -308,21 +309,34 @@ mod tests {
         refresh_reads_only_what_changed(Arc::new(S3Store::from_client(&s3.client(), s3.bucket(), "registry"))).await;
     }
 
-    /// A device pairs (through another copy) and connects to this one while this copy's refresh
-    /// is between its LIST and applying it.
+    /// A file store whose listing misbehaves in one of two ways the registry must survive.
     #[derive(Debug)]
-    struct PairsDuringList {
+    struct OddListing {
         inner: FileStore,
-        registry: Arc<Registry>,
-        device: DeviceRecord,
+        odd: Odd,
     }
 
-    impl Store for PairsDuringList {
+    #[derive(Debug)]
+    enum Odd {
+        /// A device pairs (through another copy) and connects to this one while this copy's
+        /// refresh is between its LIST and applying it.
+        PairsDuringList { registry: Arc<Registry>, device: DeviceRecord },
+        /// Neither reads nor listings carry versions (as from an S3 look-alike without ETags).
+        NoVersions,
+    }
+
+    impl Store for OddListing {
         fn describe(&self) -> String {
             self.inner.describe()
         }
         fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<Object>>> {
-            self.inner.get(key)
+            Box::pin(async move {
+                let mut found = self.inner.get(key).await?;
+                if let (Some(object), Odd::NoVersions) = (&mut found, &self.odd) {
+                    object.version.clear();
+                }
+                Ok(found)
+            })
         }
         fn create<'a>(&'a self, key: &'a str, bytes: Vec<u8>) -> BoxFuture<'a, StoreResult<String>> {
             self.inner.create(key, bytes)
@@ -335,10 +349,14 @@ mod tests {
         }
         fn list_versions<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, StoreResult<Vec<Listed>>> {
             Box::pin(async move {
-                let listed = self.inner.list_versions(prefix).await?;
-                let key = records::device_key(&self.device.id);
-                self.inner.create(&key, records::encode(&self.device)).await?;
-                assert!(self.registry.active_or_fetch(&self.inner, &self.device.id).await.is_some());
+                let mut listed = self.inner.list_versions(prefix).await?;
+                match &self.odd {
+                    Odd::PairsDuringList { registry, device } => {
+                        self.inner.create(&records::device_key(&device.id), records::encode(device)).await?;
+                        assert!(registry.active_or_fetch(&self.inner, &device.id).await.is_some());
+                    }
+                    Odd::NoVersions => listed.iter_mut().for_each(|item| item.version.clear()),
+                }
                 Ok(listed)
             })
         }
@@ -350,10 +368,24 @@ mod tests {
         let inner = FileStore::open(dir.path()).unwrap();
         let old = pair(&inner, 0).await;
         let registry = Arc::new(Registry::default());
-        let store = PairsDuringList { inner, registry: registry.clone(), device: device(1) };
-        assert_eq!(registry.refresh(&store).await.unwrap(), 2);
+        let device = device(1);
+        let odd = Odd::PairsDuringList { registry: registry.clone(), device: device.clone() };
+        assert_eq!(registry.refresh(&OddListing { inner, odd }).await.unwrap(), 2);
         assert!(registry.active(&old.id).is_some());
-        assert!(registry.active(&store.device.id).is_some(), "the device paired during the refresh was dropped");
+        assert!(registry.active(&device.id).is_some(), "the device paired during the refresh was dropped");
+    }
+
+    #[tokio::test]
+    async fn a_listing_without_versions_reads_every_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let inner = FileStore::open(dir.path()).unwrap();
+        let record = pair(&inner, 0).await;
+        let store = OddListing { inner, odd: Odd::NoVersions };
+        let registry = Registry::default();
+        registry.refresh(&store).await.unwrap();
+        forget(&store.inner, &SystemClock, &record.id).await.unwrap();
+        registry.refresh(&store).await.unwrap();
+        assert!(registry.active(&record.id).is_none(), "a change missed for want of a version");
     }
 
     #[tokio::test]
