@@ -2,6 +2,7 @@
 
 mod suite;
 
+use futures::StreamExt;
 use hyperhive_object_store::s3::S3Store;
 use hyperhive_object_store::{Store, StoreError, probe};
 use hyperhive_testkit::S3;
@@ -53,4 +54,26 @@ async fn a_paused_bucket_is_unavailable_within_seconds_then_works_again() {
     let now = store.get("k.json").await.unwrap().unwrap();
     assert!(now.bytes == b"{\"n\":1}" || now.bytes == b"{\"n\":2}", "{:?}", now.bytes);
     store.replace("k.json", b"{\"n\":3}".to_vec(), &now.version).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_of_more_than_a_page_gives_every_key_with_its_version() {
+    let s3 = S3::start().await.unwrap();
+    let store = S3Store::from_client(&s3.client(), s3.bucket(), "pages");
+    // ListObjectsV2 answers at most 1,000 keys a page.
+    let written: Vec<(String, String)> = futures::stream::iter(0..1005)
+        .map(|n| {
+            let store = &store;
+            async move {
+                let key = format!("many/{n:04}.json");
+                let version = store.create(&key, format!("{{\"n\":{n}}}").into_bytes()).await.unwrap();
+                (key, version)
+            }
+        })
+        .buffered(16)
+        .collect()
+        .await;
+    let listed = store.list_versions("many/").await.unwrap();
+    let listed: Vec<(String, String)> = listed.into_iter().map(|l| (l.key, l.version)).collect();
+    assert_eq!(listed, written);
 }
