@@ -309,6 +309,61 @@ mod tests {
         refresh_reads_only_what_changed(Arc::new(S3Store::from_client(&s3.client(), s3.bucket(), "registry"))).await;
     }
 
+    /// Random runs of pairing, forgetting, rewriting and removing records, refreshed now and then:
+    /// after each refresh the registry holds exactly what the store does, and the refresh read
+    /// exactly the records that are new or changed since the one before.
+    #[tokio::test]
+    async fn random_changes_are_read_once_each() {
+        use rand::{Rng, SeedableRng};
+        for seed in 0..12 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let dir = tempfile::tempdir().unwrap();
+            let backend: Arc<dyn Store> = Arc::new(FileStore::open(dir.path()).unwrap());
+            let metrics = Arc::new(Metrics::default());
+            let store = MeteredStore::wrap(backend.clone(), metrics.clone());
+            let mut requests = Requests { metrics, seen: (0, 0) };
+            let registry = Registry::default();
+            let (mut paired, mut last_listing) = (0, Vec::new());
+            for step in 0..40 {
+                let keys = backend.list(records::DEVICES).await.unwrap();
+                let some_key = (!keys.is_empty()).then(|| keys[rng.random_range(0..keys.len())].clone());
+                match (rng.random_range(0..5), some_key) {
+                    (0, _) | (_, None) => {
+                        pair(backend.as_ref(), paired).await;
+                        paired += 1;
+                    }
+                    (1, Some(key)) => {
+                        let object = backend.get(&key).await.unwrap().unwrap();
+                        let mut record: DeviceRecord = records::decode(&key, &object.bytes).unwrap();
+                        record.forgotten_at.get_or_insert_with(|| "2026-01-02T00:00:00Z".into());
+                        record.write_id = records::write_id();
+                        backend.replace(&key, records::encode(&record), &object.version).await.unwrap();
+                    }
+                    (2, Some(key)) => {
+                        let version = backend.get(&key).await.unwrap().unwrap().version;
+                        backend.delete(&key, &version).await.unwrap();
+                    }
+                    _ => {} // nothing changes
+                }
+                if rng.random_bool(0.5) {
+                    continue;
+                }
+                let listing = backend.list_versions(records::DEVICES).await.unwrap();
+                let changed = listing.iter().filter(|item| !last_listing.contains(*item)).count() as u64;
+                let held = registry.refresh(store.as_ref()).await.unwrap();
+                assert_eq!(requests.since_last(), (1, changed), "seed {seed} step {step}");
+                let all = load_all(backend.as_ref()).await.unwrap();
+                assert_eq!(held, all.len(), "seed {seed} step {step}");
+                let mut active: Vec<DeviceRecord> = registry.active_of_kind(DeviceKind::Client);
+                active.extend(registry.active_of_kind(DeviceKind::Host));
+                active.sort_by(|a, b| a.id.cmp(&b.id));
+                let expected: Vec<DeviceRecord> = all.into_values().filter(|d| d.forgotten_at.is_none()).collect();
+                assert_eq!(active, expected, "seed {seed} step {step}");
+                last_listing = listing;
+            }
+        }
+    }
+
     /// A file store whose listing misbehaves in one of two ways the registry must survive.
     #[derive(Debug)]
     struct OddListing {
