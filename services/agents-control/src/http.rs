@@ -1,6 +1,6 @@
-//! The HTTP surface of a copy: `/healthz`, `/readyz`, `/metrics`, `POST /v1/pair` and the
-//! device link `GET /v1/link` (a WebSocket, [`crate::link`]) and the link between copies
-//! `GET /v1/peer` ([`crate::peer_link`]).
+//! The HTTP routes of a copy: `/healthz`, `/readyz`, `/metrics` and `POST /v1/pair`. The two
+//! WebSockets, the device link `GET /v1/link` ([`crate::link`]) and the link between copies
+//! `GET /v1/peer` ([`crate::peer_link`]), are upgraded by [`crate::server`] in front of these.
 //! Every error is JSON `{"error": "..."}` with a fitting 4xx or 503 status; nothing a client
 //! sends produces a 500 or a panic.
 
@@ -17,7 +17,7 @@ use warp::{Filter, Rejection, Reply};
 /// A pair request is a few hundred bytes; refuse anything far larger before reading it.
 const MAX_PAIR_BODY: u64 = 16 * 1024;
 
-fn json_error(status: StatusCode, message: impl Into<String>) -> Response {
+pub fn json_error(status: StatusCode, message: impl Into<String>) -> Response {
     warp::reply::with_status(warp::reply::json(&ErrorBody { error: message.into() }), status).into_response()
 }
 
@@ -47,37 +47,13 @@ pub fn routes(
         )
         .into_response()
     });
-    let link = warp::path!("v1" / "link").and(warp::ws()).and(with_control.clone()).map(
-        |ws: warp::ws::Ws, control: Arc<Control>| {
-            crate::link::configure(ws).on_upgrade(move |socket| crate::link::serve(socket, control)).into_response()
-        },
-    );
-    let peer = warp::path!("v1" / "peer").and(warp::ws()).and(with_control.clone()).map(
-        |ws: warp::ws::Ws, control: Arc<Control>| {
-            crate::peer_link::configure(ws)
-                .on_upgrade(move |socket| crate::peer_link::accept(socket, control))
-                .into_response()
-        },
-    );
     let pair = warp::path!("v1" / "pair")
         .and(warp::post())
         .and(warp::body::content_length_limit(MAX_PAIR_BODY))
         .and(warp::body::bytes())
         .and(with_control)
         .then(|body: bytes::Bytes, control: Arc<Control>| async move { pair(&control, &body).await });
-    healthz
-        .or(readyz)
-        .unify()
-        .or(metrics)
-        .unify()
-        .or(link)
-        .unify()
-        .or(peer)
-        .unify()
-        .or(pair)
-        .unify()
-        .recover(recover)
-        .unify()
+    healthz.or(readyz).unify().or(metrics).unify().or(pair).unify().recover(recover).unify()
 }
 
 async fn pair(control: &Control, body: &[u8]) -> Response {

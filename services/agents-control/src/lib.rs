@@ -7,7 +7,7 @@
 //! - [`codes`]: making and sweeping codes; [`pairing`]: redeeming them (`POST /v1/pair`).
 //! - [`registry`]: listing and forgetting devices, and the in-memory copy a serving copy uses.
 //! - [`copy`]: `store copy`; [`pin`]: certificate pins.
-//! - [`control`], [`http`], [`metrics`], [`membership`], [`serve`]: a running copy.
+//! - [`control`], [`server`], [`http`], [`metrics`], [`membership`], [`serve`]: a running copy.
 //! - [`link`]: the device link `GET /v1/link`; [`sessions`]: the devices connected here;
 //!   [`requests`]: what clients ask over their link.
 //! - [`peers`]: finding the other copies; [`peer_link`]: the link between two copies `GET /v1/peer`.
@@ -32,4 +32,5 @@ pub mod records;
 pub mod registry;
 pub mod requests;
 pub mod serve;
+pub mod server;
 pub mod sessions;

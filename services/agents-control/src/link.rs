@@ -14,23 +14,12 @@ use hyperhive_control_proto::link::{
 use hyperhive_control_proto::{DeviceKind, encoding};
 use rand::RngCore;
 use std::sync::Arc;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::{Instant, timeout};
-use warp::ws::{Message, WebSocket};
-
-/// The WebSocket upgrade with the link's limits: the message and frame cap and the write
-/// buffer bound of `control_link::websocket_config` (warp sets no read or write buffer size).
-pub fn configure(ws: warp::ws::Ws) -> warp::ws::Ws {
-    let config = hyperhive_control_link::websocket_config();
-    let ws = ws.max_write_buffer_size(config.max_write_buffer_size);
-    let ws = match config.max_message_size {
-        Some(max) => ws.max_message_size(max),
-        None => ws,
-    };
-    match config.max_frame_size {
-        Some(max) => ws.max_frame_size(max),
-        None => ws,
-    }
-}
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::error::CapacityError;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 /// An authenticated device.
 struct Device {
@@ -43,18 +32,18 @@ struct Device {
 struct Refusal(CloseCode, String);
 
 /// Runs one link until either side ends it.
-pub async fn serve(socket: WebSocket, control: Arc<Control>) {
+pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(socket: WebSocketStream<S>, control: Arc<Control>) {
     let (mut sink, mut stream) = socket.split();
     let device = match timeout(HANDSHAKE_TIMEOUT, handshake(&mut sink, &mut stream, &control)).await {
         Ok(Ok(device)) => device,
         Ok(Err(Refusal(code, reason))) => {
             tracing::info!(code = code.code(), %reason, "link refused");
-            let _ = sink.send(Message::close_with(code.code(), reason)).await;
+            let _ = sink.send(close_message(code, reason)).await;
             return;
         }
         Err(_) => {
             let reason = format!("the handshake did not finish within {}s", HANDSHAKE_TIMEOUT.as_secs());
-            let _ = sink.send(Message::close_with(CloseCode::HandshakeTimeout.code(), reason)).await;
+            let _ = sink.send(close_message(CloseCode::HandshakeTimeout, reason)).await;
             return;
         }
     };
@@ -75,28 +64,27 @@ pub async fn serve(socket: WebSocket, control: Arc<Control>) {
                 heard = Instant::now();
                 match incoming {
                     None => break None,
+                    // The only read error a device can cause on purpose is an oversized
+                    // message (the cap is in the WebSocket config); any other is a broken socket.
+                    Some(Err(WsError::Capacity(CapacityError::MessageTooLong { .. }))) => {
+                        break Some((CloseCode::TooLarge, format!("a frame exceeded {} bytes", hyperhive_control_proto::link::MAX_FRAME_BYTES)));
+                    }
                     Some(Err(error)) => {
-                        // The only read error a device can cause on purpose is an oversized
-                        // message (warp enforces the cap); any other is a broken socket.
-                        let message = error.to_string();
-                        if message.contains("too long") || message.contains("too big") || message.contains("Space limit") {
-                            break Some((CloseCode::TooLarge, format!("a frame exceeded {} bytes", hyperhive_control_proto::link::MAX_FRAME_BYTES)));
-                        }
                         tracing::debug!(device = %device.id, %error, "link read failed");
                         break None;
                     }
-                    Some(Ok(message)) if message.is_close() => break None,
-                    Some(Ok(message)) if message.is_binary() => {
+                    Some(Ok(Message::Close(_))) => break None,
+                    Some(Ok(Message::Binary(_))) => {
                         break Some((CloseCode::UnsupportedData, "binary messages are not used: frames are JSON text".into()));
                     }
-                    Some(Ok(message)) => {
-                        let Ok(body) = message.to_str() else { continue }; // WebSocket ping/pong
-                        if let Some(answer) = on_frame(&control, &device, session, body).await
+                    Some(Ok(Message::Text(body))) => {
+                        if let Some(answer) = on_frame(&control, &device, session, body.as_str()).await
                             && sink.send(text(&answer)).await.is_err()
                         {
                             break None;
                         }
                     }
+                    Some(Ok(_)) => {} // WebSocket ping or pong
                 }
             }
             outgoing = queue.recv() => match outgoing {
@@ -121,7 +109,7 @@ pub async fn serve(socket: WebSocket, control: Arc<Control>) {
     };
     if let Some((code, reason)) = close {
         tracing::info!(device = %device.id, code = code.code(), %reason, "closing the link");
-        let _ = sink.send(Message::close_with(code.code(), reason)).await;
+        let _ = sink.send(close_message(code, reason)).await;
     }
     control.sessions.close(&device.id, session);
     tracing::info!(device = %device.id, session, "device disconnected");
@@ -131,6 +119,10 @@ fn text(frame: &LinkFrame) -> Message {
     Message::text(frame.encode())
 }
 
+fn close_message(code: CloseCode, reason: String) -> Message {
+    Message::Close(Some(CloseFrame { code: code.code().into(), reason: reason.into() }))
+}
+
 fn error_frame(code: ErrorCode, message: impl Into<String>) -> LinkFrame {
     LinkFrame::Error { code, message: message.into() }
 }
@@ -138,7 +130,7 @@ fn error_frame(code: ErrorCode, message: impl Into<String>) -> LinkFrame {
 /// Challenge, hello, welcome. Anything else before the welcome is a refusal.
 async fn handshake(
     sink: &mut (impl SinkExt<Message> + Unpin),
-    stream: &mut (impl StreamExt<Item = Result<Message, warp::Error>> + Unpin),
+    stream: &mut (impl StreamExt<Item = Result<Message, WsError>> + Unpin),
     control: &Control,
 ) -> Result<Device, Refusal> {
     let mut nonce = [0u8; NONCE_LEN];
@@ -150,22 +142,22 @@ async fn handshake(
         .map_err(|_| Refusal(CloseCode::Normal, "the device left during the handshake".into()))?;
     let hello = loop {
         match stream.next().await {
-            Some(Ok(message)) if message.is_ping() || message.is_pong() => continue,
-            Some(Ok(message)) => match message.to_str().map(LinkFrame::decode) {
-                Ok(Ok(hello @ LinkFrame::Hello { .. })) => break hello,
-                Ok(Ok(other)) => {
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+            Some(Ok(Message::Text(body))) => match LinkFrame::decode(body.as_str()) {
+                Ok(hello @ LinkFrame::Hello { .. }) => break hello,
+                Ok(other) => {
                     return Err(Refusal(
                         CloseCode::ProtocolViolation,
                         format!("expected hello, got \"{}\"", other.type_name()),
                     ));
                 }
-                Ok(Err(error)) => {
+                Err(error) => {
                     return Err(Refusal(CloseCode::ProtocolViolation, format!("expected hello: {error}")));
                 }
-                Err(()) => {
-                    return Err(Refusal(CloseCode::ProtocolViolation, "expected hello, a JSON text frame".into()));
-                }
             },
+            Some(Ok(Message::Binary(_))) => {
+                return Err(Refusal(CloseCode::ProtocolViolation, "expected hello, a JSON text frame".into()));
+            }
             _ => return Err(Refusal(CloseCode::Normal, "the device left during the handshake".into())),
         }
     };

@@ -15,8 +15,11 @@ use hyperhive_control_proto::link::{
 use rand::RngCore;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::{Instant, timeout};
-use tokio_tungstenite::tungstenite;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{self, Message};
 
 /// What the link loop reads, whichever WebSocket library carries it.
 #[derive(Debug)]
@@ -40,30 +43,38 @@ pub enum WireOut {
 #[error("{0}")]
 pub struct PeerError(String);
 
-/// The upgrade for `/v1/peer`: frames up to [`MAX_PEER_FRAME_BYTES`].
-pub fn configure(ws: warp::ws::Ws) -> warp::ws::Ws {
-    let config = hyperhive_control_link::websocket_config();
-    ws.max_write_buffer_size(config.max_write_buffer_size)
-        .max_message_size(MAX_PEER_FRAME_BYTES)
-        .max_frame_size(MAX_PEER_FRAME_BYTES)
+/// The WebSocket settings of both ends: frames up to [`MAX_PEER_FRAME_BYTES`].
+pub fn websocket_config() -> WebSocketConfig {
+    hyperhive_control_link::websocket_config()
+        .max_message_size(Some(MAX_PEER_FRAME_BYTES))
+        .max_frame_size(Some(MAX_PEER_FRAME_BYTES))
+}
+
+/// The link loop's view of a socket, whichever end dialed.
+fn wire<S: AsyncRead + AsyncWrite + Unpin>(
+    socket: WebSocketStream<S>,
+) -> (impl Sink<WireOut> + Unpin, impl Stream<Item = WireIn> + Unpin) {
+    let (sink, stream) = socket.split();
+    let sink = sink.with(|out: WireOut| {
+        futures::future::ready(Ok::<_, tungstenite::Error>(match out {
+            WireOut::Text(text) => Message::text(text),
+            WireOut::Close(code, reason) => {
+                Message::Close(Some(CloseFrame { code: code.code().into(), reason: reason.into() }))
+            }
+        }))
+    });
+    let stream = stream.map(|message| match message {
+        Ok(Message::Text(text)) => WireIn::Text(text.as_str().to_owned()),
+        Ok(Message::Binary(_)) => WireIn::Binary,
+        Ok(Message::Close(_)) | Err(_) => WireIn::Closed,
+        Ok(_) => WireIn::Control,
+    });
+    (Box::pin(sink), stream)
 }
 
 /// Serves a link another copy dialed.
-pub async fn accept(socket: warp::ws::WebSocket, control: Arc<Control>) {
-    use warp::ws::Message;
-    let (sink, stream) = socket.split();
-    let mut sink = Box::pin(sink.with(|out: WireOut| {
-        futures::future::ready(Ok::<_, warp::Error>(match out {
-            WireOut::Text(text) => Message::text(text),
-            WireOut::Close(code, reason) => Message::close_with(code.code(), reason),
-        }))
-    }));
-    let mut stream = stream.map(|message| match message {
-        Err(_) => WireIn::Closed,
-        Ok(m) if m.is_close() => WireIn::Closed,
-        Ok(m) if m.is_binary() => WireIn::Binary,
-        Ok(m) => m.to_str().map_or(WireIn::Control, |text| WireIn::Text(text.to_owned())),
-    });
+pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(socket: WebSocketStream<S>, control: Arc<Control>) {
+    let (mut sink, mut stream) = wire(socket);
     match timeout(HANDSHAKE_TIMEOUT, accept_handshake(&mut sink, &mut stream, &control)).await {
         Ok(Ok(peer)) => run(sink, stream, control, peer).await,
         Ok(Err((code, reason))) => {
@@ -81,34 +92,15 @@ pub async fn accept(socket: warp::ws::WebSocket, control: Arc<Control>) {
 /// Dials the copy `peer` (as its membership record names it) at `peer_url` and runs the link
 /// until it ends. An error means it never came up.
 pub async fn dial(control: Arc<Control>, peer: &str, peer_url: &str) -> Result<(), PeerError> {
-    use tungstenite::Message;
     let target = Target::parse(peer_url).map_err(|e| PeerError(format!("peer URL of copy {peer}: {e}")))?;
     let stream = target.connect(None).await.map_err(|e| PeerError(e.to_string()))?;
-    let mut config = hyperhive_control_link::websocket_config();
-    config.max_message_size = Some(MAX_PEER_FRAME_BYTES);
-    config.max_frame_size = Some(MAX_PEER_FRAME_BYTES);
     let url = target.ws_url("/v1/peer");
-    let (socket, _) =
-        timeout(HANDSHAKE_TIMEOUT, tokio_tungstenite::client_async_with_config(&url, stream, Some(config)))
-            .await
-            .map_err(|_| PeerError(format!("{url}: no WebSocket upgrade within {}s", HANDSHAKE_TIMEOUT.as_secs())))?
-            .map_err(|e| PeerError(format!("{url}: {e}")))?;
-    let (sink, stream) = socket.split();
-    let mut sink = Box::pin(sink.with(|out: WireOut| {
-        futures::future::ready(Ok::<_, tungstenite::Error>(match out {
-            WireOut::Text(text) => Message::text(text),
-            WireOut::Close(code, reason) => Message::Close(Some(tungstenite::protocol::CloseFrame {
-                code: code.code().into(),
-                reason: reason.into(),
-            })),
-        }))
-    }));
-    let mut stream = stream.map(|message| match message {
-        Ok(Message::Text(text)) => WireIn::Text(text.as_str().to_owned()),
-        Ok(Message::Binary(_)) => WireIn::Binary,
-        Ok(Message::Close(_)) | Err(_) => WireIn::Closed,
-        Ok(_) => WireIn::Control,
-    });
+    let upgrade = tokio_tungstenite::client_async_with_config(&url, stream, Some(websocket_config()));
+    let (socket, _) = timeout(HANDSHAKE_TIMEOUT, upgrade)
+        .await
+        .map_err(|_| PeerError(format!("{url}: no WebSocket upgrade within {}s", HANDSHAKE_TIMEOUT.as_secs())))?
+        .map_err(|e| PeerError(format!("{url}: {e}")))?;
+    let (mut sink, mut stream) = wire(socket);
     let handshake = dial_handshake(&mut sink, &mut stream, &control, peer);
     match timeout(HANDSHAKE_TIMEOUT, handshake).await {
         Ok(Ok(())) => {

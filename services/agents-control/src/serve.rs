@@ -2,10 +2,10 @@
 //! fresh, link to the other copies and sweep codes in the background, and on shutdown fail
 //! `/readyz`, close every link with "going away", then leave the membership.
 
+use crate::codes;
 use crate::control::Control;
 use crate::membership::Membership;
 use crate::peers::Dialers;
-use crate::{codes, http};
 use hyperhive_control_proto::link::CloseCode;
 use hyperhive_object_store::probe;
 use std::future::Future;
@@ -87,7 +87,7 @@ pub async fn run(
             dialers.stop_all();
         }
     };
-    warp::serve(http::routes(control.clone())).incoming(listener).graceful(draining).run().await;
+    crate::server::serve(control.clone(), listener, draining).await;
     background.abort();
     dialers.stop_all();
     membership.leave(control.store.as_ref()).await;

@@ -38,8 +38,7 @@ async fn setup() -> Setup {
     let control = Arc::new(Control::new(store.clone(), key.clone(), Arc::new(SystemClock)).with_copy_name("cp1"));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let copy_port = listener.local_addr().unwrap().port();
-    let routes = agents_control::http::routes(control.clone());
-    let server = tokio::spawn(async move { warp::serve(routes).incoming(listener).run().await });
+    let server = tokio::spawn(agents_control::server::serve(control.clone(), listener, std::future::pending()));
 
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
     let (cert, key_file) = (dir.path().join("proxy.crt"), dir.path().join("proxy.key"));

@@ -48,8 +48,7 @@ async fn copy_with_key(seed: [u8; 32]) -> Copy {
         Arc::new(Control::new(store.clone(), ControlKey::from_seed(seed), clock.clone()).with_copy_name("cp1"));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let routes = agents_control::http::routes(control.clone());
-    let server = tokio::spawn(async move { warp::serve(routes).incoming(listener).run().await });
+    let server = tokio::spawn(agents_control::server::serve(control.clone(), listener, std::future::pending()));
     Copy { _dir: dir, store, clock, control, addr, server }
 }
 

@@ -72,8 +72,7 @@ async fn start(store: Arc<dyn Store>, dir: Option<tempfile::TempDir>, public: bo
         control = control.with_public_address(format!("http://{addr}"), None);
     }
     let control = Arc::new(control);
-    let routes = agents_control::http::routes(control.clone());
-    let server = tokio::spawn(async move { warp::serve(routes).incoming(listener).run().await });
+    let server = tokio::spawn(agents_control::server::serve(control.clone(), listener, std::future::pending()));
     Copy { _dir: dir, store, clock, control, addr, server }
 }
 
