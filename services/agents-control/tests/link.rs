@@ -245,3 +245,13 @@ async fn garbage_frames_get_error_frames_and_the_link_stays() {
     let (code, _) = next_close(&mut link).await;
     assert_eq!(code, CloseCode::TooLarge.code());
 }
+
+#[tokio::test]
+async fn plain_http_on_the_websocket_paths_gets_a_clear_400_and_other_routes_still_answer() {
+    let copy = copy_with_key(CONTROL_SEED).await;
+    for path in ["/v1/link", "/v1/peer"] {
+        assert_eq!(hyperhive_testkit::process::http_status(copy.addr, path).await.unwrap(), 400, "{path}");
+    }
+    assert_eq!(hyperhive_testkit::process::http_status(copy.addr, "/healthz").await.unwrap(), 200);
+    assert_eq!(hyperhive_testkit::process::http_status(copy.addr, "/v1/nothing").await.unwrap(), 404);
+}
