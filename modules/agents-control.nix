@@ -46,7 +46,10 @@ in
   options.services.hyperhive.deploy.agents-control = {
     enable = lib.mkEnableOption "a copy of the hyperhive control plane (agents-control)";
 
-    package = lib.mkPackageOption hyperhive.packages "agents-control" { pkgsText = "pkgs.hyperhive"; };
+    package = lib.mkPackageOption hyperhive.packages "agents-control" {
+      pkgsText = "pkgs.hyperhive";
+      example = "inputs.hyperhive.packages.\${pkgs.stdenv.hostPlatform.system}.agents-control";
+    };
 
     store = {
       url = mkOption {
@@ -67,6 +70,7 @@ in
       region = mkOption {
         type = types.strMatching "[A-Za-z0-9-]+";
         default = "us-east-1";
+        example = "eu-central-1";
         description = "The bucket's region (`AGENTS_STORE_REGION`).";
       };
       pathStyle = mkOption {
@@ -160,6 +164,7 @@ in
     port = mkOption {
       type = types.port;
       default = 8791;
+      example = 8080;
       description = "The port to listen on, for the load balancer and the other copies.";
     };
 

@@ -10,6 +10,7 @@ in
   options.services.hyperhive.c0re = {
     package = lib.mkPackageOption hyperhive.packages "daemon-bins" {
       pkgsText = "pkgs.hyperhive";
+      example = "inputs.hyperhive.packages.\${pkgs.stdenv.hostPlatform.system}.daemon-bins";
       extraDescription = ''
         The bundle of hive-side daemons (hive-agent; hive-c0re later). swarm-controller is never
         in it: it is its own package, enabled with services.hyperhive.deploy.swarm-controller.

@@ -19,7 +19,8 @@ let
         enable = mkOption {
           type = types.bool;
           default = true;
-          description = "Whether to run this agent.";
+          example = false;
+          description = "Whether to run this agent (false keeps its state directory but starts no unit).";
         };
 
         nats.url = mkOption {

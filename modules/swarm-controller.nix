@@ -56,7 +56,10 @@ in
   options.services.hyperhive.deploy.swarm-controller = {
     enable = lib.mkEnableOption "the hyperhive swarm daemon (swarm-controller), one per swarm";
 
-    package = lib.mkPackageOption hyperhive.packages "swarm-controller" { pkgsText = "pkgs.hyperhive"; };
+    package = lib.mkPackageOption hyperhive.packages "swarm-controller" {
+      pkgsText = "pkgs.hyperhive";
+      example = "inputs.hyperhive.packages.\${pkgs.stdenv.hostPlatform.system}.swarm-controller";
+    };
 
     socketPath = mkOption {
       type = types.strMatching "/run/[^/]+(/[^/]+)*/[^/]+";

@@ -182,8 +182,34 @@ let
   agentUnit = ok.units.hive-agent-alpha;
   swarmctl = b.head (b.filter (p: p.name == "swarmctl-0.1.0") ok.packages);
 
+  # Every option declared under services.hyperhive, an agent's submodule options included, by path.
+  declared =
+    prefix: set:
+    b.concatLists (
+      lib.mapAttrsToList (
+        name: option:
+        let
+          path = "${prefix}.${name}";
+          inner = option.type.inner or { };
+        in
+        if option._isOption or false then
+          [ { inherit path option; } ]
+          ++ (if (inner.name or "") == "submodule" then declared "${path}.<name>" (inner.module { name = "alpha"; }).options else [ ])
+        else
+          declared path option
+      ) set
+    );
+  # Options the manual would show without a description or an example (issue 6: each documented
+  # with both).
+  undocumented = map (o: o.path) (
+    b.filter (o: (o.option.description or "") == "" || !(o.option ? example)) (declared "services" ok.options.services)
+  );
+
   checks = {
     "a good configuration passes every assertion" = ok.failed == [ ];
+    "every option has a description and an example${
+      lib.optionalString (undocumented != [ ]) " (lacking: ${b.concatStringsSep ", " undocumented})"
+    }" = undocumented == [ ];
     "agents-control gets exactly the DESIGN 3.2 settings" =
       b.attrNames copyUnit.environment == [
         "AGENTS_CONTROL_KEY_FILE"

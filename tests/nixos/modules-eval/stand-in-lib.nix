@@ -8,13 +8,32 @@ let
 in
 rec {
   mkOption = declaration: declaration // { _isOption = true; };
-  mkEnableOption = name: mkOption {
-    default = false;
-    description = "Whether to enable ${name}.";
-  };
+  mkEnableOption =
+    name:
+    mkOption {
+      type = types.bool;
+      default = false;
+      example = true;
+      description = "Whether to enable ${name}.";
+    };
+  # As nixpkgs': a description from the name and `extraDescription`, and an example only when given.
   mkPackageOption =
-    set: name: args:
-    mkOption { default = set.${name}; };
+    set: name:
+    {
+      example ? null,
+      extraDescription ? "",
+      pkgsText ? "pkgs",
+      ...
+    }:
+    mkOption (
+      {
+        type = types.package;
+        default = set.${name};
+        defaultText = literalExpression "${pkgsText}.${name}";
+        description = "The ${name} package to use." + (if extraDescription == "" then "" else " ${extraDescription}");
+      }
+      // (if example == null then { } else { example = literalExpression example; })
+    );
   literalExpression = text: {
     _type = "literalExpression";
     inherit text;
