@@ -1,7 +1,8 @@
 # Evaluates the hyperhive NixOS modules (modules/*.nix) without nixpkgs, with the stand-in lib
 # beside this file and placeholder packages, and checks what they produce: the environment each
 # daemon reads (the names DESIGN 3.2 and issue 3 fix), the credentials, the socket directory, the
-# hardening, and that each assertion refuses the bad configuration it is written for.
+# hardening, that every option has a description and an example and a row in docs/nixos.md, and
+# that each assertion refuses the bad configuration it is written for.
 #
 #   nix-instantiate --eval --strict tests/nixos/modules-eval     # prints true, or throws the failures
 #
@@ -205,11 +206,32 @@ let
     b.filter (o: (o.option.description or "") == "" || !(o.option ? example)) (declared "services" ok.options.services)
   );
 
+  # docs/nixos.md has a table row for every option, named relative to its section's prefix.
+  sections = [
+    "services.hyperhive.deploy.agents-control."
+    "services.hyperhive.deploy.swarm-controller."
+    "services.hyperhive.agents.<name>."
+    "services.hyperhive.c0re."
+  ];
+  relative = path: b.foldl' (rest: prefix: lib.removePrefix prefix rest) path sections;
+  guide = b.readFile ../../../docs/nixos.md;
+  # An attribute set of submodules (the agents) is the heading of its own section instead.
+  listed =
+    o:
+    if (o.option.type.inner.name or "") == "submodule" then
+      lib.hasInfix "`${o.path}.<name>`" guide
+    else
+      lib.hasInfix "| `${relative o.path}` |" guide;
+  unlisted = map (o: o.path) (b.filter (o: !listed o) (declared "services" ok.options.services));
+
   checks = {
     "a good configuration passes every assertion" = ok.failed == [ ];
     "every option has a description and an example${
       lib.optionalString (undocumented != [ ]) " (lacking: ${b.concatStringsSep ", " undocumented})"
     }" = undocumented == [ ];
+    "docs/nixos.md lists every option${
+      lib.optionalString (unlisted != [ ]) " (not: ${b.concatStringsSep ", " unlisted})"
+    }" = unlisted == [ ];
     "agents-control gets exactly the DESIGN 3.2 settings" =
       b.attrNames copyUnit.environment == [
         "AGENTS_CONTROL_KEY_FILE"
