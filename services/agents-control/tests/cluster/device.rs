@@ -125,8 +125,9 @@ impl Linked {
                 Some(event) if event.1["event"] == kind => return event,
                 Some(_) => {}
                 None => {
-                    let how = match self.child.try_wait() {
-                        Ok(Some(status)) => format!("it exited ({status}) first"),
+                    // Its output ends when it exits: give the exit a moment to be seen.
+                    let how = match tokio::time::timeout(Duration::from_secs(1), self.child.wait()).await {
+                        Ok(Ok(status)) => format!("it exited ({status}) first"),
                         _ => format!("none within {EVENT_WITHIN:?}"),
                     };
                     self.read_stderr().await;
