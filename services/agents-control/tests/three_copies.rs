@@ -39,7 +39,7 @@ async fn a_code_or_an_identity_with_another_pin_gets_no_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copy_without_the_control_key_is_refused_at_pairing_and_at_connecting() {
-    let cluster = Cluster::start().await;
+    let mut cluster = Cluster::start().await;
     let (impostor_url, _impostor, _caddy) = cluster.impostor().await;
 
     // A real code sent to the impostor's address: the impostor cannot make the code's proof
@@ -58,6 +58,13 @@ async fn a_copy_without_the_control_key_is_refused_at_pairing_and_at_connecting(
     assert!(fooled.stderr().contains("control key this device paired with"), "{}", fooled.stderr());
     assert!(fooled.seen.iter().all(|(_, event)| event["event"] != "connected"), "{:?}", fooled.lines());
     Linked::start(&host.identity, Input::Closed).connected().await;
+
+    // The impostor wrote a membership record like any copy; the copies refuse to link with it
+    // (each either dials it and refuses its proof, or is dialed and refuses its hello).
+    cluster.wait_metric("agents_control_peer_handshakes_refused_total", |refused| refused >= 1).await;
+    for index in 0..3 {
+        assert_eq!(cluster.metric(index, "agents_control_peers").await, Some(2), "copy {index} linked the impostor");
+    }
 }
 
 /// A host and a client paired, with the host on copy 0 and the client on copy 1, once the
@@ -260,7 +267,7 @@ async fn a_bucket_outage_stops_pairing_and_readiness_but_not_relaying_or_reconne
     cluster.s3.pause().unwrap();
     let paused = Instant::now();
     exchange(&host, &mut host_link, &client, &mut client_link, "paused").await;
-    cluster.wait_readyz(&[0, 1, 2], 503, Duration::from_secs(12)).await;
+    cluster.wait_readyz(&[0, 1, 2], 503, Duration::from_secs(10)).await;
     eprintln!("/readyz 503 on every copy {:?} after the pause", paused.elapsed());
     let refused = Device::pair(&spare_code, "late", cluster.dir()).await.err().expect("no pairing without the bucket");
     assert!(refused.contains("store unavailable"), "{refused}");

@@ -201,11 +201,15 @@ impl Cluster {
 
     /// Waits until every copy still running reports `agents_control_peers` = `peers`.
     pub async fn wait_peers(&mut self, peers: u64) {
+        self.wait_metric("agents_control_peers", |value| value == peers).await;
+    }
+
+    /// Waits until the unlabelled metric `name` satisfies `wanted` on every copy still running.
+    pub async fn wait_metric(&mut self, name: &str, wanted: impl Fn(u64) -> bool) {
         let addrs = self.running();
-        let what = format!("agents_control_peers {peers} on {addrs:?}");
-        wait_until(&what, PEERS_WITHIN, || async {
+        wait_until(&format!("{name} as wanted on {addrs:?}"), PEERS_WITHIN, || async {
             for &addr in &addrs {
-                if gauge(addr, "agents_control_peers").await != Some(peers) {
+                if !gauge(addr, name).await.is_some_and(&wanted) {
                     return None;
                 }
             }
@@ -213,6 +217,11 @@ impl Cluster {
         })
         .await
         .unwrap();
+    }
+
+    /// The unlabelled metric `name` on copy `index` now.
+    pub async fn metric(&self, index: usize, name: &str) -> Option<u64> {
+        gauge(self.copies[index].addr, name).await
     }
 
     /// Waits until every running copy has read the registry (a LIST of the devices) since this
