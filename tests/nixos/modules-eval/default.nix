@@ -300,6 +300,7 @@ let
       && unit.startLimitIntervalSec == 0
       && unit.serviceConfig.Restart == "on-failure"
       && unit.serviceConfig.ProtectSystem == "strict"
+      && (unit.serviceConfig.DynamicUser || (unit.serviceConfig.User or "root") != "root")
       && unit.serviceConfig.NoNewPrivileges
       && unit.serviceConfig.PrivateTmp
       && unit.serviceConfig.UMask == "0077"
