@@ -3,7 +3,8 @@
 # deploy/Caddyfile), and a client machine running headless devices. It pairs a host and a client
 # with codes made on a copy, relays messages between them, stops each copy in turn while they keep
 # talking, then stops MinIO: pairing and making codes are refused, /readyz fails, the relay carries
-# on, and everything works again once MinIO is back. tests/nixos/README.md names the end-to-end
+# on, a device whose copy dies meanwhile comes back on another, and everything works again once
+# MinIO is back. tests/nixos/README.md names the end-to-end
 # tests this mirrors.
 { self }:
 { pkgs, lib, ... }:
@@ -357,8 +358,21 @@ in
         assert answer["event"] == "request_failed" and answer["retry"], answer
         exchange("while the bucket is down")
 
+    with subtest("the host's copy dies while MinIO is down: the host is back on another copy"):
+        # Every copy fails /readyz now, so the proxy's checked route has no upstream and its
+        # fail-open route (deploy/Caddyfile's handle_errors) takes the host to a live copy, which
+        # knows it from its in-memory registry.
+        before = len(host.connections())
+        outage_dead = node_of(host.connections()[-1]["copy"])
+        outage_dead.succeed("systemctl kill --signal=SIGKILL agents-control.service")
+        outage_dead.succeed("systemctl stop agents-control.service")
+        moved_to = node_of(host.wait_connected(after=before))
+        assert moved_to != outage_dead, f"the host reconnected to {moved_to.name}, which was killed"
+        exchange(f"after {outage_dead.name} died during the outage")
+
     with subtest("MinIO is back: pairing works again"):
         minio.succeed("systemctl start minio.service")
+        outage_dead.succeed("systemctl start agents-control.service")
         for copy in copies:
             readyz(copy, 200)
         client.wait_until_succeeds(

@@ -3,9 +3,10 @@
 
 Runs the test script itself, cut out of control-plane.nix, against stand-in machines on this
 one: three `agents-control serve` copies on loopback sharing a file:// store, Caddy in front of
-them (plain HTTP, the Caddyfile's load-balancing and health-check settings), and the client's
-commands run here, `systemd-run` and `journalctl` replaced by small stand-ins. What it cannot
-stand in for is skipped: the VMs coming up, TLS with the pin, MinIO stopping.
+them running deploy/Caddyfile itself (TLS with a certificate made here, whose pin every code
+carries), and the client's commands run here, `systemd-run` and `journalctl` replaced by small
+stand-ins. MinIO stopping and starting is the store's directory moved away and back. What it
+cannot stand in for is skipped: the VMs coming up.
 
     python3 tests/nixos/rehearse/control-plane.py            # every subtest it can run
     python3 tests/nixos/rehearse/control-plane.py "the client forgets"   # subtests by name prefix
@@ -34,6 +35,9 @@ RUNNABLE = [
     "both connect",
     "they exchange",
     "the copy the host is on is killed",  # and the loop stopping each copy in turn after it
+    "MinIO stops",
+    "the host's copy dies while MinIO is down",
+    "MinIO is back",
     "the client forgets",
 ]
 
@@ -126,6 +130,23 @@ class Copy(Machine):
         return super().execute(command.replace("127.0.0.1:8791", f"127.0.0.1:{self.port}"))
 
 
+class Bucket(Machine):
+    """MinIO's machine: `systemctl stop|start minio.service` moves the file store's directory away
+    and back, which the copies meet as the bucket going away."""
+
+    def __init__(self, env, store):
+        super().__init__("minio", env)
+        self.store = store
+
+    def execute(self, command):
+        unit = re.fullmatch(r"systemctl (stop|start) minio\.service", command)
+        if not unit:
+            return super().execute(command)
+        away, back = (self.store, self.store + ".away")[:: 1 if unit.group(1) == "stop" else -1]
+        os.rename(away, back)
+        return 0, ""
+
+
 def test_script():
     text = open(os.path.join(ROOT, "tests", "nixos", "control-plane.nix")).read()
     script = text[text.index("testScript = ''") + len("testScript = ''") : text.rindex("'';")]
@@ -151,37 +172,47 @@ def main(wanted):
         os.makedirs(os.path.join(work, "store"))
         os.makedirs(os.path.join(work, "devices"))
         proxy_port = free_port()
+        cert, key = os.path.join(work, "proxy.crt"), os.path.join(work, "proxy.key")
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+             "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+             "-keyout", key, "-out", cert],
+            check=True, capture_output=True,
+        )
+        pin = subprocess.run([BIN, "pin", "--cert", cert], check=True, capture_output=True, text=True).stdout.strip()
         env = dict(
             os.environ,
             PATH=f"{stand_ins}:{os.environ['PATH']}",
             AGENTS_STORE=f"file://{work}/store",
             AGENTS_CONTROL_KEY_FILE=f"{work}/control-key",
-            AGENTS_CONTROL_URL=f"http://127.0.0.1:{proxy_port}",
+            AGENTS_CONTROL_URL=f"https://127.0.0.1:{proxy_port}",
+            AGENTS_CONTROL_PIN=pin,
         )
         copies = [Copy(name, env, work) for name in ("cp1", "cp2", "cp3")]
         for copy in copies:
             copy.start()
         upstreams = " ".join(f"127.0.0.1:{copy.port}" for copy in copies)
+        # deploy/Caddyfile itself, as the VM test runs it: only its address changes; the
+        # certificate and the upstreams come from its environment placeholders.
+        caddyfile = open(os.path.join(ROOT, "deploy", "Caddyfile")).read()
+        if "https://127.0.0.1:8443 {" not in caddyfile:
+            raise Exception("rehearsal: deploy/Caddyfile no longer serves https://127.0.0.1:8443")
         with open(os.path.join(work, "Caddyfile"), "w") as f:
-            f.write(
-                f"{{\n\tadmin off\n\tstorage file_system {work}/caddy\n}}\n"
-                f"http://127.0.0.1:{proxy_port} {{\n\treverse_proxy {upstreams} {{\n"
-                "\t\tlb_policy random\n\t\tlb_try_duration 5s\n\t\tlb_try_interval 250ms\n"
-                "\t\thealth_uri /readyz\n\t\thealth_interval 2s\n\t\thealth_timeout 2s\n"
-                "\t\thealth_status 200\n\t\tfail_duration 10s\n\t}\n}\n"
-            )
+            f.write(caddyfile.replace("https://127.0.0.1:8443 {", f"https://127.0.0.1:{proxy_port} {{"))
         with open(os.path.join(work, "caddy.log"), "w") as log:
             caddy = subprocess.Popen(
                 [CADDY, "run", "--config", f"{work}/Caddyfile", "--adapter", "caddyfile"],
-                env=dict(env, HOME=work),
+                env=dict(env, HOME=work, PROXY_CERT=cert, PROXY_KEY=key, UPSTREAMS=upstreams),
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        wait("Caddy", lambda: ready(proxy_port))
+        proxied = ["curl", "-sf", "--cacert", cert, f"https://127.0.0.1:{proxy_port}/readyz"]
+        wait("Caddy", lambda: subprocess.run(proxied, capture_output=True).returncode == 0)
 
         script = test_script()
         script = script.replace("${lib.getExe agents-control}", BIN).replace("${pkgs.runtimeShell}", "/bin/bash")
         script = script.replace('devices = "/root/devices"', f'devices = "{work}/devices"')
+        script = script.replace("--cacert ${./fixtures/proxy.crt} https://proxy/", f"--cacert {cert} https://127.0.0.1:{proxy_port}/")
         definitions, subtests = script.split("start_all()\n", 1)
         if "${" in definitions:
             raise Exception("rehearsal: control-plane.nix's definitions use a Nix value this script does not replace")
@@ -192,7 +223,8 @@ def main(wanted):
             yield
 
         client = Machine("client", env)
-        scope = dict(cp1=copies[0], cp2=copies[1], cp3=copies[2], client=client, subtest=subtest)
+        minio = Bucket(env, os.path.join(work, "store"))
+        scope = dict(cp1=copies[0], cp2=copies[1], cp3=copies[2], client=client, minio=minio, subtest=subtest)
         exec(definitions, scope)
         ran = 0
         for block in re.split(r"\n(?=with subtest\()", subtests):
