@@ -6,6 +6,9 @@
 #
 #   nix-instantiate --eval --strict tests/nixos/modules-eval     # prints true, or throws the failures
 #
+# With flake-outputs.nix it also evaluates flake.nix's outputs (packages, overlay, modules, checks
+# and both VM tests' definitions, dev shell, formatter) against a stand-in nixpkgs.
+#
 # scripts/test runs it. The VM tests (../control-plane.nix, ../swarm.nix) check the same modules
 # against real nixpkgs where a Nix store and KVM exist.
 let
@@ -322,7 +325,9 @@ let
         value = b.length result.failed == 1 && lib.hasInfix refusal.expect (b.head result.failed);
       }
     ) refusals
-  );
+  )
+  # The flake's outputs, against a stand-in nixpkgs (flake-outputs.nix).
+  // import ./flake-outputs.nix;
 
   failures = b.filter (name: !checks.${name}) (b.attrNames checks);
 in

@@ -1,0 +1,235 @@
+# Evaluates flake.nix's `outputs` (and nix/*.nix, and the two VM tests' definitions) against a
+# stand-in nixpkgs whose builders only record their arguments, and returns named checks of what
+# the flake exposes: the outputs issue 6 lists, one derivation per package with its
+# `meta.mainProgram` and its cargo flags (swarmctl with swarm-controller), the hive-side bundle
+# without swarm-controller, the overlay, the modules, the checks (every package, the cargo tests,
+# both VM tests with their nodes), the dev shell's tools and the formatter. default.nix runs these
+# with the module checks; nothing here builds anything.
+let
+  b = builtins;
+  standIn = import ./stand-in-lib.nix;
+  systems = [
+    "x86_64-linux"
+    "aarch64-linux"
+  ];
+
+  lib = standIn // {
+    genAttrs = names: f: b.listToAttrs (map (name: standIn.nameValuePair name (f name)) names);
+    fix =
+      f:
+      let
+        x = f x;
+      in
+      x;
+    importTOML = path: b.fromTOML (b.readFile path);
+    fileset = {
+      unions = paths: paths;
+      toSource = { root, fileset }: "/nix/store/00000000000000000000000000000000-source";
+    };
+    licenses = {
+      mit = "MIT";
+      asl20 = "Apache-2.0";
+    };
+    platforms.linux = systems;
+    inherit (b) filter attrValues;
+    assertMsg = ok: message: ok || throw message;
+  };
+
+  drv = name: extra: {
+    type = "derivation";
+    inherit name;
+    outPath = "/nix/store/00000000000000000000000000000000-${name}";
+    meta.mainProgram = name;
+  } // extra;
+  tool = name: drv name { };
+
+  pkgsFor =
+    system:
+    let
+      pkgs = {
+        inherit lib;
+        stdenv.hostPlatform.system = system;
+        callPackage =
+          path: args:
+          let
+            f = import path;
+          in
+          f (b.intersectAttrs (b.functionArgs f) pkgs // args);
+        rustPlatform = {
+          rustLibSrc = tool "rust-lib-src";
+          buildRustPackage = attrs: drv "${attrs.pname}-${attrs.version}" { inherit attrs; inherit (attrs) meta; };
+        };
+        symlinkJoin =
+          {
+            name,
+            paths,
+            meta ? { },
+          }:
+          drv name { inherit paths meta; };
+        mkShell = attrs: drv "shell" { inherit attrs; };
+        python3.withPackages =
+          f:
+          tool "python3-env"
+          // {
+            packages = f {
+              moto = tool "moto";
+              flask = tool "flask";
+              flask-cors = tool "flask-cors";
+            };
+          };
+        testers.runNixOSTest = test: drv "vm-test" { inherit test; };
+        writeText = name: text: drv name { inherit text; };
+        runCommand = name: env: script: drv name { inherit script; };
+        runtimeShell = "/nix/store/00000000000000000000000000000000-bash/bin/bash";
+      }
+      // lib.genAttrs [
+        "cargo"
+        "rustc"
+        "clippy"
+        "rustfmt"
+        "rust-analyzer"
+        "nats-server"
+        "natscli"
+        "minio"
+        "minio-client"
+        "caddy"
+        "shellcheck"
+        "openssl"
+        "nixfmt-tree"
+        "curl"
+      ] tool;
+    in
+    pkgs;
+
+  nixpkgs = {
+    inherit lib;
+    legacyPackages = lib.genAttrs systems pkgsFor;
+  };
+  outputs = (import ../../../flake.nix).outputs {
+    self = outputs;
+    inherit nixpkgs;
+  };
+
+  names = set: b.attrNames set;
+  hasArgs = list: sub: b.any (i: b.genList (j: b.elemAt list (i + j)) (b.length sub) == sub) (
+    b.genList (i: i) (b.length list - b.length sub + 1)
+  );
+  names' = map (p: p.name);
+
+  perSystem =
+    system:
+    let
+      pkgs = nixpkgs.legacyPackages.${system};
+      packages = outputs.packages.${system};
+      checks = outputs.checks.${system};
+      daemon = name: packages.${name}.attrs.cargoBuildFlags;
+      vm = name: checks.${name}.test { inherit pkgs lib; };
+      controlPlane = vm "vm-control-plane";
+      swarm = vm "vm-swarm";
+      proxyCaddyfile = ((controlPlane.nodes.proxy { }).services.caddy.configFile).text;
+      shellTools = names' outputs.devShells.${system}.default.attrs.packages;
+    in
+    {
+      "${system}: packages are exactly agents-control, swarm-controller, hive-agent, daemon-bins, default" =
+        names packages == [
+          "agents-control"
+          "daemon-bins"
+          "default"
+          "hive-agent"
+          "swarm-controller"
+        ];
+      "${system}: each package is its own derivation with meta.mainProgram" =
+        b.all (name: packages.${name}.type == "derivation" && packages.${name}.meta ? mainProgram) (names packages)
+        && packages.agents-control.meta.mainProgram == "agents-control"
+        && packages.swarm-controller.meta.mainProgram == "swarm-controller"
+        && packages.hive-agent.meta.mainProgram == "hive-agent";
+      "${system}: each daemon builds only its own cargo package; swarmctl ships with swarm-controller" =
+        hasArgs (daemon "agents-control") [ "--package" "agents-control" ]
+        && hasArgs (daemon "hive-agent") [ "--package" "hive-agent" ]
+        && hasArgs (daemon "swarm-controller") [ "--package" "swarm-controller" ]
+        && hasArgs (daemon "swarm-controller") [ "--bin" "swarmctl" ]
+        && !(hasArgs (daemon "hive-agent") [ "--bin" "swarmctl" ]);
+      "${system}: daemon-bins holds the hive-side daemons, never swarm-controller" =
+        names' packages.daemon-bins.paths == [ "hive-agent-0.1.0" ];
+      "${system}: default is every package" =
+        names' packages.default.paths == [
+          "agents-control-0.1.0"
+          "swarm-controller-0.1.0"
+          "hive-agent-0.1.0"
+        ];
+      "${system}: checks are every package, the cargo tests and both VM tests" =
+        names checks == [
+          "agents-control"
+          "cargo-tests"
+          "daemon-bins"
+          "hive-agent"
+          "swarm-controller"
+          "vm-control-plane"
+          "vm-swarm"
+        ]
+        && checks.cargo-tests.attrs.doCheck
+        && names' checks.cargo-tests.attrs.nativeCheckInputs == [
+          "nats-server"
+          "caddy"
+          "python3-env"
+        ];
+      "${system}: the control-plane VM test has minio, cp1..cp3, proxy and client" =
+        names controlPlane.nodes == [
+          "client"
+          "cp1"
+          "cp2"
+          "cp3"
+          "minio"
+          "proxy"
+        ];
+      "${system}: its proxy runs deploy/Caddyfile, failing open, for the host proxy" =
+        lib.hasInfix "https://proxy {" proxyCaddyfile
+        && lib.hasInfix "health_uri /readyz" proxyCaddyfile
+        && lib.hasInfix "handle_errors 503" proxyCaddyfile;
+      "${system}: the swarm VM test has nats, controller, hive1 and hive2" =
+        names swarm.nodes == [
+          "controller"
+          "hive1"
+          "hive2"
+          "nats"
+        ]
+        && lib.hasInfix "swarmctl schedule add" swarm.testScript
+        && lib.hasInfix "start_all()" controlPlane.testScript;
+      "${system}: the dev shell has the toolchain, nats-server, minio and caddy" =
+        b.all (t: b.elem t shellTools) [
+          "cargo"
+          "rustc"
+          "nats-server"
+          "minio"
+          "caddy"
+        ];
+      "${system}: a formatter" = outputs.formatter.${system}.name == "nixfmt-tree";
+      "${system}: the overlay gives pkgs.hyperhive built with the nixpkgs it is applied to" =
+        let
+          applied = outputs.overlays.default pkgs pkgs;
+        in
+        applied.hyperhive.agents-control.meta.mainProgram == "agents-control"
+        && names' applied.hyperhive.daemon-bins.paths == [ "hive-agent-0.1.0" ];
+    };
+in
+{
+  "the flake's outputs are packages, overlays, nixosModules, checks, devShells, formatter" =
+    names outputs == [
+      "checks"
+      "devShells"
+      "formatter"
+      "nixosModules"
+      "overlays"
+      "packages"
+    ];
+  "nixosModules are agents-control, swarm-controller, hive-agent and default, each a file here" =
+    names outputs.nixosModules == [
+      "agents-control"
+      "default"
+      "hive-agent"
+      "swarm-controller"
+    ]
+    && b.all (name: b.pathExists outputs.nixosModules.${name}) (names outputs.nixosModules);
+  "the flake's only input is nixpkgs" = names (import ../../../flake.nix).inputs == [ "nixpkgs" ];
+}
+// b.foldl' (all: system: all // perSystem system) { } systems
