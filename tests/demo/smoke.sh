@@ -39,7 +39,9 @@ wait_for() {
   done
 }
 
-# Its own process group, so "no process left" can be checked for everything it started.
+# Its own process group, so "no process left" can be checked for everything it started. The output
+# file exists before the demo's shell opens it, so the first look at it never races its creation.
+: >"$out"
 DEMO_DIR="$demo_dir" DEMO_NO_BUILD=1 DEMO_TICK=500ms setsid "$root/scripts/demo" >"$out" 2>&1 &
 demo_pid=$!
 deadline=$((SECONDS + 90))
