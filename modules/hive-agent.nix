@@ -46,7 +46,8 @@ let
           description = ''
             The command one turn runs (`HIVE_AGENT_TURN_COMMAND`), through `sh -c`, with the todo's
             body on stdin and `HIVE_AGENT_NAME`, `HIVE_TODO_ID` and `HIVE_TODO_SOURCE` in its
-            environment. It runs as this agent's dynamic user, in its state directory.
+            environment. It runs as this agent's dynamic user, in its state directory, which is also
+            its `HOME`.
           '';
         };
 
@@ -95,6 +96,9 @@ let
       // {
         # LoadCredential below puts the credential here, readable by this unit only.
         HIVE_AGENT_CREDS = "%d/nats-creds";
+        # A dynamic user's home is /, read-only here; turn commands' tools (CLI agents, git) keep
+        # their configuration and caches in HOME, so it is the agent's own state directory.
+        HOME = stateDir name;
       };
 
     serviceConfig = hyperhive.serviceConfig // {

@@ -292,6 +292,7 @@ let
         HIVE_AGENT_STATE_DIR = "/var/lib/hive-agent-alpha";
         HIVE_AGENT_SCHEDULE_TICK = "10s";
         HIVE_AGENT_TURN_COMMAND = "printf '%%s\\n' done";
+        HOME = "/var/lib/hive-agent-alpha";
       }
       && agentUnit.serviceConfig.StateDirectory == "hive-agent-alpha"
       && agentUnit.serviceConfig.LoadCredential == [ "nats-creds:/run/secrets/alpha.creds" ];
