@@ -108,8 +108,10 @@ let
       # Each agent its own dynamic user and directory: agents cannot read each other's state.
       StateDirectory = unitName name;
       WorkingDirectory = stateDir name;
-      # Turn commands are often JIT runtimes (node, the JVM), which need writable executable memory.
+      # Turn commands are often JIT runtimes (node, the JVM), which need writable executable memory,
+      # and read the machine's /proc files (cpuinfo, meminfo, stat) to size themselves.
       MemoryDenyWriteExecute = false;
+      ProcSubset = "all";
     };
   };
 in
