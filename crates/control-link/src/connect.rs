@@ -11,7 +11,7 @@ use crate::backoff::Backoff;
 use crate::handshake::{HandshakeError, answer_challenge};
 use crate::identity::Identity;
 use crate::inbox::{Inbox, Receipt};
-use crate::outbox::Outbox;
+use crate::outbox::{FIRST_RETRY, Outbox};
 use crate::transport::{Stream, Target};
 use crate::websocket::websocket_config;
 use futures::{SinkExt, StreamExt};
@@ -199,13 +199,15 @@ async fn connection(
     };
     backoff.reset();
     let _ = events.send(Event::Connected { copy }).await;
-    for frame in state.outbox.resend_all() {
+    for frame in state.outbox.resend_all().into_iter().chain(state.inbox.acks()) {
         if let Err(error) = socket.send(Message::text(frame.encode())).await {
             return Ended::Retry(error.to_string());
         }
     }
 
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + PING_INTERVAL, PING_INTERVAL);
+    let mut retries = tokio::time::interval(FIRST_RETRY);
+    retries.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut heard = Instant::now();
     let mut pings: u64 = 0;
     loop {
@@ -242,8 +244,8 @@ async fn connection(
                 }
                 pings += 1;
                 out.push(LinkFrame::Ping { t: pings });
-                out.extend(state.outbox.resend_stalled(Instant::now()));
             }
+            _ = retries.tick() => out.extend(state.outbox.resend_stalled(Instant::now())),
         }
         for frame in out {
             if let Err(error) = socket.send(Message::text(frame.encode())).await {
@@ -262,10 +264,13 @@ async fn on_frame(state: &mut State, frame: LinkFrame, events: &mpsc::Sender<Eve
             (receipt == Receipt::Deliver).then_some(Event::Message { from, body })
         }
         LinkFrame::Acked { from, epoch, seq } => {
-            state.outbox.acked(&from, epoch, seq);
+            out.extend(state.outbox.on_ack(&from, epoch, seq, Instant::now()));
             Some(Event::Acked { to: from, seq })
         }
-        LinkFrame::Undeliverable { to, seq, reason, .. } => Some(Event::Undeliverable { to, seq, reason }),
+        LinkFrame::Undeliverable { to, seq, reason, .. } => {
+            state.outbox.undeliverable(&to, Instant::now());
+            Some(Event::Undeliverable { to, seq, reason })
+        }
         LinkFrame::Presence { hosts } => Some(Event::Presence { hosts, changed: false }),
         LinkFrame::PresenceChanged { host } => {
             if host.online {

@@ -74,6 +74,16 @@ impl Inbox {
         let last_delivered = self.streams[from].last_delivered;
         (receipt, LinkFrame::Ack { to: from.to_owned(), epoch, seq: last_delivered })
     }
+
+    /// The cumulative ack of every stream heard from: sent after each reconnect, so a sender
+    /// whose messages died with a copy hears a repeated ack and resends them at once
+    /// ([`crate::Outbox::on_ack`]) instead of waiting for its ack timeout.
+    pub fn acks(&self) -> Vec<LinkFrame> {
+        self.streams
+            .iter()
+            .map(|(from, state)| LinkFrame::Ack { to: from.clone(), epoch: state.epoch, seq: state.last_delivered })
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -124,5 +134,24 @@ mod tests {
         assert_eq!(inbox.receive("c1", 1, 0, 0).0, Receipt::Duplicate);
         assert_eq!(inbox.receive("c2", 1, 0, 0).0, Receipt::Deliver);
         assert_eq!(inbox.receive("c3", 1, 5, 0).0, Receipt::AfterGap);
+    }
+
+    #[test]
+    fn acks_after_a_reconnect_cover_what_was_delivered_per_stream() {
+        let mut inbox = Inbox::new();
+        inbox.receive("h1", 5, 1, 1);
+        inbox.receive("h1", 5, 2, 1);
+        inbox.receive("h1", 5, 4, 1); // after a gap: not delivered
+        inbox.receive("h2", 7, 3, 3);
+        let mut acks: Vec<(String, u64, u64)> = inbox
+            .acks()
+            .into_iter()
+            .map(|f| match f {
+                LinkFrame::Ack { to, epoch, seq } => (to, epoch, seq),
+                other => panic!("not an ack: {other:?}"),
+            })
+            .collect();
+        acks.sort();
+        assert_eq!(acks, [("h1".into(), 5, 2), ("h2".into(), 7, 3)]);
     }
 }

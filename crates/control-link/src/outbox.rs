@@ -20,6 +20,16 @@ pub const MAX_UNACKED_PER_STREAM: usize = 10_000;
 /// receiver, back on another copy, has no way to ask for them. Acks normally take milliseconds.
 pub const ACK_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// After an `undeliverable`, a stream is sent again after this delay, doubled at each further
+/// `undeliverable` up to [`ACK_TIMEOUT`]: a target that is back within a moment (its copy died,
+/// or its queue was full) gets its messages at once, one that is away is not flooded.
+pub const FIRST_RETRY: Duration = Duration::from_millis(250);
+
+/// A repeated ack (one that covers nothing new while messages wait) asks for a resend: the
+/// receiver reconnected and re-acked what it has, or it dropped a message after a gap. At most
+/// one such resend per stream in this long, so a burst of repeated acks costs one resend.
+pub const FAST_RESEND_GAP: Duration = Duration::from_millis(250);
+
 /// The stream to `to` holds [`MAX_UNACKED_PER_STREAM`] unacked messages.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{unacked} messages to {to} are not acked yet: wait until it acks before sending more")]
@@ -37,6 +47,13 @@ struct Stream {
     /// When [`Outbox::resend_stalled`] last saw the stream's oldest unacked seq change (or
     /// resent it), and that seq.
     progress: Option<(Instant, u64)>,
+    /// When to resend after an `undeliverable`.
+    retry_at: Option<Instant>,
+    /// The delay that set the last retry (doubled by the next `undeliverable`); cleared by
+    /// an ack that covers something.
+    retry_delay: Option<Duration>,
+    /// When a repeated ack last caused a resend.
+    fast_resent: Option<Instant>,
 }
 
 impl Stream {
@@ -90,7 +107,41 @@ impl Outbox {
         };
         let covered = stream.unacked.iter().take_while(|(s, _)| *s <= seq).count();
         stream.unacked.drain(..covered);
+        if covered > 0 {
+            stream.retry_at = None;
+            stream.retry_delay = None;
+        }
         covered
+    }
+
+    /// [`Outbox::acked`], and the messages to send again when the ack covered nothing new
+    /// while messages wait (at most once per [`FAST_RESEND_GAP`] per stream).
+    pub fn on_ack(&mut self, from: &str, epoch: u64, seq: u64, now: Instant) -> Vec<LinkFrame> {
+        if self.acked(from, epoch, seq) > 0 || epoch != self.epoch {
+            return vec![];
+        }
+        let Some(stream) = self.streams.get_mut(from).filter(|s| !s.unacked.is_empty()) else {
+            return vec![];
+        };
+        if stream.fast_resent.is_some_and(|at| now.saturating_duration_since(at) < FAST_RESEND_GAP) {
+            return vec![];
+        }
+        stream.fast_resent = Some(now);
+        self.resend_to(from)
+    }
+
+    /// The relay could not deliver to `to` now: send its stream again after a short, growing
+    /// delay ([`FIRST_RETRY`] doubling up to [`ACK_TIMEOUT`]; see [`Outbox::resend_stalled`]).
+    pub fn undeliverable(&mut self, to: &str, now: Instant) {
+        let Some(stream) = self.streams.get_mut(to).filter(|s| !s.unacked.is_empty()) else {
+            return;
+        };
+        if stream.retry_at.is_some() {
+            return; // a retry is already set; the rest of this burst is the same news
+        }
+        let delay = stream.retry_delay.map_or(FIRST_RETRY, |last| (last * 2).min(ACK_TIMEOUT));
+        stream.retry_delay = Some(delay);
+        stream.retry_at = Some(now + delay);
     }
 
     /// Every unacked message, oldest first within each stream: send them all after a reconnect.
@@ -118,13 +169,20 @@ impl Outbox {
     }
 
     /// The unacked messages of every stream whose oldest unacked message has not changed for
-    /// [`ACK_TIMEOUT`], oldest first: call this every few seconds (with each keepalive tick).
-    /// `now` is the caller's clock, so tests drive it without waiting.
+    /// [`ACK_TIMEOUT`], or whose retry after an `undeliverable` is due, oldest first: call this
+    /// every [`FIRST_RETRY`] or so. `now` is the caller's clock, so tests drive it without waiting.
     pub fn resend_stalled(&mut self, now: Instant) -> Vec<LinkFrame> {
         let mut stalled = vec![];
         for (to, stream) in &mut self.streams {
             if stream.unacked.is_empty() {
                 stream.progress = None;
+                stream.retry_at = None;
+                continue;
+            }
+            if stream.retry_at.is_some_and(|at| at <= now) {
+                stream.retry_at = None;
+                stalled.push(to.clone());
+                stream.progress = Some((now, stream.first_unacked()));
                 continue;
             }
             let oldest = stream.first_unacked();
@@ -181,6 +239,45 @@ mod tests {
         assert_eq!(seqs(&outbox.resend_all()), [("h1".into(), 3), ("h2".into(), 1)]);
         assert_eq!(seqs(&outbox.resend_to("h1")), [("h1".into(), 3)]);
         assert_eq!(outbox.unacked(), 2);
+    }
+
+    #[test]
+    fn a_repeated_ack_while_messages_wait_asks_for_one_resend() {
+        let start = Instant::now();
+        let mut outbox = Outbox::new(9);
+        for n in 0..3 {
+            outbox.push("c1", json!(n)).unwrap();
+        }
+        assert!(outbox.on_ack("c1", 9, 1, start).is_empty(), "an ack that covers something is just an ack");
+        // The receiver reconnected and re-acked seq 1: 2 and 3 died with its copy.
+        assert_eq!(seqs(&outbox.on_ack("c1", 9, 1, start)), [("c1".into(), 2), ("c1".into(), 3)]);
+        assert!(outbox.on_ack("c1", 9, 1, start + FAST_RESEND_GAP / 2).is_empty(), "one resend per burst");
+        assert_eq!(outbox.on_ack("c1", 9, 1, start + FAST_RESEND_GAP).len(), 2);
+        assert!(outbox.on_ack("c1", 8, 1, start + FAST_RESEND_GAP * 4).is_empty(), "another epoch asks nothing");
+        assert_eq!(outbox.acked("c1", 9, 3), 2);
+        assert!(outbox.on_ack("c1", 9, 3, start + FAST_RESEND_GAP * 8).is_empty(), "nothing waits");
+    }
+
+    #[test]
+    fn an_undeliverable_stream_is_retried_soon_then_less_often() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut outbox = Outbox::new(9);
+        outbox.push("h1", json!(1)).unwrap();
+        outbox.push("h1", json!(2)).unwrap();
+        outbox.undeliverable("h1", at(0));
+        outbox.undeliverable("h1", at(10)); // the same burst
+        assert!(outbox.resend_stalled(at(249)).is_empty());
+        assert_eq!(seqs(&outbox.resend_stalled(at(250))), [("h1".into(), 1), ("h1".into(), 2)]);
+        assert!(outbox.resend_stalled(at(251)).is_empty(), "a retry fires once");
+        outbox.undeliverable("h1", at(300));
+        assert!(outbox.resend_stalled(at(799)).is_empty(), "the second delay is doubled");
+        assert_eq!(outbox.resend_stalled(at(800)).len(), 2);
+        // Progress resets the delay.
+        assert_eq!(outbox.acked("h1", 9, 1), 1);
+        outbox.undeliverable("h1", at(1000));
+        assert_eq!(outbox.resend_stalled(at(1250)).len(), 1);
+        outbox.undeliverable("nobody", at(0)); // no stream: nothing to retry, no panic
     }
 
     #[test]
