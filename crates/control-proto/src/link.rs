@@ -343,6 +343,9 @@ pub enum CloseCode {
     TooLarge,
     /// The copy failed internally; reconnect.
     Internal,
+    /// The copy cannot answer now (the store is unreachable and it has not seen this device
+    /// yet): reconnect, to it or another copy.
+    TryAgainLater,
     /// The handshake did not finish in time.
     HandshakeTimeout,
     /// The device id is not in the registry (never paired, or forgotten): pair again.
@@ -370,6 +373,7 @@ impl CloseCode {
             CloseCode::UnsupportedData => 1003,
             CloseCode::TooLarge => 1009,
             CloseCode::Internal => 1011,
+            CloseCode::TryAgainLater => 1013,
             CloseCode::HandshakeTimeout => 4000,
             CloseCode::UnknownDevice => 4001,
             CloseCode::DeviceProofFailed => 4002,
@@ -382,12 +386,13 @@ impl CloseCode {
     }
 
     /// Every code, to map a received number back ([`CloseCode::from_code`]).
-    const ALL: [CloseCode; 13] = [
+    const ALL: [CloseCode; 14] = [
         CloseCode::Normal,
         CloseCode::GoingAway,
         CloseCode::UnsupportedData,
         CloseCode::TooLarge,
         CloseCode::Internal,
+        CloseCode::TryAgainLater,
         CloseCode::HandshakeTimeout,
         CloseCode::UnknownDevice,
         CloseCode::DeviceProofFailed,

@@ -168,9 +168,18 @@ async fn handshake(
             format!("this copy speaks link protocol version {LINK_PROTOCOL_VERSION}, the device {version}"),
         ));
     }
-    let record = control.registry.active_or_fetch(control.store.as_ref(), &device_id).await.ok_or_else(|| {
-        Refusal(CloseCode::UnknownDevice, "unknown device: never paired, or forgotten; pair it again".into())
-    })?;
+    let record = match control.registry.active_or_fetch(control.store.as_ref(), &device_id).await {
+        Ok(Some(record)) => record,
+        Ok(None) => {
+            let reason = "unknown device: never paired, or forgotten; pair it again";
+            return Err(Refusal(CloseCode::UnknownDevice, reason.into()));
+        }
+        Err(error) => {
+            tracing::warn!(device = %device_id, %error, "cannot check an unseen device while the store is unreachable");
+            let reason = "the store is unreachable and this copy has not seen this device yet: try again";
+            return Err(Refusal(CloseCode::TryAgainLater, reason.into()));
+        }
+    };
     verify_device(&record.public_key, &server_nonce, &device_nonce, &device_id, &signature)
         .map_err(|why| Refusal(CloseCode::DeviceProofFailed, format!("the device's signature {why}")))?;
     let proof = control.key.sign(&server_proof_message(&device_nonce, &server_nonce, &device_id));
@@ -259,9 +268,12 @@ async fn on_frame(control: &Arc<Control>, device: &Device, session: u64, body: &
 async fn relay_target(control: &Control, from: &Device, to: &str) -> Result<(), UndeliverableReason> {
     let kind = match control.registry.active(to).map(|d| d.kind).or_else(|| control.sessions.kind_of(to)) {
         Some(kind) => kind,
-        None => {
-            control.registry.active_or_fetch(control.store.as_ref(), to).await.ok_or(UndeliverableReason::Unknown)?.kind
-        }
+        None => match control.registry.active_or_fetch(control.store.as_ref(), to).await {
+            Ok(Some(record)) => record.kind,
+            Ok(None) => return Err(UndeliverableReason::Unknown),
+            // Cannot tell now: the sender keeps the message and retries.
+            Err(_) => return Err(UndeliverableReason::Offline),
+        },
     };
     if kind == from.kind {
         return Err(UndeliverableReason::NotAllowed);

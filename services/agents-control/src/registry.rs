@@ -156,26 +156,28 @@ impl Registry {
     /// A paired, not forgotten device, read from the store when this copy has not seen it yet.
     ///
     /// A device that just paired (through any copy) connects before the next refresh reaches
-    /// this copy; one GET of its record lets it in at once. A device the store does not know,
-    /// or a store that cannot be read, leaves the answer to what is in memory.
-    pub async fn active_or_fetch(&self, store: &dyn Store, id: &str) -> Option<DeviceRecord> {
+    /// this copy; one GET of its record lets it in at once. `Ok(None)`: not a paired device.
+    ///
+    /// # Errors
+    /// The store could not be read, so this copy cannot tell (the device may well be paired:
+    /// say "try again", not "unknown").
+    pub async fn active_or_fetch(&self, store: &dyn Store, id: &str) -> Result<Option<DeviceRecord>, StoreError> {
         if let Some(record) = self.active(id) {
-            return Some(record);
+            return Ok(Some(record));
         }
         // The id comes from the device's hello: only a well-formed one becomes a store key.
         if !records::is_device_id(id) {
-            return None;
+            return Ok(None);
         }
         let key = records::device_key(id);
-        let object = store.get(&key).await.ok()??;
-        let record: DeviceRecord = records::decode(&key, &object.bytes).ok()?;
-        if record.id != id {
-            return None;
-        }
+        let Some(object) = store.get(&key).await? else { return Ok(None) };
+        let Some(record) = records::decode::<DeviceRecord>(&key, &object.bytes).ok().filter(|r| r.id == id) else {
+            return Ok(None);
+        };
         let mut held = self.devices.write().expect("registry lock");
         let read = held.next_read();
         held.by_id.insert(id.to_owned(), Entry { key, version: object.version, record: record.clone(), read });
-        record.forgotten_at.is_none().then_some(record)
+        Ok(record.forgotten_at.is_none().then_some(record))
     }
 
     /// Records a forget this copy learned of before its next refresh (from a request it served,
@@ -408,7 +410,7 @@ mod tests {
                 match &self.odd {
                     Odd::PairsDuringList { registry, device } => {
                         self.inner.create(&records::device_key(&device.id), records::encode(device)).await?;
-                        assert!(registry.active_or_fetch(&self.inner, &device.id).await.is_some());
+                        assert!(registry.active_or_fetch(&self.inner, &device.id).await.unwrap().is_some());
                     }
                     Odd::NoVersions => listed.iter_mut().for_each(|item| item.version.clear()),
                 }
