@@ -281,6 +281,25 @@ in
         deliver(window, host, {"prompt": f"to the host {tag}"})
         deliver(host, window, {"reply": f"to the client {tag}"})
 
+    def store_lists(node):
+        # How many LISTs of the store the copy has made: each registry refresh makes some.
+        metrics = node.succeed("curl -sf http://127.0.0.1:8791/metrics")
+        line = 'agents_control_store_operations_total{operation="list",result="ok"}'
+        return sum(float(l.split()[-1]) for l in metrics.splitlines() if l.startswith(line))
+
+    def wait_registry_read():
+        # Every copy has refreshed its registry since now: four more LISTs hold a whole refresh
+        # (devices, then members) that began after this call, as three_copies.rs waits. Only
+        # devices a copy has read are known to it while the bucket is away.
+        targets = [(node, store_lists(node) + 4) for node in copies]
+        for node, target in targets:
+            node.wait_until_succeeds(
+                "curl -sf http://127.0.0.1:8791/metrics | awk "
+                "'/^agents_control_store_operations_total[{]operation=\"list\",result=\"ok\"[}]/ { n = $2 } "
+                f"END {{ exit !(n >= {target}) }}'",
+                timeout=60,
+            )
+
     def host_online(event):
         hosts = [h for h in event.get("hosts", []) if h["device_id"] == host.id]
         return event["event"] == "presence" and hosts != [] and hosts[0]["online"]
@@ -347,6 +366,7 @@ in
 
     with subtest("MinIO stops: pairing and forgetting are refused, the relay carries on"):
         spare_code = cp2.succeed("agents-control code --client --name spare").strip()
+        wait_registry_read()
         minio.succeed("systemctl stop minio.service")
         for copy in copies:
             readyz(copy, 503)

@@ -14,21 +14,18 @@ cannot stand in for is skipped: the VMs coming up.
 Needs target/debug/agents-control (cargo build -p agents-control) and .tools/bin/caddy.
 """
 
-import contextlib
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import textwrap
-import time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-BIN = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "debug", "agents-control")
-CADDY = os.path.join(ROOT, ".tools", "bin", "caddy")
+from standin import ROOT, TARGET, TOOLS, Daemon, Machine, free_port, kill_named, run_subtests, test_script, wait
+
+BIN = os.path.join(TARGET, "agents-control")
+CADDY = os.path.join(TOOLS, "caddy")
 # The subtests that need only copies, a proxy and devices, in the order the test runs them.
 RUNNABLE = [
     "a host and a client pair",
@@ -50,49 +47,8 @@ STAND_INS = {
 }
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait(what, check, timeout=30):
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise Exception(f"rehearsal: timed out waiting for {what}")
-        time.sleep(0.2)
-
-
 def ready(port):
     return subprocess.run(["curl", "-sf", f"http://127.0.0.1:{port}/readyz"], capture_output=True).returncode == 0
-
-
-class Machine:
-    """A VM of the test, standing in as this machine: commands run here, in `env`."""
-
-    def __init__(self, name, env):
-        self.name = name
-        self.env = env
-
-    def execute(self, command):
-        done = subprocess.run(["bash", "-c", command], env=self.env, capture_output=True, text=True)
-        return done.returncode, done.stdout
-
-    def succeed(self, command):
-        code, out = self.execute(command)
-        if code != 0:
-            raise Exception(f"{self.name}: `{command}` failed with {code}: {out}")
-        return out
-
-    def fail(self, command):
-        code, out = self.execute(command)
-        if code == 0:
-            raise Exception(f"{self.name}: `{command}` succeeded")
-        return out
-
-    def wait_until_succeeds(self, command, timeout=900):
-        wait(f"{self.name}: {command}", lambda: self.execute(command)[0] == 0, timeout)
 
 
 class Copy(Machine):
@@ -101,22 +57,18 @@ class Copy(Machine):
 
     def __init__(self, name, env, work):
         self.port = free_port()
-        self.log = os.path.join(work, f"{name}.log")
-        env = dict(env, REHEARSAL_JOURNAL=self.log)
-        super().__init__(name, env)
-        self.process = None
+        log = os.path.join(work, f"{name}.log")
+        super().__init__(name, dict(env, REHEARSAL_JOURNAL=log))
+        address = f"127.0.0.1:{self.port}"
+        served = dict(self.env, AGENTS_CONTROL_LISTEN=address, AGENTS_CONTROL_PEER_URL=f"http://{address}")
+        self.daemon = Daemon([BIN, "serve"], served, log)
 
     def start(self):
-        address = f"127.0.0.1:{self.port}"
-        env = dict(self.env, AGENTS_CONTROL_LISTEN=address, AGENTS_CONTROL_PEER_URL=f"http://{address}")
-        with open(self.log, "a") as log:
-            self.process = subprocess.Popen([BIN, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)
+        self.daemon.start()
         wait(f"{self.name} to be ready", lambda: ready(self.port))
 
     def stop(self, sig=signal.SIGTERM):
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(sig)
-            self.process.wait(timeout=30)
+        self.daemon.stop(sig)
 
     def execute(self, command):
         unit = re.fullmatch(r"systemctl (kill --signal=SIGKILL|stop|start) agents-control\.service", command)
@@ -145,12 +97,6 @@ class Bucket(Machine):
         away, back = (self.store, self.store + ".away")[:: 1 if unit.group(1) == "stop" else -1]
         os.rename(away, back)
         return 0, ""
-
-
-def test_script():
-    text = open(os.path.join(ROOT, "tests", "nixos", "control-plane.nix")).read()
-    script = text[text.index("testScript = ''") + len("testScript = ''") : text.rindex("'';")]
-    return textwrap.dedent(script)
 
 
 def main(wanted):
@@ -209,38 +155,19 @@ def main(wanted):
         proxied = ["curl", "-sf", "--cacert", cert, f"https://127.0.0.1:{proxy_port}/readyz"]
         wait("Caddy", lambda: subprocess.run(proxied, capture_output=True).returncode == 0)
 
-        script = test_script()
+        script = test_script("control-plane.nix")
         script = script.replace("${lib.getExe agents-control}", BIN).replace("${pkgs.runtimeShell}", "/bin/bash")
         script = script.replace('devices = "/root/devices"', f'devices = "{work}/devices"')
         script = script.replace("--cacert ${./fixtures/proxy.crt} https://proxy/", f"--cacert {cert} https://127.0.0.1:{proxy_port}/")
-        definitions, subtests = script.split("start_all()\n", 1)
-        if "${" in definitions:
-            raise Exception("rehearsal: control-plane.nix's definitions use a Nix value this script does not replace")
-
-        @contextlib.contextmanager
-        def subtest(name):
-            print(f"subtest: {name}", flush=True)
-            yield
-
         client = Machine("client", env)
         minio = Bucket(env, os.path.join(work, "store"))
-        scope = dict(cp1=copies[0], cp2=copies[1], cp3=copies[2], client=client, minio=minio, subtest=subtest)
-        exec(definitions, scope)
-        ran = 0
-        for block in re.split(r"\n(?=with subtest\()", subtests):
-            title = re.match(r'with subtest\(f?"([^"]*)"', block)
-            if title and any(title.group(1).startswith(w) for w in wanted):
-                exec(block, scope)
-                ran += 1
-        if ran == 0:
-            raise Exception(f"rehearsal: no subtest of control-plane.nix starts with any of {wanted}")
+        scope = dict(cp1=copies[0], cp2=copies[1], cp3=copies[2], client=client, minio=minio)
+        ran = run_subtests(script, scope, wanted)
         print(f"rehearsal: {ran} subtests passed")
     finally:
         # The devices started through the systemd-run stand-in run agents-control from this
         # rehearsal's directory: their command lines name it.
-        for line in subprocess.run(["pgrep", "-f", f"{work}/"], capture_output=True, text=True).stdout.split():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(line), signal.SIGTERM)
+        kill_named(f"{work}/")
         for copy in copies:
             copy.stop(signal.SIGKILL)
         if caddy:
