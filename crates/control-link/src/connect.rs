@@ -19,6 +19,8 @@ use hyperhive_control_proto::link::{
     CloseCode, DEAD_AFTER, HANDSHAKE_TIMEOUT, HostPresence, LinkFrame, PING_INTERVAL, Reply, Request,
     UndeliverableReason,
 };
+use rand::SeedableRng;
+use rand::rngs::StdRng;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 use tokio::sync::mpsc;
@@ -106,7 +108,8 @@ pub async fn run(
 ) -> Result<(), Stopped> {
     let target = Target::parse(&identity.control_url).map_err(|e| Stopped(e.to_string()))?;
     let mut state = State { outbox: Outbox::new(rand::random()), inbox: Inbox::new(), commands_open: true };
-    let mut backoff = Backoff::new(rand::rng());
+    // A Send rng, so the link can run on any runtime thread (`tokio::spawn`).
+    let mut backoff = Backoff::new(StdRng::from_os_rng());
     loop {
         match connection(identity, &target, &mut state, &mut commands, &events, &mut backoff).await {
             Ended::Stop(reason) => return Err(Stopped(reason)),
@@ -181,7 +184,7 @@ async fn connection(
     state: &mut State,
     commands: &mut mpsc::Receiver<Command>,
     events: &mpsc::Sender<Event>,
-    backoff: &mut Backoff<rand::rngs::ThreadRng>,
+    backoff: &mut Backoff<StdRng>,
 ) -> Ended {
     let stream = match target.connect(identity.pin).await {
         Ok(stream) => stream,
@@ -294,3 +297,13 @@ async fn on_frame(state: &mut State, frame: LinkFrame, events: &mpsc::Sender<Eve
         let _ = events.send(event).await;
     }
 }
+
+/// Applications hold many links, each on its own task: the link must be `Send`, which this
+/// checks at compile time.
+const _: () = {
+    fn spawnable<F: std::future::Future + Send>(_: F) {}
+    #[allow(dead_code)]
+    fn link_is_send(identity: &Identity, commands: mpsc::Receiver<Command>, events: mpsc::Sender<Event>) {
+        spawnable(run(identity, commands, events));
+    }
+};

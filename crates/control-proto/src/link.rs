@@ -41,6 +41,11 @@ pub const MAX_PEER_FRAME_BYTES: usize = MAX_FRAME_BYTES + 4 * 1024;
 /// Sessions listed in one `sessions` frame (about 100 bytes each).
 pub const SESSIONS_PER_FRAME: usize = 256;
 
+/// Hosts listed in one `presence` frame: a host with the longest name (64 characters of up to
+/// 4 bytes, escaped) takes under 400 bytes, so a frame stays well under [`MAX_FRAME_BYTES`].
+/// The list at connect is as many `presence` frames as it takes ([`presence_frames`]).
+pub const HOSTS_PER_PRESENCE: usize = 150;
+
 /// Bytes of randomness in every handshake nonce (base64url on the wire).
 pub const NONCE_LEN: usize = 32;
 
@@ -499,6 +504,15 @@ impl PeerFrame {
     }
 }
 
+/// The `presence` frames that tell a client every host at connect: one frame when there are
+/// none, else chunks of [`HOSTS_PER_PRESENCE`].
+pub fn presence_frames(hosts: Vec<HostPresence>) -> Vec<LinkFrame> {
+    if hosts.is_empty() {
+        return vec![LinkFrame::Presence { hosts }];
+    }
+    hosts.chunks(HOSTS_PER_PRESENCE).map(|chunk| LinkFrame::Presence { hosts: chunk.to_vec() }).collect()
+}
+
 /// The bytes a device signs with its device key to answer a challenge.
 pub fn device_proof_message(server_nonce: &str, device_nonce: &str, device_id: &str) -> Vec<u8> {
     format!("hyperhive link device v{LINK_PROTOCOL_VERSION}\n{server_nonce}\n{device_nonce}\n{device_id}").into_bytes()
@@ -674,5 +688,24 @@ mod tests {
             let text = String::from_utf8_lossy(&bytes);
             let _ = LinkFrame::decode(&text);
         }
+    }
+
+    #[test]
+    fn presence_of_many_hosts_with_the_longest_names_fits_in_frames() {
+        let name: String = "\u{1F41D}\"".repeat(32); // 64 characters, 4-byte ones and quotes
+        let hosts: Vec<HostPresence> = (0..1_000)
+            .map(|i| HostPresence { device_id: format!("d{i:032x}"), name: name.clone(), paired: true, online: true })
+            .collect();
+        let frames = presence_frames(hosts.clone());
+        assert_eq!(frames.len(), 1_000usize.div_ceil(HOSTS_PER_PRESENCE));
+        let mut listed = vec![];
+        for frame in frames {
+            let text = frame.encode();
+            assert!(text.len() <= MAX_FRAME_BYTES, "{} bytes", text.len());
+            let LinkFrame::Presence { hosts } = LinkFrame::decode(&text).unwrap() else { panic!("not presence") };
+            listed.extend(hosts);
+        }
+        assert_eq!(listed, hosts);
+        assert_eq!(presence_frames(vec![]), [LinkFrame::Presence { hosts: vec![] }]);
     }
 }

@@ -9,7 +9,7 @@ use ed25519_dalek::{Signature, VerifyingKey};
 use futures::{SinkExt, StreamExt};
 use hyperhive_control_proto::link::{
     CloseCode, DEAD_AFTER, ErrorCode, FrameError, HANDSHAKE_TIMEOUT, LINK_PROTOCOL_VERSION, LinkFrame, NONCE_LEN,
-    PING_INTERVAL, UndeliverableReason, device_proof_message, server_proof_message,
+    PING_INTERVAL, UndeliverableReason, device_proof_message, presence_frames, server_proof_message,
 };
 use hyperhive_control_proto::{DeviceKind, encoding};
 use rand::RngCore;
@@ -51,8 +51,10 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(socket: WebSocketStream<S>
     let (session, mut queue) = control.sessions.open(&device.id, device.kind, &device.name, now_ms);
     tracing::info!(device = %device.id, kind = %device.kind, session, "device connected");
     if device.kind == DeviceKind::Client {
-        let hosts = control.sessions.presence(&control.registry);
-        let _ = sink.send(text(&LinkFrame::Presence { hosts })).await;
+        for frame in presence_frames(control.sessions.presence(&control.registry)) {
+            let _ = sink.feed(text(&frame)).await;
+        }
+        let _ = sink.flush().await;
     }
 
     let mut pings = tokio::time::interval_at(Instant::now() + PING_INTERVAL, PING_INTERVAL);
