@@ -23,20 +23,48 @@ pub const MEMBER_STALE_AFTER: Duration = Duration::from_secs(30);
 /// A link that stayed up this long resets the redial backoff.
 const STEADY_LINK: Duration = Duration::from_secs(10);
 
-/// The live copies in the store, this one excluded.
-pub async fn live_members(control: &Control) -> Result<Vec<MemberRecord>, StoreError> {
-    let store = control.store.as_ref();
-    let now = control.clock.now();
-    let mut live = Vec::new();
-    for key in store.list(records::MEMBERS).await? {
-        let Some(object) = store.get(&key).await? else { continue };
-        match records::decode::<MemberRecord>(&key, &object.bytes) {
-            Ok(member) if member.copy_id != control.copy_name && is_live(&key, &member, now) => live.push(member),
-            Ok(_) => {}
-            Err(error) => tracing::warn!(%error, "skipping a membership record this build cannot read"),
+/// The membership records as last read, by key, with the version they were read at: a record
+/// whose listed version is unchanged is not read again (heartbeats change each record only
+/// every few refreshes, so most refreshes cost the LIST alone).
+#[derive(Debug, Default)]
+pub struct MemberCache {
+    read: Mutex<HashMap<String, (String, MemberRecord)>>,
+}
+
+impl MemberCache {
+    /// The live copies in the store, this one excluded.
+    pub async fn live_members(&self, control: &Control) -> Result<Vec<MemberRecord>, StoreError> {
+        let store = control.store.as_ref();
+        let listed = store.list_versions(records::MEMBERS).await?;
+        let mut fresh = HashMap::new();
+        for item in listed {
+            let known = self.read.lock().expect("members lock").remove(&item.key);
+            let record = match known {
+                Some((version, record)) if !item.version.is_empty() && version == item.version => Some(record),
+                _ => match store.get(&item.key).await? {
+                    None => None, // removed since the LIST
+                    Some(object) => match records::decode::<MemberRecord>(&item.key, &object.bytes) {
+                        Ok(record) => Some(record),
+                        Err(error) => {
+                            tracing::warn!(%error, "skipping a membership record this build cannot read");
+                            None
+                        }
+                    },
+                },
+            };
+            if let Some(record) = record {
+                fresh.insert(item.key, (item.version, record));
+            }
         }
+        let now = control.clock.now();
+        let live = fresh
+            .iter()
+            .filter(|(key, (_, m))| m.copy_id != control.copy_name && is_live(key, m, now))
+            .map(|(_, (_, m))| m.clone())
+            .collect();
+        *self.read.lock().expect("members lock") = fresh;
+        Ok(live)
     }
-    Ok(live)
 }
 
 fn is_live(key: &str, member: &MemberRecord, now: OffsetDateTime) -> bool {
@@ -54,13 +82,16 @@ pub fn should_dial(mine: &str, theirs: &str, reachable: bool) -> bool {
 #[derive(Debug, Default)]
 pub struct Dialers {
     running: Mutex<HashMap<String, (String, JoinHandle<()>)>>,
+    members: MemberCache,
 }
 
 impl Dialers {
     /// Starts a dialer for every live copy this one should dial and stops those whose copy is
     /// gone (or moved). Returns how many dialers run.
     pub async fn refresh(&self, control: &Arc<Control>, reachable: bool) -> Result<usize, StoreError> {
-        let wanted: HashMap<String, String> = live_members(control)
+        let wanted: HashMap<String, String> = self
+            .members
+            .live_members(control)
             .await?
             .into_iter()
             .filter(|m| should_dial(&control.copy_name, &m.copy_id, reachable))
@@ -130,5 +161,38 @@ mod tests {
         };
         assert!(is_live("k", &member(now - time::Duration::seconds(29)), now));
         assert!(!is_live("k", &member(now - time::Duration::seconds(31)), now));
+    }
+
+    #[tokio::test]
+    async fn membership_records_are_read_again_only_when_they_change() {
+        use crate::clock::FakeClock;
+        use crate::control::Control;
+        use crate::key::ControlKey;
+        use crate::membership::Membership;
+        use hyperhive_object_store::file::FileStore;
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(FileStore::open(dir.path()).unwrap());
+        let clock = Arc::new(FakeClock::at(time::macros::datetime!(2026-11-30 06:00 UTC)));
+        let control = Control::new(store, ControlKey::from_seed([1; 32]), clock.clone()).with_copy_name("me");
+        let (a, b) = (Membership::new("a".into(), None), Membership::new("b".into(), None));
+        for member in [&a, &b] {
+            member.heartbeat(control.store.as_ref(), clock.as_ref()).await.unwrap();
+        }
+        let gets = || control.metrics.store_operations("get");
+        let cache = MemberCache::default();
+        assert_eq!(cache.live_members(&control).await.unwrap().len(), 2);
+        assert_eq!(gets(), 2);
+        assert_eq!(cache.live_members(&control).await.unwrap().len(), 2);
+        assert_eq!(gets(), 2, "unchanged records are not read again");
+        clock.advance(Duration::from_secs(20));
+        a.heartbeat(control.store.as_ref(), clock.as_ref()).await.unwrap();
+        clock.advance(Duration::from_secs(15));
+        let live = cache.live_members(&control).await.unwrap();
+        assert_eq!(gets(), 3, "only the changed record is read");
+        assert_eq!(live.iter().map(|m| m.copy_id.as_str()).collect::<Vec<_>>(), [a.copy_id()], "b's beat is 35 s old");
+        b.leave(control.store.as_ref()).await;
+        a.leave(control.store.as_ref()).await;
+        assert!(cache.live_members(&control).await.unwrap().is_empty());
     }
 }
