@@ -1,7 +1,6 @@
 //! The pin of a certificate (DESIGN 3.3): base64url SHA-256 of its SubjectPublicKeyInfo.
 
-use hyperhive_control_proto::encoding;
-use sha2::{Digest, Sha256};
+use hyperhive_control_link::Pin;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PinError {
@@ -9,7 +8,8 @@ pub enum PinError {
     NotPem,
     #[error("the PEM block is a {0}, not a CERTIFICATE")]
     NotCertificate(String),
-    #[error("the certificate cannot be parsed: {0}")]
+    /// control-link's message ("the certificate cannot be parsed: ...").
+    #[error("{0}")]
     Malformed(String),
 }
 
@@ -19,6 +19,6 @@ pub fn pin_of_pem(pem: &[u8]) -> Result<String, PinError> {
     if block.label != "CERTIFICATE" {
         return Err(PinError::NotCertificate(block.label));
     }
-    let certificate = block.parse_x509().map_err(|e| PinError::Malformed(e.to_string()))?;
-    Ok(encoding::encode(&Sha256::digest(certificate.public_key().raw)))
+    // The same computation devices check against (control-link's verifier).
+    Pin::of_certificate(&block.contents).map(|pin| pin.to_string()).map_err(|e| PinError::Malformed(e.to_string()))
 }
