@@ -20,6 +20,11 @@ use tokio::time::Instant;
 /// (heartbeats are written every [`crate::serve::HEARTBEAT_EVERY`]).
 pub const MEMBER_STALE_AFTER: Duration = Duration::from_secs(30);
 
+/// A membership record whose heartbeat is older than this is removed (a copy killed without
+/// leaving; each start of a copy makes a new id, so they would pile up). The delete is
+/// conditional on the version read, so a copy that just beat again keeps its record.
+pub const MEMBER_REMOVED_AFTER: Duration = Duration::from_secs(600);
+
 /// A link that stayed up this long resets the redial backoff.
 const STEADY_LINK: Duration = Duration::from_secs(10);
 
@@ -57,6 +62,20 @@ impl MemberCache {
             }
         }
         let now = control.clock.now();
+        let long_dead: Vec<(String, String)> = fresh
+            .iter()
+            .filter(|(key, (_, m))| heartbeat_older_than(key, m, now, MEMBER_REMOVED_AFTER))
+            .map(|(key, (version, _))| (key.clone(), version.clone()))
+            .collect();
+        for (key, version) in long_dead {
+            match store.delete(&key, &version).await {
+                Ok(()) => {
+                    tracing::info!(%key, "removed the membership record of a copy gone for over 10 minutes");
+                    fresh.remove(&key);
+                }
+                Err(error) => tracing::debug!(%key, %error, "left a stale membership record (changed or unreachable)"),
+            }
+        }
         let live = fresh
             .iter()
             .filter(|(key, (_, m))| m.copy_id != control.copy_name && is_live(key, m, now))
@@ -68,8 +87,13 @@ impl MemberCache {
 }
 
 fn is_live(key: &str, member: &MemberRecord, now: OffsetDateTime) -> bool {
-    records::parse_timestamp(key, &member.heartbeat_at)
-        .is_ok_and(|beat| now - beat <= time::Duration::try_from(MEMBER_STALE_AFTER).unwrap_or(time::Duration::ZERO))
+    !heartbeat_older_than(key, member, now, MEMBER_STALE_AFTER)
+}
+
+/// Whether the record's heartbeat is older than `age` (an unreadable one counts as old).
+fn heartbeat_older_than(key: &str, member: &MemberRecord, now: OffsetDateTime, age: Duration) -> bool {
+    let age = time::Duration::try_from(age).unwrap_or(time::Duration::MAX);
+    records::parse_timestamp(key, &member.heartbeat_at).map_or(true, |beat| now - beat > age)
 }
 
 /// Whether this copy dials `theirs` (rather than waiting for it to dial): the smaller id
@@ -191,7 +215,11 @@ mod tests {
         let live = cache.live_members(&control).await.unwrap();
         assert_eq!(gets(), 3, "only the changed record is read");
         assert_eq!(live.iter().map(|m| m.copy_id.as_str()).collect::<Vec<_>>(), [a.copy_id()], "b's beat is 35 s old");
-        b.leave(control.store.as_ref()).await;
+        // b is long gone (killed, never left): its record is removed; a beats again and stays.
+        clock.advance(MEMBER_REMOVED_AFTER);
+        a.heartbeat(control.store.as_ref(), clock.as_ref()).await.unwrap();
+        assert_eq!(cache.live_members(&control).await.unwrap().len(), 1);
+        assert_eq!(control.store.list(records::MEMBERS).await.unwrap(), [records::member_key(a.copy_id())]);
         a.leave(control.store.as_ref()).await;
         assert!(cache.live_members(&control).await.unwrap().is_empty());
     }
