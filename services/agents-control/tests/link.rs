@@ -3,9 +3,6 @@
 
 mod link_client;
 
-use agents_control::clock::FakeClock;
-use agents_control::control::Control;
-use agents_control::key::ControlKey;
 use agents_control::registry;
 use ed25519_dalek::SigningKey;
 use futures::SinkExt;
@@ -14,57 +11,26 @@ use hyperhive_control_proto::DeviceKind;
 use hyperhive_control_proto::link::{
     CloseCode, ErrorCode, HostPresence, LinkFrame, MAX_FRAME_BYTES, UndeliverableReason,
 };
-use hyperhive_object_store::Store;
-use hyperhive_object_store::file::FileStore;
-use std::net::SocketAddr;
-use std::sync::Arc;
-use time::macros::datetime;
 use tokio_tungstenite::tungstenite::Message;
 
-use link_client::{Device, Socket, next_close, next_frame, send, send_frame};
+use link_client::{Device, ServedCopy, Socket, next_close, next_frame, send, send_frame};
 
 const CONTROL_SEED: [u8; 32] = [7; 32];
 
-struct Copy {
-    _dir: tempfile::TempDir,
-    store: Arc<dyn Store>,
-    clock: Arc<FakeClock>,
-    control: Arc<Control>,
-    addr: SocketAddr,
-    server: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Copy {
-    fn drop(&mut self) {
-        self.server.abort();
-    }
-}
+type Copy = ServedCopy;
 
 async fn copy_with_key(seed: [u8; 32]) -> Copy {
-    let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(FileStore::open(dir.path()).unwrap());
-    let clock = Arc::new(FakeClock::at(datetime!(2026-11-30 04:00 UTC)));
-    let control =
-        Arc::new(Control::new(store.clone(), ControlKey::from_seed(seed), clock.clone()).with_copy_name("cp1"));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(agents_control::server::serve(control.clone(), listener, std::future::pending()));
-    Copy { _dir: dir, store, clock, control, addr, server }
+    ServedCopy::on_file_store(seed, false).await
 }
 
-impl Copy {
-    async fn pair(&self, kind: DeviceKind, name: &str) -> Device {
-        let device = self.pair_in_store_only(kind, name).await;
-        self.control.registry.refresh(self.store.as_ref()).await.unwrap();
-        device
-    }
+/// The device's side of a copy in this file.
+trait Connect {
+    async fn open(&self) -> Socket;
+    async fn try_connect(&self, device: &Device, control_seed: [u8; 32]) -> (Socket, Result<String, HandshakeError>);
+    async fn connect(&self, device: &Device) -> Socket;
+}
 
-    /// Pairs as another copy would: the record is in the store, this copy's registry has not
-    /// been refreshed since.
-    async fn pair_in_store_only(&self, kind: DeviceKind, name: &str) -> Device {
-        link_client::pair(self.store.as_ref(), self.clock.as_ref(), &self.control.key, kind, name).await
-    }
-
+impl Connect for Copy {
     async fn open(&self) -> Socket {
         link_client::open(self.addr).await
     }
@@ -184,7 +150,7 @@ async fn a_copy_with_another_control_key_is_refused_by_the_device() {
 async fn a_device_that_fails_its_proof_is_refused() {
     let copy = copy_with_key(CONTROL_SEED).await;
     let host = copy.pair(DeviceKind::Host, "box").await;
-    let thief = Device { id: host.id.clone(), key: SigningKey::from_bytes(&[1; 32]) };
+    let thief = Device { id: host.id.clone(), kind: host.kind, key: SigningKey::from_bytes(&[1; 32]) };
     let mut socket = copy.open().await;
     let challenge = next_frame(&mut socket).await;
     let (hello, _) = handshake::answer_challenge(&challenge, &thief.id, &thief.key, &mut rand::rng()).unwrap();

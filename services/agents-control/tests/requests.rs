@@ -4,33 +4,24 @@
 //! client over HTTP. The store is a `file://` directory, or the test kit's real S3 server frozen
 //! to make the bucket unreachable.
 
-use agents_control::clock::FakeClock;
-use agents_control::codes::{self, CodeRequest};
+mod link_client;
+
 use agents_control::control::Control;
-use agents_control::key::ControlKey;
 use agents_control::records::{self, CodeRecord, DeviceRecord};
-use agents_control::{pairing, registry};
-use ed25519_dalek::SigningKey;
-use futures::{SinkExt, StreamExt};
+use agents_control::registry;
+use futures::SinkExt;
 use hyperhive_control_link::handshake;
 use hyperhive_control_link::pair_client::{self, PairError};
 use hyperhive_control_proto::DeviceKind;
 use hyperhive_control_proto::code::Code;
 use hyperhive_control_proto::link::{CloseCode, DeviceInfo, HostPresence, LinkFrame, Reply, Request};
-use hyperhive_control_proto::pair::PairRequest;
 use hyperhive_object_store::Store;
-use hyperhive_object_store::file::FileStore;
 use hyperhive_object_store::s3::S3Store;
 use hyperhive_testkit::{S3, wait_until};
-use std::net::SocketAddr;
+use link_client::{Device, ServedCopy, Socket, next_close, next_frame, next_frame_within, send};
 use std::sync::Arc;
 use std::time::Duration;
-use time::macros::datetime;
-use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
-
-type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 const WAIT: Duration = Duration::from_secs(5);
 /// A frozen bucket costs each store call its bounded retries (a few seconds each) before it is
@@ -38,77 +29,25 @@ const WAIT: Duration = Duration::from_secs(5);
 const STORE_OUTAGE_WAIT: Duration = Duration::from_secs(60);
 const CONTROL_SEED: [u8; 32] = [7; 32];
 
-struct Copy {
-    _dir: Option<tempfile::TempDir>,
-    store: Arc<dyn Store>,
-    clock: Arc<FakeClock>,
-    control: Arc<Control>,
-    addr: SocketAddr,
-    server: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Copy {
-    fn drop(&mut self) {
-        self.server.abort();
-    }
-}
-
-#[derive(Clone)]
-struct Device {
-    id: String,
-    kind: DeviceKind,
-    key: SigningKey,
-}
-
-/// A copy on `store`; `public` gives it its public address (its own loopback URL), without
-/// which it makes no codes.
-async fn start(store: Arc<dyn Store>, dir: Option<tempfile::TempDir>, public: bool) -> Copy {
-    let clock = Arc::new(FakeClock::at(datetime!(2026-11-30 04:00 UTC)));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let mut control =
-        Control::new(store.clone(), ControlKey::from_seed(CONTROL_SEED), clock.clone()).with_copy_name("cp1");
-    if public {
-        control = control.with_public_address(format!("http://{addr}"), None);
-    }
-    let control = Arc::new(control);
-    let server = tokio::spawn(agents_control::server::serve(control.clone(), listener, std::future::pending()));
-    Copy { _dir: dir, store, clock, control, addr, server }
-}
+type Copy = ServedCopy;
 
 async fn file_copy(public: bool) -> Copy {
-    let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(FileStore::open(dir.path()).unwrap());
-    start(store, Some(dir), public).await
+    ServedCopy::on_file_store(CONTROL_SEED, public).await
 }
 
-impl Copy {
-    /// Pairs a device the way `agents-control code` and `POST /v1/pair` would, and refreshes
-    /// this copy's registry.
-    async fn pair(&self, kind: DeviceKind, name: &str) -> Device {
-        let issuer =
-            codes::Issuer { key: self.control.key.clone(), control_url: format!("http://{}", self.addr), pin: None };
-        let request = CodeRequest { kind, name: None, ttl: codes::DEFAULT_TTL, made_by: "test".into() };
-        let code = codes::make_code(self.store.as_ref(), self.clock.as_ref(), &issuer, &request).await.unwrap();
-        let key = SigningKey::from_bytes(&rand::random::<[u8; 32]>());
-        let request = PairRequest::sign(&code.to_token(), &key, name);
-        let response =
-            pairing::redeem(self.store.as_ref(), self.clock.as_ref(), &self.control.key, &request).await.unwrap();
-        self.control.registry.refresh(self.store.as_ref()).await.unwrap();
-        Device { id: response.device_id, kind, key }
-    }
+/// The device's side, and what the store holds, for the tests of this file.
+trait CopyExt {
+    async fn hello(&self, device: &Device) -> Socket;
+    async fn connect(&self, device: &Device) -> Socket;
+    async fn pending_codes(&self) -> Vec<CodeRecord>;
+    async fn stored_device(&self, id: &str) -> DeviceRecord;
+}
 
-    async fn open(&self) -> Socket {
-        let url = format!("ws://{}/v1/link", self.addr);
-        let config = hyperhive_control_link::websocket_config();
-        let (socket, _) = tokio_tungstenite::connect_async_with_config(url, Some(config), false).await.unwrap();
-        socket
-    }
-
+impl CopyExt for Copy {
     /// Answers the server's challenge with the device's hello, without waiting for the welcome.
     async fn hello(&self, device: &Device) -> Socket {
-        let mut socket = self.open().await;
-        let challenge = next_frame(&mut socket, WAIT).await;
+        let mut socket = link_client::open(self.addr).await;
+        let challenge = next_frame(&mut socket).await;
         let (hello, _) = handshake::answer_challenge(&challenge, &device.id, &device.key, &mut rand::rng()).unwrap();
         send(&mut socket, &hello).await;
         socket
@@ -116,16 +55,10 @@ impl Copy {
 
     /// Connects and authenticates the device; a client's first `presence` is read here.
     async fn connect(&self, device: &Device) -> Socket {
-        let mut socket = self.open().await;
-        let challenge = next_frame(&mut socket, WAIT).await;
-        let (hello, awaiting) =
-            handshake::answer_challenge(&challenge, &device.id, &device.key, &mut rand::rng()).unwrap();
-        send(&mut socket, &hello).await;
-        let welcome = next_frame(&mut socket, WAIT).await;
-        let control_key = SigningKey::from_bytes(&CONTROL_SEED).verifying_key();
-        assert_eq!(awaiting.verify_welcome(&welcome, &control_key).unwrap(), "cp1");
+        let (mut socket, verdict) = link_client::try_connect(self.addr, device, CONTROL_SEED).await;
+        assert_eq!(verdict.unwrap(), "cp1");
         if device.kind == DeviceKind::Client {
-            assert!(matches!(next_frame(&mut socket, WAIT).await, LinkFrame::Presence { .. }));
+            assert!(matches!(next_frame(&mut socket).await, LinkFrame::Presence { .. }));
         }
         socket
     }
@@ -145,28 +78,8 @@ impl Copy {
     }
 }
 
-async fn send(socket: &mut Socket, frame: &LinkFrame) {
-    socket.send(Message::text(frame.encode())).await.unwrap();
-}
-
 async fn ask(socket: &mut Socket, id: u64, request: Request) {
     send(socket, &LinkFrame::Request { id, request }).await;
-}
-
-/// The next frame that is not a keepalive ping. Pings are answered, as a device does, so a link
-/// waiting long on a frozen store is not closed for silence.
-async fn next_frame(socket: &mut Socket, wait: Duration) -> LinkFrame {
-    loop {
-        let message = tokio::time::timeout(wait, socket.next()).await.expect("a frame in time");
-        match message.expect("the link is open").expect("a readable message") {
-            Message::Text(text) => match LinkFrame::decode(&text).unwrap() {
-                LinkFrame::Ping { t } => send(socket, &LinkFrame::Pong { t }).await,
-                frame => return frame,
-            },
-            Message::Close(frame) => panic!("closed: {frame:?}"),
-            _ => continue,
-        }
-    }
 }
 
 /// The answer to request `id`, which must be the next frame.
@@ -175,21 +88,10 @@ async fn answer(socket: &mut Socket, id: u64) -> Result<Reply, (String, bool)> {
 }
 
 async fn answer_within(socket: &mut Socket, id: u64, wait: Duration) -> Result<Reply, (String, bool)> {
-    match next_frame(socket, wait).await {
+    match next_frame_within(socket, wait).await {
         LinkFrame::Reply { id: got, reply } if got == id => Ok(reply),
         LinkFrame::RequestFailed { id: got, error, retry } if got == id => Err((error, retry)),
         other => panic!("expected the answer to request {id}, got {other:?}"),
-    }
-}
-
-async fn next_close(socket: &mut Socket) -> (u16, String) {
-    loop {
-        let message = tokio::time::timeout(WAIT, socket.next()).await.expect("a close in time");
-        match message {
-            Some(Ok(Message::Close(Some(frame)))) => return (frame.code.into(), frame.reason.to_string()),
-            Some(Ok(_)) => continue,
-            other => panic!("expected a close frame, got {other:?}"),
-        }
     }
 }
 
@@ -230,7 +132,7 @@ async fn a_code_made_over_the_link_pairs_a_new_device_once() {
     let host = Device { id: identity.device_id.clone(), kind: DeviceKind::Host, key: identity.device_key().clone() };
     let _host_link = copy.connect(&host).await;
     let online = HostPresence { device_id: host.id.clone(), name: "box".into(), paired: true, online: true };
-    assert_eq!(next_frame(&mut link, WAIT).await, LinkFrame::PresenceChanged { host: online });
+    assert_eq!(next_frame(&mut link).await, LinkFrame::PresenceChanged { host: online });
     match pair_client::pair(&token, "box again").await {
         Err(PairError::Refused { status: 409, error }) => assert!(error.contains("already used"), "{error}"),
         other => panic!("a second pairing with the code must be refused, got {other:?}"),
@@ -275,7 +177,7 @@ async fn bad_code_requests_are_refused_and_nothing_is_written() {
 
     // A request that is not JSON of a known op is a malformed frame, and the link stays.
     link.send(Message::text(r#"{"type":"request","id":9,"request":{"op":"launch"}}"#)).await.unwrap();
-    assert!(matches!(next_frame(&mut link, WAIT).await, LinkFrame::Error { .. }));
+    assert!(matches!(next_frame(&mut link).await, LinkFrame::Error { .. }));
     ask(&mut link, 10, Request::ListDevices).await;
     assert!(answer(&mut link, 10).await.is_ok());
 }
@@ -290,7 +192,7 @@ async fn a_list_holds_every_paired_device_with_its_online_state() {
     registry::forget(copy.store.as_ref(), copy.clock.as_ref(), &gone.id).await.unwrap();
     let mut link = copy.connect(&client).await;
     let _host_link = copy.connect(&host).await;
-    let _presence_changed = next_frame(&mut link, WAIT).await;
+    let _presence_changed = next_frame(&mut link).await;
 
     ask(&mut link, 1, Request::ListDevices).await;
     let Ok(Reply::Devices { mut devices, from_memory }) = answer(&mut link, 1).await else { panic!("no list") };
@@ -309,11 +211,11 @@ async fn forgetting_over_the_link_closes_the_devices_session_and_it_cannot_come_
     let host = copy.pair(DeviceKind::Host, "box").await;
     let mut link = copy.connect(&client).await;
     let mut host_link = copy.connect(&host).await;
-    let _online = next_frame(&mut link, WAIT).await;
+    let _online = next_frame(&mut link).await;
 
     ask(&mut link, 1, Request::ForgetDevice { device_id: host.id.clone() }).await;
     let forgotten = HostPresence { device_id: host.id.clone(), name: "box".into(), paired: false, online: false };
-    assert_eq!(next_frame(&mut link, WAIT).await, LinkFrame::PresenceChanged { host: forgotten });
+    assert_eq!(next_frame(&mut link).await, LinkFrame::PresenceChanged { host: forgotten });
     assert_eq!(answer(&mut link, 1).await, Ok(Reply::Forgotten { device_id: host.id.clone() }));
     let (code, reason) = next_close(&mut host_link).await;
     assert_eq!(code, CloseCode::Revoked.code(), "{reason}");
@@ -375,7 +277,7 @@ async fn an_answer_reaches_only_the_client_that_asked() {
     // The answers went one each way: the next frame on each link answers its own ping.
     for (t, socket) in [(7, &mut link), (8, &mut other_link)] {
         send(socket, &LinkFrame::Ping { t }).await;
-        assert_eq!(next_frame(socket, WAIT).await, LinkFrame::Pong { t });
+        assert_eq!(next_frame(socket).await, LinkFrame::Pong { t });
     }
 }
 
@@ -386,7 +288,7 @@ async fn an_answer_reaches_only_the_client_that_asked() {
 async fn while_the_store_is_unreachable_codes_and_forgets_wait_and_lists_come_from_memory() {
     let mut s3 = S3::start().await.unwrap();
     let store: Arc<dyn Store> = Arc::new(S3Store::from_client(&s3.client(), s3.bucket(), "requests"));
-    let copy = start(store, None, true).await;
+    let copy = ServedCopy::start(store, None, CONTROL_SEED, true).await;
     let client = copy.pair(DeviceKind::Client, "phone").await;
     let host = copy.pair(DeviceKind::Host, "box").await;
     let mut link = copy.connect(&client).await;
@@ -397,7 +299,7 @@ async fn while_the_store_is_unreachable_codes_and_forgets_wait_and_lists_come_fr
     ask(&mut link, 3, Request::ListDevices).await;
     let mut answers = Vec::new();
     for _ in 0..3 {
-        answers.push(next_frame(&mut link, STORE_OUTAGE_WAIT).await);
+        answers.push(next_frame_within(&mut link, STORE_OUTAGE_WAIT).await);
     }
     answers.sort_by_key(|frame| match frame {
         LinkFrame::Reply { id, .. } | LinkFrame::RequestFailed { id, .. } => *id,

@@ -1,10 +1,12 @@
-//! A device's side of `/v1/link` for in-process tests: pairing straight through the store,
-//! the handshake with control-link, and reading frames with deadlines.
+//! In-process tests of `/v1/link`: one copy served on a loopback port with a fake clock
+//! ([`ServedCopy`]), and a device's side: pairing straight through the store, the handshake
+//! with control-link, and reading frames with deadlines.
 
 #![allow(dead_code)] // each test file uses a different part
 
-use agents_control::clock::Clock;
+use agents_control::clock::{Clock, FakeClock};
 use agents_control::codes::{self, CodeRequest, Issuer};
+use agents_control::control::Control;
 use agents_control::key::ControlKey;
 use agents_control::pairing;
 use ed25519_dalek::SigningKey;
@@ -15,7 +17,9 @@ use hyperhive_control_proto::link::LinkFrame;
 use hyperhive_control_proto::pair::PairRequest;
 use hyperhive_object_store::Store;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
+use time::macros::datetime;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
@@ -24,10 +28,64 @@ pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 pub const WAIT: Duration = Duration::from_secs(5);
 
-/// A paired device: its id and key.
+/// One copy serving on a loopback port, its clock standing at 2026-11-30 04:00 UTC.
+pub struct ServedCopy {
+    _dir: Option<tempfile::TempDir>,
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<FakeClock>,
+    pub control: Arc<Control>,
+    pub addr: SocketAddr,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ServedCopy {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+impl ServedCopy {
+    /// A copy named `cp1` with the control key of `seed` on `store` (`dir` is kept while it
+    /// runs); `public` gives it its public address (its own loopback URL), needed to make codes.
+    pub async fn start(store: Arc<dyn Store>, dir: Option<tempfile::TempDir>, seed: [u8; 32], public: bool) -> Self {
+        let clock = Arc::new(FakeClock::at(datetime!(2026-11-30 04:00 UTC)));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut control = Control::new(store.clone(), ControlKey::from_seed(seed), clock.clone()).with_copy_name("cp1");
+        if public {
+            control = control.with_public_address(format!("http://{addr}"), None);
+        }
+        let control = Arc::new(control);
+        let server = tokio::spawn(agents_control::server::serve(control.clone(), listener, std::future::pending()));
+        ServedCopy { _dir: dir, store, clock, control, addr, server }
+    }
+
+    /// The same on a fresh `file://` store.
+    pub async fn on_file_store(seed: [u8; 32], public: bool) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(hyperhive_object_store::file::FileStore::open(dir.path()).unwrap());
+        Self::start(store, Some(dir), seed, public).await
+    }
+
+    /// Pairs as another copy would: the record is in the store, this copy's registry has not
+    /// been refreshed since.
+    pub async fn pair_in_store_only(&self, kind: DeviceKind, name: &str) -> Device {
+        pair(self.store.as_ref(), self.clock.as_ref(), &self.control.key, kind, name).await
+    }
+
+    /// Pairs and refreshes this copy's registry.
+    pub async fn pair(&self, kind: DeviceKind, name: &str) -> Device {
+        let device = self.pair_in_store_only(kind, name).await;
+        self.control.registry.refresh(self.store.as_ref()).await.unwrap();
+        device
+    }
+}
+
+/// A paired device: its id, kind and key.
 #[derive(Clone)]
 pub struct Device {
     pub id: String,
+    pub kind: DeviceKind,
     pub key: SigningKey,
 }
 
@@ -39,7 +97,7 @@ pub async fn pair(store: &dyn Store, clock: &dyn Clock, key: &ControlKey, kind: 
     let device_key = SigningKey::from_bytes(&rand::random::<[u8; 32]>());
     let request = PairRequest::sign(&code.to_token(), &device_key, name);
     let response = pairing::redeem(store, clock, key, &request).await.unwrap();
-    Device { id: response.device_id, key: device_key }
+    Device { id: response.device_id, kind, key: device_key }
 }
 
 pub async fn open(addr: SocketAddr) -> Socket {
@@ -79,19 +137,24 @@ pub async fn send(socket: &mut Socket, frame: &LinkFrame) {
     socket.send(Message::text(frame.encode())).await.unwrap();
 }
 
-/// The next frame that is not a keepalive ping.
-pub async fn next_frame(socket: &mut Socket) -> LinkFrame {
+/// The next frame that is not a keepalive ping. Pings are answered, as a device does, so a link
+/// waiting long (on a frozen store) is not closed for silence.
+pub async fn next_frame_within(socket: &mut Socket, within: Duration) -> LinkFrame {
     loop {
-        let message = tokio::time::timeout(WAIT, socket.next()).await.expect("a frame in time");
+        let message = tokio::time::timeout(within, socket.next()).await.expect("a frame in time");
         match message.expect("the link is open").expect("a readable message") {
             Message::Text(text) => match LinkFrame::decode(&text).unwrap() {
-                LinkFrame::Ping { .. } => continue,
+                LinkFrame::Ping { t } => send(socket, &LinkFrame::Pong { t }).await,
                 frame => return frame,
             },
             Message::Close(frame) => panic!("closed: {frame:?}"),
             _ => continue,
         }
     }
+}
+
+pub async fn next_frame(socket: &mut Socket) -> LinkFrame {
+    next_frame_within(socket, WAIT).await
 }
 
 /// Waits up to `within` for the server's close; returns its code and reason.
