@@ -268,7 +268,7 @@ async fn on_frame(control: &Arc<Control>, device: &Device, session: u64, body: &
 /// has not read yet (paired since the last refresh) is known from the copy it is connected to,
 /// or else from one read of its record.
 async fn relay_target(control: &Control, from: &Device, to: &str) -> Result<(), UndeliverableReason> {
-    let kind = match control.registry.active(to).map(|d| d.kind).or_else(|| control.sessions.kind_of(to)) {
+    let kind = match control.registry.active_kind(to).or_else(|| control.sessions.kind_of(to)) {
         Some(kind) => kind,
         None => match control.registry.active_or_fetch(control.store.as_ref(), to).await {
             Ok(Some(record)) => record.kind,

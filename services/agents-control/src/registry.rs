@@ -147,6 +147,13 @@ impl Registry {
         Ok(held.by_id.len())
     }
 
+    /// The kind of a paired, not forgotten device, without copying its record (asked for
+    /// every relayed frame and every session at each refresh).
+    pub fn active_kind(&self, id: &str) -> Option<DeviceKind> {
+        let held = self.devices.read().expect("registry lock");
+        held.by_id.get(id).map(|entry| &entry.record).filter(|d| d.forgotten_at.is_none()).map(|d| d.kind)
+    }
+
     /// A paired, not forgotten device.
     pub fn active(&self, id: &str) -> Option<DeviceRecord> {
         let held = self.devices.read().expect("registry lock");

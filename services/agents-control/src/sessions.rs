@@ -120,6 +120,30 @@ impl State {
         }
     }
 
+    /// Ends the device's session here: tells its task to close with `code` and tells the
+    /// peers it is gone (so none keeps routing to, or showing online, a session that ended).
+    fn end_local(&mut self, device_id: &str, code: CloseCode, reason: &str) -> Option<Local> {
+        let ended = self.local.remove(device_id)?;
+        // The task may be gone already; then there is nothing to close.
+        let _ = ended.queue.try_send(Outgoing::Close(code, reason.to_owned()));
+        self.broadcast(&PeerFrame::SessionClosed { device_id: device_id.to_owned(), session: ended.session });
+        Some(ended)
+    }
+
+    /// A forgotten device: its session here is closed with [`CloseCode::Revoked`], where a
+    /// peer holds it is dropped (that peer closes it itself), and clients hear the host is gone.
+    fn end_forgotten(&mut self, device_id: &str) {
+        let remote = self.remote.remove(device_id).map(|r| (r.kind, r.name));
+        let local =
+            self.end_local(device_id, CloseCode::Revoked, "this device was forgotten").map(|l| (l.kind, l.name));
+        if local.is_some() {
+            tracing::info!(device = %device_id, "closed the session of a forgotten device");
+        }
+        if let Some((_, name)) = local.or(remote).filter(|(kind, _)| *kind == DeviceKind::Host) {
+            self.tell_clients(host_presence(device_id, &name, false, false));
+        }
+    }
+
     fn local_infos(&self) -> Vec<SessionInfo> {
         self.local
             .iter()
@@ -189,8 +213,7 @@ impl Sessions {
         if state.local.get(device_id).is_none_or(|current| current.session != session) {
             return;
         }
-        let removed = state.local.remove(device_id).expect("checked above");
-        state.broadcast(&PeerFrame::SessionClosed { device_id: device_id.to_owned(), session });
+        let removed = state.end_local(device_id, CloseCode::Normal, "the session ended").expect("checked above");
         if removed.kind == DeviceKind::Host {
             state.host_changed(device_id, &removed.name, true);
         }
@@ -251,14 +274,9 @@ impl Sessions {
     /// (Sessions on peers are theirs to close: each copy runs this after its own refresh.)
     pub fn close_forgotten(&self, registry: &Registry) -> usize {
         let mut state = self.lock();
-        let gone: Vec<String> = state.local.keys().filter(|id| registry.active(id).is_none()).cloned().collect();
+        let gone: Vec<String> = state.local.keys().filter(|id| registry.active_kind(id).is_none()).cloned().collect();
         for id in &gone {
-            let session = state.local.remove(id).expect("listed above");
-            tracing::info!(device = %id, "closing the session of a forgotten device");
-            let _ = session.queue.try_send(Outgoing::Close(CloseCode::Revoked, "this device was forgotten".into()));
-            if session.kind == DeviceKind::Host {
-                state.tell_clients(host_presence(id, &session.name, false, false));
-            }
+            state.end_forgotten(id);
         }
         gone.len()
     }
@@ -266,20 +284,7 @@ impl Sessions {
     /// A device was forgotten: its session here is closed with [`CloseCode::Revoked`] at once
     /// and where a peer holds it is forgotten (that peer closes it on its `revoked`).
     pub fn revoke(&self, device_id: &str) {
-        let mut state = self.lock();
-        let remote = state.remote.remove(device_id).map(|r| (r.kind, r.name));
-        let local = state.local.remove(device_id);
-        if let Some(session) = &local {
-            tracing::info!(device = %device_id, "closing the session of a forgotten device");
-            let _ = session.queue.try_send(Outgoing::Close(CloseCode::Revoked, "this device was forgotten".into()));
-        }
-        let host_name = local
-            .filter(|s| s.kind == DeviceKind::Host)
-            .map(|s| s.name)
-            .or_else(|| remote.filter(|(kind, _)| *kind == DeviceKind::Host).map(|(_, name)| name));
-        if let Some(name) = host_name {
-            state.tell_clients(host_presence(device_id, &name, false, false));
-        }
+        self.lock().end_forgotten(device_id);
     }
 
     /// Tells every linked peer.
@@ -332,10 +337,7 @@ impl Sessions {
             if local.session > info.session {
                 return; // ours is newer: the peer closes its own when it hears of ours
             }
-            let local = state.local.remove(&info.device_id).expect("checked above");
-            let _ = local
-                .queue
-                .try_send(Outgoing::Close(CloseCode::Replaced, "a newer session connected to another copy".into()));
+            state.end_local(&info.device_id, CloseCode::Replaced, "a newer session connected to another copy");
         }
         if state.remote.get(&info.device_id).is_some_and(|r| r.session > info.session) {
             return;
@@ -554,6 +556,30 @@ mod tests {
         assert!(!sessions.is_online("h2"));
         let forgotten = host_presence("h2", "box", false, false);
         assert_eq!(next(&mut client), Some(Outgoing::Frame(LinkFrame::PresenceChanged { host: forgotten })));
+    }
+
+    #[test]
+    fn a_session_ended_for_any_reason_is_told_to_the_peers() {
+        let sessions = Sessions::default();
+        let (_, mut peer) = sessions.attach_peer("cp2");
+        let _ = next(&mut peer);
+        let mut opened = |id: &str, at: u64| {
+            let (session, _rx) = sessions.open(id, DeviceKind::Host, "box", at);
+            assert!(matches!(next(&mut peer), Some(Outgoing::Frame(PeerFrame::SessionOpened { .. }))));
+            session
+        };
+        let (forgotten, revoked, replaced) = (opened("h1", 1), opened("h2", 2), opened("h3", 3));
+        let closed = |device_id: &str, session: u64| {
+            Some(Outgoing::Frame(PeerFrame::SessionClosed { device_id: device_id.into(), session }))
+        };
+        // The registry no longer holds h1..h3 (a forget by the command line, seen at a refresh).
+        let registry = Registry::default();
+        sessions.revoke("h2");
+        assert_eq!(next(&mut peer), closed("h2", revoked));
+        sessions.peer_session_opened("cp2", info("h3", DeviceKind::Host, replaced + 1));
+        assert_eq!(next(&mut peer), closed("h3", replaced));
+        assert_eq!(sessions.close_forgotten(&registry), 1);
+        assert_eq!(next(&mut peer), closed("h1", forgotten));
     }
 
     #[test]
