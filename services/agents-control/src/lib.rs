@@ -34,3 +34,4 @@ pub mod requests;
 pub mod serve;
 pub mod server;
 pub mod sessions;
+pub mod wire;

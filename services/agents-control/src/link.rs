@@ -4,22 +4,20 @@
 //! ends the copy.
 
 use crate::control::Control;
-use crate::sessions::{NotQueued, Outgoing};
+use crate::sessions::NotQueued;
+use crate::wire::{self, WireIn, WireOut};
 use ed25519_dalek::{Signature, VerifyingKey};
-use futures::{SinkExt, StreamExt};
+use futures::{Sink, SinkExt, Stream, StreamExt};
 use hyperhive_control_proto::link::{
-    CloseCode, DEAD_AFTER, ErrorCode, FrameError, HANDSHAKE_TIMEOUT, LINK_PROTOCOL_VERSION, LinkFrame, NONCE_LEN,
-    PING_INTERVAL, UndeliverableReason, device_proof_message, presence_frames, server_proof_message,
+    CloseCode, ErrorCode, FrameError, HANDSHAKE_TIMEOUT, LINK_PROTOCOL_VERSION, LinkFrame, MAX_FRAME_BYTES, NONCE_LEN,
+    UndeliverableReason, device_proof_message, presence_frames, server_proof_message,
 };
 use hyperhive_control_proto::{DeviceKind, encoding};
 use rand::RngCore;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::time::{Instant, timeout};
+use tokio::time::timeout;
 use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::error::CapacityError;
-use tokio_tungstenite::tungstenite::protocol::CloseFrame;
-use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 /// An authenticated device.
 struct Device {
@@ -33,17 +31,17 @@ struct Refusal(CloseCode, String);
 
 /// Runs one link until either side ends it.
 pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(socket: WebSocketStream<S>, control: Arc<Control>) {
-    let (mut sink, mut stream) = socket.split();
+    let (mut sink, mut stream) = wire::wire(socket);
     let device = match timeout(HANDSHAKE_TIMEOUT, handshake(&mut sink, &mut stream, &control)).await {
         Ok(Ok(device)) => device,
         Ok(Err(Refusal(code, reason))) => {
             tracing::info!(code = code.code(), %reason, "link refused");
-            let _ = sink.send(close_message(code, reason)).await;
+            let _ = sink.send(WireOut::Close(code, reason)).await;
             return;
         }
         Err(_) => {
             let reason = format!("the handshake did not finish within {}s", HANDSHAKE_TIMEOUT.as_secs());
-            let _ = sink.send(close_message(CloseCode::HandshakeTimeout, reason)).await;
+            let _ = sink.send(WireOut::Close(CloseCode::HandshakeTimeout, reason)).await;
             return;
         }
     };
@@ -57,72 +55,21 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(socket: WebSocketStream<S>
         let _ = sink.flush().await;
     }
 
-    let mut pings = tokio::time::interval_at(Instant::now() + PING_INTERVAL, PING_INTERVAL);
-    let mut heard = Instant::now();
-    let mut ping_count: u64 = 0;
-    let close = loop {
-        tokio::select! {
-            incoming = stream.next() => {
-                heard = Instant::now();
-                match incoming {
-                    None => break None,
-                    // The only read error a device can cause on purpose is an oversized
-                    // message (the cap is in the WebSocket config); any other is a broken socket.
-                    Some(Err(WsError::Capacity(CapacityError::MessageTooLong { .. }))) => {
-                        break Some((CloseCode::TooLarge, format!("a frame exceeded {} bytes", hyperhive_control_proto::link::MAX_FRAME_BYTES)));
-                    }
-                    Some(Err(error)) => {
-                        tracing::debug!(device = %device.id, %error, "link read failed");
-                        break None;
-                    }
-                    Some(Ok(Message::Close(_))) => break None,
-                    Some(Ok(Message::Binary(_))) => {
-                        break Some((CloseCode::UnsupportedData, "binary messages are not used: frames are JSON text".into()));
-                    }
-                    Some(Ok(Message::Text(body))) => {
-                        if let Some(answer) = on_frame(&control, &device, session, body.as_str()).await
-                            && sink.send(text(&answer)).await.is_err()
-                        {
-                            break None;
-                        }
-                    }
-                    Some(Ok(_)) => {} // WebSocket ping or pong
-                }
-            }
-            outgoing = queue.recv() => match outgoing {
-                Some(Outgoing::Frame(frame)) => {
-                    if sink.send(text(&frame)).await.is_err() {
-                        break None;
-                    }
-                }
-                Some(Outgoing::Close(code, reason)) => break Some((code, reason)),
-                None => break None,
-            },
-            _ = pings.tick() => {
-                if heard.elapsed() >= DEAD_AFTER {
-                    break Some((CloseCode::Normal, format!("nothing heard for {}s", DEAD_AFTER.as_secs())));
-                }
-                ping_count += 1;
-                if sink.send(text(&LinkFrame::Ping { t: ping_count })).await.is_err() {
-                    break None;
-                }
-            }
-        }
+    let answer = |body: String| {
+        let (control, device) = (&control, &device);
+        async move { on_frame(control, device, session, &body).await }
     };
+    let close = wire::run(&mut sink, &mut stream, &mut queue, MAX_FRAME_BYTES, answer).await;
     if let Some((code, reason)) = close {
         tracing::info!(device = %device.id, code = code.code(), %reason, "closing the link");
-        let _ = sink.send(close_message(code, reason)).await;
+        let _ = sink.send(WireOut::Close(code, reason)).await;
     }
     control.sessions.close(&device.id, session);
     tracing::info!(device = %device.id, session, "device disconnected");
 }
 
-fn text(frame: &LinkFrame) -> Message {
-    Message::text(frame.encode())
-}
-
-fn close_message(code: CloseCode, reason: String) -> Message {
-    Message::Close(Some(CloseFrame { code: code.code().into(), reason: reason.into() }))
+fn text(frame: &LinkFrame) -> WireOut {
+    WireOut::Text(frame.encode())
 }
 
 fn error_frame(code: ErrorCode, message: impl Into<String>) -> LinkFrame {
@@ -131,8 +78,8 @@ fn error_frame(code: ErrorCode, message: impl Into<String>) -> LinkFrame {
 
 /// Challenge, hello, welcome. Anything else before the welcome is a refusal.
 async fn handshake(
-    sink: &mut (impl SinkExt<Message> + Unpin),
-    stream: &mut (impl StreamExt<Item = Result<Message, WsError>> + Unpin),
+    sink: &mut (impl Sink<WireOut> + Unpin),
+    stream: &mut (impl Stream<Item = WireIn> + Unpin),
     control: &Control,
 ) -> Result<Device, Refusal> {
     let mut nonce = [0u8; NONCE_LEN];
@@ -144,8 +91,8 @@ async fn handshake(
         .map_err(|_| Refusal(CloseCode::Normal, "the device left during the handshake".into()))?;
     let hello = loop {
         match stream.next().await {
-            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-            Some(Ok(Message::Text(body))) => match LinkFrame::decode(body.as_str()) {
+            Some(WireIn::Control) => continue,
+            Some(WireIn::Text(body)) => match LinkFrame::decode(&body) {
                 Ok(hello @ LinkFrame::Hello { .. }) => break hello,
                 Ok(other) => {
                     return Err(Refusal(
@@ -157,10 +104,12 @@ async fn handshake(
                     return Err(Refusal(CloseCode::ProtocolViolation, format!("expected hello: {error}")));
                 }
             },
-            Some(Ok(Message::Binary(_))) => {
+            Some(WireIn::Binary | WireIn::TooLarge) => {
                 return Err(Refusal(CloseCode::ProtocolViolation, "expected hello, a JSON text frame".into()));
             }
-            _ => return Err(Refusal(CloseCode::Normal, "the device left during the handshake".into())),
+            Some(WireIn::Closed) | None => {
+                return Err(Refusal(CloseCode::Normal, "the device left during the handshake".into()));
+            }
         }
     };
     let LinkFrame::Hello { version, device_id, device_nonce, signature } = hello else { unreachable!("matched above") };

@@ -4,39 +4,21 @@
 //! passes on revocations. One task runs each link, accepted ([`accept`]) or dialed ([`dial`]).
 
 use crate::control::Control;
-use crate::sessions::Outgoing;
+use crate::wire::{self, WireIn, WireOut};
 use futures::{Sink, SinkExt, Stream, StreamExt};
 use hyperhive_control_link::transport::Target;
 use hyperhive_control_proto::encoding;
 use hyperhive_control_proto::link::{
-    CloseCode, DEAD_AFTER, ErrorCode, HANDSHAKE_TIMEOUT, LINK_PROTOCOL_VERSION, LinkFrame, MAX_PEER_FRAME_BYTES,
-    NONCE_LEN, PING_INTERVAL, PeerFrame, peer_proof_message, server_proof_message,
+    CloseCode, ErrorCode, HANDSHAKE_TIMEOUT, LINK_PROTOCOL_VERSION, LinkFrame, MAX_PEER_FRAME_BYTES, NONCE_LEN,
+    PeerFrame, peer_proof_message, server_proof_message,
 };
 use rand::RngCore;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::time::{Instant, timeout};
+use tokio::time::timeout;
 use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
-use tokio_tungstenite::tungstenite::{self, Message};
-
-/// What the link loop reads, whichever WebSocket library carries it.
-#[derive(Debug)]
-pub enum WireIn {
-    Text(String),
-    Binary,
-    Closed,
-    /// A WebSocket ping or pong: proof of life, nothing to do.
-    Control,
-}
-
-/// What the link loop writes.
-#[derive(Debug)]
-pub enum WireOut {
-    Text(String),
-    Close(CloseCode, String),
-}
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 /// Why a link ended before it was up, or could not be dialed.
 #[derive(Debug, thiserror::Error)]
@@ -50,31 +32,9 @@ pub fn websocket_config() -> WebSocketConfig {
         .max_frame_size(Some(MAX_PEER_FRAME_BYTES))
 }
 
-/// The link loop's view of a socket, whichever end dialed.
-fn wire<S: AsyncRead + AsyncWrite + Unpin>(
-    socket: WebSocketStream<S>,
-) -> (impl Sink<WireOut> + Unpin, impl Stream<Item = WireIn> + Unpin) {
-    let (sink, stream) = socket.split();
-    let sink = sink.with(|out: WireOut| {
-        futures::future::ready(Ok::<_, tungstenite::Error>(match out {
-            WireOut::Text(text) => Message::text(text),
-            WireOut::Close(code, reason) => {
-                Message::Close(Some(CloseFrame { code: code.code().into(), reason: reason.into() }))
-            }
-        }))
-    });
-    let stream = stream.map(|message| match message {
-        Ok(Message::Text(text)) => WireIn::Text(text.as_str().to_owned()),
-        Ok(Message::Binary(_)) => WireIn::Binary,
-        Ok(Message::Close(_)) | Err(_) => WireIn::Closed,
-        Ok(_) => WireIn::Control,
-    });
-    (Box::pin(sink), stream)
-}
-
 /// Serves a link another copy dialed.
 pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(socket: WebSocketStream<S>, control: Arc<Control>) {
-    let (mut sink, mut stream) = wire(socket);
+    let (mut sink, mut stream) = wire::wire(socket);
     match timeout(HANDSHAKE_TIMEOUT, accept_handshake(&mut sink, &mut stream, &control)).await {
         Ok(Ok(peer)) => run(sink, stream, control, peer).await,
         Ok(Err((code, reason))) => {
@@ -100,7 +60,7 @@ pub async fn dial(control: Arc<Control>, peer: &str, peer_url: &str) -> Result<(
         .await
         .map_err(|_| PeerError(format!("{url}: no WebSocket upgrade within {}s", HANDSHAKE_TIMEOUT.as_secs())))?
         .map_err(|e| PeerError(format!("{url}: {e}")))?;
-    let (mut sink, mut stream) = wire(socket);
+    let (mut sink, mut stream) = wire::wire(socket);
     let handshake = dial_handshake(&mut sink, &mut stream, &control, peer);
     match timeout(HANDSHAKE_TIMEOUT, handshake).await {
         Ok(Ok(())) => {
@@ -131,6 +91,7 @@ async fn next_frame(stream: &mut (impl Stream<Item = WireIn> + Unpin)) -> Result
             Some(WireIn::Control) => continue,
             Some(WireIn::Text(text)) => return PeerFrame::decode(&text).map_err(|e| e.to_string()),
             Some(WireIn::Binary) => return Err("a binary message: frames are JSON text".into()),
+            Some(WireIn::TooLarge) => return Err(format!("a frame over {MAX_PEER_FRAME_BYTES} bytes")),
             Some(WireIn::Closed) | None => return Err("the other copy left during the handshake".into()),
         }
     }
@@ -235,44 +196,13 @@ async fn run(
     let (link, mut queue) = control.sessions.attach_peer(&peer);
     let _attached = Attached { control: control.clone(), peer: peer.clone(), link };
     tracing::info!(%peer, "peer link up");
-    let mut pings = tokio::time::interval_at(Instant::now() + PING_INTERVAL, PING_INTERVAL);
-    let mut heard = Instant::now();
-    let mut ping_count: u64 = 0;
-    let close = loop {
-        let out = tokio::select! {
-            incoming = stream.next() => {
-                heard = Instant::now();
-                match incoming {
-                    Some(WireIn::Text(text)) => match PeerFrame::decode(&text) {
-                        Ok(frame) => on_frame(&control, &peer, frame),
-                        Err(error) => Some(PeerFrame::Error { code: error.error_code(), message: error.to_string() }),
-                    },
-                    Some(WireIn::Control) => None,
-                    Some(WireIn::Binary) => {
-                        break Some((CloseCode::UnsupportedData, "binary messages are not used: frames are JSON text".into()))
-                    }
-                    Some(WireIn::Closed) | None => break None,
-                }
-            }
-            outgoing = queue.recv() => match outgoing {
-                Some(Outgoing::Frame(frame)) => Some(frame),
-                Some(Outgoing::Close(code, reason)) => break Some((code, reason)),
-                None => break None,
-            },
-            _ = pings.tick() => {
-                if heard.elapsed() >= DEAD_AFTER {
-                    break Some((CloseCode::Normal, format!("nothing heard for {}s", DEAD_AFTER.as_secs())));
-                }
-                ping_count += 1;
-                Some(PeerFrame::Ping { t: ping_count })
-            }
-        };
-        if let Some(frame) = out
-            && sink.send(WireOut::Text(frame.encode())).await.is_err()
-        {
-            break None;
-        }
+    let answer = |text: String| {
+        std::future::ready(match PeerFrame::decode(&text) {
+            Ok(frame) => on_frame(&control, &peer, frame),
+            Err(error) => Some(PeerFrame::Error { code: error.error_code(), message: error.to_string() }),
+        })
     };
+    let close = wire::run(&mut sink, &mut stream, &mut queue, MAX_PEER_FRAME_BYTES, answer).await;
     if let Some((code, reason)) = close {
         tracing::info!(%peer, code = code.code(), %reason, "closing the peer link");
         let _ = sink.send(WireOut::Close(code, reason)).await;
