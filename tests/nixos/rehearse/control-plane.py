@@ -16,13 +16,12 @@ Needs target/debug/agents-control (cargo build -p agents-control) and .tools/bin
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 
-from standin import ROOT, TARGET, TOOLS, Daemon, Machine, free_port, kill_named, run_subtests, test_script, wait
+from standin import ROOT, TARGET, TOOLS, Daemon, Machine, free_port, kill_named, remove_work, run_subtests, test_script, wait
 
 BIN = os.path.join(TARGET, "agents-control")
 CADDY = os.path.join(TOOLS, "caddy")
@@ -173,10 +172,7 @@ def main(wanted):
         if caddy:
             caddy.terminate()
             caddy.wait()
-        if os.environ.get("REHEARSAL_KEEP"):
-            print(f"rehearsal: left {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+        remove_work(work)
 
 
 if __name__ == "__main__":

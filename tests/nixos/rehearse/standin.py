@@ -4,6 +4,7 @@ host, and the test script itself, cut out of its `.nix` file and run subtest by 
 import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -121,3 +122,11 @@ def kill_named(text):
     for line in subprocess.run(["pgrep", "-f", text], capture_output=True, text=True).stdout.split():
         with contextlib.suppress(ProcessLookupError):
             os.kill(int(line), signal.SIGTERM)
+
+
+def remove_work(work):
+    """Removes the rehearsal's work directory, unless REHEARSAL_KEEP asks to keep it to look at."""
+    if os.environ.get("REHEARSAL_KEEP"):
+        print(f"rehearsal: left {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)

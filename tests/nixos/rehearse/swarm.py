@@ -20,12 +20,11 @@ Needs target/debug/{swarm-controller,swarmctl,hive-agent} (cargo build --workspa
 
 import os
 import re
-import shutil
 import signal
 import sys
 import tempfile
 
-from standin import ROOT, TARGET, TOOLS, Daemon, Machine, free_port, run_subtests, test_script, wait
+from standin import ROOT, TARGET, TOOLS, Daemon, Machine, free_port, remove_work, run_subtests, test_script, wait
 
 RUNNABLE = [
     "NATS, the controller and both agents come up",
@@ -159,10 +158,7 @@ def main(wanted):
     finally:
         for machine in reversed(machines):
             machine.unit.stop(signal.SIGKILL)
-        if os.environ.get("REHEARSAL_KEEP"):
-            print(f"rehearsal: left {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+        remove_work(work)
 
 
 if __name__ == "__main__":
