@@ -54,9 +54,9 @@ pub(crate) fn create_new(path: &Path, contents: &str, secret: bool) -> Result<()
     file.write_all(contents.as_bytes()).and_then(|()| file.sync_all()).map_err(CredsError::io("write", path))
 }
 
-/// Writes a secret file, replacing any old one atomically (a rotated credential replaces the
-/// previous one; a reader sees the old or the new file, never half of one).
-pub(crate) fn replace_secret(path: &Path, contents: &str) -> Result<(), CredsError> {
+/// Writes a file, replacing any old one atomically (a rotated credential replaces the previous
+/// one; a reader sees the old or the new file, never half of one). A secret is 0600 throughout.
+pub(crate) fn replace_file(path: &Path, contents: &str, secret: bool) -> Result<(), CredsError> {
     let dir = match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
@@ -67,7 +67,7 @@ pub(crate) fn replace_secret(path: &Path, contents: &str) -> Result<(), CredsErr
         .and_then(|()| tmp.as_file().sync_all())
         .map_err(CredsError::io("write", tmp.path()))?;
     tmp.as_file()
-        .set_permissions(fs::Permissions::from_mode(SECRET_MODE))
+        .set_permissions(fs::Permissions::from_mode(if secret { SECRET_MODE } else { 0o644 }))
         .map_err(CredsError::io("set the mode of", tmp.path()))?;
     tmp.persist(path).map_err(|e| CredsError::io("write", path)(e.error))?;
     Ok(())
@@ -81,7 +81,7 @@ mod tests {
     fn creds_round_trip_and_bad_files_are_named() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.creds");
-        replace_secret(&path, &format_creds("eyJ.x.y", "SUAXXX")).unwrap();
+        replace_file(&path, &format_creds("eyJ.x.y", "SUAXXX"), true).unwrap();
         assert_eq!(read_creds_jwt(&path).unwrap(), "eyJ.x.y");
         assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
 

@@ -48,6 +48,20 @@ pub enum CredsError {
         /// What is missing.
         why: &'static str,
     },
+    /// The directory was written by an older `nats init`, whose agents shared the swarm account.
+    #[error(
+        "{0} was written by an older `nats init`: its agent credentials are users of the account that \
+         holds every stream, which lets an agent reach other agents' data. Run `swarm-controller nats \
+         init --out NEWDIR`, mint every agent's credential again from NEWDIR, and give nats-server \
+         NEWDIR's nats-server.conf"
+    )]
+    LegacyLayout(PathBuf),
+    /// The directory is not one `nats init` wrote.
+    #[error(
+        "{0} is not a directory written by `swarm-controller nats init` (it lacks operator.seed or \
+         accounts/); pass the directory given to `nats init --out`"
+    )]
+    NotInitDir(PathBuf),
     /// The expiry lies beyond what a JWT can say.
     #[error("the credential lifetime is too long; use a --ttl of at most a few years")]
     TtlTooLong,

@@ -46,30 +46,125 @@ pub fn operator_jwt(operator: &KeyPair, name: &str, system_account: &str, at: Va
     encode(operator, name, &operator.public_key(), at, nats)
 }
 
-/// An account JWT signed by the operator. `jetstream` enables unlimited JetStream (the swarm
-/// account); the system account must not have it.
+/// What an account JWT declares besides its name and key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AccountSpec {
+    /// JetStream storage; `None` disables JetStream in the account.
+    pub jetstream: Option<JetStreamLimits>,
+    /// Connection and message limits.
+    pub limits: AccountLimits,
+    /// Services this account offers to others.
+    pub exports: Vec<ServiceExport>,
+    /// Services of other accounts this account's users may call.
+    pub imports: Vec<ServiceImport>,
+}
+
+/// Per-account connection and message limits (`-1` means none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccountLimits {
+    /// Connections at once.
+    pub connections: i64,
+    /// Subscriptions at once, over all connections.
+    pub subscriptions: i64,
+    /// Largest message payload in bytes.
+    pub payload: i64,
+}
+
+impl Default for AccountLimits {
+    fn default() -> Self {
+        Self { connections: UNLIMITED, subscriptions: UNLIMITED, payload: UNLIMITED }
+    }
+}
+
+/// JetStream limits of an account that holds streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JetStreamLimits {
+    /// Bytes on disk over all streams.
+    pub disk_storage: i64,
+    /// Bytes in memory over all streams.
+    pub mem_storage: i64,
+    /// Number of streams.
+    pub streams: i64,
+    /// Number of consumers.
+    pub consumers: i64,
+}
+
+/// How many answers one request to an exported service may get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResponseType {
+    /// One answer (a publish ack, a direct get, an API reply).
+    Singleton,
+    /// Any number of answers until the threshold passes (a pull request's messages).
+    Stream,
+}
+
+/// A service another account may import.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceExport {
+    /// The subject, wildcards allowed; importers may take any literal or narrower subject of it.
+    pub subject: String,
+    /// Answers per request.
+    pub response: ResponseType,
+}
+
+/// A service imported from another account under the same subject name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceImport {
+    /// The exporting account's public key.
+    pub account: String,
+    /// The subject, as the exporter sees it and as this account's users publish to it.
+    pub subject: String,
+}
+
+/// An account JWT signed by the operator.
 pub fn account_jwt(
     operator: &KeyPair,
     account_public_key: &str,
     name: &str,
-    jetstream: bool,
+    spec: &AccountSpec,
     at: Validity,
 ) -> Result<String, CredsError> {
+    let l = spec.limits;
     let mut limits = json!({
-        "subs": UNLIMITED, "data": UNLIMITED, "payload": UNLIMITED, "imports": UNLIMITED,
-        "exports": UNLIMITED, "wildcards": true, "conn": UNLIMITED, "leaf": UNLIMITED,
+        "subs": l.subscriptions, "data": UNLIMITED, "payload": l.payload, "imports": UNLIMITED,
+        "exports": UNLIMITED, "wildcards": true, "conn": l.connections, "leaf": 0,
     });
-    if jetstream {
-        for key in ["mem_storage", "disk_storage", "streams", "consumer"] {
-            limits[key] = json!(UNLIMITED);
-        }
+    if let Some(js) = spec.jetstream {
+        limits["disk_storage"] = json!(js.disk_storage);
+        limits["mem_storage"] = json!(js.mem_storage);
+        limits["streams"] = json!(js.streams);
+        limits["consumer"] = json!(js.consumers);
     }
-    let nats = json!({
+    let exports: Vec<Value> = spec
+        .exports
+        .iter()
+        .map(|e| {
+            let response = match e.response {
+                ResponseType::Singleton => "Singleton",
+                ResponseType::Stream => "Stream",
+            };
+            json!({"name": e.subject, "subject": e.subject, "type": "service", "response_type": response})
+        })
+        .collect();
+    let imports: Vec<Value> = spec
+        .imports
+        .iter()
+        .map(|i| {
+            json!({"name": i.subject, "subject": i.subject, "local_subject": i.subject, "account": i.account, "type": "service"})
+        })
+        .collect();
+    let mut nats = json!({
         "limits": limits,
         "default_permissions": {"pub": {}, "sub": {}},
         "type": "account",
         "version": 2,
     });
+    if !exports.is_empty() {
+        nats["exports"] = json!(exports);
+    }
+    if !imports.is_empty() {
+        nats["imports"] = json!(imports);
+    }
     encode(operator, name, account_public_key, at, nats)
 }
 
@@ -171,10 +266,24 @@ mod tests {
         assert_eq!(op["iss"], op["sub"]);
         assert!(op.get("exp").is_none());
         let account = KeyPair::new_account();
-        let acc = account_jwt(&operator, &account.public_key(), "swarm", true, no_expiry).unwrap();
+        let spec = AccountSpec {
+            jetstream: Some(JetStreamLimits { disk_storage: 1 << 30, mem_storage: 0, streams: 8, consumers: 100 }),
+            ..AccountSpec::default()
+        };
+        let acc = account_jwt(&operator, &account.public_key(), "swarm", &spec, no_expiry).unwrap();
         let acc = verified_claims(&acc).unwrap();
         assert_eq!(acc["iss"], operator.public_key());
-        assert_eq!(acc["nats"]["limits"]["disk_storage"], -1);
+        assert_eq!(acc["nats"]["limits"]["disk_storage"], 1 << 30);
+        assert_eq!(acc["nats"]["limits"]["leaf"], 0);
+
+        let tenant = AccountSpec {
+            imports: vec![ServiceImport { account: account.public_key(), subject: "todo.a".into() }],
+            ..AccountSpec::default()
+        };
+        let a = verified_claims(&account_jwt(&operator, "AA", "agent-a", &tenant, no_expiry).unwrap()).unwrap();
+        assert!(a["nats"]["limits"].get("disk_storage").is_none(), "a tenant account has no JetStream");
+        assert_eq!(a["nats"]["imports"][0]["local_subject"], "todo.a");
+        assert_eq!(a["nats"]["imports"][0]["type"], "service");
     }
 
     #[test]

@@ -1,56 +1,71 @@
-//! NATS decentralized-JWT credentials for a swarm (DESIGN 4.2).
+//! NATS decentralized-JWT credentials for a swarm, laid out so that no tenant can reach another
+//! tenant's data (docs/swarm/security.md explains the layout and the attacks it stops).
 //!
-//! [`init`] makes the operator, the swarm account (JetStream enabled) and the system account,
-//! their JWTs, a `nats-server` config fragment with a memory resolver, the controller's own
-//! credential and the account seed that signs agents' credentials. [`mint_agent_creds`] then makes
-//! an agent's `.creds` with an expiry and exactly [`agent_permissions`]: no server change needed.
+//! [`init`] makes the operator, the system account and the **swarm account** (JetStream, every
+//! stream and bucket, exports; its only user is the controller), a `nats-server` config fragment
+//! and the controller's credential. [`mint_agent_creds`] and [`mint_hive_creds`] then give each
+//! agent and each hive an **account of its own** that imports only its own subjects, and a user
+//! credential in it with an expiry. A new tenant account is added to the fragment, which the
+//! server must then load again (`nats-server --signal reload` or a restart).
 //!
 //! # Layout
 //! - [`jwt`]: operator, account and user JWTs (nats-io/jwt v2 encoding) and their verification.
-//! - [`permissions`]: the agent's grant and the subject names it refers to.
+//! - [`permissions`]: what each tenant imports and may publish, and the subject names involved.
+//! - [`limits`]: the limits of every account and what the swarm's streams must hold to.
 //! - [`creds`]: the `.creds` format and secret files.
 
 pub mod creds;
 mod error;
 pub mod jwt;
+pub mod limits;
 pub mod permissions;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-pub use hyperhive_schedule::AgentName;
+pub use hyperhive_schedule::{AgentName, HiveName};
 use nkeys::{KeyPair, KeyPairType};
 
 pub use creds::{SECRET_MODE, read_creds_jwt};
 pub use error::CredsError;
 pub use jwt::Validity;
+use jwt::{AccountSpec, ServiceImport};
 pub use permissions::{
-    Permissions, agent_durable_name, agent_inbox_prefix, agent_permissions, agent_schedule_direct_get_subject,
-    agent_terminal_subject, agent_turn_subject,
+    AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, Permissions, agent_durable_name, agent_inbox_prefix,
+    agent_permissions, agent_schedule_direct_get_subject, agent_terminal_subject, agent_turn_subject, deploy_subject,
+    hive_durable_name, hive_inbox_prefix, hive_permissions, hive_status_subject, hive_wanted_filter,
 };
 
-/// Default lifetime of an agent credential.
+/// Default lifetime of an agent's or a hive's credential.
 pub const DEFAULT_AGENT_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// File names `init` writes inside its `--out` directory.
 pub mod files {
-    /// Operator seed (0600): signs account JWTs; keep it offline after init.
+    /// Operator seed (0600): signs account JWTs, so every new agent or hive needs it; keep the
+    /// directory offline.
     pub const OPERATOR_SEED: &str = "operator.seed";
     /// Operator JWT.
     pub const OPERATOR_JWT: &str = "operator.jwt";
-    /// Swarm account seed (0600): signs users' credentials.
-    pub const ACCOUNT_SEED: &str = "account.seed";
-    /// Swarm account JWT.
-    pub const ACCOUNT_JWT: &str = "account.jwt";
+    /// Swarm account seed (0600): signs the controller's credential.
+    pub const SWARM_SEED: &str = "swarm.seed";
+    /// Swarm account JWT (exports, JetStream limits).
+    pub const SWARM_JWT: &str = "swarm.jwt";
     /// System account seed (0600).
     pub const SYSTEM_SEED: &str = "system.seed";
     /// System account JWT.
     pub const SYSTEM_JWT: &str = "system.jwt";
-    /// The `nats-server` config fragment to `include`.
+    /// An account with no users and no JetStream: tenants import `$JS.API.INFO` from it (see
+    /// [`crate::permissions::JS_INFO`]).
+    pub const NO_JETSTREAM_JWT: &str = "no-jetstream.jwt";
+    /// The `nats-server` config fragment to `include`; rewritten when a tenant account is added.
     pub const SERVER_CONF: &str = "nats-server.conf";
     /// The controller's own credential (0600), unrestricted inside the swarm account.
     pub const CONTROLLER_CREDS: &str = "controller.creds";
+    /// Tenant accounts: `agent-<name>.seed` (0600) and `.jwt`, `hive-<name>.seed` and `.jwt`.
+    pub const ACCOUNTS_DIR: &str = "accounts";
+    /// What an older `nats init` wrote, whose agent credentials shared the swarm account.
+    pub const LEGACY_ACCOUNT_SEED: &str = "account.seed";
 }
 
 /// What [`init`] made.
@@ -58,14 +73,25 @@ pub mod files {
 pub struct InitSummary {
     /// The operator's public key.
     pub operator: String,
-    /// The swarm account's public key (all swarm traffic lives in it).
-    pub account: String,
+    /// The swarm account's public key (every stream and bucket lives in it).
+    pub swarm_account: String,
     /// The system account's public key.
     pub system_account: String,
     /// The `nats-server` config fragment.
     pub server_conf: PathBuf,
     /// The controller's credential.
     pub controller_creds: PathBuf,
+}
+
+/// What minting a tenant's credential did to the server's configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Minted {
+    /// The tenant's account was already in the fragment with these grants: the credential works
+    /// at once.
+    AccountUnchanged,
+    /// The tenant's account was added or its grants changed: the fragment was rewritten and the
+    /// server must load it again before the credential works.
+    AccountWritten,
 }
 
 /// Writes everything a `nats-server` and the controller need into `out` (created if absent).
@@ -80,12 +106,15 @@ pub fn init(out: &Path) -> Result<InitSummary, CredsError> {
     let all = [
         OPERATOR_SEED,
         OPERATOR_JWT,
-        ACCOUNT_SEED,
-        ACCOUNT_JWT,
+        SWARM_SEED,
+        SWARM_JWT,
         SYSTEM_SEED,
         SYSTEM_JWT,
+        NO_JETSTREAM_JWT,
         SERVER_CONF,
         CONTROLLER_CREDS,
+        ACCOUNTS_DIR,
+        LEGACY_ACCOUNT_SEED,
     ];
     if let Some(existing) = all.iter().map(|f| out.join(f)).find(|p| p.exists()) {
         return Err(CredsError::Exists(existing));
@@ -93,66 +122,225 @@ pub fn init(out: &Path) -> Result<InitSummary, CredsError> {
 
     let at = Validity { issued_at: unix_now(), expires_at: None };
     let operator = KeyPair::new_operator();
-    let account = KeyPair::new_account();
+    let swarm = KeyPair::new_account();
     let system = KeyPair::new_account();
     let controller = KeyPair::new_user();
     let operator_jwt = jwt::operator_jwt(&operator, "hyperhive", &system.public_key(), at)?;
-    let account_jwt = jwt::account_jwt(&operator, &account.public_key(), "swarm", true, at)?;
-    let system_jwt = jwt::account_jwt(&operator, &system.public_key(), "SYS", false, at)?;
-    let controller_jwt = jwt::user_jwt(&account, &controller.public_key(), "swarm-controller", None, at)?;
-    let server_conf = format!(
-        "# Written by `swarm-controller nats init`: decentralized JWT auth for the swarm.\n\
-         # Include it from a config that sets `listen` and `jetstream`.\n\
-         operator: {operator_jwt}\n\
-         system_account: {sys}\n\
-         resolver: MEMORY\n\
-         resolver_preload: {{\n  {acc}: {account_jwt}\n  {sys}: {system_jwt}\n}}\n",
-        sys = system.public_key(),
-        acc = account.public_key(),
-    );
+    let swarm_jwt = jwt::account_jwt(&operator, &swarm.public_key(), "swarm", &limits::swarm_account(), at)?;
+    let system_jwt = jwt::account_jwt(&operator, &system.public_key(), "SYS", &AccountSpec::default(), at)?;
+    let no_jetstream = KeyPair::new_account();
+    let no_jetstream_jwt =
+        jwt::account_jwt(&operator, &no_jetstream.public_key(), "no-jetstream", &limits::no_jetstream_account(), at)?;
+    let controller_jwt = jwt::user_jwt(&swarm, &controller.public_key(), "swarm-controller", None, at)?;
 
     let secret = |f, kp: &KeyPair| -> Result<(), CredsError> {
         creds::create_new(&out.join(f), &format!("{}\n", seed(kp)?), true)
     };
     secret(OPERATOR_SEED, &operator)?;
-    secret(ACCOUNT_SEED, &account)?;
+    secret(SWARM_SEED, &swarm)?;
     secret(SYSTEM_SEED, &system)?;
     creds::create_new(&out.join(OPERATOR_JWT), &format!("{operator_jwt}\n"), false)?;
-    creds::create_new(&out.join(ACCOUNT_JWT), &format!("{account_jwt}\n"), false)?;
+    creds::create_new(&out.join(SWARM_JWT), &format!("{swarm_jwt}\n"), false)?;
     creds::create_new(&out.join(SYSTEM_JWT), &format!("{system_jwt}\n"), false)?;
-    creds::create_new(&out.join(SERVER_CONF), &server_conf, false)?;
+    creds::create_new(&out.join(NO_JETSTREAM_JWT), &format!("{no_jetstream_jwt}\n"), false)?;
+    fs::create_dir(out.join(ACCOUNTS_DIR)).map_err(CredsError::io("create directory", &out.join(ACCOUNTS_DIR)))?;
+    write_server_conf(out)?;
     creds::create_new(&out.join(CONTROLLER_CREDS), &creds::format_creds(&controller_jwt, &seed(&controller)?), true)?;
     Ok(InitSummary {
         operator: operator.public_key(),
-        account: account.public_key(),
+        swarm_account: swarm.public_key(),
         system_account: system.public_key(),
         server_conf: out.join(SERVER_CONF),
         controller_creds: out.join(CONTROLLER_CREDS),
     })
 }
 
-/// Mints `agent`'s credential into `out` (0600, replacing an older one) from the account seed in
-/// `from` (the directory [`init`] wrote), valid for `ttl` from now.
+/// Mints `agent`'s credential into `out` (0600, replacing an older one), valid for `ttl` from
+/// now, from the directory [`init`] wrote. The agent's account is made on first use.
 ///
 /// # Errors
-/// A missing or wrong account seed in `from`, an I/O error, or a `ttl` beyond what a JWT holds.
-pub fn mint_agent_creds(from: &Path, agent: &AgentName, ttl: Duration, out: &Path) -> Result<(), CredsError> {
-    let issued_at = unix_now();
-    let expires_at = issued_at.checked_add(ttl.as_secs()).filter(|&t| t < i64::MAX as u64);
-    let at = Validity { issued_at, expires_at: Some(expires_at.ok_or(CredsError::TtlTooLong)?) };
-    write_agent_creds(from, agent, at, out)
+/// A directory not written by [`init`], an I/O error, or a `ttl` beyond what a JWT holds.
+pub fn mint_agent_creds(from: &Path, agent: &AgentName, ttl: Duration, out: &Path) -> Result<Minted, CredsError> {
+    write_agent_creds(from, agent, validity_for(ttl)?, out)
 }
 
 /// [`mint_agent_creds`] with an explicit validity (tests mint expired credentials with it).
 ///
 /// # Errors
 /// As [`mint_agent_creds`].
-pub fn write_agent_creds(from: &Path, agent: &AgentName, at: Validity, out: &Path) -> Result<(), CredsError> {
-    let account = read_seed(&from.join(files::ACCOUNT_SEED), KeyPairType::Account, "account")?;
-    let user = KeyPair::new_user();
-    let permissions = agent_permissions(agent);
-    let jwt = jwt::user_jwt(&account, &user.public_key(), agent.as_str(), Some(&permissions), at)?;
-    creds::replace_secret(out, &creds::format_creds(&jwt, &seed(&user)?))
+pub fn write_agent_creds(from: &Path, agent: &AgentName, at: Validity, out: &Path) -> Result<Minted, CredsError> {
+    let tenant = Tenant {
+        account_name: format!("agent-{agent}"),
+        user_name: agent.to_string(),
+        imports: permissions::agent_imports(agent),
+        account_limits: limits::agent_account(),
+        permissions: agent_permissions(agent),
+    };
+    tenant.mint(from, at, out)
+}
+
+/// Mints `hive`'s credential into `out` (0600, replacing an older one), valid for `ttl`. The hive
+/// may publish to the todo queues of `agents` (the agents it runs); minting again with another
+/// list changes its account's grants.
+///
+/// # Errors
+/// As [`mint_agent_creds`].
+pub fn mint_hive_creds(
+    from: &Path,
+    hive: &HiveName,
+    agents: &[AgentName],
+    ttl: Duration,
+    out: &Path,
+) -> Result<Minted, CredsError> {
+    let tenant = Tenant {
+        account_name: format!("hive-{hive}"),
+        user_name: format!("hive-{hive}"),
+        imports: permissions::hive_imports(hive, agents),
+        account_limits: limits::hive_account(),
+        permissions: hive_permissions(hive, agents),
+    };
+    tenant.mint(from, validity_for(ttl)?, out)
+}
+
+fn validity_for(ttl: Duration) -> Result<Validity, CredsError> {
+    let issued_at = unix_now();
+    let expires_at = issued_at.checked_add(ttl.as_secs()).filter(|&t| t < i64::MAX as u64);
+    Ok(Validity { issued_at, expires_at: Some(expires_at.ok_or(CredsError::TtlTooLong)?) })
+}
+
+/// An agent or a hive: its own account importing `imports` from the swarm account, and one user.
+struct Tenant {
+    account_name: String,
+    user_name: String,
+    imports: Vec<String>,
+    account_limits: jwt::AccountLimits,
+    permissions: Permissions,
+}
+
+impl Tenant {
+    fn mint(self, from: &Path, at: Validity, out: &Path) -> Result<Minted, CredsError> {
+        check_layout(from)?;
+        // Two mints at once would each rewrite the fragment from the accounts they saw, and the
+        // later one could drop the account the other added.
+        let lock_path = from.join(files::ACCOUNTS_DIR).join(".lock");
+        let lock = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(CredsError::io("open", &lock_path))?;
+        lock.lock().map_err(CredsError::io("lock", &lock_path))?;
+        let operator = read_seed(&from.join(files::OPERATOR_SEED), KeyPairType::Operator, "operator")?;
+        let swarm = read_seed(&from.join(files::SWARM_SEED), KeyPairType::Account, "account")?;
+        let no_jetstream = account_key_of(&from.join(files::NO_JETSTREAM_JWT))?;
+        let accounts = from.join(files::ACCOUNTS_DIR);
+        let seed_path = accounts.join(format!("{}.seed", self.account_name));
+        let account = match fs::read_to_string(&seed_path) {
+            Ok(_) => read_seed(&seed_path, KeyPairType::Account, "account")?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let fresh = KeyPair::new_account();
+                creds::create_new(&seed_path, &format!("{}\n", seed(&fresh)?), true)?;
+                fresh
+            }
+            Err(e) => return Err(CredsError::io("read", &seed_path)(e)),
+        };
+        let spec = AccountSpec {
+            jetstream: None,
+            limits: self.account_limits,
+            exports: Vec::new(),
+            imports: std::iter::once(ServiceImport { account: no_jetstream, subject: permissions::JS_INFO.to_owned() })
+                .chain(self.imports.into_iter().map(|subject| ServiceImport { account: swarm.public_key(), subject }))
+                .collect(),
+        };
+        let now = Validity { issued_at: unix_now(), expires_at: None };
+        let account_jwt = jwt::account_jwt(&operator, &account.public_key(), &self.account_name, &spec, now)?;
+        let jwt_path = accounts.join(format!("{}.jwt", self.account_name));
+        let minted = if same_grants(&jwt_path, &account_jwt) {
+            Minted::AccountUnchanged
+        } else {
+            creds::replace_file(&jwt_path, &format!("{account_jwt}\n"), false)?;
+            write_server_conf(from)?;
+            Minted::AccountWritten
+        };
+        let user = KeyPair::new_user();
+        let user_jwt = jwt::user_jwt(&account, &user.public_key(), &self.user_name, Some(&self.permissions), at)?;
+        creds::replace_file(out, &creds::format_creds(&user_jwt, &seed(&user)?), true)?;
+        Ok(minted)
+    }
+}
+
+/// Whether the account JWT at `path` grants what `wanted` grants (same key, name and claims, so
+/// re-minting a user credential leaves the server's configuration alone).
+fn same_grants(path: &Path, wanted: &str) -> bool {
+    let Ok(existing) = fs::read_to_string(path) else {
+        return false;
+    };
+    let grants = |token: &str| {
+        jwt::verified_claims(token).ok().map(|c| (c["iss"].clone(), c["sub"].clone(), c["name"].clone(), c["nats"].clone()))
+    };
+    let existing = grants(existing.trim());
+    existing.is_some() && existing == grants(wanted)
+}
+
+/// The public key of the account whose JWT is at `path`.
+fn account_key_of(path: &Path) -> Result<String, CredsError> {
+    let token = fs::read_to_string(path).map_err(CredsError::io("read", path))?;
+    let claims = jwt::verified_claims(token.trim())?;
+    claims["sub"].as_str().map(str::to_owned).ok_or_else(|| CredsError::BadJwt(format!("{} names no account", path.display())))
+}
+
+/// Refuses a directory that is not an [`init`] directory of this layout, saying what to do.
+fn check_layout(from: &Path) -> Result<(), CredsError> {
+    if from.join(files::LEGACY_ACCOUNT_SEED).exists() && !from.join(files::SWARM_SEED).exists() {
+        return Err(CredsError::LegacyLayout(from.to_path_buf()));
+    }
+    let accounts = from.join(files::ACCOUNTS_DIR);
+    if !from.join(files::OPERATOR_SEED).exists() || !accounts.is_dir() {
+        return Err(CredsError::NotInitDir(from.to_path_buf()));
+    }
+    Ok(())
+}
+
+/// Writes the fragment from the operator, system and swarm JWTs and every tenant account JWT in
+/// `accounts/`, in name order, replacing the old one atomically.
+fn write_server_conf(dir: &Path) -> Result<(), CredsError> {
+    use files::*;
+    let read_jwt = |path: &Path| -> Result<String, CredsError> {
+        Ok(fs::read_to_string(path).map_err(CredsError::io("read", path))?.trim().to_owned())
+    };
+    let operator = read_jwt(&dir.join(OPERATOR_JWT))?;
+    let mut accounts =
+        vec![read_jwt(&dir.join(SYSTEM_JWT))?, read_jwt(&dir.join(SWARM_JWT))?, read_jwt(&dir.join(NO_JETSTREAM_JWT))?];
+    let tenants_dir = dir.join(ACCOUNTS_DIR);
+    let mut tenants: Vec<PathBuf> = fs::read_dir(&tenants_dir)
+        .map_err(CredsError::io("read directory", &tenants_dir))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "jwt"))
+        .collect();
+    tenants.sort();
+    for path in &tenants {
+        accounts.push(read_jwt(path)?);
+    }
+    let mut preload = String::new();
+    let mut system = String::new();
+    for token in &accounts {
+        let claims = jwt::verified_claims(token)?;
+        let (key, name) = (claims["sub"].as_str().unwrap_or_default(), claims["name"].as_str().unwrap_or_default());
+        if name == "SYS" {
+            system = key.to_owned();
+        }
+        preload.push_str(&format!("  # {name}\n  {key}: {token}\n"));
+    }
+    let conf = format!(
+        "# Written by `swarm-controller nats init` and rewritten by `nats agent-creds` and\n\
+         # `nats hive-creds` when they add an account: decentralized JWT auth for the swarm.\n\
+         # Include it from a config that sets `listen` and `jetstream`.\n\
+         operator: {operator}\n\
+         system_account: {system}\n\
+         resolver: MEMORY\n\
+         resolver_preload: {{\n{preload}}}\n"
+    );
+    creds::replace_file(&dir.join(SERVER_CONF), &conf, false)
 }
 
 fn read_seed(path: &Path, kind: KeyPairType, expected: &'static str) -> Result<KeyPair, CredsError> {

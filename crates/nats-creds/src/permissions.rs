@@ -1,12 +1,41 @@
-//! The exact rights of an agent's credential (DESIGN 4.2), and the names they refer to.
+//! Who may reach what on the swarm's NATS (see docs/swarm/security.md).
 //!
-//! Each grant is a literal subject (agent names contain no `.`, `*` or `>`), except the two
-//! whose last tokens the server generates: the ack subjects of the agent's own consumer and
-//! its own reply inbox. Never `$JS.>`, `$JS.API.>` or `_INBOX.>`: those would reach other
-//! agents' keys and replies. No KV watch: its consumer-create subject names no key.
+//! Every stream and KV bucket lives in the **swarm account**, whose only user is the controller.
+//! Each agent and each hive has an **account of its own** that imports, one literal subject at a
+//! time, exactly the swarm services it needs. Two properties follow, and the grants below rely on
+//! them:
+//! - JetStream answers a request on whatever reply subject the requester named. Answers to an
+//!   imported service travel back on a server-made `_R_` subject and are delivered only inside
+//!   the requester's own account, where nothing but its own imports and inbox exist. So a reply
+//!   subject can no longer aim an answer at another agent's key, queue or definition.
+//! - A tenant account has no JetStream of its own, so it can neither create streams nor fill the
+//!   disk except through the swarm's streams, which carry per-subject limits.
+//!
+//! The user inside a tenant account is also limited by its JWT to the same subjects (and to its
+//! own reply inbox for subscribe), so a mistake in one layer is caught by the other.
+//!
+//! Names contain no `.`, `*` or `>`, so each grant is literal in the tenant's name; the only
+//! wildcards are the last tokens the server generates (ack subjects, inbox replies) and, for a
+//! hive, the agent token under its own hive's prefix.
 
-use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, AgentName, TODO_STREAM, todo_subject};
+use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, AgentName, HiveName, TODO_STREAM, todo_subject};
 use serde::Serialize;
+
+use crate::jwt::{ResponseType, ServiceExport};
+
+/// `$JS.API.INFO`. nats-server gives every account without JetStream its own import of the
+/// whole `$JS.API.>` (answering "JetStream not enabled"), unless the account already imports
+/// this subject; that blanket import would shadow a tenant's literal imports of the swarm's
+/// API subjects. So each tenant imports it, from an account without JetStream, whose answer
+/// reveals nothing of the swarm's.
+pub const JS_INFO: &str = "$JS.API.INFO";
+
+/// KV bucket: `<hive>` -> that hive's last published status (written by its hive-c0re).
+pub const HIVE_STATUS_BUCKET: &str = "hive-status";
+/// KV bucket: `<hive>.<agent>` -> the agent's wanted state (written by the controller).
+pub const AGENT_WANTED_BUCKET: &str = "agent-wanted";
+/// Work-queue stream of deploy messages, on `deploy.<hive>`.
+pub const DEPLOY_STREAM: &str = "DEPLOY";
 
 /// Publish and subscribe allow lists of a user JWT; everything else is denied.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -22,16 +51,41 @@ pub fn agent_inbox_prefix(agent: &AgentName) -> String {
     format!("_INBOX_{agent}")
 }
 
+/// `_INBOX_hive-<hive>`: the hive's own reply inbox prefix.
+pub fn hive_inbox_prefix(hive: &HiveName) -> String {
+    format!("_INBOX_hive-{hive}")
+}
+
 /// `agent-<agent>`: the agent's durable pull consumer on `TODO`, filtered on `todo.<agent>`.
 pub fn agent_durable_name(agent: &AgentName) -> String {
     format!("agent-{agent}")
 }
 
+/// `hive-<hive>`: the hive's durable consumers on `DEPLOY` (filtered on `deploy.<hive>`) and on
+/// `KV_agent-wanted` (filtered on its own agents' keys).
+pub fn hive_durable_name(hive: &HiveName) -> String {
+    format!("hive-{hive}")
+}
+
+/// `deploy.<hive>`: the hive's deploy subject.
+pub fn deploy_subject(hive: &HiveName) -> String {
+    format!("deploy.{hive}")
+}
+
+/// `$KV.agent-wanted.<hive>.*`: the wanted state of every agent of `hive`.
+pub fn hive_wanted_filter(hive: &HiveName) -> String {
+    format!("$KV.{AGENT_WANTED_BUCKET}.{hive}.*")
+}
+
+/// `$KV.hive-status.<hive>`: where the hive publishes its status.
+pub fn hive_status_subject(hive: &HiveName) -> String {
+    format!("$KV.{HIVE_STATUS_BUCKET}.{hive}")
+}
+
 /// `$JS.API.DIRECT.GET.KV_agent-schedules.$KV.agent-schedules.<agent>`: the direct get of the
 /// agent's own key (empty payload; the reply's `Nats-Sequence` is the revision).
 pub fn agent_schedule_direct_get_subject(agent: &AgentName) -> String {
-    let bucket = AGENT_SCHEDULES_BUCKET;
-    format!("$JS.API.DIRECT.GET.KV_{bucket}.$KV.{bucket}.{agent}")
+    direct_get(AGENT_SCHEDULES_BUCKET, agent.as_str())
 }
 
 /// `term.<agent>`: the agent's terminal output.
@@ -44,38 +98,115 @@ pub fn agent_turn_subject(agent: &AgentName) -> String {
     format!("turn.{agent}")
 }
 
-/// The rights of `agent`'s credential, and nothing broader.
-pub fn agent_permissions(agent: &AgentName) -> Permissions {
-    let durable = agent_durable_name(agent);
+fn direct_get(bucket: &str, key: &str) -> String {
+    format!("$JS.API.DIRECT.GET.KV_{bucket}.$KV.{bucket}.{key}")
+}
+
+/// The four subjects of one durable pull consumer: create it (only with this filter), inspect it,
+/// pull from it and ack what it delivered.
+fn pull_consumer(stream: &str, durable: &str, filter: &str) -> [String; 4] {
+    [
+        format!("$JS.API.CONSUMER.CREATE.{stream}.{durable}.{filter}"),
+        format!("$JS.API.CONSUMER.INFO.{stream}.{durable}"),
+        format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"),
+        format!("$JS.ACK.{stream}.{durable}.>"),
+    ]
+}
+
+/// The swarm services `agent` imports: its own todo queue (add, consume, ack), its terminal and
+/// turn subjects, and the direct get of its own schedules. No KV watch: the consumer-create
+/// subject of a watch names no key.
+pub fn agent_imports(agent: &AgentName) -> Vec<String> {
     let queue = todo_subject(agent);
-    let stream = TODO_STREAM;
-    Permissions {
-        publish_allow: vec![
-            // Its own todo queue: add todos, create (idempotently) and inspect its consumer,
-            // pull the next todo and ack it.
-            queue.clone(),
-            format!("$JS.API.CONSUMER.CREATE.{stream}.{durable}.{queue}"),
-            format!("$JS.API.CONSUMER.INFO.{stream}.{durable}"),
-            format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"),
-            format!("$JS.ACK.{stream}.{durable}.>"),
-            // Its terminal output and turn state.
-            agent_terminal_subject(agent),
-            agent_turn_subject(agent),
-            // Its own schedules, by direct get of its own key only.
-            agent_schedule_direct_get_subject(agent),
-        ],
-        subscribe_allow: vec![format!("{}.>", agent_inbox_prefix(agent))],
+    let mut subjects = vec![queue.clone()];
+    subjects.extend(pull_consumer(TODO_STREAM, &agent_durable_name(agent), &queue));
+    subjects.extend([agent_terminal_subject(agent), agent_turn_subject(agent), agent_schedule_direct_get_subject(agent)]);
+    subjects
+}
+
+/// The swarm services `hive` imports: its own status key, its own agents' wanted keys (read by
+/// direct get, watched through its own consumer filtered to its hive), its own deploy queue, and
+/// the todo queues of the agents it runs.
+pub fn hive_imports(hive: &HiveName, agents: &[AgentName]) -> Vec<String> {
+    let durable = hive_durable_name(hive);
+    let mut subjects = vec![hive_status_subject(hive), direct_get(HIVE_STATUS_BUCKET, hive.as_str())];
+    subjects.push(direct_get(AGENT_WANTED_BUCKET, &format!("{hive}.*")));
+    subjects.extend(pull_consumer(&format!("KV_{AGENT_WANTED_BUCKET}"), &durable, &hive_wanted_filter(hive)));
+    subjects.extend(pull_consumer(DEPLOY_STREAM, &durable, &deploy_subject(hive)));
+    subjects.extend(agents.iter().map(todo_subject));
+    subjects
+}
+
+/// What the swarm account exports: every service any tenant may import, with the tenant's
+/// token(s) as wildcards. A tenant account can import only what its operator-signed JWT lists, so
+/// a public export reaches exactly the accounts the swarm's operator made for it.
+pub fn swarm_exports() -> Vec<ServiceExport> {
+    let one = |subject: String| ServiceExport { subject, response: ResponseType::Singleton };
+    let consumers = |stream: &str, filter: &str| {
+        let [create, info, next, ack] = pull_consumer(stream, "*", filter);
+        [one(create), one(info), ServiceExport { subject: next, response: ResponseType::Stream }, one(ack)]
+    };
+    let wanted = format!("KV_{AGENT_WANTED_BUCKET}");
+    let mut exports = vec![
+        one("todo.*".to_owned()),
+        one("term.*".to_owned()),
+        one("turn.*".to_owned()),
+        one(direct_get(AGENT_SCHEDULES_BUCKET, "*")),
+        one(format!("$KV.{HIVE_STATUS_BUCKET}.*")),
+        one(direct_get(HIVE_STATUS_BUCKET, "*")),
+        one(direct_get(AGENT_WANTED_BUCKET, "*.*")),
+    ];
+    exports.extend(consumers(TODO_STREAM, "todo.*"));
+    exports.extend(consumers(&wanted, &format!("$KV.{AGENT_WANTED_BUCKET}.*.*")));
+    exports.extend(consumers(DEPLOY_STREAM, "deploy.*"));
+    exports
+}
+
+/// The user rights inside an account: publish only to its imports, subscribe only to its inbox.
+fn tenant_permissions(imports: Vec<String>, inbox_prefix: String) -> Permissions {
+    Permissions { publish_allow: imports, subscribe_allow: vec![format!("{inbox_prefix}.>")] }
+}
+
+/// The rights of `agent`'s user, and nothing broader.
+pub fn agent_permissions(agent: &AgentName) -> Permissions {
+    tenant_permissions(agent_imports(agent), agent_inbox_prefix(agent))
+}
+
+/// The rights of `hive`'s user, and nothing broader.
+pub fn hive_permissions(hive: &HiveName, agents: &[AgentName]) -> Permissions {
+    tenant_permissions(hive_imports(hive, agents), hive_inbox_prefix(hive))
+}
+
+/// Whether `subject` (possibly with wildcards) lies within `pattern`, by NATS matching rules:
+/// `*` in the pattern covers one token, `>` the rest; a wildcard in `subject` is covered only by
+/// the same or a broader wildcard.
+pub fn subject_within(subject: &str, pattern: &str) -> bool {
+    let mut subject = subject.split('.');
+    let mut pattern = pattern.split('.');
+    loop {
+        match (subject.next(), pattern.next()) {
+            (None, None) => return true,
+            (Some(_), Some(">")) => return true,
+            (Some(">"), Some(_)) | (None, Some(_)) | (Some(_), None) => return false,
+            (Some(s), Some(p)) if p == "*" || p == s => {}
+            (Some(_), Some(_)) => return false,
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
+    fn agent(s: &str) -> AgentName {
+        AgentName::parse(s).unwrap()
+    }
+
     #[test]
-    fn the_grant_is_exactly_this() {
-        let a = AgentName::parse("a").unwrap();
-        let p = agent_permissions(&a);
+    fn the_agent_grant_is_exactly_this() {
+        let p = agent_permissions(&agent("a"));
         assert_eq!(
             p.publish_allow,
             [
@@ -93,16 +224,71 @@ mod tests {
     }
 
     #[test]
-    fn no_grant_reaches_beyond_the_agent() {
-        let a = AgentName::parse("a").unwrap();
-        let p = agent_permissions(&a);
-        for subject in p.publish_allow.iter().chain(&p.subscribe_allow) {
-            assert!(!subject.contains('*'), "{subject}");
-            // The only full wildcards sit under a prefix that names the agent.
-            if let Some(prefix) = subject.strip_suffix(".>") {
-                assert!(prefix.ends_with("agent-a") || prefix == "_INBOX_a", "{subject}");
+    fn the_hive_grant_is_exactly_this() {
+        let p = hive_permissions(&HiveName::parse("h").unwrap(), &[agent("a")]);
+        assert_eq!(
+            p.publish_allow,
+            [
+                "$KV.hive-status.h",
+                "$JS.API.DIRECT.GET.KV_hive-status.$KV.hive-status.h",
+                "$JS.API.DIRECT.GET.KV_agent-wanted.$KV.agent-wanted.h.*",
+                "$JS.API.CONSUMER.CREATE.KV_agent-wanted.hive-h.$KV.agent-wanted.h.*",
+                "$JS.API.CONSUMER.INFO.KV_agent-wanted.hive-h",
+                "$JS.API.CONSUMER.MSG.NEXT.KV_agent-wanted.hive-h",
+                "$JS.ACK.KV_agent-wanted.hive-h.>",
+                "$JS.API.CONSUMER.CREATE.DEPLOY.hive-h.deploy.h",
+                "$JS.API.CONSUMER.INFO.DEPLOY.hive-h",
+                "$JS.API.CONSUMER.MSG.NEXT.DEPLOY.hive-h",
+                "$JS.ACK.DEPLOY.hive-h.>",
+                "todo.a",
+            ]
+        );
+        assert_eq!(p.subscribe_allow, ["_INBOX_hive-h.>"]);
+    }
+
+    #[test]
+    fn subject_matching_follows_nats_rules() {
+        assert!(subject_within("todo.a", "todo.*"));
+        assert!(subject_within("$JS.ACK.TODO.agent-a.>", "$JS.ACK.TODO.*.>"));
+        assert!(subject_within("a.b.c", "a.>"));
+        assert!(!subject_within("a", "a.>"));
+        assert!(!subject_within("todo.a.b", "todo.*"));
+        assert!(!subject_within("todo.>", "todo.*"));
+        assert!(!subject_within("todo.*", "todo.a"));
+        assert!(subject_within("x.h.*", "x.*.*"));
+    }
+
+    fn name() -> impl Strategy<Value = String> {
+        "[a-z][a-z0-9-]{0,31}"
+    }
+
+    proptest! {
+        /// Each grant is served by exactly one export (the server refuses an import no export
+        /// covers), and every grant names its own tenant: no grant of one tenant lies within a
+        /// grant of another.
+        #[test]
+        fn grants_are_exported_once_and_never_overlap(a in name(), b in name(), h in name(), g in name()) {
+            prop_assume!(a != b && h != g);
+            let (a, b) = (agent(&a), agent(&b));
+            let (h, g) = (HiveName::parse(&h).unwrap(), HiveName::parse(&g).unwrap());
+            let exports = swarm_exports();
+            let grants_a = agent_imports(&a);
+            let grants_h = hive_imports(&h, std::slice::from_ref(&a));
+            for subject in grants_a.iter().chain(&grants_h) {
+                let covering = exports.iter().filter(|e| subject_within(subject, &e.subject)).count();
+                prop_assert_eq!(covering, 1, "{} is covered by {} exports", subject, covering);
             }
-            assert!(subject.split('.').any(|t| t == "a" || t.ends_with("-a") || t.ends_with("_a")));
+            for (mine, theirs) in [
+                (&grants_a, agent_imports(&b)),
+                (&grants_h, hive_imports(&g, std::slice::from_ref(&b))),
+                (&grants_a, hive_imports(&g, std::slice::from_ref(&b))),
+            ] {
+                for own in mine {
+                    for other in &theirs {
+                        prop_assert!(!subject_within(own, other) && !subject_within(other, own), "{} ~ {}", own, other);
+                    }
+                }
+            }
         }
     }
 }

@@ -31,7 +31,7 @@ async fn controller(server: &NatsJwt) -> async_nats::Client {
 async fn agent(server: &NatsJwt, agent: &str) -> (async_nats::Client, mpsc::UnboundedReceiver<String>) {
     let name = AgentName::parse(agent).unwrap();
     let (tx, rx) = mpsc::unbounded_channel();
-    let client = ConnectOptions::with_credentials_file(server.mint_agent(agent).unwrap())
+    let client = ConnectOptions::with_credentials_file(server.mint_agent(agent).await.unwrap())
         .await
         .unwrap()
         .custom_inbox_prefix(agent_inbox_prefix(&name))
@@ -166,13 +166,13 @@ async fn an_expired_credential_is_refused() {
     let server = NatsJwt::start().await.unwrap();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
     let expired = Validity { issued_at: now - 7200, expires_at: Some(now - 3600) };
-    let creds = server.mint_agent_with("a", expired).unwrap();
+    let creds = server.mint_agent_with("a", expired).await.unwrap();
     let result = ConnectOptions::with_credentials_file(creds).await.unwrap().connect(server.url()).await;
     let err = result.expect_err("an expired credential must be refused").to_string();
     assert!(err.to_lowercase().contains("authorization"), "{err}");
 
     // And the unexpired one of the same agent connects.
-    let fresh = server.mint_agent("a").unwrap();
+    let fresh = server.mint_agent("a").await.unwrap();
     ConnectOptions::with_credentials_file(fresh)
         .await
         .unwrap()

@@ -67,6 +67,24 @@ impl Nats {
         Ok(())
     }
 
+    /// Makes the running server load its configuration again (SIGHUP), e.g. after an included
+    /// file changed, and waits until it says it did.
+    ///
+    /// # Errors
+    /// When the server is not running, or does not confirm within the start timeout (its log
+    /// then says why: a setting it cannot reload, a config it rejects).
+    pub async fn reload(&self) -> anyhow::Result<()> {
+        const RELOADED: &str = "Reloaded server configuration";
+        let process = self.process.as_ref().context("nats-server is not running")?;
+        let before = process.log().matches(RELOADED).count();
+        process.signal(nix::sys::signal::Signal::SIGHUP)?;
+        crate::wait_until("nats-server to reload its configuration", START_TIMEOUT, || async {
+            (process.log().matches(RELOADED).count() > before).then_some(())
+        })
+        .await
+        .with_context(|| format!("nats-server did not reload; its log ends with:\n{}", process.log_tail(10)))
+    }
+
     /// Stops the server at once (SIGKILL): clients see the connection drop.
     pub fn stop(&mut self) {
         self.process = None;

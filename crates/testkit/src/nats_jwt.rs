@@ -1,11 +1,13 @@
-//! `nats-server` in decentralized JWT mode (DESIGN 4.2): the operator, account and system
-//! account from [`hyperhive_nats_creds::init`], the controller's credential, and agents'
-//! least-privilege credentials minted on demand. Every client must present a credential.
+//! `nats-server` in decentralized JWT mode: the operator, the system account and the swarm account
+//! from [`hyperhive_nats_creds::init`], the controller's credential, and agents' and hives'
+//! credentials (each in an account of its own) minted on demand. The server includes the
+//! fragment `init` wrote by path, so a mint that adds an account is followed by a reload. Every
+//! client must present a credential.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use hyperhive_nats_creds::{AgentName, DEFAULT_AGENT_TTL, Validity, files};
+use hyperhive_nats_creds::{AgentName, DEFAULT_AGENT_TTL, HiveName, Minted, Validity, files};
 use tempfile::TempDir;
 
 use crate::nats::Nats;
@@ -19,7 +21,7 @@ pub struct NatsJwt {
 }
 
 impl NatsJwt {
-    /// Runs `init` into a temp dir and starts a server with its config fragment.
+    /// Runs `init` into a temp dir and starts a server that includes its config fragment.
     ///
     /// # Errors
     /// When init fails, `nats-server` is missing (run scripts/setup) or rejects the config.
@@ -29,9 +31,12 @@ impl NatsJwt {
             .tempdir()
             .context("creating the credentials temp dir")?;
         let summary = hyperhive_nats_creds::init(creds.path())?;
-        let fragment = std::fs::read_to_string(&summary.server_conf)
-            .with_context(|| format!("reading {}", summary.server_conf.display()))?;
-        let nats = Nats::start_with_config(&fragment).await?;
+        // nats-server resolves `include` relative to the including file, which lies in the
+        // server's own temp dir beside this one.
+        let conf_name = summary.server_conf.file_name().context("the fragment has a file name")?;
+        let creds_name = creds.path().file_name().context("the temp dir has a name")?;
+        let include = Path::new("..").join(creds_name).join(conf_name);
+        let nats = Nats::start_with_config(&format!("include \"{}\"", include.display())).await?;
         Ok(Self { nats, creds })
     }
 
@@ -55,14 +60,16 @@ impl NatsJwt {
         self.creds.path().join(files::CONTROLLER_CREDS)
     }
 
-    /// Mints `agent`'s credential (default lifetime) and returns its path.
+    /// Mints `agent`'s credential (default lifetime), loads its account into the server if it
+    /// is new, and returns the credential's path.
     ///
     /// # Errors
-    /// An invalid agent name or a failed write.
-    pub fn mint_agent(&self, agent: &str) -> anyhow::Result<PathBuf> {
+    /// An invalid agent name, a failed write, or a server that does not reload.
+    pub async fn mint_agent(&self, agent: &str) -> anyhow::Result<PathBuf> {
         let name = AgentName::parse(agent)?;
-        let out = self.agent_creds_path(agent);
-        hyperhive_nats_creds::mint_agent_creds(self.creds.path(), &name, DEFAULT_AGENT_TTL, &out)?;
+        let out = self.creds_path(&format!("agent-{agent}"));
+        let minted = hyperhive_nats_creds::mint_agent_creds(self.creds.path(), &name, DEFAULT_AGENT_TTL, &out)?;
+        self.load(minted).await?;
         Ok(out)
     }
 
@@ -70,14 +77,36 @@ impl NatsJwt {
     ///
     /// # Errors
     /// As [`NatsJwt::mint_agent`].
-    pub fn mint_agent_with(&self, agent: &str, validity: Validity) -> anyhow::Result<PathBuf> {
+    pub async fn mint_agent_with(&self, agent: &str, validity: Validity) -> anyhow::Result<PathBuf> {
         let name = AgentName::parse(agent)?;
-        let out = self.agent_creds_path(agent);
-        hyperhive_nats_creds::write_agent_creds(self.creds.path(), &name, validity, &out)?;
+        let out = self.creds_path(&format!("agent-{agent}"));
+        let minted = hyperhive_nats_creds::write_agent_creds(self.creds.path(), &name, validity, &out)?;
+        self.load(minted).await?;
         Ok(out)
     }
 
-    fn agent_creds_path(&self, agent: &str) -> PathBuf {
-        self.creds.path().join(format!("agent-{agent}.creds"))
+    /// Mints `hive`'s credential, allowed to queue todos for `agents`, and returns its path.
+    ///
+    /// # Errors
+    /// As [`NatsJwt::mint_agent`].
+    pub async fn mint_hive(&self, hive: &str, agents: &[&str]) -> anyhow::Result<PathBuf> {
+        let name = HiveName::parse(hive)?;
+        let agents = agents.iter().map(|a| AgentName::parse(a)).collect::<Result<Vec<_>, _>>()?;
+        let out = self.creds_path(&format!("hive-{hive}"));
+        let minted =
+            hyperhive_nats_creds::mint_hive_creds(self.creds.path(), &name, &agents, DEFAULT_AGENT_TTL, &out)?;
+        self.load(minted).await?;
+        Ok(out)
+    }
+
+    async fn load(&self, minted: Minted) -> anyhow::Result<()> {
+        match minted {
+            Minted::AccountUnchanged => Ok(()),
+            Minted::AccountWritten => self.nats.reload().await,
+        }
+    }
+
+    fn creds_path(&self, name: &str) -> PathBuf {
+        self.creds.path().join(format!("{name}.creds"))
     }
 }

@@ -143,7 +143,7 @@ impl Process {
     ///
     /// # Errors
     /// When the process has already been reaped, or the signal cannot be delivered.
-    pub fn signal(&mut self, signal: Signal) -> anyhow::Result<()> {
+    pub fn signal(&self, signal: Signal) -> anyhow::Result<()> {
         anyhow::ensure!(self.reaped.is_none(), "{} has already exited", self.name);
         let pid = Pid::from_raw(i32::try_from(self.child.id()).context("pid out of range")?);
         kill(pid, signal).with_context(|| format!("sending {signal} to {}", self.name))

@@ -75,6 +75,7 @@ impl Agent {
             Ticker {
                 agent: config.name.clone(),
                 js: js.clone(),
+                message_id_key: state.message_id_key()?,
                 state: state.clone(),
                 clock: clock.clone(),
                 period: config.schedule_tick,

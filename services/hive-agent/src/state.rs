@@ -25,7 +25,15 @@ const MIGRATIONS: &[&str] = &[
          only_row INTEGER PRIMARY KEY CHECK (only_row = 1),
          revision INTEGER NOT NULL
      );",
+    // 2: the agent's own secrets (the key of its todos' message ids).
+    "CREATE TABLE secrets (
+         name TEXT PRIMARY KEY NOT NULL,
+         value BLOB NOT NULL
+     );",
 ];
+
+/// The name in `secrets` of the key that makes this agent's slot message ids unguessable.
+const MESSAGE_ID_KEY: &str = "message-id-key";
 
 /// A state db failure, naming the file.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +57,14 @@ pub enum StateError {
         /// The cause.
         #[source]
         source: std::io::Error,
+    },
+    /// A value in the db is not what this hive-agent wrote.
+    #[error("state db {path}: {what} is damaged; remove state.db to start afresh (the agent then refires the latest due slot once)")]
+    Corrupt {
+        /// `state.db`.
+        path: PathBuf,
+        /// Which value.
+        what: &'static str,
     },
     /// A newer hive-agent migrated this db.
     #[error(
@@ -109,6 +125,24 @@ impl State {
     ) -> Result<T, StateError> {
         let conn = self.conn.lock().expect("state db lock");
         f(&conn).map_err(|source| StateError::Db { path: self.path.clone(), action, source })
+    }
+
+    /// The key of this agent's slot message ids: 32 random bytes, made on first use and kept, so
+    /// a slot published again after a crash or a restart gets the same id.
+    pub fn message_id_key(&self) -> Result<[u8; 32], StateError> {
+        self.with("reading the message id key", |c| {
+            let fresh: [u8; 32] = rand::random();
+            c.execute(
+                "INSERT OR IGNORE INTO secrets (name, value) VALUES (?1, ?2)",
+                params![MESSAGE_ID_KEY, fresh.as_slice()],
+            )?;
+            c.query_row("SELECT value FROM secrets WHERE name = ?1", params![MESSAGE_ID_KEY], |row| {
+                row.get::<_, Vec<u8>>(0)
+            })
+        })
+        .and_then(|value| {
+            value.try_into().map_err(|_| StateError::Corrupt { path: self.path.clone(), what: "the message id key" })
+        })
     }
 
     /// The last slot fired for `schedule_id`.
@@ -212,6 +246,15 @@ mod tests {
         assert!(state.is_finished("t1").unwrap());
         assert!(!state.is_finished("t2").unwrap());
         assert_eq!(state.applied_revision().unwrap(), 7);
+    }
+
+    #[test]
+    fn the_message_id_key_is_made_once_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = State::open(dir.path()).unwrap().message_id_key().unwrap();
+        assert_eq!(State::open(dir.path()).unwrap().message_id_key().unwrap(), key);
+        let other = tempfile::tempdir().unwrap();
+        assert_ne!(State::open(other.path()).unwrap().message_id_key().unwrap(), key, "each agent its own");
     }
 
     #[test]

@@ -1,14 +1,16 @@
-//! The schedule ticker (DESIGN 4.3): every tick, read this agent's key in `agent-schedules` by
-//! direct get (the only read its credential grants; never `get_key_value`, which asks for
-//! stream info), fire each due slot to its own queue with the message id
-//! `schedule:<id>:<slot>`, and only then record the slot. A crash between publish and record
-//! republishes the same message id, which JetStream drops within its duplicate window.
+//! The schedule ticker: every tick, read this agent's key in `agent-schedules` by direct get (the
+//! only read its credential grants; never `get_key_value`, which asks for stream info), fire each
+//! due slot to its own queue with a message id only this agent can make ([`slot_message_id`]),
+//! and only then record the slot. A crash between publish and record republishes the same
+//! message id, which JetStream drops within its duplicate window.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use async_nats::HeaderMap;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 use async_nats::jetstream::{self, stream::DirectGetErrorKind};
 use hyperhive_schedule::{
     AGENT_SCHEDULES_BUCKET, AgentName, AgentSchedules, Todo, due_slot, format_instant, todo_subject,
@@ -20,12 +22,27 @@ use crate::clock::Clock;
 use crate::error::{LoopError, nats};
 use crate::state::State;
 
+/// The `Nats-Msg-Id` of a slot's todo: its id and an HMAC-SHA256 of it under this agent's own
+/// key. JetStream drops a repeated id across the whole `TODO` stream, so an id another agent
+/// could predict could be published first, into that agent's own queue, and this agent's todo
+/// would then be dropped as a duplicate. The same slot always gets the same id, so a publish
+/// repeated after a crash is still dropped.
+pub fn slot_message_id(key: &[u8; 32], todo_id: &str) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
+    mac.update(todo_id.as_bytes());
+    let tag = mac.finalize().into_bytes();
+    let hex: String = tag[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{todo_id}:{hex}")
+}
+
 /// What the ticker needs.
 #[derive(Debug)]
 pub struct Ticker {
     pub(crate) agent: AgentName,
     pub(crate) js: jetstream::Context,
     pub(crate) state: State,
+    /// The key of this agent's slot message ids (see [`slot_message_id`]).
+    pub(crate) message_id_key: [u8; 32],
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) period: Duration,
     /// Counts finished ticks, so tests can wait for "n more ticks" instead of sleeping.
@@ -65,7 +82,7 @@ impl Ticker {
             };
             let todo = Todo::for_slot(&self.agent, &schedule.id, &schedule.body, slot);
             let mut headers = HeaderMap::new();
-            headers.insert("Nats-Msg-Id", todo.id.as_str());
+            headers.insert("Nats-Msg-Id", slot_message_id(&self.message_id_key, &todo.id).as_str());
             let payload = serde_json::to_vec(&todo).expect("a todo of three strings serializes");
             let ack = self
                 .js

@@ -42,11 +42,11 @@ impl Swarm {
         Self { server, js, schedules, dir: tempfile::tempdir().unwrap() }
     }
 
-    fn config(&self, agent: &str) -> Config {
+    async fn config(&self, agent: &str) -> Config {
         Config {
             name: AgentName::parse(agent).unwrap(),
             nats_url: self.server.url(),
-            creds: self.server.mint_agent(agent).unwrap(),
+            creds: self.server.mint_agent(agent).await.unwrap(),
             state_dir: self.dir.path().join(agent),
             schedule_tick: TICK,
             // One write per turn, so a reader never sees half a line.
@@ -64,11 +64,12 @@ impl Swarm {
     }
 
     /// Starts the hive-agent binary as `agent` with a credential of the given validity.
-    fn start_binary(&self, agent: &str, validity: Validity) -> Process {
+    async fn start_binary(&self, agent: &str, validity: Validity) -> Process {
+        let creds = self.server.mint_agent_with(agent, validity).await.unwrap();
         Process::builder(env!("CARGO_BIN_EXE_hive-agent"))
             .env("HIVE_AGENT_NAME", agent)
             .env("HIVE_AGENT_NATS_URL", self.server.url())
-            .env("HIVE_AGENT_CREDS", self.server.mint_agent_with(agent, validity).unwrap())
+            .env("HIVE_AGENT_CREDS", creds)
             .env("HIVE_AGENT_STATE_DIR", self.dir.path().join(agent))
             .env("HIVE_AGENT_SCHEDULE_TICK", "200ms")
             .env("HIVE_AGENT_TURN_COMMAND", "cat")
@@ -142,7 +143,7 @@ async fn slots_fire_once_through_restart_body_edit_and_downtime() {
     let clock = FakeClock::new(T0 - time::Duration::seconds(30));
     swarm.put_schedules("a", vec![hourly("s1", "hello")]).await;
 
-    let agent = Agent::start(swarm.config("a"), Arc::new(clock.clone())).await.unwrap();
+    let agent = Agent::start(swarm.config("a").await, Arc::new(clock.clone())).await.unwrap();
     settle(&swarm, &agent, 3).await;
     assert!(turns(&file).is_empty(), "nothing is due before the anchor");
 
@@ -153,7 +154,7 @@ async fn slots_fire_once_through_restart_body_edit_and_downtime() {
 
     // Restart: the state db remembers the slot.
     agent.stop().await;
-    let agent = Agent::start(swarm.config("a"), Arc::new(clock.clone())).await.unwrap();
+    let agent = Agent::start(swarm.config("a").await, Arc::new(clock.clone())).await.unwrap();
     settle(&swarm, &agent, 3).await;
     assert_eq!(turns(&file).len(), 1, "a restart refires nothing");
 
@@ -165,7 +166,7 @@ async fn slots_fire_once_through_restart_body_edit_and_downtime() {
     // Down across five slots: only the latest fires, once, with the new body.
     agent.stop().await;
     clock.set(T0 + time::Duration::minutes(5 * 60 + 30));
-    let agent = Agent::start(swarm.config("a"), Arc::new(clock.clone())).await.unwrap();
+    let agent = Agent::start(swarm.config("a").await, Arc::new(clock.clone())).await.unwrap();
     let lines = wait_turns(&file, 2).await;
     assert_eq!(lines[1], "edited schedule:s1:a:2026-11-30T14:00:00Z");
     settle(&swarm, &agent, 3).await;
@@ -181,7 +182,7 @@ async fn one_shot_fires_once_and_paused_fires_nothing() {
     let once = AgentSchedule { interval: None, ..hourly("once", "one shot") };
     let paused = AgentSchedule { paused: true, ..hourly("paused", "never") };
     swarm.put_schedules("a", vec![once, paused]).await;
-    let agent = Agent::start(swarm.config("a"), Arc::new(clock.clone())).await.unwrap();
+    let agent = Agent::start(swarm.config("a").await, Arc::new(clock.clone())).await.unwrap();
     assert_eq!(wait_turns(&file, 1).await, ["one shot schedule:once:a:2026-11-30T09:00:00Z"]);
     clock.set(T0 + time::Duration::hours(50));
     settle(&swarm, &agent, 3).await;
@@ -193,7 +194,7 @@ async fn one_shot_fires_once_and_paused_fires_nothing() {
 async fn a_finished_todo_never_runs_twice_and_a_failing_turn_is_acked() {
     let swarm = Swarm::start().await;
     let file = swarm.turns_file("a");
-    let mut config = swarm.config("a");
+    let mut config = swarm.config("a").await;
     config.turn_command = format!(
         "read body; echo \"$body $HIVE_TODO_ID $HIVE_TODO_SOURCE\" >> {}; [ \"$body\" != fail ] || exit 3",
         file.display()
@@ -218,7 +219,7 @@ async fn keeps_working_across_a_nats_restart() {
     let file = swarm.turns_file("a");
     let clock = FakeClock::new(T0 + time::Duration::seconds(1));
     swarm.put_schedules("a", vec![hourly("s1", "before")]).await;
-    let agent = Agent::start(swarm.config("a"), Arc::new(clock.clone())).await.unwrap();
+    let agent = Agent::start(swarm.config("a").await, Arc::new(clock.clone())).await.unwrap();
     wait_turns(&file, 1).await;
 
     swarm.server.nats().stop();
@@ -235,7 +236,7 @@ async fn keeps_working_across_a_nats_restart() {
 #[tokio::test]
 async fn an_expired_credential_stops_the_binary_with_one_clear_line() {
     let swarm = Swarm::start().await;
-    let mut agent = swarm.start_binary("a", valid_from_until(-7200, -3600));
+    let mut agent = swarm.start_binary("a", valid_from_until(-7200, -3600)).await;
     let status = agent.wait_exit(TIMEOUT).await.unwrap();
     assert!(!status.success());
     let log = agent.log();
@@ -272,7 +273,7 @@ async fn a_crash_between_publish_and_record_does_not_double_the_slot() {
     swarm.put_schedules("a", vec![hourly("s1", "hello")]).await;
 
     let clock = FakeClock::new(T0 + time::Duration::seconds(5));
-    let agent = Agent::start(swarm.config("a"), Arc::new(clock)).await.unwrap();
+    let agent = Agent::start(swarm.config("a").await, Arc::new(clock)).await.unwrap();
     wait_turns(&file, 1).await;
     settle(&swarm, &agent, 3).await;
     assert_eq!(turns(&file), ["hello schedule:s1:a:2026-11-30T09:00:00Z"]);
@@ -282,7 +283,7 @@ async fn a_crash_between_publish_and_record_does_not_double_the_slot() {
 #[tokio::test]
 async fn a_credential_expiring_while_running_is_logged_clearly() {
     let swarm = Swarm::start().await;
-    let mut agent = swarm.start_binary("a", valid_from_until(0, 3));
+    let mut agent = swarm.start_binary("a", valid_from_until(0, 3)).await;
     agent.wait_for_log("consuming todos", TIMEOUT).await.unwrap();
     agent.wait_for_log("NATS refused the credential", TIMEOUT).await.unwrap();
     assert!(agent.log().contains("nats agent-creds a"), "{}", agent.log());
@@ -295,8 +296,8 @@ async fn agents_sharing_a_schedule_each_run_its_slot() {
     for agent in ["a", "b"] {
         swarm.put_schedules(agent, vec![hourly("shared", "both")]).await;
     }
-    let a = Agent::start(swarm.config("a"), Arc::new(clock.clone())).await.unwrap();
-    let b = Agent::start(swarm.config("b"), Arc::new(clock)).await.unwrap();
+    let a = Agent::start(swarm.config("a").await, Arc::new(clock.clone())).await.unwrap();
+    let b = Agent::start(swarm.config("b").await, Arc::new(clock)).await.unwrap();
     assert_eq!(wait_turns(&swarm.turns_file("a"), 1).await, ["both schedule:shared:a:2026-11-30T09:00:00Z"]);
     assert_eq!(wait_turns(&swarm.turns_file("b"), 1).await, ["both schedule:shared:b:2026-11-30T09:00:00Z"]);
     a.stop().await;
@@ -311,7 +312,7 @@ async fn a_recreated_bucket_is_followed_after_a_run_of_older_revisions() {
     for _ in 0..5 {
         swarm.put_schedules("a", vec![hourly("old", "old")]).await;
     }
-    let agent = Agent::start(swarm.config("a"), Arc::new(clock.clone())).await.unwrap();
+    let agent = Agent::start(swarm.config("a").await, Arc::new(clock.clone())).await.unwrap();
     settle(&swarm, &agent, 2).await;
 
     // Recreated: revisions restart at 1, below the 5 the agent applied.
@@ -330,7 +331,7 @@ async fn a_turn_spanning_a_nats_restart_is_acked_and_the_queue_moves_on() {
     let mut swarm = Swarm::start().await;
     let file = swarm.turns_file("a");
     let go = swarm.dir.path().join("go");
-    let mut config = swarm.config("a");
+    let mut config = swarm.config("a").await;
     // The first turn holds until the test lets it finish, so NATS restarts under it.
     config.turn_command = format!(
         "read body; echo \"$body started\" >> {file}; while [ \"$body\" = hold ] && [ ! -e {go} ]; do sleep 0.05; done; echo \"$body done\" >> {file}",
@@ -357,7 +358,7 @@ async fn a_stop_mid_turn_hands_the_todo_back_at_once() {
     let swarm = Swarm::start().await;
     let file = swarm.turns_file("a");
     let go = swarm.dir.path().join("go");
-    let mut config = swarm.config("a");
+    let mut config = swarm.config("a").await;
     // Each turn holds until the test lets it finish.
     config.turn_command = format!(
         "read body; echo \"$body started\" >> {file}; while [ ! -e {go} ]; do sleep 0.05; done; echo \"$body done\" >> {file}",
@@ -381,10 +382,43 @@ async fn a_stop_mid_turn_hands_the_todo_back_at_once() {
 #[tokio::test]
 async fn the_binary_stops_cleanly_on_sigterm() {
     let swarm = Swarm::start().await;
-    let mut agent = swarm.start_binary("a", valid_from_until(0, 3600));
+    let mut agent = swarm.start_binary("a", valid_from_until(0, 3600)).await;
     agent.wait_for_log("consuming todos", TIMEOUT).await.unwrap();
     agent.signal(hyperhive_testkit::Signal::SIGTERM).unwrap();
     let status = agent.wait_exit(TIMEOUT).await.unwrap();
     assert!(status.success(), "{status}: {}", agent.log());
     assert!(agent.log().contains("SIGTERM: stopping"));
+}
+
+/// Another agent may publish only to its own queue, but JetStream drops a repeated message id
+/// across the whole `TODO` stream: an id it can predict for b's next slot, published first into
+/// its own queue, would make b's real todo be dropped as a duplicate.
+#[tokio::test]
+async fn a_slot_id_planted_by_another_agent_does_not_drop_the_slot() {
+    let swarm = Swarm::start().await;
+    let clock = FakeClock::new(T0 - time::Duration::seconds(30));
+    swarm.put_schedules("b", vec![hourly("s1", "b's prompt")]).await;
+
+    // Agent a plants, in its own queue, every id of b's 09:00 slot it can make.
+    let a = async_nats::ConnectOptions::with_credentials_file(swarm.server.mint_agent("a").await.unwrap())
+        .await
+        .unwrap()
+        .custom_inbox_prefix("_INBOX_a")
+        .connect(swarm.server.url())
+        .await
+        .unwrap();
+    let a_js = jetstream::new(a);
+    let b = AgentName::parse("b").unwrap();
+    let predictable = [Todo::for_slot(&b, "s1", "b's prompt", T0).id, "schedule:s1:2026-11-30T09:00:00Z".to_owned()];
+    for id in &predictable {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", id.as_str());
+        let ack = a_js.publish_with_headers("todo.a", headers, "planted".into()).await.unwrap().await.unwrap();
+        assert!(!ack.duplicate, "a's plant of {id} is stored");
+    }
+
+    let agent = Agent::start(swarm.config("b").await, Arc::new(clock.clone())).await.unwrap();
+    clock.set(T0 + time::Duration::seconds(5));
+    assert_eq!(wait_turns(&swarm.turns_file("b"), 1).await, ["b's prompt schedule:s1:b:2026-11-30T09:00:00Z"]);
+    agent.stop().await;
 }

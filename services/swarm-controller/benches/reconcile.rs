@@ -141,7 +141,7 @@ async fn main() -> anyhow::Result<()> {
     let mut connections = Vec::with_capacity(POLLING_AGENTS);
     for i in 0..POLLING_AGENTS {
         let agent = agent_name(i);
-        let creds = server.mint_agent(agent.as_str())?;
+        let creds = server.mint_agent(agent.as_str()).await?;
         let client = async_nats::ConnectOptions::with_credentials_file(&creds)
             .await?
             .custom_inbox_prefix(format!("_INBOX_{agent}"))

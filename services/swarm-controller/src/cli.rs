@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use hyperhive_schedule::AgentName;
+use hyperhive_nats_creds::Minted;
+use hyperhive_schedule::{AgentName, HiveName};
 
 /// The swarm-level daemon: schedules in NATS, an HTTP API on a unix socket.
 #[derive(Debug, Parser)]
@@ -38,19 +39,21 @@ pub enum Command {
 /// `swarm-controller nats ...`.
 #[derive(Debug, Subcommand)]
 pub enum NatsCommand {
-    /// Write the operator, account and system keys and JWTs, a nats-server config fragment,
-    /// controller.creds and account.seed (secrets 0600) into DIR; refuses to overwrite.
+    /// Write the operator, system and swarm account keys and JWTs, a nats-server config fragment,
+    /// controller.creds and an empty accounts/ directory into DIR (secrets 0600); refuses to
+    /// overwrite. Keep DIR offline: its operator.seed signs every agent's and hive's account.
     Init {
         /// Directory to write into (created if absent; must not already hold these files).
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
     },
-    /// Mint AGENT's credential: its own todo queue, inbox, terminal and turn subjects and the
-    /// direct get of its own agent-schedules key, nothing else.
+    /// Mint AGENT's credential, in an account of its own that reaches only its own todo queue,
+    /// inbox, terminal and turn subjects and the direct get of its own agent-schedules key. A new
+    /// agent's account is added to DIR's nats-server.conf, which nats-server must then reload.
     AgentCreds {
         /// The agent's name (^[a-z][a-z0-9-]{0,31}$).
         agent: AgentName,
-        /// The directory `nats init` wrote (its account.seed signs the credential).
+        /// The directory `nats init` wrote.
         #[arg(long, value_name = "DIR")]
         from: PathBuf,
         /// Where to write the .creds file (mode 0600, replaced if present).
@@ -60,6 +63,66 @@ pub enum NatsCommand {
         #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = parse_ttl)]
         ttl: Duration,
     },
+    /// Mint HIVE's credential (for its hive-c0re), in an account of its own that reaches only its
+    /// own hive-status key, its own agents' agent-wanted keys (read and watched through its own
+    /// consumer), its own deploy queue, and the todo queues of the agents named with --agent.
+    /// A new or changed account is written to DIR's nats-server.conf, which nats-server must then
+    /// reload.
+    HiveCreds {
+        /// The hive's name (^[a-z][a-z0-9-]{0,31}$).
+        hive: HiveName,
+        /// The directory `nats init` wrote.
+        #[arg(long, value_name = "DIR")]
+        from: PathBuf,
+        /// Where to write the .creds file (mode 0600, replaced if present).
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+        /// An agent this hive runs, whose todo queue it may publish to (repeat for each).
+        #[arg(long = "agent", value_name = "AGENT")]
+        agents: Vec<AgentName>,
+        /// How long the credential is valid, e.g. 30d, 12h, 90m.
+        #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = parse_ttl)]
+        ttl: Duration,
+    },
+}
+
+impl NatsCommand {
+    /// Runs the command, printing what it wrote.
+    ///
+    /// # Errors
+    /// The credential library's error, as one line.
+    pub fn run(self) -> Result<(), String> {
+        match self {
+            Self::Init { out } => {
+                let summary = hyperhive_nats_creds::init(&out).map_err(|e| e.to_string())?;
+                println!("wrote the swarm's NATS credentials to {}", out.display());
+                println!("  nats-server config fragment: {}", summary.server_conf.display());
+                println!("  controller credential:       {}", summary.controller_creds.display());
+                println!("  swarm account:               {}", summary.swarm_account);
+            }
+            Self::AgentCreds { agent, from, out, ttl } => {
+                let minted = hyperhive_nats_creds::mint_agent_creds(&from, &agent, ttl, &out).map_err(|e| e.to_string())?;
+                report_minted(&format!("agent {agent}"), &from, &out, ttl, minted);
+            }
+            Self::HiveCreds { hive, from, out, agents, ttl } => {
+                let minted = hyperhive_nats_creds::mint_hive_creds(&from, &hive, &agents, ttl, &out)
+                    .map_err(|e| e.to_string())?;
+                report_minted(&format!("hive {hive}"), &from, &out, ttl, minted);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn report_minted(who: &str, from: &std::path::Path, out: &std::path::Path, ttl: Duration, minted: Minted) {
+    println!("wrote {who}'s credential to {} (valid for {})", out.display(), humantime::format_duration(ttl));
+    if minted == Minted::AccountWritten {
+        println!(
+            "{who}'s account was added to {}: reload nats-server (`nats-server --signal reload`, or \
+             restart it) before the credential is used",
+            from.join(hyperhive_nats_creds::files::SERVER_CONF).display()
+        );
+    }
 }
 
 /// A credential lifetime: a humantime duration of at least one second.

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
-use swarm_controller::cli::{Cli, Command, NatsCommand};
+use swarm_controller::cli::{Cli, Command};
 use swarm_controller::clock::SystemClock;
 use swarm_controller::config::Config;
 use tokio::signal::unix::{SignalKind, signal};
@@ -14,25 +14,7 @@ fn main() -> ExitCode {
     hyperhive_logging::init("info");
     let outcome = match cli.command {
         None | Some(Command::Serve) => serve(),
-        Some(Command::Nats(NatsCommand::Init { out })) => hyperhive_nats_creds::init(&out)
-            .map(|summary| {
-                println!("wrote the swarm's NATS credentials to {}", out.display());
-                println!("  nats-server config fragment: {}", summary.server_conf.display());
-                println!("  controller credential:       {}", summary.controller_creds.display());
-                println!("  account:                     {}", summary.account);
-            })
-            .map_err(|e| e.to_string()),
-        Some(Command::Nats(NatsCommand::AgentCreds { agent, from, out, ttl })) => {
-            hyperhive_nats_creds::mint_agent_creds(&from, &agent, ttl, &out)
-                .map(|()| {
-                    println!(
-                        "wrote {agent}'s credential to {} (valid for {})",
-                        out.display(),
-                        humantime::format_duration(ttl)
-                    );
-                })
-                .map_err(|e| e.to_string())
-        }
+        Some(Command::Nats(command)) => command.run(),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,4 +1,4 @@
-//! The controller's NATS objects (DESIGN 4.1): connecting, creating what is missing at start,
+//! The controller's NATS objects: connecting, creating what is missing at start,
 //! and reading a whole KV bucket in one pass.
 
 use std::path::Path;
@@ -7,10 +7,11 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer, kv, stream};
 use bytes::Bytes;
 use futures::StreamExt;
+use hyperhive_nats_creds::{AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, limits};
 use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, SCHEDULE_DEFINITIONS_BUCKET, TODO_STREAM};
 
-/// JetStream drops a second todo with the same message id within this window; a fired slot's id
-/// is `schedule:<id>:<slot>`, so this is how long a double publish of one slot is absorbed.
+/// JetStream drops a second message with the same id within this window; a fired slot's todo has
+/// one id however often it is published, so this is how long a double publish is absorbed.
 pub const TODO_DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 
 /// A NATS step that failed; the message says which and why.
@@ -70,7 +71,7 @@ pub async fn connect(url: &str, creds: Option<&Path>) -> Result<async_nats::Clie
         .map_err(|e| connect_error(e.to_string()))
 }
 
-/// The two KV buckets the controller alone writes.
+/// The KV buckets the controller works with.
 #[derive(Debug, Clone)]
 pub struct Buckets {
     /// schedule id -> definition.
@@ -79,8 +80,10 @@ pub struct Buckets {
     pub agent_schedules: kv::Store,
 }
 
-/// Creates `schedule-definitions`, `agent-schedules` (direct get allowed) and the `TODO` stream
-/// when absent, and refuses existing ones whose settings would break the design.
+/// Creates every stream and bucket of the swarm when absent (`schedule-definitions`,
+/// `agent-schedules` with direct get, `hive-status`, `agent-wanted`, `TODO`, `DEPLOY`), sets the
+/// limits each must hold to (see `hyperhive_nats_creds::limits`) on existing ones, and refuses
+/// existing ones whose settings would break the design.
 ///
 /// # Errors
 /// [`NatsError`] naming the object.
@@ -88,14 +91,17 @@ pub async fn ensure_objects(js: &jetstream::Context) -> Result<Buckets, NatsErro
     let definitions = ensure_bucket(js, SCHEDULE_DEFINITIONS_BUCKET, "schedule id -> definition", false).await?;
     let agent_schedules =
         ensure_bucket(js, AGENT_SCHEDULES_BUCKET, "agent name -> that agent's schedules", true).await?;
-    ensure_todo_stream(js).await?;
+    ensure_bucket(js, HIVE_STATUS_BUCKET, "hive -> its last published status", true).await?;
+    ensure_bucket(js, AGENT_WANTED_BUCKET, "<hive>.<agent> -> the agent's wanted state", true).await?;
+    ensure_queue(js, todo_stream_config()).await?;
+    ensure_queue(js, deploy_stream_config()).await?;
     Ok(Buckets { definitions, agent_schedules })
 }
 
-/// Makes `bucket` if absent and settles its direct get: `agent-schedules` must allow it (the
-/// agents' only way to read their key); `schedule-definitions` must not, so every read of a
-/// definition, and so every compare-and-set, starts from the stream leader rather than from a
-/// replica that may lag.
+/// Makes `bucket` if absent, bounds its size, and settles its direct get: buckets tenants read
+/// (`agent-schedules`, `hive-status`, `agent-wanted`) must allow it, since a tenant may read a key
+/// only by direct get; `schedule-definitions` must not, so every read of a definition, and so
+/// every compare-and-set, starts from the stream leader rather than from a replica that may lag.
 async fn ensure_bucket(
     js: &jetstream::Context,
     bucket: &str,
@@ -108,6 +114,8 @@ async fn ensure_bucket(
             bucket: bucket.to_owned(),
             description: description.to_owned(),
             history: 1,
+            max_bytes: limits::BUCKET_MAX_BYTES,
+            max_value_size: limits::BUCKET_MAX_VALUE_SIZE,
             ..Default::default()
         })
         .await
@@ -115,45 +123,105 @@ async fn ensure_bucket(
     }
     let reading = || setup_error(format!("reading KV bucket {bucket}"));
     let stream = js.get_stream(format!("KV_{bucket}")).await.map_err(|e| reading()(e.to_string()))?;
-    let mut config = stream.cached_info().config.clone();
-    if config.allow_direct != direct_get {
-        if direct_get {
-            return Err(NatsError::Misconfigured(format!(
-                "KV bucket {bucket} exists without direct get; agents read their key by direct \
-                 get, so recreate it with allow_direct (or delete it and let swarm-controller \
-                 create it)"
-            )));
-        }
-        // async-nats creates every bucket with direct get allowed.
-        config.allow_direct = false;
-        js.update_stream(&config)
+    let current = stream.cached_info().config.clone();
+    if direct_get && !current.allow_direct {
+        return Err(NatsError::Misconfigured(format!(
+            "KV bucket {bucket} exists without direct get; tenants read their keys by direct get, \
+             so recreate it with allow_direct (or delete it and let swarm-controller create it)"
+        )));
+    }
+    let mut wanted = current.clone();
+    // async-nats creates every bucket with direct get allowed.
+    wanted.allow_direct = direct_get;
+    wanted.max_bytes = limits::BUCKET_MAX_BYTES;
+    wanted.max_message_size = limits::BUCKET_MAX_VALUE_SIZE;
+    if wanted != current {
+        tracing::info!(bucket, "setting the bucket's limits and direct get");
+        js.update_stream(&wanted)
             .await
-            .map_err(|e| setup_error(format!("turning off direct get on {bucket}"))(e.to_string()))?;
+            .map_err(|e| setup_error(format!("updating KV bucket {bucket}"))(e.to_string()))?;
     }
     // Opened after any update, so the store's cached settings are the bucket's.
     js.get_key_value(bucket).await.map_err(|e| reading()(e.to_string()))
 }
 
-async fn ensure_todo_stream(js: &jetstream::Context) -> Result<(), NatsError> {
+/// A work queue of one subject per tenant: a full tenant is refused at its own per-subject limit
+/// (discard new, per subject) while the others keep working.
+fn per_tenant_queue(
+    name: &str,
+    description: &str,
+    subjects: &str,
+    per_subject: i64,
+    max_bytes: i64,
+    max_message_size: i32,
+) -> stream::Config {
+    stream::Config {
+        name: name.to_owned(),
+        description: Some(description.to_owned()),
+        subjects: vec![subjects.to_owned()],
+        retention: stream::RetentionPolicy::WorkQueue,
+        duplicate_window: TODO_DUPLICATE_WINDOW,
+        discard: stream::DiscardPolicy::New,
+        discard_new_per_subject: true,
+        max_messages_per_subject: per_subject,
+        max_bytes,
+        max_message_size,
+        ..Default::default()
+    }
+}
+
+/// `TODO`: every agent's queue on `todo.<agent>`.
+pub fn todo_stream_config() -> stream::Config {
+    per_tenant_queue(
+        TODO_STREAM,
+        "every agent's todo queue, on todo.<agent>",
+        "todo.*",
+        limits::TODO_MAX_MSGS_PER_AGENT,
+        limits::TODO_MAX_BYTES,
+        limits::TODO_MAX_MSG_SIZE,
+    )
+}
+
+/// `DEPLOY`: every hive's deploy queue on `deploy.<hive>`.
+pub fn deploy_stream_config() -> stream::Config {
+    per_tenant_queue(
+        DEPLOY_STREAM,
+        "every hive's deploy messages, on deploy.<hive>",
+        "deploy.*",
+        limits::DEPLOY_MAX_MSGS_PER_HIVE,
+        limits::DEPLOY_MAX_BYTES,
+        limits::BUCKET_MAX_VALUE_SIZE,
+    )
+}
+
+/// Creates the queue `wanted` if absent; an existing one must be a work queue with at least the
+/// duplicate window, and gets `wanted`'s limits.
+async fn ensure_queue(js: &jetstream::Context, wanted: stream::Config) -> Result<(), NatsError> {
+    let name = wanted.name.clone();
     let stream = js
-        .get_or_create_stream(stream::Config {
-            name: TODO_STREAM.to_owned(),
-            description: Some("every agent's todo queue, on todo.<agent>".to_owned()),
-            subjects: vec!["todo.*".to_owned()],
-            retention: stream::RetentionPolicy::WorkQueue,
-            duplicate_window: TODO_DUPLICATE_WINDOW,
-            ..Default::default()
-        })
+        .get_or_create_stream(wanted.clone())
         .await
-        .map_err(|e| setup_error(format!("creating stream {TODO_STREAM}"))(e.to_string()))?;
-    let config = &stream.cached_info().config;
-    if config.retention != stream::RetentionPolicy::WorkQueue || config.duplicate_window < TODO_DUPLICATE_WINDOW {
+        .map_err(|e| setup_error(format!("creating stream {name}"))(e.to_string()))?;
+    let current = stream.cached_info().config.clone();
+    if current.retention != stream::RetentionPolicy::WorkQueue || current.duplicate_window < TODO_DUPLICATE_WINDOW {
         return Err(NatsError::Misconfigured(format!(
-            "stream {TODO_STREAM} exists with retention {:?} and duplicate window {:?}; it must be \
-             a work queue with a duplicate window of at least {:?} (delete it and let \
-             swarm-controller create it)",
-            config.retention, config.duplicate_window, TODO_DUPLICATE_WINDOW
+            "stream {name} exists with retention {:?} and duplicate window {:?}; it must be a work \
+             queue with a duplicate window of at least {:?} (delete it and let swarm-controller \
+             create it)",
+            current.retention, current.duplicate_window, TODO_DUPLICATE_WINDOW
         )));
+    }
+    let limited = stream::Config {
+        discard: wanted.discard,
+        discard_new_per_subject: wanted.discard_new_per_subject,
+        max_messages_per_subject: wanted.max_messages_per_subject,
+        max_bytes: wanted.max_bytes,
+        max_message_size: wanted.max_message_size,
+        ..current.clone()
+    };
+    if limited != current {
+        tracing::info!(stream = %name, "setting the stream's limits");
+        js.update_stream(&limited).await.map_err(|e| setup_error(format!("updating stream {name}"))(e.to_string()))?;
     }
     Ok(())
 }

@@ -56,7 +56,7 @@ impl Swarm {
     }
 
     async fn start_agent(&mut self, agent: &str) {
-        let creds = self.nats.mint_agent(agent).unwrap();
+        let creds = self.nats.mint_agent(agent).await.unwrap();
         let state = self.dir.path().join(format!("{agent}.state"));
         let turn = format!("printf '%s\\t%s\\n' \"$HIVE_TODO_ID\" \"$(cat)\" >> {}", self.turns_file(agent).display());
         let mut process = Process::builder(project_binary("hive-agent").unwrap())

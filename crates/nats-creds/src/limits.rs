@@ -1,0 +1,63 @@
+//! Limits, so that one tenant cannot exhaust what all share (see docs/swarm/security.md).
+//!
+//! Tenant accounts have no JetStream: everything they store goes through the swarm's streams,
+//! whose per-subject limits ([`TODO_MAX_MSGS_PER_AGENT`], [`TODO_MAX_MSG_SIZE`]) refuse an
+//! agent's messages at its own limit while every other agent keeps working. The swarm account's
+//! JetStream limits bound the disk all streams together may use.
+
+use crate::jwt::{AccountLimits, AccountSpec, JetStreamLimits, ResponseType, ServiceExport};
+use crate::permissions::{JS_INFO, swarm_exports};
+
+const MIB: i64 = 1024 * 1024;
+const GIB: i64 = 1024 * MIB;
+
+/// The largest todo (JSON: id, source, body) any agent's queue accepts, in bytes.
+pub const TODO_MAX_MSG_SIZE: i32 = 256 * 1024;
+/// Todos one agent's queue may hold; past it a publish to that queue is refused, and only that
+/// queue's.
+pub const TODO_MAX_MSGS_PER_AGENT: i64 = 1000;
+/// Bytes all queues together may hold (at most [`TODO_MAX_MSGS_PER_AGENT`] ×
+/// [`TODO_MAX_MSG_SIZE`] of it per agent).
+pub const TODO_MAX_BYTES: i64 = 4 * GIB;
+/// Bytes each KV bucket may hold.
+pub const BUCKET_MAX_BYTES: i64 = GIB;
+/// The largest value of any KV bucket.
+pub const BUCKET_MAX_VALUE_SIZE: i32 = 1024 * 1024;
+/// Deploy messages one hive's queue may hold.
+pub const DEPLOY_MAX_MSGS_PER_HIVE: i64 = 1000;
+/// Bytes all deploy queues together may hold.
+pub const DEPLOY_MAX_BYTES: i64 = GIB;
+
+/// The swarm account: JetStream on disk within bounds, and the exports tenants import.
+pub fn swarm_account() -> AccountSpec {
+    AccountSpec {
+        jetstream: Some(JetStreamLimits { disk_storage: 16 * GIB, mem_storage: 256 * MIB, streams: 64, consumers: -1 }),
+        limits: AccountLimits::default(),
+        exports: swarm_exports(),
+        imports: Vec::new(),
+    }
+}
+
+/// An agent's account: a few connections (one process, plus overlap during a restart), a few
+/// subscriptions (its inbox and pull requests), and messages of at most a KV value. (A larger
+/// message closes the connection; a todo over [`TODO_MAX_MSG_SIZE`] is refused by the stream
+/// with an error instead.)
+pub fn agent_account() -> AccountLimits {
+    AccountLimits { connections: 4, subscriptions: 64, payload: i64::from(BUCKET_MAX_VALUE_SIZE) }
+}
+
+/// A hive's account: its hive-c0re's connections, and messages up to a KV value (its status).
+pub fn hive_account() -> AccountLimits {
+    AccountLimits { connections: 4, subscriptions: 256, payload: i64::from(BUCKET_MAX_VALUE_SIZE) }
+}
+
+/// The account tenants import [`JS_INFO`] from: no users, no JetStream, so the server answers
+/// "JetStream not enabled". It has no connections at all.
+pub fn no_jetstream_account() -> AccountSpec {
+    AccountSpec {
+        jetstream: None,
+        limits: AccountLimits { connections: 0, subscriptions: 0, payload: 0 },
+        exports: vec![ServiceExport { subject: JS_INFO.to_owned(), response: ResponseType::Singleton }],
+        imports: Vec::new(),
+    }
+}

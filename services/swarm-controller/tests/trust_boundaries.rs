@@ -1,0 +1,318 @@
+//! Agents and hives hold credentials an adversary may hold (an agent runs whatever an AI asks).
+//! Each test here is one attack, made with a tenant's own credential against a real nats-server
+//! set up by the controller's own code, and asserts it changes nothing of anyone else's:
+//! - JetStream answers on whatever reply subject a request names, so a request the tenant may
+//!   make, with a reply subject aimed at another tenant's key, queue or definition, must not write
+//!   there (a publish ack, a direct get, an API reply and an ack confirmation are each tried);
+//! - one agent must not exhaust the storage other agents need;
+//! - a hive must neither read, watch nor write another hive's objects, even through replies.
+//!
+//! Each attack is followed by the same request with the attacker's own inbox as reply, and the
+//! check waits for that answer: the server has handled the attack by then.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer, kv};
+use async_nats::{Client, ConnectOptions, HeaderMap};
+use futures::StreamExt;
+use hyperhive_nats_creds::limits::{TODO_MAX_MSG_SIZE, TODO_MAX_MSGS_PER_AGENT};
+use hyperhive_nats_creds::{
+    AGENT_WANTED_BUCKET, AgentName, DEPLOY_STREAM, HIVE_STATUS_BUCKET, HiveName, agent_inbox_prefix,
+    agent_schedule_direct_get_subject, deploy_subject, hive_durable_name, hive_inbox_prefix, hive_status_subject,
+    hive_wanted_filter,
+};
+use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, SCHEDULE_DEFINITIONS_BUCKET, TODO_STREAM};
+use hyperhive_testkit::NatsJwt;
+
+/// How long a request waits for its answer: a refused request only times out, so short, while
+/// every answered request here comes back in milliseconds.
+const ANSWER: Duration = Duration::from_secs(2);
+
+struct Swarm {
+    nats: NatsJwt,
+    js: jetstream::Context,
+}
+
+impl Swarm {
+    /// NATS in JWT mode with every stream and bucket made by the controller's own setup, and
+    /// agent `b`'s schedules and one definition in place.
+    async fn start() -> Self {
+        let nats = NatsJwt::start().await.unwrap();
+        let client = swarm_controller::nats::connect(&nats.url(), Some(&nats.controller_creds())).await.unwrap();
+        let js = jetstream::new(client);
+        swarm_controller::nats::ensure_objects(&js).await.unwrap();
+        let swarm = Self { nats, js };
+        swarm.bucket(AGENT_SCHEDULES_BUCKET).await.put("a", "a's schedules".into()).await.unwrap();
+        swarm.bucket(AGENT_SCHEDULES_BUCKET).await.put("b", "b's schedules".into()).await.unwrap();
+        swarm.bucket(SCHEDULE_DEFINITIONS_BUCKET).await.put("s1", "a definition".into()).await.unwrap();
+        swarm
+    }
+
+    async fn bucket(&self, name: &str) -> kv::Store {
+        self.js.get_key_value(name).await.unwrap()
+    }
+
+    /// The value and revision of `key` in `bucket`, as the controller reads it.
+    async fn entry(&self, bucket: &str, key: &str) -> Option<(Vec<u8>, u64)> {
+        let entry = self.bucket(bucket).await.entry(key).await.unwrap();
+        entry.filter(|e| e.operation == kv::Operation::Put).map(|e| (e.value.to_vec(), e.revision))
+    }
+
+    /// How many messages the stream holds on `subject`.
+    async fn held(&self, stream: &str, subject: &str) -> u64 {
+        let stream = self.js.get_stream(stream).await.unwrap();
+        let info = stream.info_with_subjects(subject).await.unwrap();
+        let mut subjects = info;
+        let mut total = 0;
+        while let Some(entry) = subjects.next().await {
+            total += entry.unwrap().1;
+        }
+        total as u64
+    }
+
+    async fn agent(&self, name: &str) -> Client {
+        let creds = self.nats.mint_agent(name).await.unwrap();
+        connect(&self.nats, creds, agent_inbox_prefix(&AgentName::parse(name).unwrap())).await
+    }
+
+    async fn hive(&self, name: &str, agents: &[&str]) -> Client {
+        let creds = self.nats.mint_hive(name, agents).await.unwrap();
+        connect(&self.nats, creds, hive_inbox_prefix(&HiveName::parse(name).unwrap())).await
+    }
+}
+
+async fn connect(nats: &NatsJwt, creds: std::path::PathBuf, inbox: String) -> Client {
+    ConnectOptions::with_credentials_file(creds)
+        .await
+        .unwrap()
+        .custom_inbox_prefix(inbox)
+        .request_timeout(Some(ANSWER))
+        .connect(nats.url())
+        .await
+        .unwrap()
+}
+
+/// Publishes `payload` to `subject` with the attacker's chosen `reply`, then makes the same
+/// request answered to its own inbox and waits for the answer.
+async fn attack(client: &Client, subject: &str, reply: &str, headers: HeaderMap, payload: &'static [u8]) {
+    client.publish_with_reply_and_headers(subject.to_owned(), reply.to_owned(), headers.clone(), payload.into()).await.unwrap();
+    let control = client.request_with_headers(subject.to_owned(), headers, payload.into()).await;
+    assert!(control.is_ok(), "the same request to {subject} with its own reply is answered: {control:?}");
+}
+
+fn no_headers() -> HeaderMap {
+    HeaderMap::new()
+}
+
+#[tokio::test]
+async fn a_publish_ack_aimed_at_another_agents_key_or_queue_writes_nothing() {
+    let swarm = Swarm::start().await;
+    let a = swarm.agent("a").await;
+    let b_key = swarm.entry(AGENT_SCHEDULES_BUCKET, "b").await;
+
+    attack(&a, "todo.a", &format!("$KV.{AGENT_SCHEDULES_BUCKET}.b"), no_headers(), b"x").await;
+    attack(&a, "todo.a", "todo.b", no_headers(), b"x").await;
+
+    assert_eq!(swarm.entry(AGENT_SCHEDULES_BUCKET, "b").await, b_key, "b's schedules key is untouched");
+    assert_eq!(swarm.held(TODO_STREAM, "todo.b").await, 0, "nothing was queued for b");
+    assert_eq!(swarm.held(TODO_STREAM, "todo.a").await, 4, "a's own publishes landed in its own queue");
+}
+
+#[tokio::test]
+async fn a_direct_get_answer_aimed_at_another_agents_key_or_a_definition_writes_nothing() {
+    let swarm = Swarm::start().await;
+    let a = swarm.agent("a").await;
+    let own = agent_schedule_direct_get_subject(&AgentName::parse("a").unwrap());
+    let b_key = swarm.entry(AGENT_SCHEDULES_BUCKET, "b").await;
+    let definition = swarm.entry(SCHEDULE_DEFINITIONS_BUCKET, "s1").await;
+
+    attack(&a, &own, &format!("$KV.{AGENT_SCHEDULES_BUCKET}.b"), no_headers(), b"").await;
+    attack(&a, &own, &format!("$KV.{SCHEDULE_DEFINITIONS_BUCKET}.s1"), no_headers(), b"").await;
+    attack(&a, &own, "todo.b", no_headers(), b"").await;
+
+    assert_eq!(swarm.entry(AGENT_SCHEDULES_BUCKET, "b").await, b_key, "b's key does not hold a's schedules");
+    assert_eq!(swarm.entry(SCHEDULE_DEFINITIONS_BUCKET, "s1").await, definition, "the definition is untouched");
+    assert_eq!(swarm.held(TODO_STREAM, "todo.b").await, 0, "nothing was queued for b");
+}
+
+#[tokio::test]
+async fn an_api_reply_aimed_at_another_agents_key_writes_nothing() {
+    let swarm = Swarm::start().await;
+    let a = swarm.agent("a").await;
+    let b_key = swarm.entry(AGENT_SCHEDULES_BUCKET, "b").await;
+    let config = br#"{"stream_name":"TODO","config":{"durable_name":"agent-a","filter_subject":"todo.a","ack_policy":"explicit"}}"#;
+
+    attack(&a, "$JS.API.CONSUMER.CREATE.TODO.agent-a.todo.a", &format!("$KV.{AGENT_SCHEDULES_BUCKET}.b"), no_headers(), config)
+        .await;
+    attack(&a, "$JS.API.CONSUMER.INFO.TODO.agent-a", "todo.b", no_headers(), b"").await;
+
+    assert_eq!(swarm.entry(AGENT_SCHEDULES_BUCKET, "b").await, b_key, "b's key is untouched");
+    assert_eq!(swarm.held(TODO_STREAM, "todo.b").await, 0, "nothing was queued for b");
+}
+
+#[tokio::test]
+async fn an_ack_confirmation_aimed_at_another_agents_queue_writes_nothing() {
+    let swarm = Swarm::start().await;
+    let a = swarm.agent("a").await;
+    let a_js = jetstream::new(a.clone());
+    for _ in 0..2 {
+        a_js.publish("todo.a", "work".into()).await.unwrap().await.unwrap();
+    }
+    let queue = a_js.get_stream_no_info(TODO_STREAM).await.unwrap();
+    let consumer = queue
+        .create_consumer(consumer::pull::Config {
+            durable_name: Some("agent-a".into()),
+            filter_subject: "todo.a".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut messages = consumer.fetch().max_messages(2).messages().await.unwrap();
+    let first = messages.next().await.unwrap().unwrap();
+    let second = messages.next().await.unwrap().unwrap();
+    let b_key = swarm.entry(AGENT_SCHEDULES_BUCKET, "b").await;
+
+    // An ack with a reply asks the server to confirm it there.
+    let ack = |m: &jetstream::Message| m.reply.clone().unwrap().to_string();
+    a.publish_with_reply(ack(&first), format!("$KV.{AGENT_SCHEDULES_BUCKET}.b"), "+ACK".into()).await.unwrap();
+    a.publish_with_reply(ack(&second), "todo.b", "+ACK".into()).await.unwrap();
+    // Both acks took effect: a's queue is empty.
+    hyperhive_testkit::wait_until("a's two todos acked", ANSWER, || async {
+        (swarm.held(TODO_STREAM, "todo.a").await == 0).then_some(())
+    })
+    .await
+    .unwrap();
+
+    assert_eq!(swarm.entry(AGENT_SCHEDULES_BUCKET, "b").await, b_key, "b's key is untouched");
+    assert_eq!(swarm.held(TODO_STREAM, "todo.b").await, 0, "nothing was queued for b");
+}
+
+#[tokio::test]
+async fn one_agent_filling_its_queue_is_refused_while_others_keep_working() {
+    let swarm = Swarm::start().await;
+    let a = swarm.agent("a").await;
+    let b = swarm.agent("b").await;
+    let (a_js, b_js) = (jetstream::new(a.clone()), jetstream::new(b.clone()));
+
+    // A todo larger than a todo may be is refused by the stream, with a clear error.
+    let huge = vec![b'x'; usize::try_from(TODO_MAX_MSG_SIZE).unwrap() + 1];
+    let err = a_js.publish("todo.a", huge.into()).await.unwrap().await;
+    let err = err.expect_err("a todo over the size limit is refused").to_string();
+    assert!(err.contains("maximum"), "{err}");
+
+    // Its own queue up to the limit, then refused.
+    let mut acks = Vec::new();
+    for n in 0..TODO_MAX_MSGS_PER_AGENT {
+        acks.push(a_js.publish("todo.a", format!("todo {n}").into()).await.unwrap());
+    }
+    for ack in acks {
+        ack.await.expect("a's queue takes todos up to its limit");
+    }
+    let refused = a_js.publish("todo.a", "one too many".into()).await.unwrap().await;
+    let err = refused.expect_err("a publish past a's limit is refused").to_string();
+    assert!(err.contains("maximum messages per subject exceeded"), "{err}");
+
+    // No JetStream of its own to fill either.
+    let own_stream =
+        a_js.create_stream(jetstream::stream::Config { name: "MINE".into(), subjects: vec!["mine.>".into()], ..Default::default() }).await;
+    assert!(own_stream.is_err(), "an agent cannot create a stream of its own");
+
+    // b is unaffected: it queues and consumes.
+    b_js.publish("todo.b", "b's work".into()).await.unwrap().await.expect("b's queue still takes todos");
+    let queue = b_js.get_stream_no_info(TODO_STREAM).await.unwrap();
+    let consumer = queue
+        .create_consumer(consumer::pull::Config {
+            durable_name: Some("agent-b".into()),
+            filter_subject: "todo.b".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut messages = consumer.fetch().max_messages(1).messages().await.unwrap();
+    let message = messages.next().await.unwrap().unwrap();
+    assert_eq!(&message.payload[..], b"b's work");
+    message.double_ack().await.unwrap();
+    assert_eq!(swarm.held(TODO_STREAM, "todo.a").await, u64::try_from(TODO_MAX_MSGS_PER_AGENT).unwrap());
+}
+
+#[tokio::test]
+async fn a_hive_reaches_its_own_objects_only() {
+    let swarm = Swarm::start().await;
+    let h1 = swarm.hive("h1", &["a"]).await;
+    let h2 = swarm.hive("h2", &["c"]).await;
+    let (h1_name, h2_name) = (HiveName::parse("h1").unwrap(), HiveName::parse("h2").unwrap());
+    let h1_js = jetstream::new(h1.clone());
+    let h2_js = jetstream::new(h2.clone());
+
+    // h1 writes and reads back its own status.
+    h1_js.publish(hive_status_subject(&h1_name), "h1 is fine".into()).await.unwrap().await.unwrap();
+    let own = h1.request(format!("$JS.API.DIRECT.GET.KV_{HIVE_STATUS_BUCKET}.$KV.{HIVE_STATUS_BUCKET}.h1"), "".into()).await;
+    assert_eq!(&own.unwrap().payload[..], b"h1 is fine");
+    let h1_status = swarm.entry(HIVE_STATUS_BUCKET, "h1").await;
+
+    // h2 can neither read nor write h1's status, directly or through a reply subject.
+    let read = h2.request(format!("$JS.API.DIRECT.GET.KV_{HIVE_STATUS_BUCKET}.$KV.{HIVE_STATUS_BUCKET}.h1"), "".into()).await;
+    assert!(read.is_err(), "h2 reads h1's status: {read:?}");
+    assert!(h2_js.publish(hive_status_subject(&h1_name), "forged".into()).await.unwrap().await.is_err());
+    attack(&h2, &hive_status_subject(&h2_name), &format!("$KV.{HIVE_STATUS_BUCKET}.h1"), no_headers(), b"h2").await;
+    attack(&h2, &hive_status_subject(&h2_name), &deploy_subject(&h1_name), no_headers(), b"h2").await;
+    assert_eq!(swarm.entry(HIVE_STATUS_BUCKET, "h1").await, h1_status, "h1's status is untouched");
+    assert_eq!(swarm.held(DEPLOY_STREAM, "deploy.h1").await, 0, "nothing was queued for h1");
+
+    // Wanted state: h1 watches its own agents' keys through its own consumer; h2 cannot watch
+    // h1's, under its own consumer name or under h1's.
+    let wanted = swarm.bucket(AGENT_WANTED_BUCKET).await;
+    wanted.put("h1.a", "up".into()).await.unwrap();
+    wanted.put("h2.c", "up".into()).await.unwrap();
+    let watch = |durable: String, filter: String| consumer::pull::Config {
+        durable_name: Some(durable),
+        filter_subject: filter,
+        deliver_policy: consumer::DeliverPolicy::LastPerSubject,
+        ..Default::default()
+    };
+    let wanted_stream = format!("KV_{AGENT_WANTED_BUCKET}");
+    let own_watch = h1_js
+        .get_stream_no_info(&wanted_stream)
+        .await
+        .unwrap()
+        .create_consumer(watch(hive_durable_name(&h1_name), hive_wanted_filter(&h1_name)))
+        .await
+        .expect("h1 watches its own agents' wanted state");
+    let mut updates = own_watch.fetch().max_messages(1).messages().await.unwrap();
+    let update = updates.next().await.unwrap().unwrap();
+    assert_eq!((update.subject.as_str(), &update.payload[..]), ("$KV.agent-wanted.h1.a", &b"up"[..]));
+    let h2_wanted = h2_js.get_stream_no_info(&wanted_stream).await.unwrap();
+    for (durable, filter) in [
+        (hive_durable_name(&h2_name), hive_wanted_filter(&h1_name)),
+        (hive_durable_name(&h1_name), hive_wanted_filter(&h1_name)),
+        (hive_durable_name(&h2_name), format!("$KV.{AGENT_WANTED_BUCKET}.>")),
+    ] {
+        let refused = h2_wanted.create_consumer(watch(durable.clone(), filter.clone())).await;
+        assert!(refused.is_err(), "h2 created {durable} on {filter}");
+    }
+    let h1_key = h2.request(format!("$JS.API.DIRECT.GET.KV_{AGENT_WANTED_BUCKET}.$KV.{AGENT_WANTED_BUCKET}.h1.a"), "".into()).await;
+    assert!(h1_key.is_err(), "h2 reads h1's wanted state: {h1_key:?}");
+
+    // Deploy queue: h2 cannot pull h1's messages.
+    swarm.js.publish(deploy_subject(&h1_name), "sealed spec".into()).await.unwrap().await.unwrap();
+    let pull = h2.request(format!("$JS.API.CONSUMER.MSG.NEXT.{DEPLOY_STREAM}.{}", hive_durable_name(&h1_name)), "1".into()).await;
+    assert!(pull.is_err(), "h2 pulls h1's deploy messages: {pull:?}");
+    let h1_deploy = h1_js
+        .get_stream_no_info(DEPLOY_STREAM)
+        .await
+        .unwrap()
+        .create_consumer(consumer::pull::Config {
+            durable_name: Some(hive_durable_name(&h1_name)),
+            filter_subject: deploy_subject(&h1_name),
+            ..Default::default()
+        })
+        .await
+        .expect("h1 consumes its own deploy queue");
+    let mut deploys = h1_deploy.fetch().max_messages(1).messages().await.unwrap();
+    assert_eq!(&deploys.next().await.unwrap().unwrap().payload[..], b"sealed spec");
+
+    // Todo queues: only those of its own agents.
+    h1_js.publish("todo.a", "from the hive".into()).await.unwrap().await.expect("h1 queues a todo for its agent a");
+    assert!(h1_js.publish("todo.c", "not its agent".into()).await.unwrap().await.is_err());
+    assert_eq!(swarm.held(TODO_STREAM, "todo.c").await, 0);
+}
