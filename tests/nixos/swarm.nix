@@ -20,12 +20,12 @@ let
     done
   '';
 
-  # `nats init` writes a fragment (operator, system account, memory resolver); the server's own
+  # `nats init` and `nats agent-creds` write a fragment (operator, accounts, memory resolver); the server's own
   # config adds listen and JetStream.
   nats-conf = pkgs.runCommand "nats.conf" { } ''
     {
       echo 'listen: "0.0.0.0:4222"'
-      echo 'jetstream { store_dir: "/var/lib/nats" }'
+      echo 'jetstream { store_dir: "/var/lib/nats", max_file_store: 4GB }'
       cat ${nats-init}/nats-server.conf
     } > "$out"
   '';

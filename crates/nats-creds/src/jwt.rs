@@ -76,17 +76,21 @@ impl Default for AccountLimits {
     }
 }
 
-/// JetStream limits of an account that holds streams.
+/// JetStream limits of an account that holds streams. nats-server reserves the account's
+/// storage limits against its own `max_file_store`/`max_memory_store` and refuses JetStream for
+/// the whole account when they do not fit, so a bound set here must fit every server it runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JetStreamLimits {
-    /// Bytes on disk over all streams.
+    /// Bytes on disk over all streams (`-1`: the server's limit).
     pub disk_storage: i64,
-    /// Bytes in memory over all streams.
+    /// Bytes in memory over all streams (`-1`: the server's limit).
     pub mem_storage: i64,
     /// Number of streams.
     pub streams: i64,
     /// Number of consumers.
     pub consumers: i64,
+    /// Every stream must declare its `max_bytes`, so none can grow without bound.
+    pub max_bytes_required: bool,
 }
 
 /// How many answers one request to an exported service may get.
@@ -134,6 +138,7 @@ pub fn account_jwt(
         limits["mem_storage"] = json!(js.mem_storage);
         limits["streams"] = json!(js.streams);
         limits["consumer"] = json!(js.consumers);
+        limits["max_bytes_required"] = json!(js.max_bytes_required);
     }
     let exports: Vec<Value> = spec
         .exports
@@ -267,7 +272,13 @@ mod tests {
         assert!(op.get("exp").is_none());
         let account = KeyPair::new_account();
         let spec = AccountSpec {
-            jetstream: Some(JetStreamLimits { disk_storage: 1 << 30, mem_storage: 0, streams: 8, consumers: 100 }),
+            jetstream: Some(JetStreamLimits {
+                disk_storage: 1 << 30,
+                mem_storage: 0,
+                streams: 8,
+                consumers: 100,
+                max_bytes_required: true,
+            }),
             ..AccountSpec::default()
         };
         let acc = account_jwt(&operator, &account.public_key(), "swarm", &spec, no_expiry).unwrap();
@@ -275,6 +286,7 @@ mod tests {
         assert_eq!(acc["iss"], operator.public_key());
         assert_eq!(acc["nats"]["limits"]["disk_storage"], 1 << 30);
         assert_eq!(acc["nats"]["limits"]["leaf"], 0);
+        assert_eq!(acc["nats"]["limits"]["max_bytes_required"], true);
 
         let tenant = AccountSpec {
             imports: vec![ServiceImport { account: account.public_key(), subject: "todo.a".into() }],

@@ -169,14 +169,31 @@ pub fn mint_agent_creds(from: &Path, agent: &AgentName, ttl: Duration, out: &Pat
 /// # Errors
 /// As [`mint_agent_creds`].
 pub fn write_agent_creds(from: &Path, agent: &AgentName, at: Validity, out: &Path) -> Result<Minted, CredsError> {
-    let tenant = Tenant {
+    mint_all(from, vec![(agent_tenant(agent), out.to_path_buf())], at)
+}
+
+/// Mints the credential of each `(agent, file)`, writing the server's fragment once for all of
+/// them (minting agents one by one rewrites it each time).
+///
+/// # Errors
+/// As [`mint_agent_creds`].
+pub fn mint_many_agent_creds(
+    from: &Path,
+    agents: &[(AgentName, PathBuf)],
+    ttl: Duration,
+) -> Result<Minted, CredsError> {
+    let tenants = agents.iter().map(|(agent, out)| (agent_tenant(agent), out.clone())).collect();
+    mint_all(from, tenants, validity_for(ttl)?)
+}
+
+fn agent_tenant(agent: &AgentName) -> Tenant {
+    Tenant {
         account_name: format!("agent-{agent}"),
         user_name: agent.to_string(),
         imports: permissions::agent_imports(agent),
         account_limits: limits::agent_account(),
         permissions: agent_permissions(agent),
-    };
-    tenant.mint(from, at, out)
+    }
 }
 
 /// Mints `hive`'s credential into `out` (0600, replacing an older one), valid for `ttl`. The hive
@@ -199,7 +216,7 @@ pub fn mint_hive_creds(
         account_limits: limits::hive_account(),
         permissions: hive_permissions(hive, agents),
     };
-    tenant.mint(from, validity_for(ttl)?, out)
+    mint_all(from, vec![(tenant, out.to_path_buf())], validity_for(ttl)?)
 }
 
 fn validity_for(ttl: Duration) -> Result<Validity, CredsError> {
@@ -217,22 +234,48 @@ struct Tenant {
     permissions: Permissions,
 }
 
+/// Makes or updates each tenant's account, rewrites the fragment once if any account changed,
+/// and writes each tenant's user credential.
+fn mint_all(from: &Path, tenants: Vec<(Tenant, PathBuf)>, at: Validity) -> Result<Minted, CredsError> {
+    check_layout(from)?;
+    // Two mints at once would each rewrite the fragment from the accounts they saw, and the
+    // later one could drop the account the other added.
+    let lock_path = from.join(files::ACCOUNTS_DIR).join(".lock");
+    let lock = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(CredsError::io("open", &lock_path))?;
+    lock.lock().map_err(CredsError::io("lock", &lock_path))?;
+    let operator = read_seed(&from.join(files::OPERATOR_SEED), KeyPairType::Operator, "operator")?;
+    let swarm = read_seed(&from.join(files::SWARM_SEED), KeyPairType::Account, "account")?.public_key();
+    let no_jetstream = account_key_of(&from.join(files::NO_JETSTREAM_JWT))?;
+    let mut minted = Minted::AccountUnchanged;
+    for (tenant, out) in tenants {
+        let account = tenant.write_account(from, &operator, &swarm, &no_jetstream)?;
+        if account.1 == Minted::AccountWritten {
+            minted = Minted::AccountWritten;
+        }
+        let user = KeyPair::new_user();
+        let user_jwt = jwt::user_jwt(&account.0, &user.public_key(), &tenant.user_name, Some(&tenant.permissions), at)?;
+        creds::replace_file(&out, &creds::format_creds(&user_jwt, &seed(&user)?), true)?;
+    }
+    if minted == Minted::AccountWritten {
+        write_server_conf(from)?;
+    }
+    Ok(minted)
+}
+
 impl Tenant {
-    fn mint(self, from: &Path, at: Validity, out: &Path) -> Result<Minted, CredsError> {
-        check_layout(from)?;
-        // Two mints at once would each rewrite the fragment from the accounts they saw, and the
-        // later one could drop the account the other added.
-        let lock_path = from.join(files::ACCOUNTS_DIR).join(".lock");
-        let lock = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(CredsError::io("open", &lock_path))?;
-        lock.lock().map_err(CredsError::io("lock", &lock_path))?;
-        let operator = read_seed(&from.join(files::OPERATOR_SEED), KeyPairType::Operator, "operator")?;
-        let swarm = read_seed(&from.join(files::SWARM_SEED), KeyPairType::Account, "account")?;
-        let no_jetstream = account_key_of(&from.join(files::NO_JETSTREAM_JWT))?;
+    /// The tenant's account key (made on first use) and whether its JWT was (re)written.
+    fn write_account(
+        &self,
+        from: &Path,
+        operator: &KeyPair,
+        swarm: &str,
+        no_jetstream: &str,
+    ) -> Result<(KeyPair, Minted), CredsError> {
         let accounts = from.join(files::ACCOUNTS_DIR);
         let seed_path = accounts.join(format!("{}.seed", self.account_name));
         let account = match fs::read_to_string(&seed_path) {
@@ -244,28 +287,26 @@ impl Tenant {
             }
             Err(e) => return Err(CredsError::io("read", &seed_path)(e)),
         };
+        let own = |subject: &String| ServiceImport { account: swarm.to_owned(), subject: subject.clone() };
         let spec = AccountSpec {
             jetstream: None,
             limits: self.account_limits,
             exports: Vec::new(),
-            imports: std::iter::once(ServiceImport { account: no_jetstream, subject: permissions::JS_INFO.to_owned() })
-                .chain(self.imports.into_iter().map(|subject| ServiceImport { account: swarm.public_key(), subject }))
-                .collect(),
+            imports: std::iter::once(ServiceImport {
+                account: no_jetstream.to_owned(),
+                subject: permissions::JS_INFO.to_owned(),
+            })
+            .chain(self.imports.iter().map(own))
+            .collect(),
         };
         let now = Validity { issued_at: unix_now(), expires_at: None };
-        let account_jwt = jwt::account_jwt(&operator, &account.public_key(), &self.account_name, &spec, now)?;
+        let account_jwt = jwt::account_jwt(operator, &account.public_key(), &self.account_name, &spec, now)?;
         let jwt_path = accounts.join(format!("{}.jwt", self.account_name));
-        let minted = if same_grants(&jwt_path, &account_jwt) {
-            Minted::AccountUnchanged
-        } else {
-            creds::replace_file(&jwt_path, &format!("{account_jwt}\n"), false)?;
-            write_server_conf(from)?;
-            Minted::AccountWritten
-        };
-        let user = KeyPair::new_user();
-        let user_jwt = jwt::user_jwt(&account, &user.public_key(), &self.user_name, Some(&self.permissions), at)?;
-        creds::replace_file(out, &creds::format_creds(&user_jwt, &seed(&user)?), true)?;
-        Ok(minted)
+        if same_grants(&jwt_path, &account_jwt) {
+            return Ok((account, Minted::AccountUnchanged));
+        }
+        creds::replace_file(&jwt_path, &format!("{account_jwt}\n"), false)?;
+        Ok((account, Minted::AccountWritten))
     }
 }
 
@@ -276,7 +317,9 @@ fn same_grants(path: &Path, wanted: &str) -> bool {
         return false;
     };
     let grants = |token: &str| {
-        jwt::verified_claims(token).ok().map(|c| (c["iss"].clone(), c["sub"].clone(), c["name"].clone(), c["nats"].clone()))
+        jwt::verified_claims(token)
+            .ok()
+            .map(|c| (c["iss"].clone(), c["sub"].clone(), c["name"].clone(), c["nats"].clone()))
     };
     let existing = grants(existing.trim());
     existing.is_some() && existing == grants(wanted)
@@ -286,7 +329,10 @@ fn same_grants(path: &Path, wanted: &str) -> bool {
 fn account_key_of(path: &Path) -> Result<String, CredsError> {
     let token = fs::read_to_string(path).map_err(CredsError::io("read", path))?;
     let claims = jwt::verified_claims(token.trim())?;
-    claims["sub"].as_str().map(str::to_owned).ok_or_else(|| CredsError::BadJwt(format!("{} names no account", path.display())))
+    claims["sub"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| CredsError::BadJwt(format!("{} names no account", path.display())))
 }
 
 /// Refuses a directory that is not an [`init`] directory of this layout, saying what to do.

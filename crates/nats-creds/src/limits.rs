@@ -12,26 +12,41 @@ const MIB: i64 = 1024 * 1024;
 const GIB: i64 = 1024 * MIB;
 
 /// The largest todo (JSON: id, source, body) any agent's queue accepts, in bytes.
-pub const TODO_MAX_MSG_SIZE: i32 = 256 * 1024;
+pub const TODO_MAX_MSG_SIZE: i32 = 128 * 1024;
 /// Todos one agent's queue may hold; past it a publish to that queue is refused, and only that
 /// queue's.
-pub const TODO_MAX_MSGS_PER_AGENT: i64 = 1000;
-/// Bytes all queues together may hold (at most [`TODO_MAX_MSGS_PER_AGENT`] ×
-/// [`TODO_MAX_MSG_SIZE`] of it per agent).
-pub const TODO_MAX_BYTES: i64 = 4 * GIB;
+pub const TODO_MAX_MSGS_PER_AGENT: i64 = 100;
+/// Bytes all queues together may hold. One agent holds at most [`TODO_MAX_MSGS_PER_AGENT`] ×
+/// [`TODO_MAX_MSG_SIZE`] (12.5 MiB) of it, so it takes 80 agents each filling its queue with
+/// the largest todos to fill it.
+pub const TODO_MAX_BYTES: i64 = GIB;
 /// Bytes each KV bucket may hold.
-pub const BUCKET_MAX_BYTES: i64 = GIB;
+pub const BUCKET_MAX_BYTES: i64 = 256 * MIB;
 /// The largest value of any KV bucket.
 pub const BUCKET_MAX_VALUE_SIZE: i32 = 1024 * 1024;
 /// Deploy messages one hive's queue may hold.
-pub const DEPLOY_MAX_MSGS_PER_HIVE: i64 = 1000;
+pub const DEPLOY_MAX_MSGS_PER_HIVE: i64 = 100;
 /// Bytes all deploy queues together may hold.
-pub const DEPLOY_MAX_BYTES: i64 = GIB;
+pub const DEPLOY_MAX_BYTES: i64 = 256 * MIB;
+/// What the swarm's streams reserve on the NATS server's disk together (nats-server refuses a
+/// stream whose `max_bytes` does not fit in its `max_file_store`, which defaults to 75% of the
+/// disk space free at its start): the TODO and DEPLOY queues and four buckets.
+pub const SWARM_RESERVED_BYTES: i64 = TODO_MAX_BYTES + DEPLOY_MAX_BYTES + 4 * BUCKET_MAX_BYTES;
 
-/// The swarm account: JetStream on disk within bounds, and the exports tenants import.
+/// The swarm account: JetStream where every stream must declare its size (so the account's use
+/// is the sum of its streams' `max_bytes`, reserved on the server when each is made), at most 64
+/// streams, and the exports tenants import. Its storage is not capped beyond that: nats-server
+/// refuses JetStream to an account whose cap exceeds the server's own store, which would tie the
+/// account's JWT to the smallest server it may run on.
 pub fn swarm_account() -> AccountSpec {
     AccountSpec {
-        jetstream: Some(JetStreamLimits { disk_storage: 16 * GIB, mem_storage: 256 * MIB, streams: 64, consumers: -1 }),
+        jetstream: Some(JetStreamLimits {
+            disk_storage: -1,
+            mem_storage: -1,
+            streams: 64,
+            consumers: -1,
+            max_bytes_required: true,
+        }),
         limits: AccountLimits::default(),
         exports: swarm_exports(),
         imports: Vec::new(),

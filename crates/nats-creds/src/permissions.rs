@@ -120,7 +120,11 @@ pub fn agent_imports(agent: &AgentName) -> Vec<String> {
     let queue = todo_subject(agent);
     let mut subjects = vec![queue.clone()];
     subjects.extend(pull_consumer(TODO_STREAM, &agent_durable_name(agent), &queue));
-    subjects.extend([agent_terminal_subject(agent), agent_turn_subject(agent), agent_schedule_direct_get_subject(agent)]);
+    subjects.extend([
+        agent_terminal_subject(agent),
+        agent_turn_subject(agent),
+        agent_schedule_direct_get_subject(agent),
+    ]);
     subjects
 }
 

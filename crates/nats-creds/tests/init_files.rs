@@ -40,7 +40,7 @@ fn init_writes_secrets_0600_and_a_fragment_without_listen_or_jetstream() {
     assert!(controller.get("exp").is_none());
     // The swarm account holds JetStream within limits and exports the tenants' services.
     let swarm = jwt::verified_claims(fs::read_to_string(out.join(files::SWARM_JWT)).unwrap().trim()).unwrap();
-    assert!(swarm["nats"]["limits"]["disk_storage"].as_i64().unwrap() > 0);
+    assert_eq!(swarm["nats"]["limits"]["max_bytes_required"], true, "no stream of unbounded size");
     assert!(swarm["nats"]["exports"].as_array().unwrap().iter().any(|e| e["subject"] == "todo.*"));
 }
 
@@ -102,12 +102,23 @@ fn a_hive_account_follows_its_agent_list() {
     let imports = || {
         let token = fs::read_to_string(dir.path().join("accounts/hive-h1.jwt")).unwrap();
         let claims = jwt::verified_claims(token.trim()).unwrap();
-        claims["nats"]["imports"].as_array().unwrap().iter().map(|i| i["subject"].as_str().unwrap().to_owned()).collect::<Vec<_>>()
+        claims["nats"]["imports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["subject"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
     };
-    assert_eq!(mint_hive_creds(dir.path(), &hive, &[agent("a")], Duration::from_secs(60), &out).unwrap(), Minted::AccountWritten);
+    assert_eq!(
+        mint_hive_creds(dir.path(), &hive, &[agent("a")], Duration::from_secs(60), &out).unwrap(),
+        Minted::AccountWritten
+    );
     assert!(imports().contains(&"todo.a".to_owned()));
     assert!(imports().contains(&"$KV.hive-status.h1".to_owned()));
-    assert_eq!(mint_hive_creds(dir.path(), &hive, &[agent("a")], Duration::from_secs(60), &out).unwrap(), Minted::AccountUnchanged);
+    assert_eq!(
+        mint_hive_creds(dir.path(), &hive, &[agent("a")], Duration::from_secs(60), &out).unwrap(),
+        Minted::AccountUnchanged
+    );
     assert_eq!(
         mint_hive_creds(dir.path(), &hive, &[agent("a"), agent("b")], Duration::from_secs(60), &out).unwrap(),
         Minted::AccountWritten,

@@ -57,13 +57,18 @@ async fn swarm_objects(client: async_nats::Client) -> jetstream::Context {
         subjects: vec!["todo.*".into()],
         retention: stream::RetentionPolicy::WorkQueue,
         duplicate_window: Duration::from_secs(120),
+        // The swarm account requires every stream to declare its size.
+        max_bytes: 1 << 20,
         ..Default::default()
     })
     .await
     .unwrap();
     // async-nats creates every bucket with direct get allowed.
     for bucket in ["agent-schedules", "schedule-definitions"] {
-        let store = js.create_key_value(kv::Config { bucket: bucket.into(), ..Default::default() }).await.unwrap();
+        let store = js
+            .create_key_value(kv::Config { bucket: bucket.into(), max_bytes: 1 << 20, ..Default::default() })
+            .await
+            .unwrap();
         for key in ["a", "b"] {
             store.put(key, format!("{bucket}/{key}").into()).await.unwrap();
         }

@@ -34,7 +34,8 @@ impl Nats {
 
     /// Starts a server whose config is the kit's `listen` and `jetstream` blocks followed by
     /// `extra` (operator, resolver, accounts, authorization...). `extra` must not set `listen`,
-    /// `port` or `jetstream`.
+    /// `port` or `jetstream`. `max_file_store` is set, so what streams may reserve does not
+    /// depend on the disk space free at the server's start (75% of which is the default).
     ///
     /// # Errors
     /// As [`Nats::start`]; a config the server rejects fails with its log.
@@ -42,7 +43,7 @@ impl Nats {
         let dir = tempfile::Builder::new().prefix("hyperhive-nats-").tempdir().context("creating the NATS temp dir")?;
         let port = free_port();
         let config = format!(
-            "listen: \"127.0.0.1:{port}\"\njetstream {{\n  store_dir: \"{}\"\n}}\n{extra}\n",
+            "listen: \"127.0.0.1:{port}\"\njetstream {{\n  store_dir: \"{}\"\n  max_file_store: 8GB\n}}\n{extra}\n",
             dir.path().join("js").display()
         );
         std::fs::write(dir.path().join("nats.conf"), config).context("writing nats.conf")?;

@@ -73,6 +73,19 @@ impl NatsJwt {
         Ok(out)
     }
 
+    /// Mints the credentials of many agents at once (one server reload for all), returning their
+    /// paths in order.
+    ///
+    /// # Errors
+    /// As [`NatsJwt::mint_agent`].
+    pub async fn mint_agents(&self, agents: &[AgentName]) -> anyhow::Result<Vec<PathBuf>> {
+        let outs: Vec<(AgentName, PathBuf)> =
+            agents.iter().map(|a| (a.clone(), self.creds_path(&format!("agent-{a}")))).collect();
+        let minted = hyperhive_nats_creds::mint_many_agent_creds(self.creds.path(), &outs, DEFAULT_AGENT_TTL)?;
+        self.load(minted).await?;
+        Ok(outs.into_iter().map(|(_, out)| out).collect())
+    }
+
     /// Mints `agent`'s credential with an explicit validity (e.g. one already expired).
     ///
     /// # Errors
@@ -93,8 +106,7 @@ impl NatsJwt {
         let name = HiveName::parse(hive)?;
         let agents = agents.iter().map(|a| AgentName::parse(a)).collect::<Result<Vec<_>, _>>()?;
         let out = self.creds_path(&format!("hive-{hive}"));
-        let minted =
-            hyperhive_nats_creds::mint_hive_creds(self.creds.path(), &name, &agents, DEFAULT_AGENT_TTL, &out)?;
+        let minted = hyperhive_nats_creds::mint_hive_creds(self.creds.path(), &name, &agents, DEFAULT_AGENT_TTL, &out)?;
         self.load(minted).await?;
         Ok(out)
     }

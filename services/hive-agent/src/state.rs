@@ -59,7 +59,9 @@ pub enum StateError {
         source: std::io::Error,
     },
     /// A value in the db is not what this hive-agent wrote.
-    #[error("state db {path}: {what} is damaged; remove state.db to start afresh (the agent then refires the latest due slot once)")]
+    #[error(
+        "state db {path}: {what} is damaged; remove state.db to start afresh (the agent then refires the latest due slot once)"
+    )]
     Corrupt {
         /// `state.db`.
         path: PathBuf,

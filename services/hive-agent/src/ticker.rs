@@ -9,12 +9,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use async_nats::HeaderMap;
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
 use async_nats::jetstream::{self, stream::DirectGetErrorKind};
+use hmac::{Hmac, Mac};
 use hyperhive_schedule::{
     AGENT_SCHEDULES_BUCKET, AgentName, AgentSchedules, Todo, due_slot, format_instant, todo_subject,
 };
+use sha2::Sha256;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 

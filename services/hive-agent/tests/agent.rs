@@ -317,8 +317,11 @@ async fn a_recreated_bucket_is_followed_after_a_run_of_older_revisions() {
 
     // Recreated: revisions restart at 1, below the 5 the agent applied.
     swarm.js.delete_key_value("agent-schedules").await.unwrap();
-    swarm.schedules =
-        swarm.js.create_key_value(kv::Config { bucket: "agent-schedules".into(), ..Default::default() }).await.unwrap();
+    swarm.schedules = swarm
+        .js
+        .create_key_value(kv::Config { bucket: "agent-schedules".into(), max_bytes: 1 << 20, ..Default::default() })
+        .await
+        .unwrap();
     swarm.put_schedules("a", vec![hourly("new", "new")]).await;
     clock.set(T0 + time::Duration::seconds(1));
     settle(&swarm, &agent, u64::from(hive_agent::ticker::OLDER_TICKS_BEFORE_RESET) + 2).await;

@@ -1,12 +1,13 @@
-//! Benchmark (issue 3 section 6), against a real nats-server in JWT mode from the test kit:
+//! Benchmark of scheduled prompts, against a real nats-server in JWT mode from the test kit:
 //!
 //! 1. reconcile of 10,000 agents and 2,000 schedules (1 to 20 agents each): the first pass
 //!    (writes every key: the baseline), a pass with nothing changed (must write nothing), and one
 //!    edited schedule (must write only its agents' keys), both through the pass and through the
 //!    per-change path the API uses;
-//! 2. 1,000 agents, each on its own connection with its own credential, reading its key by direct
-//!    get every 10 s (random phase): p50 and p99 latency, against a baseline of sequential gets on
-//!    one connection measured in the same run.
+//! 2. 1,000 agents, each on its own connection, reading its key by direct get every 10 s (random
+//!    phase): p50 and p99 latency, first as users of the swarm account (the single-account
+//!    baseline), then each from its own account through its imports (as agents do), against a
+//!    baseline of sequential gets on one connection, all measured in the same run.
 //!
 //! `cargo bench -p swarm-controller --bench reconcile [-- --rounds N]` (N polling rounds of 10 s,
 //! default 3). Needs `scripts/setup`.
@@ -138,17 +139,45 @@ async fn main() -> anyhow::Result<()> {
         ms(percentile(&baseline, 0.99)),
         baseline.len()
     );
-    let mut connections = Vec::with_capacity(POLLING_AGENTS);
-    for i in 0..POLLING_AGENTS {
-        let agent = agent_name(i);
-        let creds = server.mint_agent(agent.as_str()).await?;
+    let agents: Vec<AgentName> = (0..POLLING_AGENTS).map(agent_name).collect();
+
+    // The same polling, first as users of the swarm account itself (the data path when agents
+    // shared the account holding the bucket), then each agent from its own account through its
+    // imports (the path every agent takes now).
+    let mut shared = Vec::with_capacity(POLLING_AGENTS);
+    for agent in &agents {
+        let client = async_nats::ConnectOptions::with_credentials_file(server.controller_creds())
+            .await?
+            .connect(server.url())
+            .await?;
+        shared.push((agent.clone(), jetstream::new(client)));
+    }
+    let single_account = poll_at_cadence(shared, rounds).await?;
+    report("single account (baseline)", &single_account, &baseline, None);
+
+    let minting = Instant::now();
+    let creds = server.mint_agents(&agents).await?;
+    println!("minted {POLLING_AGENTS} agent accounts and credentials, one server reload: {}", ms(minting.elapsed()));
+    let mut own = Vec::with_capacity(POLLING_AGENTS);
+    for (agent, creds) in agents.iter().zip(creds) {
         let client = async_nats::ConnectOptions::with_credentials_file(&creds)
             .await?
             .custom_inbox_prefix(format!("_INBOX_{agent}"))
             .connect(server.url())
             .await?;
-        connections.push((agent, jetstream::new(client)));
+        own.push((agent.clone(), jetstream::new(client)));
     }
+    let per_agent = poll_at_cadence(own, rounds).await?;
+    report("own account per agent", &per_agent, &baseline, Some(&single_account));
+    Ok(())
+}
+
+/// Each connection reads its agent's key by direct get every [`CADENCE`], with a random phase,
+/// `rounds` times; returns every latency, sorted.
+async fn poll_at_cadence(
+    connections: Vec<(AgentName, jetstream::Context)>,
+    rounds: u32,
+) -> anyhow::Result<Vec<Duration>> {
     let polls = connections.into_iter().map(|(agent, js)| async move {
         let mut latencies = Vec::new();
         let phase = Duration::from_millis(rand::rng().random_range(0..CADENCE.as_millis() as u64));
@@ -169,16 +198,22 @@ async fn main() -> anyhow::Result<()> {
         latencies.extend(result?);
     }
     latencies.sort();
-    let (p50, p99) = (percentile(&latencies, 0.5), percentile(&latencies, 0.99));
+    Ok(latencies)
+}
+
+fn report(what: &str, latencies: &[Duration], sequential: &[Duration], single_account: Option<&[Duration]>) {
+    let (p50, p99) = (percentile(latencies, 0.5), percentile(latencies, 0.99));
+    let against = |base: &[Duration]| p99.as_secs_f64() / percentile(base, 0.99).as_secs_f64();
+    let vs_single =
+        single_account.map(|s| format!("; p99 {:.2}x the single-account p99", against(s))).unwrap_or_default();
     println!(
-        "at the cadence: p50 {}  p99 {}  max {}  ({} gets; p99 {:.2}x the baseline p99)",
+        "{what}, at the cadence: p50 {}  p99 {}  max {}  ({} gets; p99 {:.2}x the sequential p99{vs_single})",
         ms(p50),
         ms(p99),
         ms(*latencies.last().expect("samples")),
         latencies.len(),
-        p99.as_secs_f64() / percentile(&baseline, 0.99).as_secs_f64()
+        against(sequential),
     );
-    Ok(())
 }
 
 /// One direct get per agent key, one at a time, on the controller's connection.

@@ -101,7 +101,8 @@ impl NatsCommand {
                 println!("  swarm account:               {}", summary.swarm_account);
             }
             Self::AgentCreds { agent, from, out, ttl } => {
-                let minted = hyperhive_nats_creds::mint_agent_creds(&from, &agent, ttl, &out).map_err(|e| e.to_string())?;
+                let minted =
+                    hyperhive_nats_creds::mint_agent_creds(&from, &agent, ttl, &out).map_err(|e| e.to_string())?;
                 report_minted(&format!("agent {agent}"), &from, &out, ttl, minted);
             }
             Self::HiveCreds { hive, from, out, agents, ttl } => {

@@ -59,12 +59,12 @@ fn help_explains_every_setting() {
 }
 
 #[tokio::test]
-async fn nats_init_and_agent_creds_make_credentials_a_server_accepts() {
+async fn nats_init_agent_creds_and_hive_creds_make_credentials_a_server_accepts() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("nats");
     let init = Command::new(CONTROLLER).args(["nats", "init", "--out"]).arg(&out).output().unwrap();
     assert!(stdout(&init).contains("controller credential"));
-    let mode = std::fs::metadata(out.join("account.seed")).unwrap().permissions().mode() & 0o777;
+    let mode = std::fs::metadata(out.join("swarm.seed")).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     let again = Command::new(CONTROLLER).args(["nats", "init", "--out"]).arg(&out).output().unwrap();
     assert!(!stderr(&again).is_empty(), "a second init refuses to overwrite");
@@ -78,6 +78,15 @@ async fn nats_init_and_agent_creds_make_credentials_a_server_accepts() {
         .output()
         .unwrap();
     assert!(stdout(&mint).contains("valid for 1h"));
+    assert!(stdout(&mint).contains("reload nats-server"), "a new account needs a reload: {}", stdout(&mint));
+    let again = Command::new(CONTROLLER)
+        .args(["nats", "agent-creds", "a", "--from"])
+        .arg(&out)
+        .arg("--out")
+        .arg(&creds)
+        .output()
+        .unwrap();
+    assert!(!stdout(&again).contains("reload"), "rotating a credential changes no account: {}", stdout(&again));
     assert_eq!(std::fs::metadata(&creds).unwrap().permissions().mode() & 0o777, 0o600);
     let bad = Command::new(CONTROLLER)
         .args(["nats", "agent-creds", "A!", "--from"])
@@ -87,14 +96,43 @@ async fn nats_init_and_agent_creds_make_credentials_a_server_accepts() {
         .output()
         .unwrap();
     assert!(stderr(&bad).contains("invalid agent name"));
+    let hive_creds = dir.path().join("h1.creds");
+    let hive = Command::new(CONTROLLER)
+        .args(["nats", "hive-creds", "h1", "--agent", "a", "--from"])
+        .arg(&out)
+        .arg("--out")
+        .arg(&hive_creds)
+        .output()
+        .unwrap();
+    assert!(stdout(&hive).contains("hive h1's credential") && stdout(&hive).contains("reload"), "{}", stdout(&hive));
+    let bad = Command::new(CONTROLLER)
+        .args(["nats", "hive-creds", "H1", "--from"])
+        .arg(&out)
+        .arg("--out")
+        .arg(dir.path().join("x.creds"))
+        .output()
+        .unwrap();
+    assert!(stderr(&bad).contains("invalid hive name"), "{}", stderr(&bad));
+    let legacy = tempfile::tempdir().unwrap();
+    std::fs::write(legacy.path().join("account.seed"), "old").unwrap();
+    let refused = Command::new(CONTROLLER)
+        .args(["nats", "agent-creds", "a", "--from"])
+        .arg(legacy.path())
+        .arg("--out")
+        .arg(dir.path().join("y.creds"))
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(stderr(&refused).contains("older `nats init`"), "{}", stderr(&refused));
 
     let fragment = std::fs::read_to_string(out.join("nats-server.conf")).unwrap();
     let nats = Nats::start_with_config(&fragment).await.unwrap();
-    for file in [creds, out.join("controller.creds")] {
+    for (file, inbox) in [(creds, "_INBOX_a"), (hive_creds, "_INBOX_hive-h1"), (out.join("controller.creds"), "_INBOX")]
+    {
         let client = async_nats::ConnectOptions::with_credentials_file(&file)
             .await
             .unwrap()
-            .custom_inbox_prefix("_INBOX_a")
+            .custom_inbox_prefix(inbox)
             .connect(nats.url())
             .await
             .unwrap();

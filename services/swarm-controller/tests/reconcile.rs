@@ -122,6 +122,7 @@ async fn start_refuses_a_todo_stream_that_is_not_a_work_queue() {
         .create_stream(async_nats::jetstream::stream::Config {
             name: "TODO".into(),
             subjects: vec!["todo.*".into()],
+            max_bytes: 1 << 20,
             ..Default::default()
         })
         .await

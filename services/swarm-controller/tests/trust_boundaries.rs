@@ -95,7 +95,10 @@ async fn connect(nats: &NatsJwt, creds: std::path::PathBuf, inbox: String) -> Cl
 /// Publishes `payload` to `subject` with the attacker's chosen `reply`, then makes the same
 /// request answered to its own inbox and waits for the answer.
 async fn attack(client: &Client, subject: &str, reply: &str, headers: HeaderMap, payload: &'static [u8]) {
-    client.publish_with_reply_and_headers(subject.to_owned(), reply.to_owned(), headers.clone(), payload.into()).await.unwrap();
+    client
+        .publish_with_reply_and_headers(subject.to_owned(), reply.to_owned(), headers.clone(), payload.into())
+        .await
+        .unwrap();
     let control = client.request_with_headers(subject.to_owned(), headers, payload.into()).await;
     assert!(control.is_ok(), "the same request to {subject} with its own reply is answered: {control:?}");
 }
@@ -142,8 +145,14 @@ async fn an_api_reply_aimed_at_another_agents_key_writes_nothing() {
     let b_key = swarm.entry(AGENT_SCHEDULES_BUCKET, "b").await;
     let config = br#"{"stream_name":"TODO","config":{"durable_name":"agent-a","filter_subject":"todo.a","ack_policy":"explicit"}}"#;
 
-    attack(&a, "$JS.API.CONSUMER.CREATE.TODO.agent-a.todo.a", &format!("$KV.{AGENT_SCHEDULES_BUCKET}.b"), no_headers(), config)
-        .await;
+    attack(
+        &a,
+        "$JS.API.CONSUMER.CREATE.TODO.agent-a.todo.a",
+        &format!("$KV.{AGENT_SCHEDULES_BUCKET}.b"),
+        no_headers(),
+        config,
+    )
+    .await;
     attack(&a, "$JS.API.CONSUMER.INFO.TODO.agent-a", "todo.b", no_headers(), b"").await;
 
     assert_eq!(swarm.entry(AGENT_SCHEDULES_BUCKET, "b").await, b_key, "b's key is untouched");
@@ -213,8 +222,13 @@ async fn one_agent_filling_its_queue_is_refused_while_others_keep_working() {
     assert!(err.contains("maximum messages per subject exceeded"), "{err}");
 
     // No JetStream of its own to fill either.
-    let own_stream =
-        a_js.create_stream(jetstream::stream::Config { name: "MINE".into(), subjects: vec!["mine.>".into()], ..Default::default() }).await;
+    let own_stream = a_js
+        .create_stream(jetstream::stream::Config {
+            name: "MINE".into(),
+            subjects: vec!["mine.>".into()],
+            ..Default::default()
+        })
+        .await;
     assert!(own_stream.is_err(), "an agent cannot create a stream of its own");
 
     // b is unaffected: it queues and consumes.
@@ -246,12 +260,14 @@ async fn a_hive_reaches_its_own_objects_only() {
 
     // h1 writes and reads back its own status.
     h1_js.publish(hive_status_subject(&h1_name), "h1 is fine".into()).await.unwrap().await.unwrap();
-    let own = h1.request(format!("$JS.API.DIRECT.GET.KV_{HIVE_STATUS_BUCKET}.$KV.{HIVE_STATUS_BUCKET}.h1"), "".into()).await;
+    let own =
+        h1.request(format!("$JS.API.DIRECT.GET.KV_{HIVE_STATUS_BUCKET}.$KV.{HIVE_STATUS_BUCKET}.h1"), "".into()).await;
     assert_eq!(&own.unwrap().payload[..], b"h1 is fine");
     let h1_status = swarm.entry(HIVE_STATUS_BUCKET, "h1").await;
 
     // h2 can neither read nor write h1's status, directly or through a reply subject.
-    let read = h2.request(format!("$JS.API.DIRECT.GET.KV_{HIVE_STATUS_BUCKET}.$KV.{HIVE_STATUS_BUCKET}.h1"), "".into()).await;
+    let read =
+        h2.request(format!("$JS.API.DIRECT.GET.KV_{HIVE_STATUS_BUCKET}.$KV.{HIVE_STATUS_BUCKET}.h1"), "".into()).await;
     assert!(read.is_err(), "h2 reads h1's status: {read:?}");
     assert!(h2_js.publish(hive_status_subject(&h1_name), "forged".into()).await.unwrap().await.is_err());
     attack(&h2, &hive_status_subject(&h2_name), &format!("$KV.{HIVE_STATUS_BUCKET}.h1"), no_headers(), b"h2").await;
@@ -290,12 +306,16 @@ async fn a_hive_reaches_its_own_objects_only() {
         let refused = h2_wanted.create_consumer(watch(durable.clone(), filter.clone())).await;
         assert!(refused.is_err(), "h2 created {durable} on {filter}");
     }
-    let h1_key = h2.request(format!("$JS.API.DIRECT.GET.KV_{AGENT_WANTED_BUCKET}.$KV.{AGENT_WANTED_BUCKET}.h1.a"), "".into()).await;
+    let h1_key = h2
+        .request(format!("$JS.API.DIRECT.GET.KV_{AGENT_WANTED_BUCKET}.$KV.{AGENT_WANTED_BUCKET}.h1.a"), "".into())
+        .await;
     assert!(h1_key.is_err(), "h2 reads h1's wanted state: {h1_key:?}");
 
     // Deploy queue: h2 cannot pull h1's messages.
     swarm.js.publish(deploy_subject(&h1_name), "sealed spec".into()).await.unwrap().await.unwrap();
-    let pull = h2.request(format!("$JS.API.CONSUMER.MSG.NEXT.{DEPLOY_STREAM}.{}", hive_durable_name(&h1_name)), "1".into()).await;
+    let pull = h2
+        .request(format!("$JS.API.CONSUMER.MSG.NEXT.{DEPLOY_STREAM}.{}", hive_durable_name(&h1_name)), "1".into())
+        .await;
     assert!(pull.is_err(), "h2 pulls h1's deploy messages: {pull:?}");
     let h1_deploy = h1_js
         .get_stream_no_info(DEPLOY_STREAM)

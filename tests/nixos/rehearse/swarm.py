@@ -141,7 +141,7 @@ def main(wanted):
         )
         port = free_port()
         with open(os.path.join(work, "nats.conf"), "w") as conf:
-            conf.write(f'listen: "127.0.0.1:{port}"\njetstream {{ store_dir: "{work}/js" }}\n')
+            conf.write(f'listen: "127.0.0.1:{port}"\njetstream {{ store_dir: "{work}/js", max_file_store: 4GB }}\n')
             conf.write(open(os.path.join(creds, "nats-server.conf")).read())
         nats_url = f"nats://127.0.0.1:{port}"
         nats = Nats(env, work, port)
