@@ -107,12 +107,14 @@ async fn slow_clients_cannot_starve_real_devices() {
     copy.wait_for_http_ok(addr, "/readyz", Duration::from_secs(30)).await.unwrap();
 
     let (stop, opened) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
-    let attack: Vec<_> =
-        (0..400).map(|n| tokio::spawn(slow_client(ATTACKER, addr, n % 2 == 0, stop.clone(), opened.clone()))).collect();
-    // Enough connections to hold every socket the copy has, and then some.
-    wait_until("the slow clients to open 600 connections", Duration::from_secs(30), || {
+    // More slow clients than the copy has sockets.
+    const SLOW_CLIENTS: usize = 400;
+    let attack: Vec<_> = (0..SLOW_CLIENTS)
+        .map(|n| tokio::spawn(slow_client(ATTACKER, addr, n % 2 == 0, stop.clone(), opened.clone())))
+        .collect();
+    wait_until("every slow client to have connected", Duration::from_secs(30), || {
         let opened = opened.load(Ordering::Relaxed);
-        async move { (opened >= 600).then_some(()) }
+        async move { (opened >= SLOW_CLIENTS).then_some(()) }
     })
     .await
     .unwrap();
