@@ -210,3 +210,38 @@ async fn post_on(stream: TcpStream, body: Vec<u8>) -> (u16, String) {
     driver.abort();
     (status, String::from_utf8_lossy(&body).into_owned())
 }
+
+/// A pair body that trickles in is cut off at the request timeout with a 408 saying why, and the
+/// copy counts it.
+#[tokio::test]
+async fn a_body_that_does_not_arrive_in_time_is_answered_408() {
+    use tokio::io::AsyncReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(FileStore::open(dir.path()).unwrap());
+    let limits = agents_control::limits::Limits {
+        request_timeout: Duration::from_millis(300),
+        ..agents_control::limits::Limits::default()
+    };
+    let control = Arc::new(
+        agents_control::control::Control::new(store, ControlKey::from_seed(SEED), Arc::new(SystemClock))
+            .with_limits(limits),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(agents_control::server::serve(control.clone(), listener, std::future::pending()));
+
+    let mut stream = connect_from(ATTACKER, addr).await.unwrap();
+    stream.write_all(b"POST /v1/pair HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{").await.unwrap();
+    let started = Instant::now();
+    let mut answer = vec![0; 1024];
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut answer))
+        .await
+        .expect("an answer, not a connection held open")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer[..read]).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("did not arrive within 0.3s"), "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(control.metrics.render().contains("agents_control_requests_timed_out_total 1\n"));
+    server.abort();
+}
