@@ -183,6 +183,7 @@ async fn floods_of_unknown_hellos_and_bogus_codes_cost_a_bounded_number_of_store
     let spent = gets() - before;
     // Per address: a 2 s burst at 5/s, then 5/s. A hello costs at most one GET, a pair request 3.
     let per_address = (10.0 + 5.0 * elapsed).ceil() as u64;
+    eprintln!("{spent} store GETs for 300 hellos and 100 pair requests in {elapsed:.1}s; hellos closed {refused:?}");
     assert!(spent <= per_address * 4, "{spent} GETs for the flood in {elapsed:.1}s: more than {}", per_address * 4);
     assert!(busy > 0 && refused.len() == 2, "hellos refused {refused:?}, pairs refused as busy {busy}");
     assert!(copy.control.metrics.render().contains("agents_control_lookups_refused_total"));
