@@ -45,12 +45,14 @@ pub fn routes(
         }
     });
     let metrics = warp::path!("metrics").and(warp::get()).and(with_control.clone()).map(|control: Arc<Control>| {
-        warp::reply::with_header(
-            control.metrics.render_with(control.sessions.counts()),
-            "content-type",
-            "text/plain; version=0.0.4",
-        )
-        .into_response()
+        let mut text = control.metrics.render_with(control.sessions.counts());
+        text.push_str(&format!(
+            "# HELP agents_control_open_connections Connections held now (devices, peers, HTTP), against \
+             AGENTS_CONTROL_MAX_CONNECTIONS.\n# TYPE agents_control_open_connections gauge\n\
+             agents_control_open_connections {}\n",
+            control.guards.gate.open()
+        ));
+        warp::reply::with_header(text, "content-type", "text/plain; version=0.0.4").into_response()
     });
     let pair = warp::path!("v1" / "pair")
         .and(warp::post())

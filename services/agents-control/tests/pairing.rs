@@ -173,6 +173,7 @@ async fn readyz_follows_the_store_and_draining() {
     assert_eq!(metrics.status(), 200);
     let text = String::from_utf8_lossy(metrics.body()).into_owned();
     assert!(text.contains("agents_control_store_operations_total{operation=\"list\",result=\"ok\"} 1"), "{text}");
+    assert!(text.contains("\nagents_control_open_connections 0\n"), "{text}");
     f.control.start_draining();
     let response = ready().await;
     assert_eq!(response.status(), 503);
