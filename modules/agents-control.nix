@@ -24,6 +24,8 @@ let
     AGENTS_CONTROL_NAME = cfg.name;
     AGENTS_CONTROL_PIN = cfg.pin;
     AGENTS_CONTROL_LISTEN = hyperhive.hostPort cfg.listenAddress cfg.port;
+    AGENTS_CONTROL_MAX_CONNECTIONS = toString cfg.maxConnections;
+    AGENTS_CONTROL_MAX_CONNECTIONS_PER_ADDRESS = toString cfg.maxConnectionsPerAddress;
   };
 
   fileStoreDir = lib.removePrefix "file://" cfg.store.url;
@@ -122,9 +124,12 @@ in
     };
 
     url = mkOption {
-      type = types.strMatching "https?://[^[:space:]]+";
+      type = types.strMatching "https://[^[:space:]]+";
       example = "https://agents.example.com";
-      description = "The one public address every device is given: the load balancer's (`AGENTS_CONTROL_URL`).";
+      description = ''
+        The one public address every device is given: the load balancer's (`AGENTS_CONTROL_URL`).
+        https only: every code carries it, and devices pair and link through it.
+      '';
     };
 
     peerUrl = mkOption {
@@ -166,6 +171,30 @@ in
       default = 8791;
       example = 8080;
       description = "The port to listen on, for the load balancer and the other copies.";
+    };
+
+    maxConnections = mkOption {
+      type = types.ints.positive;
+      default = 50000;
+      example = 100000;
+      description = ''
+        The most connections this copy holds at once: devices, peers and HTTP requests
+        (`AGENTS_CONTROL_MAX_CONNECTIONS`). The unit's open-file limit (`LimitNOFILE`) is set above
+        it; past it, new connections are closed at once.
+      '';
+    };
+
+    maxConnectionsPerAddress = mkOption {
+      type = types.ints.positive;
+      default = 1000;
+      example = 5000;
+      description = ''
+        The most connections from one address (one IPv6 /64) that have not yet proven to be a
+        paired device (`AGENTS_CONTROL_MAX_CONNECTIONS_PER_ADDRESS`); a device's link stops
+        counting once its handshake passes. Behind a load balancer every connection comes from
+        the balancer: allow for the largest burst of reconnections (a copy's devices after it
+        stops), and cap per client at the balancer.
+      '';
     };
 
     openFirewall = lib.mkEnableOption "the firewall for `port`, so the load balancer and the other copies reach this copy";
@@ -217,6 +246,9 @@ in
         EnvironmentFile = lib.optional (cfg.environmentFile != null) cfg.environmentFile;
         # A copy keeps nothing that matters on its disk; a file:// store lives here.
         StateDirectory = "agents-control";
+        # Every connection is a socket: systemd's default soft limit (1,024) would cap a copy
+        # near 1,000 devices. Room for every connection, and the store's and peers' sockets.
+        LimitNOFILE = cfg.maxConnections + 4096;
       };
     };
   };

@@ -2,7 +2,7 @@
 //! the check a copy runs at start and `agents-control store check` runs step by step.
 //!
 //! Steps: list, create, create again (must be refused), replace with a stale version (must be
-//! refused), replace, delete. The probe key is `probe/<random>` and is removed afterwards,
+//! refused), replace, delete with a stale version (must be refused and leave the object), delete. The probe key is `probe/<random>` and is removed afterwards,
 //! whatever happened.
 
 use crate::{Store, StoreError};
@@ -15,12 +15,20 @@ pub enum Step {
     CreateAgain,
     ReplaceStale,
     Replace,
+    DeleteStale,
     Delete,
 }
 
 impl Step {
-    pub const ALL: [Step; 6] =
-        [Step::List, Step::Create, Step::CreateAgain, Step::ReplaceStale, Step::Replace, Step::Delete];
+    pub const ALL: [Step; 7] = [
+        Step::List,
+        Step::Create,
+        Step::CreateAgain,
+        Step::ReplaceStale,
+        Step::Replace,
+        Step::DeleteStale,
+        Step::Delete,
+    ];
 
     /// What the step does, for the step-by-step report.
     pub fn describe(self) -> &'static str {
@@ -30,6 +38,7 @@ impl Step {
             Step::CreateAgain => "create it again, expecting refusal (412)",
             Step::ReplaceStale => "replace it with a stale version, expecting refusal (412)",
             Step::Replace => "replace it with its current version (If-Match)",
+            Step::DeleteStale => "delete it with a stale version, expecting refusal (412) and the object kept",
             Step::Delete => "delete it with its current version (If-Match)",
         }
     }
@@ -106,6 +115,24 @@ async fn steps(store: &dyn Store, key: &str, run: u64, report: &mut impl FnMut(S
             return Err(fail(Step::Replace, "the replaced object does not read back as written".into()));
         }
         Err(e) => return Err(unexpected(Step::Replace, e)),
+    }
+
+    // A sweep or a store copy deletes only what it read: a delete that ignores If-Match could
+    // remove a record another copy has just rewritten.
+    match store.delete(key, &first).await {
+        Err(StoreError::VersionMismatch { .. }) => {}
+        Ok(()) => {
+            return Err(fail(
+                Step::DeleteStale,
+                "the bucket ignored If-Match on DELETE: it removed an object changed since it was read, so it cannot be shared by several copies".into(),
+            ));
+        }
+        Err(e) => return Err(unexpected(Step::DeleteStale, e)),
+    }
+    match store.get(key).await {
+        Ok(Some(object)) if object.bytes == body(run, "replaced") => report(Step::DeleteStale),
+        Ok(_) => return Err(fail(Step::DeleteStale, "the object changed or vanished after a refused delete".into())),
+        Err(e) => return Err(unexpected(Step::DeleteStale, e)),
     }
 
     store.delete(key, &replaced).await.map_err(|e| unexpected(Step::Delete, e))?;

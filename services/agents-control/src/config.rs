@@ -70,16 +70,7 @@ impl S3Args {
                 format!("{region:?} is not a region name such as us-east-1"),
             ));
         }
-        let path_style = match self.path_style.trim() {
-            "1" | "true" => true,
-            "0" | "false" | "" => false,
-            other => {
-                return Err(invalid(
-                    "AGENTS_STORE_PATH_STYLE (--store-path-style)",
-                    format!("{other:?} is not 1 or 0"),
-                ));
-            }
-        };
+        let path_style = parse_flag("AGENTS_STORE_PATH_STYLE (--store-path-style)", &self.path_style)?;
         Ok(S3Settings { endpoint, region: region.to_owned(), path_style })
     }
 }
@@ -118,11 +109,27 @@ pub struct PublicArgs {
     /// certificate; every code then carries it. See `agents-control pin --cert FILE`.
     #[arg(long = "pin", env = "AGENTS_CONTROL_PIN", value_name = "PIN")]
     pub pin: Option<String>,
+    /// 1 to accept an http:// AGENTS_CONTROL_URL: codes then send devices' pairing and links in
+    /// the clear. Only for a control plane on this machine (demos, tests).
+    #[arg(long = "allow-http", env = "AGENTS_CONTROL_ALLOW_HTTP", default_value = "0", value_name = "0|1")]
+    pub allow_http: String,
 }
 
 impl PublicArgs {
     pub fn control_url(&self) -> Result<String, ConfigError> {
-        parse_control_url(self.url.as_deref())
+        let allow_http = parse_flag("AGENTS_CONTROL_ALLOW_HTTP (--allow-http)", &self.allow_http)?;
+        let url = parse_control_url(self.url.as_deref())?;
+        if url.starts_with("http://") && !allow_http {
+            return Err(invalid(
+                "AGENTS_CONTROL_URL (--control-url)",
+                format!(
+                    "{url:?} is plain http: every code would send its devices' pairing and messages in the clear. \
+                     Give the load balancer's https:// address, or set AGENTS_CONTROL_ALLOW_HTTP=1 for a control \
+                     plane used only on this machine"
+                ),
+            ));
+        }
+        Ok(url)
     }
 
     pub fn pin(&self) -> Result<Option<String>, ConfigError> {
@@ -189,6 +196,80 @@ pub fn parse_listen(text: &str) -> Result<SocketAddr, ConfigError> {
     })
 }
 
+/// A 0|1 setting (`true`/`false` and empty are accepted too).
+pub fn parse_flag(variable: &'static str, text: &str) -> Result<bool, ConfigError> {
+    match text.trim() {
+        "1" | "true" => Ok(true),
+        "0" | "false" | "" => Ok(false),
+        other => Err(invalid(variable, format!("{other:?} is not 1 or 0"))),
+    }
+}
+
+/// What a copy lets any one party cost it (`docs/control-plane/security.md`).
+#[derive(Debug, Clone, Args)]
+pub struct LimitArgs {
+    /// The most connections a copy holds at once (devices, peers, HTTP requests). Kept below the
+    /// process's open-file limit whatever it is set to.
+    #[arg(long, env = "AGENTS_CONTROL_MAX_CONNECTIONS", default_value = "50000", value_name = "N")]
+    pub max_connections: String,
+    /// The most connections from one address (one IPv6 /64) that have not yet proven to be a
+    /// paired device; a device's link stops counting once its handshake passes. Behind a load
+    /// balancer every connection comes from it: allow for the largest burst of reconnections.
+    #[arg(long, env = "AGENTS_CONTROL_MAX_CONNECTIONS_PER_ADDRESS", default_value = "1000", value_name = "N")]
+    pub max_connections_per_address: String,
+    /// How long a request's head, then its body, may take to arrive.
+    #[arg(long, env = "AGENTS_CONTROL_REQUEST_TIMEOUT", default_value = "10s", value_name = "DURATION")]
+    pub request_timeout: String,
+    /// Store lookups per second the whole copy makes for requests that have proven nothing yet
+    /// (a hello from a device this copy has not seen, a pair request).
+    #[arg(long, env = "AGENTS_CONTROL_LOOKUP_RATE", default_value = "50", value_name = "N")]
+    pub lookup_rate: String,
+    /// The same, for one address.
+    #[arg(long, env = "AGENTS_CONTROL_LOOKUP_RATE_PER_ADDRESS", default_value = "5", value_name = "N")]
+    pub lookup_rate_per_address: String,
+    /// The most codes a client may have waiting to be redeemed (`agents-control code` is not
+    /// held to it).
+    #[arg(long, env = "AGENTS_CONTROL_MAX_CODES_PER_CLIENT", default_value = "20", value_name = "N")]
+    pub max_codes_per_client: String,
+}
+
+impl LimitArgs {
+    pub fn limits(&self) -> Result<crate::limits::Limits, ConfigError> {
+        fn count(variable: &'static str, text: &str) -> Result<usize, ConfigError> {
+            match text.trim().parse::<usize>() {
+                Ok(n) if n > 0 => Ok(n),
+                _ => Err(invalid(variable, format!("{text:?} is not a whole number above zero"))),
+            }
+        }
+        let rate = |variable, text| {
+            count(variable, text)
+                .and_then(|n| u32::try_from(n).map_err(|_| invalid(variable, format!("{n} is too large"))))
+        };
+        let request_timeout =
+            parse_duration("AGENTS_CONTROL_REQUEST_TIMEOUT (--request-timeout)", &self.request_timeout)?;
+        if request_timeout.is_zero() {
+            return Err(invalid("AGENTS_CONTROL_REQUEST_TIMEOUT (--request-timeout)", "must be more than zero"));
+        }
+        Ok(crate::limits::Limits {
+            max_connections: count("AGENTS_CONTROL_MAX_CONNECTIONS (--max-connections)", &self.max_connections)?,
+            max_unproven_per_address: count(
+                "AGENTS_CONTROL_MAX_CONNECTIONS_PER_ADDRESS (--max-connections-per-address)",
+                &self.max_connections_per_address,
+            )?,
+            request_timeout,
+            lookups_per_second: rate("AGENTS_CONTROL_LOOKUP_RATE (--lookup-rate)", &self.lookup_rate)?,
+            lookups_per_second_per_address: rate(
+                "AGENTS_CONTROL_LOOKUP_RATE_PER_ADDRESS (--lookup-rate-per-address)",
+                &self.lookup_rate_per_address,
+            )?,
+            max_codes_per_client: count(
+                "AGENTS_CONTROL_MAX_CODES_PER_CLIENT (--max-codes-per-client)",
+                &self.max_codes_per_client,
+            )?,
+        })
+    }
+}
+
 /// The longest a code may live: a code is a bearer secret.
 pub const MAX_CODE_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
@@ -214,6 +295,38 @@ pub fn parse_duration(flag: &'static str, text: &str) -> Result<Duration, Config
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn limit_args() -> LimitArgs {
+        LimitArgs {
+            max_connections: "50000".into(),
+            max_connections_per_address: "1000".into(),
+            request_timeout: "10s".into(),
+            lookup_rate: "50".into(),
+            lookup_rate_per_address: "5".into(),
+            max_codes_per_client: "20".into(),
+        }
+    }
+
+    #[test]
+    fn the_default_limits_are_the_documented_ones_and_bad_ones_are_named() {
+        assert_eq!(limit_args().limits().unwrap(), crate::limits::Limits::default());
+        for (change, needle) in [
+            (
+                (|a: &mut LimitArgs| a.max_connections = "0".into()) as fn(&mut LimitArgs),
+                "AGENTS_CONTROL_MAX_CONNECTIONS",
+            ),
+            (|a| a.max_connections_per_address = "many".into(), "AGENTS_CONTROL_MAX_CONNECTIONS_PER_ADDRESS"),
+            (|a| a.request_timeout = "0s".into(), "AGENTS_CONTROL_REQUEST_TIMEOUT"),
+            (|a| a.lookup_rate = "-1".into(), "AGENTS_CONTROL_LOOKUP_RATE"),
+            (|a| a.lookup_rate_per_address = "99999999999".into(), "AGENTS_CONTROL_LOOKUP_RATE_PER_ADDRESS"),
+            (|a| a.max_codes_per_client = "".into(), "AGENTS_CONTROL_MAX_CODES_PER_CLIENT"),
+        ] {
+            let mut args = limit_args();
+            change(&mut args);
+            let message = args.limits().unwrap_err().to_string();
+            assert!(message.starts_with(needle), "{message}");
+        }
+    }
 
     fn s3(endpoint: Option<&str>, region: &str, path_style: &str) -> S3Args {
         S3Args { endpoint: endpoint.map(str::to_owned), region: region.into(), path_style: path_style.into() }
@@ -252,6 +365,12 @@ mod tests {
         let pin = encoding::encode(&[1; 32]);
         assert_eq!(parse_pin(Some(&pin)).unwrap(), Some(pin));
         assert!(parse_pin(Some("short")).unwrap_err().to_string().contains("AGENTS_CONTROL_PIN"));
+        let public = |url: &str, allow: &str| PublicArgs { url: Some(url.into()), pin: None, allow_http: allow.into() };
+        let message = public("http://127.0.0.1:8791", "0").control_url().unwrap_err().to_string();
+        assert!(message.contains("AGENTS_CONTROL_ALLOW_HTTP=1") && message.contains("https://"), "{message}");
+        assert_eq!(public("http://127.0.0.1:8791", "1").control_url().unwrap(), "http://127.0.0.1:8791");
+        assert!(public("https://a.example", "0").control_url().is_ok());
+        assert!(public("https://a.example", "yes").control_url().unwrap_err().to_string().contains("ALLOW_HTTP"));
         assert!(parse_listen("0.0.0.0:8791").is_ok());
         assert!(parse_listen("8791").unwrap_err().to_string().contains("AGENTS_CONTROL_LISTEN"));
         assert_eq!(parse_ttl("10m").unwrap(), Duration::from_secs(600));

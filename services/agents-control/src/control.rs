@@ -3,6 +3,7 @@
 use crate::clock::Clock;
 use crate::codes::Issuer;
 use crate::key::ControlKey;
+use crate::limits::{Guards, Limits};
 use crate::metrics::{MeteredStore, Metrics};
 use crate::registry::Registry;
 use crate::sessions::Sessions;
@@ -30,6 +31,10 @@ pub struct Control {
     /// What codes made here over a client's link carry (AGENTS_CONTROL_URL and the pin); `None`
     /// when this copy was not given its public address, and then it makes no codes.
     pub issuer: Option<Issuer>,
+    /// What unproven parties may cost this copy (connections, store lookups).
+    pub guards: Guards,
+    /// The pending codes this copy knows of (sweeping, and the bound per client).
+    pub codes: crate::codes::CodeIndex,
     draining: AtomicBool,
 }
 
@@ -45,6 +50,8 @@ impl Control {
             sessions: Sessions::default(),
             copy_name: "agents-control".into(),
             issuer: None,
+            guards: Guards::new(Limits::default()),
+            codes: crate::codes::CodeIndex::default(),
             draining: AtomicBool::new(false),
         }
     }
@@ -52,6 +59,12 @@ impl Control {
     /// Names the copy in the `welcome` devices get.
     pub fn with_copy_name(mut self, name: impl Into<String>) -> Control {
         self.copy_name = name.into();
+        self
+    }
+
+    /// Runs with these limits instead of the defaults.
+    pub fn with_limits(mut self, limits: Limits) -> Control {
+        self.guards = Guards::new(limits);
         self
     }
 

@@ -14,8 +14,13 @@ use warp::http::StatusCode;
 use warp::reply::Response;
 use warp::{Filter, Rejection, Reply};
 
-/// A pair request is a few hundred bytes; refuse anything far larger before reading it.
-const MAX_PAIR_BODY: u64 = 16 * 1024;
+/// A pair request is a few hundred bytes; refuse anything far larger before reading it. No
+/// other route takes a body.
+pub const MAX_BODY: u64 = 16 * 1024;
+
+/// The address a request came from, set by [`crate::server`] (absent in in-process tests).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddress(pub std::net::IpAddr);
 
 pub fn json_error(status: StatusCode, message: impl Into<String>) -> Response {
     warp::reply::with_status(warp::reply::json(&ErrorBody { error: message.into() }), status).into_response()
@@ -40,23 +45,28 @@ pub fn routes(
         }
     });
     let metrics = warp::path!("metrics").and(warp::get()).and(with_control.clone()).map(|control: Arc<Control>| {
-        warp::reply::with_header(
-            control.metrics.render_with(control.sessions.counts()),
-            "content-type",
-            "text/plain; version=0.0.4",
-        )
-        .into_response()
+        let mut text = control.metrics.render_with(control.sessions.counts());
+        text.push_str(&format!(
+            "# HELP agents_control_open_connections Connections held now (devices, peers, HTTP), against \
+             AGENTS_CONTROL_MAX_CONNECTIONS.\n# TYPE agents_control_open_connections gauge\n\
+             agents_control_open_connections {}\n",
+            control.guards.gate.open()
+        ));
+        warp::reply::with_header(text, "content-type", "text/plain; version=0.0.4").into_response()
     });
     let pair = warp::path!("v1" / "pair")
         .and(warp::post())
-        .and(warp::body::content_length_limit(MAX_PAIR_BODY))
+        .and(warp::body::content_length_limit(MAX_BODY))
         .and(warp::body::bytes())
+        .and(warp::ext::optional::<ClientAddress>())
         .and(with_control)
-        .then(|body: bytes::Bytes, control: Arc<Control>| async move { pair(&control, &body).await });
+        .then(|body: bytes::Bytes, from: Option<ClientAddress>, control: Arc<Control>| async move {
+            pair(&control, &body, from.map(|a| a.0)).await
+        });
     healthz.or(readyz).unify().or(metrics).unify().or(pair).unify().recover(recover).unify()
 }
 
-async fn pair(control: &Control, body: &[u8]) -> Response {
+async fn pair(control: &Control, body: &[u8], from: Option<std::net::IpAddr>) -> Response {
     let request: PairRequest = match serde_json::from_slice(body) {
         Ok(request) => request,
         Err(error) => {
@@ -66,6 +76,16 @@ async fn pair(control: &Control, body: &[u8]) -> Response {
             );
         }
     };
+    // A well-formed request costs store reads before anything is proven (anyone can make a code
+    // that looks right): they come out of the copy's lookup budget.
+    if !control.guards.lookups.take(from, std::time::Instant::now()) {
+        control.metrics.lookups_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let busy = json_error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many pairing attempts reach this copy just now: try again in a few seconds",
+        );
+        return warp::reply::with_header(busy, "retry-after", "2").into_response();
+    }
     match pairing::redeem(control.store.as_ref(), control.clock.as_ref(), &control.key, &request).await {
         Ok(response) => {
             control.metrics.devices_paired.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -87,7 +107,7 @@ async fn recover(rejection: Rejection) -> Result<Response, Infallible> {
     let response = if rejection.is_not_found() {
         json_error(StatusCode::NOT_FOUND, "no such route: see docs/control-plane/protocol.md")
     } else if rejection.find::<warp::reject::PayloadTooLarge>().is_some() {
-        json_error(StatusCode::PAYLOAD_TOO_LARGE, format!("the body is larger than {MAX_PAIR_BODY} bytes"))
+        json_error(StatusCode::PAYLOAD_TOO_LARGE, format!("the body is larger than {MAX_BODY} bytes"))
     } else if rejection.find::<warp::reject::LengthRequired>().is_some() {
         json_error(StatusCode::LENGTH_REQUIRED, "send a Content-Length header")
     } else if rejection.find::<warp::reject::MethodNotAllowed>().is_some() {

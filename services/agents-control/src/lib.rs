@@ -7,6 +7,7 @@
 //! - [`codes`]: making and sweeping codes; [`pairing`]: redeeming them (`POST /v1/pair`).
 //! - [`registry`]: listing and forgetting devices, and the in-memory copy a serving copy uses.
 //! - [`copy`]: `store copy`; [`pin`]: certificate pins.
+//! - [`limits`]: what unproven parties may cost a copy (connections, store lookups).
 //! - [`control`], [`server`], [`http`], [`metrics`], [`membership`], [`serve`]: a running copy.
 //! - [`link`]: the device link `GET /v1/link`; [`sessions`]: the devices connected here;
 //!   [`requests`]: what clients ask over their link.
@@ -21,6 +22,7 @@ pub mod control;
 pub mod copy;
 pub mod http;
 pub mod key;
+pub mod limits;
 pub mod link;
 pub mod membership;
 pub mod metrics;

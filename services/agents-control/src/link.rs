@@ -4,6 +4,7 @@
 //! ends the copy.
 
 use crate::control::Control;
+use crate::limits::{Admitted, LookupRefused};
 use crate::sessions::NotQueued;
 use crate::wire::{self, WireIn, WireOut};
 use ed25519_dalek::{Signature, VerifyingKey};
@@ -14,6 +15,7 @@ use hyperhive_control_proto::link::{
 };
 use hyperhive_control_proto::{DeviceKind, encoding};
 use rand::RngCore;
+use std::net::IpAddr;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::timeout;
@@ -29,10 +31,16 @@ struct Device {
 /// Why the handshake ended without a device; each is a close code and its reason.
 struct Refusal(CloseCode, String);
 
-/// Runs one link until either side ends it.
-pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(socket: WebSocketStream<S>, control: Arc<Control>) {
+/// Runs one link until either side ends it. `connection` is the connection's admission: it
+/// stops counting against its address once the device has proven itself.
+pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    socket: WebSocketStream<S>,
+    control: Arc<Control>,
+    connection: Arc<Admitted>,
+) {
     let (mut sink, mut stream) = wire::wire(socket);
-    let device = match timeout(HANDSHAKE_TIMEOUT, handshake(&mut sink, &mut stream, &control)).await {
+    let handshake = handshake(&mut sink, &mut stream, &control, connection.peer());
+    let device = match timeout(HANDSHAKE_TIMEOUT, handshake).await {
         Ok(Ok(device)) => device,
         Ok(Err(Refusal(code, reason))) => {
             tracing::info!(code = code.code(), %reason, "link refused");
@@ -45,6 +53,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(socket: WebSocketStream<S>
             return;
         }
     };
+    connection.proven();
     let now_ms = u64::try_from(control.clock.now().unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
     let (session, mut queue) = control.sessions.open(&device.id, device.kind, &device.name, now_ms);
     tracing::info!(device = %device.id, kind = %device.kind, session, "device connected");
@@ -81,6 +90,7 @@ async fn handshake(
     sink: &mut (impl Sink<WireOut> + Unpin),
     stream: &mut (impl Stream<Item = WireIn> + Unpin),
     control: &Control,
+    from: IpAddr,
 ) -> Result<Device, Refusal> {
     let mut nonce = [0u8; NONCE_LEN];
     rand::rng().fill_bytes(&mut nonce);
@@ -119,13 +129,17 @@ async fn handshake(
             format!("this copy speaks link protocol version {LINK_PROTOCOL_VERSION}, the device {version}"),
         ));
     }
-    let record = match control.registry.active_or_fetch(control.store.as_ref(), &device_id).await {
+    let record = match crate::limits::device_for_hello(control, &device_id, Some(from)).await {
         Ok(Some(record)) => record,
         Ok(None) => {
             let reason = "unknown device: never paired, or forgotten; pair it again";
             return Err(Refusal(CloseCode::UnknownDevice, reason.into()));
         }
-        Err(error) => {
+        Err(LookupRefused::Busy) => {
+            let reason = "this copy is looking up too many unseen devices just now: try again shortly";
+            return Err(Refusal(CloseCode::TryAgainLater, reason.into()));
+        }
+        Err(LookupRefused::Store(error)) => {
             tracing::warn!(device = %device_id, %error, "cannot check an unseen device while the store is unreachable");
             let reason = "the store is unreachable and this copy has not seen this device yet: try again";
             return Err(Refusal(CloseCode::TryAgainLater, reason.into()));

@@ -32,6 +32,17 @@ pub struct Metrics {
     /// Peer handshakes that failed either side's proof (another key on the bucket, a stale
     /// membership record pointing at another copy).
     pub peer_handshakes_refused: AtomicU64,
+    /// Connections closed at once: the copy's cap, or the address's cap on unproven ones.
+    pub connections_refused_copy: AtomicU64,
+    pub connections_refused_address: AtomicU64,
+    /// Hellos and pair requests refused because the lookup budget was spent.
+    pub lookups_refused: AtomicU64,
+    /// Requests whose head or body did not arrive in time.
+    pub requests_timed_out: AtomicU64,
+    /// Device records the last registry refresh could not read (skipped).
+    pub unreadable_records: AtomicU64,
+    /// Codes refused to a client that had as many waiting as it may.
+    pub codes_refused: AtomicU64,
 }
 
 fn result_label<T>(result: &StoreResult<T>) -> &'static str {
@@ -115,6 +126,21 @@ impl Metrics {
                 "Peer links refused: the other side did not prove the control key, or is not the copy expected.",
                 &self.peer_handshakes_refused,
             ),
+            (
+                "agents_control_lookups_refused_total",
+                "Unproven hellos and pair requests refused because the store lookup budget was spent.",
+                &self.lookups_refused,
+            ),
+            (
+                "agents_control_requests_timed_out_total",
+                "Requests whose body did not arrive within the request timeout.",
+                &self.requests_timed_out,
+            ),
+            (
+                "agents_control_codes_refused_total",
+                "Codes refused to a client holding its maximum.",
+                &self.codes_refused,
+            ),
         ] {
             let _ =
                 writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", value.load(Ordering::Relaxed));
@@ -125,6 +151,25 @@ impl Metrics {
              # TYPE agents_control_codes_pending gauge\nagents_control_codes_pending {}",
             self.codes_pending.load(Ordering::Relaxed)
         );
+        let _ = writeln!(
+            out,
+            "# HELP agents_control_unreadable_records Device records skipped at the last refresh: this build cannot read them.\n\
+             # TYPE agents_control_unreadable_records gauge\nagents_control_unreadable_records {}",
+            self.unreadable_records.load(Ordering::Relaxed)
+        );
+        out.push_str(
+            "# HELP agents_control_connections_refused_total Connections closed at once, by the limit they met.\n",
+        );
+        out.push_str("# TYPE agents_control_connections_refused_total counter\n");
+        for (limit, counter) in
+            [("copy", &self.connections_refused_copy), ("address", &self.connections_refused_address)]
+        {
+            let _ = writeln!(
+                out,
+                "agents_control_connections_refused_total{{limit=\"{limit}\"}} {}",
+                counter.load(Ordering::Relaxed)
+            );
+        }
         out.push_str(
             "# HELP agents_control_relayed_frames_total Frames relayed to a device, by where it was connected.\n",
         );

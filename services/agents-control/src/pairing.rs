@@ -2,7 +2,8 @@
 //!
 //! The device record's key is derived from the code, and it is created with one conditional
 //! create: when two copies race to redeem one code, the bucket lets exactly one win and the
-//! other reports "code already used". Nothing else is needed for correctness; removing the used
+//! other reports "code already used" (unless it is the same device asking again: a retry after
+//! an answer was lost gets the same answer). Nothing else is needed for correctness; removing the used
 //! code record afterwards is tidying (the sweeper does it if this copy does not).
 
 use crate::clock::Clock;
@@ -64,16 +65,16 @@ pub async fn redeem(
     let device_id = records::device_id_for(&hash);
     let device_key = records::device_key(&device_id);
 
-    if store.get(&device_key).await?.is_some() {
-        return Err(PairError::AlreadyUsed);
+    if let Some(object) = store.get(&device_key).await? {
+        return already_paired(key, request, &device_key, &object.bytes);
     }
     let code_key = records::code_key(&hash);
     let Some(code_object) = store.get(&code_key).await? else {
         // A racing copy may have redeemed the code and tidied its record away since we looked.
-        if store.get(&device_key).await?.is_some() {
-            return Err(PairError::AlreadyUsed);
-        }
-        return Err(PairError::Unknown);
+        return match store.get(&device_key).await? {
+            Some(object) => already_paired(key, request, &device_key, &object.bytes),
+            None => Err(PairError::Unknown),
+        };
     };
     let code: CodeRecord = records::decode(&code_key, &code_object.bytes)?;
     let now = clock.now();
@@ -94,7 +95,13 @@ pub async fn redeem(
     };
     match store.create(&device_key, records::encode(&record)).await {
         Ok(_) => {}
-        Err(StoreError::AlreadyExists { .. }) => return Err(PairError::AlreadyUsed),
+        Err(StoreError::AlreadyExists { .. }) => {
+            // Another copy won the race, or an earlier attempt of this same request landed.
+            return match store.get(&device_key).await? {
+                Some(object) => already_paired(key, request, &device_key, &object.bytes),
+                None => Err(PairError::AlreadyUsed),
+            };
+        }
         Err(other) => return Err(other.into()),
     }
     tracing::info!(device = %device_id, kind = %code.kind, name = %verified.name, "paired a device");
@@ -102,10 +109,31 @@ pub async fn redeem(
     if let Err(error) = store.delete(&code_key, &code_object.version).await {
         tracing::debug!(%error, "left the used code record for the sweeper");
     }
-    Ok(PairResponse {
-        signature: key.sign(&device_statement(&device_id, code.kind, &request.public_key)),
-        device_id,
-        kind: code.kind,
-        name: verified.name,
-    })
+    Ok(response(key, &record))
+}
+
+fn response(key: &ControlKey, record: &DeviceRecord) -> PairResponse {
+    PairResponse {
+        signature: key.sign(&device_statement(&record.id, record.kind, &record.public_key)),
+        device_id: record.id.clone(),
+        kind: record.kind,
+        name: record.name.clone(),
+    }
+}
+
+/// The code's device record exists. When it is this very device's (same key: a retry of a
+/// pairing whose write landed though the store reported it unavailable), pairing succeeds again
+/// with the same answer; any other device, or a forgotten one, finds the code used.
+fn already_paired(
+    key: &ControlKey,
+    request: &PairRequest,
+    device_key: &str,
+    stored: &[u8],
+) -> Result<PairResponse, PairError> {
+    let record: DeviceRecord = records::decode(device_key, stored)?;
+    if record.public_key == request.public_key && record.forgotten_at.is_none() {
+        tracing::info!(device = %record.id, "a pairing retried after its record was written: answered again");
+        return Ok(response(key, &record));
+    }
+    Err(PairError::AlreadyUsed)
 }

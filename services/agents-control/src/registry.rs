@@ -73,6 +73,17 @@ pub async fn forget(store: &dyn Store, clock: &dyn Clock, id: &str) -> Result<De
     }
 }
 
+/// What a copy holds about a device id ([`Registry::known`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Known {
+    /// A paired, not forgotten device.
+    Active(DeviceRecord),
+    /// Forgotten, or not a device id at all.
+    Refused,
+    /// Not read yet: the store may hold it (paired since the last refresh).
+    Unseen,
+}
+
 /// The in-memory registry a serving copy answers from.
 ///
 /// Each record is held with the store version it was read at, so a refresh GETs only the
@@ -89,6 +100,9 @@ struct Held {
     /// Counts reads of the store into the registry: a LIST or GET numbered after a listing
     /// started is at least as fresh as that listing.
     reads: u64,
+    /// Records this build could not read at the last refresh, key -> version: skipped (their
+    /// device is refused here) and not read again until they change.
+    unreadable: HashMap<String, String>,
 }
 
 #[derive(Debug)]
@@ -109,17 +123,21 @@ impl Held {
 
 impl Registry {
     /// Brings the registry up to the store: one LIST, then a GET of each record that is new or
-    /// whose version changed; records no longer listed are dropped. On failure the previous
-    /// contents stay. Returns how many records (tombstones included) it holds.
+    /// whose version changed; records no longer listed are dropped. A record this build cannot
+    /// read (garbage, or a newer schema written during a rolling upgrade) is skipped and
+    /// reported, never a reason to stop: the other records, forgets above all, still apply, and
+    /// the unreadable record's device is refused here. On a store failure the previous contents
+    /// stay. Returns how many records (tombstones included) it holds.
     pub async fn refresh(&self, store: &dyn Store) -> Result<usize, RegistryError> {
         let (listing, known) = {
             let mut held = self.devices.write().expect("registry lock");
-            let known: HashMap<String, String> =
+            let mut known: HashMap<String, String> =
                 held.by_id.values().map(|entry| (entry.key.clone(), entry.version.clone())).collect();
+            known.extend(held.unreadable.iter().map(|(key, version)| (key.clone(), version.clone())));
             (held.next_read(), known)
         };
         let listed = store.list_versions(records::DEVICES).await?;
-        let mut fetched = Vec::new();
+        let (mut fetched, mut unreadable) = (Vec::new(), HashMap::new());
         for item in &listed {
             // A store that lists no version says nothing about change: read the record.
             if !item.version.is_empty() && known.get(&item.key) == Some(&item.version) {
@@ -128,8 +146,13 @@ impl Registry {
             let Some(object) = store.get(&item.key).await? else {
                 continue; // removed between LIST and GET
             };
-            let record: DeviceRecord = records::decode(&item.key, &object.bytes)?;
-            fetched.push((item.key.clone(), object.version, record));
+            match records::decode::<DeviceRecord>(&item.key, &object.bytes) {
+                Ok(record) => fetched.push((item.key.clone(), object.version, record)),
+                Err(error) => {
+                    tracing::warn!(%error, "skipped a device record this build cannot read; its device is refused by this copy");
+                    unreadable.insert(item.key.clone(), object.version);
+                }
+            }
         }
 
         let versions: HashMap<&str, &str> =
@@ -140,11 +163,19 @@ impl Registry {
         // and have its new session closed as forgotten).
         held.by_id
             .retain(|_, entry| entry.read > listing || versions.get(entry.key.as_str()) == Some(&&*entry.version));
+        held.unreadable.retain(|key, version| versions.get(key.as_str()) == Some(&version.as_str()));
+        held.unreadable.extend(unreadable);
         for (key, version, record) in fetched {
             let read = held.next_read();
+            held.unreadable.remove(&key);
             held.by_id.insert(record.id.clone(), Entry { key, version, record, read });
         }
         Ok(held.by_id.len())
+    }
+
+    /// How many device records the last refresh could not read (see [`Registry::refresh`]).
+    pub fn unreadable(&self) -> usize {
+        self.devices.read().expect("registry lock").unreadable.len()
     }
 
     /// The kind of a paired, not forgotten device, without copying its record (asked for
@@ -154,10 +185,30 @@ impl Registry {
         held.by_id.get(id).map(|entry| &entry.record).filter(|d| d.forgotten_at.is_none()).map(|d| d.kind)
     }
 
+    /// Whether this copy holds a record of the device, forgotten or not.
+    pub fn holds(&self, id: &str) -> bool {
+        self.devices.read().expect("registry lock").by_id.contains_key(id)
+    }
+
     /// A paired, not forgotten device.
     pub fn active(&self, id: &str) -> Option<DeviceRecord> {
         let held = self.devices.read().expect("registry lock");
         held.by_id.get(id).map(|entry| &entry.record).filter(|d| d.forgotten_at.is_none()).cloned()
+    }
+
+    /// What this copy holds about a device id, without asking the store.
+    pub fn known(&self, id: &str) -> Known {
+        // The id may come from a hello: only a well-formed one can ever be a paired device.
+        if !records::is_device_id(id) {
+            return Known::Refused;
+        }
+        let held = self.devices.read().expect("registry lock");
+        match held.by_id.get(id) {
+            Some(entry) if entry.record.forgotten_at.is_none() => Known::Active(entry.record.clone()),
+            // Forgetting is for good: a held tombstone needs no second look.
+            Some(_) => Known::Refused,
+            None => Known::Unseen,
+        }
     }
 
     /// A paired, not forgotten device, read from the store when this copy has not seen it yet.
@@ -169,10 +220,15 @@ impl Registry {
     /// The store could not be read, so this copy cannot tell (the device may well be paired:
     /// say "try again", not "unknown").
     pub async fn active_or_fetch(&self, store: &dyn Store, id: &str) -> Result<Option<DeviceRecord>, StoreError> {
-        if let Some(record) = self.active(id) {
-            return Ok(Some(record));
+        match self.known(id) {
+            Known::Active(record) => Ok(Some(record)),
+            Known::Refused => Ok(None),
+            Known::Unseen => self.fetch(store, id).await,
         }
-        // The id comes from the device's hello: only a well-formed one becomes a store key.
+    }
+
+    /// One GET of a device this copy has not seen (see [`Registry::known`]), kept once read.
+    pub async fn fetch(&self, store: &dyn Store, id: &str) -> Result<Option<DeviceRecord>, StoreError> {
         if !records::is_device_id(id) {
             return Ok(None);
         }
@@ -295,14 +351,27 @@ mod tests {
         assert!(registry.active(removed).is_none(), "a removed record is dropped");
         assert_eq!(registry.active(&added.id), Some(added));
 
-        // A record this build cannot read fails the refresh and leaves the last good contents.
-        backend.create(&records::device_key(&device(N + 1).id), b"{\"schema\":99}".to_vec()).await.unwrap();
-        let error = registry.refresh(store.as_ref()).await.unwrap_err();
-        assert!(error.to_string().contains("schema"), "{error}");
+        // A record this build cannot read (a newer schema, or garbage) is skipped, read once,
+        // and the change beside it (a forget) is still enforced.
+        let newer = device(N + 1);
+        let mut future = serde_json::to_value(&newer).unwrap();
+        future["schema"] = 99.into();
+        backend.create(&records::device_key(&newer.id), serde_json::to_vec(&future).unwrap()).await.unwrap();
+        backend.create(&records::device_key(&device(N + 2).id), b"not json".to_vec()).await.unwrap();
+        let also_forgotten = &devices[5].id;
+        forget(backend.as_ref(), &SystemClock, also_forgotten).await.unwrap();
+        assert!(registry.active(also_forgotten).is_some());
+        assert_eq!(registry.refresh(store.as_ref()).await.unwrap(), N);
+        assert_eq!(requests.since_last(), (1, 3), "the two unreadable records and the tombstone");
+        assert!(registry.active(also_forgotten).is_none(), "the forget beside unreadable records was not enforced");
+        assert_eq!(registry.unreadable(), 2);
+        assert!(registry.active(&newer.id).is_none(), "a device whose record cannot be read is refused");
         assert!(registry.active(&devices[0].id).is_some() && registry.active(forgotten).is_none());
+        registry.refresh(store.as_ref()).await.unwrap();
+        assert_eq!(requests.since_last(), (1, 0), "an unchanged unreadable record is not read again");
         assert_eq!(
             registry.active_of_kind(DeviceKind::Client).len() + registry.active_of_kind(DeviceKind::Host).len(),
-            N - 1
+            N - 2
         );
     }
 

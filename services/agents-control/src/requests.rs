@@ -7,7 +7,7 @@
 //! listing answers from this copy's in-memory registry and says so.
 
 use crate::clock::Clock;
-use crate::codes::{self, CodeRequest};
+use crate::codes::{self, CodeRequest, NotMade};
 use crate::config::MAX_CODE_TTL;
 use crate::control::Control;
 use crate::records::{self, DeviceRecord};
@@ -119,9 +119,16 @@ async fn make_code(
     })?;
     let now = control.clock.now();
     let request = CodeRequest { kind, name, ttl, made_by: asked_by.to_owned() };
-    let code = codes::make_code(control.store.as_ref(), &At(now), issuer, &request)
-        .await
-        .map_err(|e| Refused::store("no code was made", &e))?;
+    let max = control.guards.limits.max_codes_per_client;
+    let paired = |id: &str| control.registry.holds(id);
+    let code = match control.codes.make_bounded(control.store.as_ref(), &At(now), issuer, &request, max, paired).await {
+        Ok(code) => code,
+        Err(NotMade::Store(error)) => return Err(Refused::store("no code was made", &error)),
+        Err(too_many @ NotMade::TooMany(_)) => {
+            control.metrics.codes_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Err(Refused::wrong(too_many.to_string()));
+        }
+    };
     Ok(Reply::Code { code: code.to_token(), expires_at: records::timestamp(now + ttl) })
 }
 

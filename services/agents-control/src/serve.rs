@@ -1,8 +1,7 @@
 //! `agents-control serve`: prove the store, load the registry, serve HTTP, keep the registry
-//! fresh, link to the other copies and sweep codes in the background, and on shutdown fail
+//! fresh, link to the other copies and sweep codes in the background (each on its own task), and on shutdown fail
 //! `/readyz`, close every link with "going away", then leave the membership.
 
-use crate::codes;
 use crate::control::Control;
 use crate::membership::Membership;
 use crate::peers::Dialers;
@@ -10,13 +9,15 @@ use hyperhive_control_proto::link::CloseCode;
 use hyperhive_object_store::probe;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 
 /// How often the registry is re-read (and the store's reachability checked).
 pub const REFRESH_EVERY: Duration = Duration::from_secs(2);
-/// Codes are swept every this many refreshes.
-const SWEEP_EVERY_REFRESHES: u32 = 15;
+/// How often codes are swept (on a task of their own: however many codes wait, a sweep never
+/// holds up the refresh, the heartbeat or the enforcement of forgets).
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
 /// The membership heartbeat is written every this many refreshes.
 const HEARTBEAT_EVERY_REFRESHES: u32 = 5;
 /// How often the membership heartbeat is written.
@@ -62,6 +63,7 @@ pub async fn run(
 
     let dialers = Arc::new(Dialers::default());
     let background = tokio::spawn(keep_fresh(control.clone(), membership.clone(), dialers.clone()));
+    let sweeper = tokio::spawn(sweep_codes(control.clone()));
     let draining = {
         let control = control.clone();
         let dialers = dialers.clone();
@@ -89,14 +91,14 @@ pub async fn run(
     };
     crate::server::serve(control.clone(), listener, draining).await;
     background.abort();
+    sweeper.abort();
     dialers.stop_all();
     membership.leave(control.store.as_ref()).await;
     tracing::info!("stopped");
     Ok(())
 }
 
-/// Re-reads the registry every [`REFRESH_EVERY`], beats the membership heartbeat and sweeps
-/// codes now and then. Failures are logged and leave the last good registry in place (known
+/// Re-reads the registry every [`REFRESH_EVERY`] and beats the membership heartbeat. Failures are logged and leave the last good registry in place (known
 /// devices keep working).
 async fn keep_fresh(control: Arc<Control>, membership: Arc<Membership>, dialers: Arc<Dialers>) {
     let mut ticks = tokio::time::interval(REFRESH_EVERY);
@@ -109,6 +111,7 @@ async fn keep_fresh(control: Arc<Control>, membership: Arc<Membership>, dialers:
             tracing::warn!(%error, "could not refresh the registry; serving the last one read");
             continue;
         }
+        control.metrics.unreadable_records.store(control.registry.unreadable() as u64, Ordering::Relaxed);
         control.sessions.close_forgotten(&control.registry);
         if let Err(error) = dialers.refresh(&control, membership.peer_url().is_some()).await {
             tracing::warn!(%error, "could not read the membership; keeping the peer links as they are");
@@ -118,11 +121,19 @@ async fn keep_fresh(control: Arc<Control>, membership: Arc<Membership>, dialers:
         {
             tracing::warn!(%error, "could not write the membership heartbeat");
         }
-        if count.is_multiple_of(SWEEP_EVERY_REFRESHES) {
-            match codes::sweep(control.store.as_ref(), control.clock.as_ref()).await {
-                Ok(swept) => control.metrics.record_sweep(swept),
-                Err(error) => tracing::warn!(%error, "could not sweep codes"),
-            }
+    }
+}
+
+/// Sweeps expired and redeemed codes every [`SWEEP_EVERY`], starting at once.
+async fn sweep_codes(control: Arc<Control>) {
+    let mut ticks = tokio::time::interval(SWEEP_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let paired = |id: &str| control.registry.holds(id);
+        match control.codes.sweep(control.store.as_ref(), control.clock.as_ref(), paired).await {
+            Ok(swept) => control.metrics.record_sweep(swept),
+            Err(error) => tracing::warn!(%error, "could not sweep codes"),
         }
     }
 }

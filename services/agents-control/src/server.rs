@@ -8,7 +8,10 @@
 //! for small frames (DESIGN 3.6).
 
 use crate::control::Control;
-use crate::http::json_error;
+use crate::http::{ClientAddress, MAX_BODY, json_error};
+use crate::limits::{Admitted, Full};
+use bytes::Bytes;
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, StatusCode};
@@ -30,24 +33,37 @@ use warp::reply::Response;
 /// A WebSocket a device or a peer opened to this copy.
 pub type ServerSocket = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
 
-/// A client must send its request head within this (a slow or silent connection otherwise
-/// holds a socket and its buffers forever).
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// How long to wait before accepting again after the listener failed (out of file descriptors:
 /// retrying at once would spin).
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Serves `control` on `listener` until `shutdown` resolves; then stops accepting and waits for
 /// the plain HTTP requests in flight (upgraded links are closed by their own tasks).
+///
+/// Every connection is admitted by the copy's [`crate::limits::Gate`] first (one past a limit is
+/// closed at once, before anything is read), and must send each request's head, then its body,
+/// within the request timeout: a slow or silent client otherwise holds a socket and its buffers
+/// for as long as it likes.
 pub async fn serve(control: Arc<Control>, listener: TcpListener, shutdown: impl Future<Output = ()>) {
     let routes = crate::http::routes(control.clone());
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
+    let request_timeout = control.guards.limits.request_timeout;
     loop {
-        let stream = tokio::select! {
+        let (stream, admitted) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok((stream, peer)) => match control.guards.gate.admit(peer.ip()) {
+                    Ok(admitted) => (stream, admitted),
+                    Err(full) => {
+                        let counter = match full {
+                            Full::Copy => &control.metrics.connections_refused_copy,
+                            Full::Address => &control.metrics.connections_refused_address,
+                        };
+                        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        tracing::debug!(?full, %peer, "closed a connection past a limit");
+                        continue;
+                    }
+                },
                 Err(error) => {
                     tracing::warn!(%error, "accepting a connection failed");
                     tokio::time::sleep(ACCEPT_BACKOFF).await;
@@ -60,13 +76,13 @@ pub async fn serve(control: Arc<Control>, listener: TcpListener, shutdown: impl 
         let routes = TowerToHyperService::new(warp::service(routes.clone()));
         let control = control.clone();
         let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-            let (control, routes) = (control.clone(), routes.clone());
-            async move { Ok::<_, Infallible>(route(control, routes, request).await) }
+            let (control, routes, admitted) = (control.clone(), routes.clone(), admitted.clone());
+            async move { Ok::<_, Infallible>(route(control, routes, admitted, request).await) }
         });
         let watcher = graceful.watcher();
         tokio::spawn(async move {
             let mut builder = auto::Builder::new(TokioExecutor::new()).http1_only();
-            builder.http1().timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT);
+            builder.http1().timer(TokioTimer::new()).header_read_timeout(request_timeout);
             let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
             if let Err(error) = watcher.watch(connection).await {
                 tracing::debug!(%error, "HTTP connection ended with an error");
@@ -84,21 +100,55 @@ enum Socket {
     Peer,
 }
 
-async fn route<S>(control: Arc<Control>, routes: S, request: Request<Incoming>) -> Response
+async fn route<S>(control: Arc<Control>, routes: S, admitted: Arc<Admitted>, request: Request<Incoming>) -> Response
 where
-    S: hyper::service::Service<Request<Incoming>, Response = Response, Error = Infallible>,
+    S: hyper::service::Service<Request<http_body_util::Full<Bytes>>, Response = Response, Error = Infallible>,
 {
     let socket = match request.uri().path() {
         "/v1/link" => Socket::Link,
         "/v1/peer" => Socket::Peer,
-        _ => return routes.call(request).await.unwrap_or_else(|never| match never {}),
+        _ => {
+            let mut request = match read_body(&control, request).await {
+                Ok(request) => request,
+                Err(refusal) => return refusal,
+            };
+            request.extensions_mut().insert(ClientAddress(admitted.peer()));
+            return routes.call(request).await.unwrap_or_else(|never| match never {});
+        }
     };
-    upgrade(control, socket, request)
+    upgrade(control, socket, request, admitted)
+}
+
+/// Reads a request's body whole, at most [`MAX_BODY`] bytes and within the request timeout
+/// (hyper's header timeout covers only the head: a body sent a byte at a time would otherwise
+/// hold its connection for ever).
+async fn read_body(
+    control: &Control,
+    request: Request<Incoming>,
+) -> Result<Request<http_body_util::Full<Bytes>>, Response> {
+    let timeout = control.guards.limits.request_timeout;
+    let (parts, body) = request.into_parts();
+    let limited = http_body_util::Limited::new(body, MAX_BODY as usize);
+    match tokio::time::timeout(timeout, limited.collect()).await {
+        Ok(Ok(body)) => Ok(Request::from_parts(parts, http_body_util::Full::new(body.to_bytes()))),
+        Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => {
+            Err(json_error(StatusCode::PAYLOAD_TOO_LARGE, format!("the body is larger than {MAX_BODY} bytes")))
+        }
+        Ok(Err(error)) => Err(json_error(StatusCode::BAD_REQUEST, format!("reading the request body failed: {error}"))),
+        Err(_) => {
+            control.metrics.requests_timed_out.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Err(json_error(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("the request body did not arrive within {}s: send it whole", timeout.as_secs_f64()),
+            ))
+        }
+    }
 }
 
 /// Checks the upgrade request (RFC 6455 4.2.1), answers 101 and starts the socket's task once
-/// hyper hands over the connection.
-fn upgrade(control: Arc<Control>, socket: Socket, mut request: Request<Incoming>) -> Response {
+/// hyper hands over the connection. The socket's task holds the connection's admission until it
+/// ends; a device link releases its address's share once the device has proven itself.
+fn upgrade(control: Arc<Control>, socket: Socket, mut request: Request<Incoming>, admitted: Arc<Admitted>) -> Response {
     let key = match check_upgrade(request.method(), request.headers()) {
         Ok(key) => key,
         Err(problem) => {
@@ -127,12 +177,13 @@ fn upgrade(control: Arc<Control>, socket: Socket, mut request: Request<Incoming>
                     Some(hyperhive_control_link::websocket_config()),
                 )
                 .await;
-                crate::link::serve(socket, control).await;
+                crate::link::serve(socket, control, admitted).await;
             }
             Socket::Peer => {
                 let config = crate::peer_link::websocket_config();
                 let socket = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
                 crate::peer_link::accept(socket, control).await;
+                drop(admitted);
             }
         }
     });

@@ -197,7 +197,8 @@ fn store_check_passes_on_a_directory() {
     let output = agents_control_with(&["store", "check", "--store", &url], &[]);
     let stdout = text(&output.stdout);
     assert!(output.status.success(), "{stdout}{}", text(&output.stderr));
-    assert_eq!(stdout.lines().filter(|l| l.starts_with("ok ")).count(), 6, "{stdout}");
+    assert_eq!(stdout.lines().filter(|l| l.starts_with("ok ")).count(), 7, "{stdout}");
+    assert!(stdout.contains("ok    delete it with a stale version, expecting refusal (412)"), "{stdout}");
     assert!(!dir.path().join("probe").exists() || std::fs::read_dir(dir.path().join("probe")).unwrap().count() == 0);
 }
 
@@ -223,6 +224,30 @@ async fn store_check_names_a_bucket_that_ignores_conditional_writes() {
         stderr.contains("the bucket ignored If-None-Match") && stderr.contains("cannot be shared by several copies"),
         "{stderr}"
     );
+    assert!(standin.objects().is_empty(), "the probe object was not cleaned up");
+}
+
+/// A bucket that honours If-Match on writes but not on DELETE would let a sweep or a copy remove
+/// a record another copy has just rewritten.
+#[tokio::test]
+async fn store_check_names_a_bucket_whose_delete_ignores_if_match() {
+    let standin = standin_s3::StandIn::start(standin_s3::Behaviour::IgnoresDeleteConditions).await;
+    let env = [
+        ("AGENTS_STORE_ENDPOINT", standin.endpoint()),
+        ("AGENTS_STORE_PATH_STYLE", "1".into()),
+        ("AWS_ACCESS_KEY_ID", "test".into()),
+        ("AWS_SECRET_ACCESS_KEY", "test".into()),
+    ];
+    let output = tokio::task::spawn_blocking(move || {
+        agents_control_with(&["store", "check", "--store", "s3://standin/control"], &env)
+    })
+    .await
+    .unwrap();
+    let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+    assert!(!output.status.success(), "{stdout}");
+    assert!(stdout.contains("ok    replace it with its current version"), "{stdout}");
+    assert!(stdout.contains("FAIL  delete it with a stale version"), "{stdout}");
+    assert!(stderr.contains("the bucket ignored If-Match on DELETE"), "{stderr}");
     assert!(standin.objects().is_empty(), "the probe object was not cleaned up");
 }
 

@@ -7,10 +7,11 @@ use agents_control::control::Control;
 use agents_control::key::ControlKey;
 use agents_control::{records, registry};
 use ed25519_dalek::SigningKey;
+use futures::future::BoxFuture;
 use hyperhive_control_proto::DeviceKind;
 use hyperhive_control_proto::pair::{PairRequest, PairResponse};
-use hyperhive_object_store::Store;
 use hyperhive_object_store::file::FileStore;
+use hyperhive_object_store::{Listed, Object, Store, StoreError, StoreResult};
 use std::sync::Arc;
 use std::time::Duration;
 use time::macros::datetime;
@@ -172,6 +173,7 @@ async fn readyz_follows_the_store_and_draining() {
     assert_eq!(metrics.status(), 200);
     let text = String::from_utf8_lossy(metrics.body()).into_owned();
     assert!(text.contains("agents_control_store_operations_total{operation=\"list\",result=\"ok\"} 1"), "{text}");
+    assert!(text.contains("\nagents_control_open_connections 0\n"), "{text}");
     f.control.start_draining();
     let response = ready().await;
     assert_eq!(response.status(), 503);
@@ -211,11 +213,88 @@ async fn the_sweeper_removes_expired_codes_and_leaves_live_ones() {
     f.clock.advance(Duration::from_secs(300));
     f.code(DeviceKind::Host).await;
     f.clock.advance(Duration::from_secs(301));
-    let sweep = codes::sweep(f.store.as_ref(), f.clock.as_ref()).await.unwrap();
+    let sweep = f.control.codes.sweep(f.store.as_ref(), f.clock.as_ref(), |_| false).await.unwrap();
     assert_eq!(sweep, codes::Sweep { removed: 1, pending: 1 });
     assert_eq!(f.store.list(records::CODES).await.unwrap().len(), 1);
     f.control.metrics.record_sweep(sweep);
     let text = f.control.metrics.render();
     assert!(text.contains("agents_control_codes_pending 1\n"), "{text}");
     assert!(text.contains("agents_control_codes_swept_total 1\n"), "{text}");
+}
+
+/// A file store whose first device-record create lands but is reported unavailable (the answer
+/// was lost, and the backend's retries could not tell).
+#[derive(Debug)]
+struct LandsButUnavailable {
+    inner: FileStore,
+    lost: std::sync::atomic::AtomicBool,
+}
+
+impl Store for LandsButUnavailable {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<Object>>> {
+        self.inner.get(key)
+    }
+    fn create<'a>(&'a self, key: &'a str, bytes: Vec<u8>) -> BoxFuture<'a, StoreResult<String>> {
+        Box::pin(async move {
+            let created = self.inner.create(key, bytes).await?;
+            if key.starts_with(records::DEVICES) && !self.lost.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                return Err(StoreError::Unavailable { detail: "the answer was lost".into() });
+            }
+            Ok(created)
+        })
+    }
+    fn replace<'a>(&'a self, key: &'a str, bytes: Vec<u8>, version: &'a str) -> BoxFuture<'a, StoreResult<String>> {
+        self.inner.replace(key, bytes, version)
+    }
+    fn delete<'a>(&'a self, key: &'a str, version: &'a str) -> BoxFuture<'a, StoreResult<()>> {
+        self.inner.delete(key, version)
+    }
+    fn list_versions<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, StoreResult<Vec<Listed>>> {
+        self.inner.list_versions(prefix)
+    }
+}
+
+/// The device asks again with the same code and key after its pairing's write landed unseen:
+/// it is paired (once, with the same answer), not told its code is used; another device with
+/// that code is.
+#[tokio::test]
+async fn a_pairing_retried_after_a_landed_write_was_reported_unavailable_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LandsButUnavailable {
+        inner: FileStore::open(dir.path()).unwrap(),
+        lost: std::sync::atomic::AtomicBool::new(false),
+    };
+    let clock = FakeClock::at(datetime!(2026-11-30 04:00 UTC));
+    let key = ControlKey::from_seed([7; 32]);
+    let issuer = Issuer { key: key.clone(), control_url: "https://agents.example.com".into(), pin: None };
+    let code = CodeRequest { kind: DeviceKind::Client, name: None, ttl: codes::DEFAULT_TTL, made_by: "test".into() };
+    let token = codes::make_code(&store, &clock, &issuer, &code).await.unwrap().to_token();
+    let device = SigningKey::from_bytes(&[1; 32]);
+    let request = PairRequest::sign(&token, &device, "laptop");
+
+    let first = agents_control::pairing::redeem(&store, &clock, &key, &request).await.unwrap_err();
+    assert_eq!(first.status(), 503, "{first}");
+    assert_eq!(store.inner.list(records::DEVICES).await.unwrap().len(), 1, "the write landed");
+    let retried = agents_control::pairing::redeem(&store, &clock, &key, &request).await.unwrap();
+    let public = hyperhive_control_proto::encoding::encode(device.verifying_key().as_bytes());
+    assert!(retried.verify(&SigningKey::from_bytes(&[7; 32]).verifying_key(), &public));
+    assert_eq!(retried.name, "laptop");
+    let again = agents_control::pairing::redeem(&store, &clock, &key, &request).await.unwrap();
+    assert_eq!(again.device_id, retried.device_id);
+    assert_eq!(store.inner.list(records::DEVICES).await.unwrap().len(), 1);
+    // The used code record is the sweeper's to remove (it sees the device in the registry).
+    let paired = retried.device_id.clone();
+    let swept = codes::CodeIndex::default().sweep(&store, &clock, |id| id == paired).await.unwrap();
+    assert_eq!(swept, codes::Sweep { removed: 1, pending: 0 });
+
+    let other = PairRequest::sign(&token, &SigningKey::from_bytes(&[2; 32]), "intruder");
+    let refused = agents_control::pairing::redeem(&store, &clock, &key, &other).await.unwrap_err();
+    assert_eq!(refused.status(), 409, "{refused}");
+    // Forgotten, the device cannot come back with its old request either.
+    registry::forget(&store.inner, &clock, &retried.device_id).await.unwrap();
+    let forgotten = agents_control::pairing::redeem(&store, &clock, &key, &request).await.unwrap_err();
+    assert_eq!(forgotten.status(), 409, "{forgotten}");
 }

@@ -145,6 +145,30 @@ async fn a_code_made_over_the_link_pairs_a_new_device_once() {
     assert_eq!(expires_at, "2026-11-30T04:10:00Z");
 }
 
+/// A client cannot fill the bucket with codes: past its bound it is told why, and nothing is
+/// written; another client is not held to its count.
+#[tokio::test]
+async fn a_client_may_hold_only_so_many_waiting_codes() {
+    let copy = file_copy(true).await;
+    let max = copy.control.guards.limits.max_codes_per_client;
+    let client = copy.pair(DeviceKind::Client, "phone").await;
+    let mut link = copy.connect(&client).await;
+    for id in 0..max as u64 {
+        ask(&mut link, id, make_code(DeviceKind::Host, None, Some(24 * 3600))).await;
+        assert!(answer(&mut link, id).await.is_ok(), "code {id}");
+    }
+    ask(&mut link, 100, make_code(DeviceKind::Host, None, None)).await;
+    let (error, retry) = answer(&mut link, 100).await.unwrap_err();
+    assert!(!retry && error.contains(&format!("already has {max} codes waiting")), "{error}");
+    assert_eq!(copy.pending_codes().await.len(), max);
+    assert!(copy.control.metrics.render().contains("agents_control_codes_refused_total 1\n"));
+
+    let other = copy.pair(DeviceKind::Client, "laptop").await;
+    let mut other_link = copy.connect(&other).await;
+    ask(&mut other_link, 1, make_code(DeviceKind::Host, None, None)).await;
+    assert!(answer(&mut other_link, 1).await.is_ok());
+}
+
 #[tokio::test]
 async fn a_copy_without_its_public_address_makes_no_codes() {
     let copy = file_copy(false).await;

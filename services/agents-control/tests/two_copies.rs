@@ -27,6 +27,10 @@ fn common_env() -> Vec<(String, String)> {
         ("AGENTS_CONTROL_KEY".to_string(), encoding::encode(&SEED)),
         ("AGENTS_CONTROL_URL".to_string(), "https://agents.example.com".to_string()),
         ("RUST_LOG".to_string(), "info".to_string()),
+        // The race below pairs 400 times in seconds from one address, far past what the lookup
+        // budget lets an unproven address do (that budget is tested in unproven_load.rs).
+        ("AGENTS_CONTROL_LOOKUP_RATE".to_string(), "100000".to_string()),
+        ("AGENTS_CONTROL_LOOKUP_RATE_PER_ADDRESS".to_string(), "100000".to_string()),
     ]
 }
 

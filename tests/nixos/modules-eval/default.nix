@@ -239,6 +239,8 @@ let
       b.attrNames copyUnit.environment == [
         "AGENTS_CONTROL_KEY_FILE"
         "AGENTS_CONTROL_LISTEN"
+        "AGENTS_CONTROL_MAX_CONNECTIONS"
+        "AGENTS_CONTROL_MAX_CONNECTIONS_PER_ADDRESS"
         "AGENTS_CONTROL_NAME"
         "AGENTS_CONTROL_PEER_URL"
         "AGENTS_CONTROL_URL"
@@ -254,6 +256,9 @@ let
       copyUnit.environment.AGENTS_CONTROL_LISTEN == "0.0.0.0:8791"
       && copyUnit.environment.AGENTS_CONTROL_PEER_URL == "http://cp1:8791";
     "openFirewall opens the copy's port only" = ok.ports == [ 8791 ];
+    "a copy may hold its connections: LimitNOFILE above AGENTS_CONTROL_MAX_CONNECTIONS" =
+      copyUnit.environment.AGENTS_CONTROL_MAX_CONNECTIONS == "50000"
+      && copyUnit.serviceConfig.LimitNOFILE == 54096;
     "% is doubled in Environment= values" = copyUnit.environment.AGENTS_CONTROL_NAME == "100%% test";
     "the admin command exports the settings unescaped" = lib.hasInfix "AGENTS_CONTROL_NAME='100% test'" (adminText ok);
     "no bucket key file, no AWS_SHARED_CREDENTIALS_FILE" =

@@ -2,7 +2,7 @@
 
 use super::{Failure, open_store};
 use crate::clock::SystemClock;
-use crate::config::{self, IssuerArgs};
+use crate::config::{self, IssuerArgs, LimitArgs};
 use crate::control::Control;
 use crate::membership::Membership;
 use clap::Args;
@@ -26,6 +26,8 @@ pub struct ServeArgs {
     /// health-check interval to notice).
     #[arg(long, default_value = "2s", value_name = "DURATION")]
     drain: String,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 pub async fn run(args: ServeArgs) -> Result<ExitCode, Failure> {
@@ -42,6 +44,17 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode, Failure> {
         })?;
     }
     let drain = config::parse_duration("--drain", &args.drain)?;
+    let mut limits = args.limits.limits()?;
+    let open_files = crate::limits::raise_open_file_limit();
+    let max_connections = crate::limits::connections_within(limits.max_connections, open_files);
+    if max_connections < limits.max_connections {
+        tracing::warn!(
+            open_files,
+            max_connections,
+            "the open-file limit allows fewer connections than AGENTS_CONTROL_MAX_CONNECTIONS: raise LimitNOFILE"
+        );
+        limits.max_connections = max_connections;
+    }
     let store = open_store(&args.control.store).await?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -50,7 +63,8 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode, Failure> {
     let control = Arc::new(
         Control::new(store, issuer.key, Arc::new(SystemClock))
             .with_copy_name(membership.copy_id())
-            .with_public_address(issuer.control_url, issuer.pin),
+            .with_public_address(issuer.control_url, issuer.pin)
+            .with_limits(limits),
     );
     crate::serve::run(control, membership, listener, shutdown_signal(), drain).await?;
     Ok(ExitCode::SUCCESS)

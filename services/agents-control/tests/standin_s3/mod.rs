@@ -1,5 +1,5 @@
 //! A stand-in S3 endpoint for behaviours no real server here shows on demand: a bucket that
-//! ignores conditional headers (it never answers 412), a PUT that lands but whose answer is lost
+//! ignores conditional headers (it never answers 412) or ignores them on DELETE only, a PUT that lands but whose answer is lost
 //! (a 503 after storing), and a 409 ConditionalRequestConflict. It answers path-style PUT, GET,
 //! DELETE and ListObjectsV2 (always empty) like S3.
 
@@ -13,6 +13,8 @@ use warp::http::{HeaderMap, Method, Response, StatusCode};
 pub enum Behaviour {
     /// Ignores If-None-Match and If-Match: every write succeeds.
     IgnoresConditions,
+    /// Honours conditions on PUT, but ignores If-Match on DELETE: a stale delete removes.
+    IgnoresDeleteConditions,
     /// Honours conditions, but the first PUT is stored and then answered with 503, and the
     /// first GET after it answers 503 too: the writer's retry then meets a 412 for its own write.
     FirstPutLandsThenFails,
@@ -155,7 +157,7 @@ fn answer(
             Response::builder().status(200).header("etag", tag).body(Vec::new()).unwrap()
         }
         Method::DELETE => {
-            if honours && if_match_fails {
+            if honours && behaviour != Behaviour::IgnoresDeleteConditions && if_match_fails {
                 return error(StatusCode::PRECONDITION_FAILED, "PreconditionFailed");
             }
             state.objects.remove(&key);
