@@ -1,4 +1,4 @@
-//! Benchmark (issue 3 section 6), against a real nats-server in JWT mode from the test kit:
+//! Benchmark, against a real nats-server in JWT mode from the test kit:
 //!
 //! 1. reconcile of 10,000 agents and 2,000 schedules (1 to 20 agents each): the first pass
 //!    (writes every key: the baseline), a pass with nothing changed (must write nothing), and one
