@@ -1,4 +1,4 @@
-# services.hyperhive.deploy.agents-control: one copy of the control plane (DESIGN 3). Run it on two
+# services.hyperhive.deploy.agents-control: one copy of the control plane. Run it on two
 # or more hosts with the same store and key, behind a TLS load balancer whose health check is
 # /readyz (docs/nixos.md has a whole example).
 {
@@ -12,7 +12,7 @@ let
   hyperhive = import ./lib.nix { inherit lib pkgs; };
   inherit (lib) mkOption types;
 
-  # The settings of DESIGN 3.2 that are not secret. The unit gets them as its environment, and the
+  # The settings that are not secret. The unit gets them as its environment, and the
   # `agents-control` command installed for administrators exports the same ones.
   settings = lib.filterAttrs (_: value: value != null) {
     AGENTS_STORE = cfg.store.url;

@@ -1,4 +1,4 @@
-# services.hyperhive.agents.<name>: one hive-agent process per agent (DESIGN 4.5), each its own
+# services.hyperhive.agents.<name>: one hive-agent process per agent, each its own
 # unit `hive-agent-<name>` with its own dynamic user, state directory (holding state.db) and NATS
 # credential. The agents run `hive-agent` from services.hyperhive.c0re.package.
 {

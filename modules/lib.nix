@@ -79,7 +79,7 @@
       '';
     };
 
-  # Agent and hive names are NATS subject tokens, KV keys and unix names (DESIGN 4.1).
+  # Agent and hive names are NATS subject tokens, KV keys and unix names.
   isAgentName = name: builtins.match "[a-z][a-z0-9-]{0,31}" name != null;
 
   # systemd expands specifiers (%d, %s, %h...) in Environment= values, so a value that is meant

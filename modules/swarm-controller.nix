@@ -1,4 +1,4 @@
-# services.hyperhive.deploy.swarm-controller: the swarm daemon (DESIGN 4.4), one per swarm, with
+# services.hyperhive.deploy.swarm-controller: the swarm daemon, one per swarm, with
 # its HTTP API on a unix socket and `swarmctl` on the system PATH pointed at it.
 #
 # Its `enable` is its own: it is deliberately not derived from
@@ -29,7 +29,7 @@ let
   );
 
   # Directories other daemons also put sockets in: the socket is mode 0666 and its directory is the
-  # only access control, so it must hold nothing else (DESIGN 4.4).
+  # only access control, so it must hold nothing else (services/swarm-controller/README.md).
   sharedSocketDirs = [
     "/run"
     "/run/hyperhive"
@@ -169,7 +169,7 @@ in
         LoadCredential = lib.optional (cfg.nats.credentialsFile != null) "nats-creds:${cfg.nats.credentialsFile}";
         # The socket's directory: created by systemd, group-traversable, and kept across restarts so
         # clients holding its path never see it vanish; the daemon unlinks its own stale socket at
-        # start (DESIGN 4.4).
+        # start (services/swarm-controller/README.md).
         RuntimeDirectory = runtimeDirectory;
         RuntimeDirectoryMode = "0750";
         RuntimeDirectoryPreserve = "yes";

@@ -9,7 +9,7 @@ use rand::Rng;
 
 /// The first retry's ceiling: a device whose copy died is back within a few round trips.
 pub const FIRST_DELAY: Duration = Duration::from_millis(100);
-/// The ceiling of every delay: 2 s keeps failover within the seconds DESIGN 3.6 promises.
+/// The ceiling of every delay: 2 s keeps a device whose copy died back on another within seconds.
 pub const MAX_DELAY: Duration = Duration::from_secs(2);
 
 /// The delays between reconnect attempts; [`Backoff::reset`] after a link is established.

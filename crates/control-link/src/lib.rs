@@ -1,4 +1,4 @@
-//! The device side of the control-plane link (DESIGN 3.3 and 3.6): everything a window, a phone
+//! The device side of the control-plane link: everything a window, a phone
 //! or a host needs to hold a link to agents-control, and the connect loop that ties them to a socket.
 //!
 //! # Layout

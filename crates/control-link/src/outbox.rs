@@ -1,4 +1,4 @@
-//! The sender's half of end-to-end delivery (DESIGN 3.6): every message sent keeps its place
+//! The sender's half of end-to-end delivery: every message sent keeps its place
 //! here until the receiver acks it, so a copy that dies with messages in flight loses nothing:
 //! the sender sends the unacked ones again over its next link.
 //!

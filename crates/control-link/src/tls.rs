@@ -1,4 +1,4 @@
-//! The device's TLS client configuration (DESIGN 3.3). A control plane behind a proxy with a
+//! The device's TLS client configuration. A control plane behind a proxy with a
 //! self-signed certificate hands out codes carrying the **pin**, the base64url SHA-256 of that
 //! certificate's SubjectPublicKeyInfo. Given a pin, the device accepts exactly that key and
 //! ignores the system trust store (an operator's CA or a compromised public CA cannot stand in);

@@ -1,4 +1,4 @@
-//! Wire types of the hyperhive control plane (DESIGN.md 3.5 and 3.6), shared by the control
+//! Wire types of the hyperhive control plane, shared by the control
 //! plane and every device so the two cannot drift apart.
 //!
 //! # Layout

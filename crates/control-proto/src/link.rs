@@ -1,5 +1,5 @@
 //! The frames of the device link (`GET /v1/link`) and of the link between copies
-//! (`GET /v1/peer`), DESIGN 3.6 and 3.7. The flow, every frame and every field is written down in
+//! (`GET /v1/peer`). The flow, every frame and every field is written down in
 //! `docs/control-plane/link-protocol.md`; this module is its typed form.
 //!
 //! Every frame is one WebSocket text message holding one JSON object whose `type` field names

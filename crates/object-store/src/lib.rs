@@ -1,4 +1,4 @@
-//! The control plane's durable store (DESIGN.md 3.4): small objects under one bucket prefix or
+//! The control plane's durable store (docs/control-plane/store.md): small objects under one bucket prefix or
 //! one directory, changed only by conditional writes.
 //!
 //! # Layout

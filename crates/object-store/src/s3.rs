@@ -1,8 +1,8 @@
 //! The `s3://` store, on any S3-compatible bucket that honours conditional writes.
 //!
 //! The SDK's own retries are turned off: a conditional PUT that landed and was then retried by
-//! the SDK answers 412, which would read as "someone else wrote" when in fact we won (DESIGN
-//! 3.4). Instead each operation here retries itself (bounded, jittered) and, after an answer
+//! the SDK answers 412, which would read as "someone else wrote" when in fact we won.
+//! Instead each operation here retries itself (bounded, jittered) and, after an answer
 //! that leaves the outcome unknown (409 ConditionalRequestConflict, 5xx, timeout, lost
 //! connection), re-reads the object and compares its bytes with what it wrote (bodies carry a
 //! write id, so equal bytes mean this write landed).

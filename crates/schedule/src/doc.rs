@@ -1,4 +1,4 @@
-//! The value of one agent's key in `agent-schedules` (DESIGN 4.3): that agent's schedules, without
+//! The value of one agent's key in `agent-schedules` (docs/swarm/schedules.md): that agent's schedules, without
 //! names or other agents, sorted by id. swarm-controller writes a key only when these bytes
 //! change, so [`AgentSchedules::to_bytes`] is canonical: the same schedules give the same bytes.
 

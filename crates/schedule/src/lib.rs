@@ -1,4 +1,4 @@
-//! Scheduled prompts (DESIGN 4.3), the part swarm-controller and hive-agent must agree on.
+//! Scheduled prompts (docs/swarm/schedules.md), the part swarm-controller and hive-agent must agree on.
 //!
 //! # Layout
 //! - [`name`]: agent names, which are subject tokens, KV keys and unix names at once.

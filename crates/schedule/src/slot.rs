@@ -1,4 +1,4 @@
-//! The slot rule (DESIGN 4.3): one pure function of (definition, last recorded slot, now).
+//! The slot rule (docs/swarm/schedules.md): one pure function of (definition, last recorded slot, now).
 //!
 //! Slots are `anchor + k * interval` for k >= 0 (only `anchor` for a one-shot). The latest slot
 //! at or before `now` is found in O(1) with k = floor((now - anchor) / interval), never by

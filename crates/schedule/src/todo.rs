@@ -1,4 +1,4 @@
-//! The todo an agent consumes, and the fixed names of the NATS objects (DESIGN 4.1).
+//! The todo an agent consumes, and the fixed names of the NATS objects (docs/architecture.md).
 
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;

@@ -1,4 +1,4 @@
-//! The slot rule over random histories (DESIGN 4.3): ticks, clock jumps (downtime), restarts,
+//! The slot rule over random histories: ticks, clock jumps (downtime), restarts,
 //! crashes between publish and record, body and timing edits, pause and resume. Invariants:
 //! no slot is delivered twice, every fire is on the current grid, due and not before
 //! `not_before`, fired slots only move forward, no slot inside a pause ever fires, and a tick

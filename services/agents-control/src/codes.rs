@@ -1,4 +1,4 @@
-//! Making codes and sweeping them (DESIGN 3.5). Making a code is one conditional create of its
+//! Making codes and sweeping them. Making a code is one conditional create of its
 //! pending record; only the hash of the secret is stored, the secret itself is printed once.
 
 use crate::clock::Clock;

@@ -1,4 +1,4 @@
-//! Configuration (DESIGN 3.2): every variable, as clap arguments that read the environment, and
+//! Configuration: every variable, as clap arguments that read the environment, and
 //! the checks that turn their text into typed settings. Every error names the variable (and the
 //! flag mirroring it) and says what a good value looks like.
 

@@ -1,4 +1,4 @@
-//! The control key (DESIGN 3.3): a 32-byte Ed25519 seed shared by every copy. Its public half is
+//! The control key: a 32-byte Ed25519 seed shared by every copy. Its public half is
 //! the control plane's identity. The private half is never written, logged or sent: this type
 //! prints as `<redacted>` and every error about it describes the input, never its content.
 

@@ -1,8 +1,8 @@
-//! agents-control: the control plane (DESIGN.md section 3). This part is everything
-//! durable: the store, the control key, codes, pairing and the device registry.
+//! agents-control: the control plane (docs/control-plane/README.md; how it fits with the rest:
+//! docs/architecture.md).
 //!
 //! # Layout
-//! - [`config`]: every variable of DESIGN 3.2, checked; [`key`]: the control key.
+//! - [`config`]: every setting, checked; [`key`]: the control key.
 //! - [`records`]: the JSON records and their keys in the store; [`clock`]: time, injectable.
 //! - [`codes`]: making and sweeping codes; [`pairing`]: redeeming them (`POST /v1/pair`).
 //! - [`registry`]: listing and forgetting devices, and the in-memory copy a serving copy uses.

@@ -1,4 +1,4 @@
-//! Redeeming a code (`POST /v1/pair`, DESIGN 3.4 and 3.5).
+//! Redeeming a code (`POST /v1/pair`, docs/control-plane/protocol.md).
 //!
 //! The device record's key is derived from the code, and it is created with one conditional
 //! create: when two copies race to redeem one code, the bucket lets exactly one win and the

@@ -1,4 +1,4 @@
-//! The pin of a certificate (DESIGN 3.3): base64url SHA-256 of its SubjectPublicKeyInfo.
+//! The pin of a certificate: base64url SHA-256 of its SubjectPublicKeyInfo.
 
 use hyperhive_control_link::Pin;
 

@@ -1,4 +1,4 @@
-//! The durable records (DESIGN 3.4) and where they live in the store. Each is one small JSON
+//! The durable records and where they live in the store. Each is one small JSON
 //! object with a `schema` version; a record of another version is refused by name, never
 //! misread. The layout is documented in `docs/control-plane/store.md`.
 //!
@@ -62,7 +62,7 @@ pub struct CodeRecord {
     pub write_id: String,
 }
 
-/// One running copy (written by the copy itself; the peers issue builds on it).
+/// One running copy (written by the copy itself; [`crate::peers`] reads them to find the others).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemberRecord {
@@ -121,7 +121,7 @@ pub fn code_hash(secret: &[u8]) -> String {
 }
 
 /// The device id a code pairs: derived from the code, so two copies redeeming the same code race
-/// to create the same key and the bucket lets exactly one win (DESIGN 3.4).
+/// to create the same key and the bucket lets exactly one win (docs/control-plane/store.md).
 pub fn device_id_for(code_hash: &str) -> String {
     let digest = Sha256::digest(format!("hyperhive device id\n{code_hash}").as_bytes());
     format!("d{}", &hex(&digest)[..32])

@@ -1,8 +1,8 @@
 //! The device registry: what the store holds about paired devices, listing and forgetting.
 //!
 //! [`Registry`] is the in-memory copy every copy serves from (refreshed by LIST every few
-//! seconds), so known devices keep working while the store is unreachable; the link issue
-//! reads it to authenticate devices and to cut forgotten ones.
+//! seconds), so known devices keep working while the store is unreachable; [`crate::link`]
+//! reads it to authenticate devices, and [`crate::sessions`] to cut forgotten ones.
 
 use crate::clock::Clock;
 use crate::records::{self, DeviceRecord, RecordError};

@@ -3,7 +3,7 @@
 //! (`docs/control-plane/link-protocol.md`, "Requests").
 //!
 //! While the store is unreachable, making codes and forgetting are refused with `retry: true`
-//! (DESIGN 3.4: nothing the user asks for is half done or done only in one copy's memory);
+//! (nothing the user asks for is half done or done only in one copy's memory);
 //! listing answers from this copy's in-memory registry and says so.
 
 use crate::clock::Clock;

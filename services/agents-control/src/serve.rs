@@ -69,7 +69,7 @@ pub async fn run(
         let dialers = dialers.clone();
         async move {
             shutdown.await;
-            // The order devices rely on (DESIGN 3.6): the load balancer stops sending new
+            // The order devices rely on: the load balancer stops sending new
             // connections, then every device is told to go (and reconnects elsewhere at once),
             // then this copy leaves the membership.
             tracing::info!(?drain, "shutting down: /readyz now fails");

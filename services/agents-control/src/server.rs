@@ -5,7 +5,7 @@
 //! The upgrades are done here rather than with warp's `ws()` because warp cannot size
 //! tungstenite's read buffer, and its default (128 KiB, zero-filled on the first read) would be
 //! most of every idle device's memory; [`hyperhive_control_link::websocket_config`] sizes it
-//! for small frames (DESIGN 3.6).
+//! for small frames.
 
 use crate::control::Control;
 use crate::http::{ClientAddress, MAX_BODY, json_error};

@@ -1,4 +1,4 @@
-//! Copies together (DESIGN 3.7): several copies served in process by `serve::run` on loopback
+//! Copies together: several copies served in process by `serve::run` on loopback
 //! ports, sharing one `file://` store, find each other in the membership records and link over
 //! `/v1/peer`. Devices on different copies exchange messages, a forget on one copy cuts the
 //! device on another within a second, a device connected twice keeps only its newest session,

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// A device whose copy died is back on another within this (DESIGN 3.6: "within seconds").
+/// A device whose copy died must be back on another within this.
 const MOVE_WITHIN: Duration = Duration::from_secs(3);
 const STREAM_LEN: u64 = 1000;
 

@@ -1,4 +1,4 @@
-//! The todo consumer (DESIGN 4.5): this agent's durable pull consumer `agent-<name>` on `TODO`,
+//! The todo consumer: this agent's durable pull consumer `agent-<name>` on `TODO`,
 //! filtered on `todo.<name>`, one todo at a time (`max_ack_pending` 1). Each todo runs one turn,
 //! is recorded as finished, then acked; a redelivered finished todo is acked without a turn.
 

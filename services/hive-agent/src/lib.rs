@@ -1,4 +1,4 @@
-//! hive-agent: one agent's harness (DESIGN 4.5): its todo queue, its turns and its schedule
+//! hive-agent: one agent's harness: its todo queue, its turns and its schedule
 //! ticker, with its own least-privilege NATS credential and a local state db.
 //!
 //! # Layout

@@ -1,4 +1,4 @@
-//! hive-agent: one agent's harness (DESIGN.md section 4.5). Parses configuration and wires.
+//! hive-agent: one agent's harness (services/hive-agent/README.md). Parses configuration and wires.
 
 use std::process::ExitCode;
 use std::sync::Arc;

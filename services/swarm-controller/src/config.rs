@@ -1,4 +1,4 @@
-//! The daemon's configuration, read once at start from the environment (DESIGN 4.4).
+//! The daemon's configuration, read once at start from the environment.
 //!
 //! Every variable is parsed here, so a missing or malformed value stops the daemon with one line
 //! naming the variable and saying how to fix it.

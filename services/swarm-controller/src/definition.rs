@@ -1,5 +1,5 @@
 //! A schedule definition: the one document kept under its id in `schedule-definitions`
-//! (DESIGN 4.3), the requests that create and change it, and their validation.
+//! (docs/swarm/schedules.md), the requests that create and change it, and their validation.
 //!
 //! Everything here is pure: the route handlers parse a request into a validated value, apply it
 //! with the clock's "now", and hand the resulting document to the store.
@@ -65,7 +65,7 @@ pub struct ScheduleDefinition {
     /// A paused schedule fires nothing.
     pub paused: bool,
     /// Per agent: no slot before this instant fires. The latest of creation, the last anchor or
-    /// interval change, the last resume and the time the agent was added (DESIGN 4.3).
+    /// interval change, the last resume and the time the agent was added.
     pub not_before: BTreeMap<AgentName, Stamp>,
 }
 

@@ -1,4 +1,4 @@
-//! swarm-controller: the swarm-level daemon (DESIGN 4.4) and its command line, swarmctl.
+//! swarm-controller: the swarm-level daemon and its command line, swarmctl.
 //!
 //! # Layout
 //! - [`config`]: the environment, read once.

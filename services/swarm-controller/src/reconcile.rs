@@ -1,4 +1,4 @@
-//! Keeping `agent-schedules` equal to what the definitions say (DESIGN 4.3).
+//! Keeping `agent-schedules` equal to what the definitions say (docs/swarm/schedules.md).
 //!
 //! Each agent's key holds the schedules naming it ([`desired_documents`]). The controller
 //! remembers what each key holds, so after a change it writes only the keys of that schedule's

@@ -1,4 +1,4 @@
-//! The API's unix socket (DESIGN 4.4).
+//! The API's unix socket (services/swarm-controller/README.md, "Why a unix socket").
 //!
 //! The socket is mode 0666 on purpose: the directory holding it is the access control (its mode
 //! and owner decide who may reach the API). That only holds if the directory contains nothing but

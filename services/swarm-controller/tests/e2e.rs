@@ -1,4 +1,4 @@
-//! End to end (issue 3 section 5): the swarm-controller and swarmctl binaries, two hive-agents
+//! End to end: the swarm-controller and swarmctl binaries, two hive-agents
 //! (whose turn command appends each todo to a file) and a JWT-mode nats-server.
 //!
 //! Needs `cargo build -p hive-agent` first (found with `project_binary`).

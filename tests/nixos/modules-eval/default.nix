@@ -1,6 +1,6 @@
 # Evaluates the hyperhive NixOS modules (modules/*.nix) without nixpkgs, with the stand-in lib
 # beside this file and placeholder packages, and checks what they produce: the environment each
-# daemon reads (the names DESIGN 3.2 and issue 3 fix), the credentials, the socket directory, the
+# daemon reads (the fixed names of docs/architecture.md), the credentials, the socket directory, the
 # hardening, that every option has a description and an example and a row in docs/nixos.md, and
 # that each assertion refuses the bad configuration it is written for.
 #
@@ -203,7 +203,7 @@ let
           declared path option
       ) set
     );
-  # Options the manual would show without a description or an example (issue 6: each documented
+  # Options the manual would show without a description or an example (each must be documented
   # with both).
   undocumented = map (o: o.path) (
     b.filter (o: (o.option.description or "") == "" || !(o.option ? example)) (declared "services" ok.options.services)
@@ -235,7 +235,7 @@ let
     "docs/nixos.md lists every option${
       lib.optionalString (unlisted != [ ]) " (not: ${b.concatStringsSep ", " unlisted})"
     }" = unlisted == [ ];
-    "agents-control gets exactly the DESIGN 3.2 settings" =
+    "agents-control gets exactly the documented settings" =
       b.attrNames copyUnit.environment == [
         "AGENTS_CONTROL_KEY_FILE"
         "AGENTS_CONTROL_LISTEN"
@@ -289,7 +289,7 @@ let
       lib.hasInfix "--set-default SWARM_CONTROLLER_SOCKET '/run/swarm-controller/controller.sock'" swarmctl.script;
     "one unit per enabled agent" =
       b.filter (lib.hasPrefix "hive-agent-") (b.attrNames ok.units) == [ "hive-agent-alpha" ];
-    "an agent gets the issue 3 variables, its own state directory and credential" =
+    "an agent gets the HIVE_AGENT_* variables, its own state directory and credential" =
       agentUnit.environment == {
         HIVE_AGENT_NAME = "alpha";
         HIVE_AGENT_NATS_URL = "nats://nats:4222";

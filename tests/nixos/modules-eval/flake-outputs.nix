@@ -1,6 +1,6 @@
 # Evaluates flake.nix's `outputs` (and nix/*.nix, and the two VM tests' definitions) against a
 # stand-in nixpkgs whose builders only record their arguments, and returns named checks of what
-# the flake exposes: the outputs issue 6 lists, one derivation per package with its
+# the flake exposes: the outputs docs/nixos.md lists, one derivation per package with its
 # `meta.mainProgram` and its cargo flags (swarmctl with swarm-controller), the hive-side bundle
 # without swarm-controller, the overlay, the modules, the checks (every package, the cargo tests,
 # both VM tests with their nodes), the dev shell's tools and the formatter. default.nix runs these

@@ -1,4 +1,4 @@
-//! The command line (DESIGN 3.8): one binary, `serve` by default. Each subcommand is a module;
+//! The command line: one binary, `serve` by default. Each subcommand is a module;
 //! this one only declares them and dispatches.
 
 mod code;

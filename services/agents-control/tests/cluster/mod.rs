@@ -73,7 +73,7 @@ pub fn other_pin() -> String {
 /// checked proxy has no upstream and answers 503 after `lb_try_duration`; the `handle_errors`
 /// route then proxies to every copy unchecked. That is the fail-open behaviour of production
 /// balancers (an ALB routes to all targets when none is healthy, Envoy has its panic threshold):
-/// without it no device could reconnect during a bucket outage, which DESIGN 3.4 promises.
+/// without it no device could reconnect during a bucket outage, which docs/control-plane/README.md promises.
 fn caddy_site(port: u16, tls: &Tls, upstreams: &[SocketAddr]) -> String {
     let to = upstreams.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ");
     format!(

@@ -1,4 +1,4 @@
-//! The HTTP API served on the unix socket (DESIGN 4.3, 4.4).
+//! The HTTP API served on the unix socket (docs/swarm/schedules.md, "API").
 //!
 //! One catch-all warp filter hands method, path, headers and body to [`App::handle`], which
 //! routes by hand: every outcome, including unknown routes, wrong methods, oversized bodies and
