@@ -92,7 +92,7 @@ impl World {
         match *step {
             Step::Send { s, r } => {
                 self.next_body += 1;
-                let frame = self.outboxes[s].push(&name("r", r), json!(self.next_body)).unwrap();
+                let frame = self.outboxes[s].push(&name("r", r), json!(self.next_body).into()).unwrap();
                 self.sent.entry((s, r)).or_default().push(self.next_body);
                 self.sends[s].push_back(frame);
             }
@@ -103,7 +103,7 @@ impl World {
                 let r = index(&to);
                 let (receipt, ack) = self.inboxes[r].receive(&name("s", s), epoch, seq, first_unacked);
                 if receipt == Receipt::Deliver {
-                    self.delivered.entry((s, r)).or_default().push(body.as_u64().unwrap());
+                    self.delivered.entry((s, r)).or_default().push(body.to_value().as_u64().unwrap());
                 }
                 self.acks[r].push_back(ack);
             }

@@ -27,6 +27,9 @@ pub struct Control {
     pub sessions: Sessions,
     /// This copy's name, told to devices in `welcome` (for their logs).
     pub copy_name: String,
+    /// The control plane's name (`AGENTS_CONTROL_NAME`), the one windows and phones show: told
+    /// to devices when they pair and in every `welcome`. `None` when none was given.
+    pub name: Option<String>,
     /// What codes made here over a client's link carry (AGENTS_CONTROL_URL and the pin); `None`
     /// when this copy was not given its public address, and then it makes no codes.
     pub issuer: Option<Issuer>,
@@ -44,6 +47,7 @@ impl Control {
             registry: Registry::default(),
             sessions: Sessions::default(),
             copy_name: "agents-control".into(),
+            name: None,
             issuer: None,
             draining: AtomicBool::new(false),
         }
@@ -52,6 +56,12 @@ impl Control {
     /// Names the copy in the `welcome` devices get.
     pub fn with_copy_name(mut self, name: impl Into<String>) -> Control {
         self.copy_name = name.into();
+        self
+    }
+
+    /// Names the control plane for its devices (`AGENTS_CONTROL_NAME`).
+    pub fn with_name(mut self, name: Option<String>) -> Control {
+        self.name = name;
         self
     }
 

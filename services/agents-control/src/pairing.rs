@@ -107,5 +107,6 @@ pub async fn redeem(
         device_id,
         kind: code.kind,
         name: verified.name,
+        control_name: None, // the route that answers knows the name (http.rs)
     })
 }

@@ -156,6 +156,28 @@ fn a_missing_store_or_a_bad_key_stops_with_one_clear_line() {
     }
 }
 
+/// An env file line such as `AGENTS_CONTROL_KEY_FILE=` sets a variable to nothing: that is
+/// "not set", never the flag given an empty value (whose error would name a flag nobody typed).
+#[test]
+fn an_empty_environment_variable_counts_as_unset() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ("AGENTS_STORE", format!("file://{}", dir.path().display()));
+    let url = ("AGENTS_CONTROL_URL", "https://agents.example.com".to_string());
+    let key = ("AGENTS_CONTROL_KEY", encoding::encode(&SEED));
+    let empty = |name: &'static str| (name, String::new());
+    let output = agents_control_with(
+        &["code", "--client"],
+        &[store.clone(), url.clone(), key.clone(), empty("AGENTS_CONTROL_KEY_FILE"), empty("AGENTS_CONTROL_PIN")],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(Code::parse(text(&output.stdout).trim()).unwrap().pin.is_none());
+    // With only the empty variable, the error is the one for no key at all.
+    let output = agents_control_with(&["code", "--client"], &[store, url, empty("AGENTS_CONTROL_KEY_FILE")]);
+    let stderr = text(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("no control key"), "{stderr}");
+    assert!(!stderr.contains("--key-file"), "{stderr}");
+}
+
 #[tokio::test]
 async fn clients_hosts_and_forget_show_what_the_store_holds() {
     let dir = tempfile::tempdir().unwrap();
