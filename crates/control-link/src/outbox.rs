@@ -96,8 +96,9 @@ impl Outbox {
     /// [`NotPushed::TooLarge`] when the body is over [`MAX_BODY_BYTES`]; [`NotPushed::Full`]
     /// when the stream already holds [`MAX_UNACKED_PER_STREAM`] unacked messages.
     pub fn push(&mut self, to: &str, body: Body) -> Result<LinkFrame, NotPushed> {
-        if body.len() > MAX_BODY_BYTES {
-            return Err(NotPushed::TooLarge { to: to.to_owned(), len: body.len(), max: MAX_BODY_BYTES });
+        let len = body.get().len();
+        if len > MAX_BODY_BYTES {
+            return Err(NotPushed::TooLarge { to: to.to_owned(), len, max: MAX_BODY_BYTES });
         }
         let stream = self.streams.entry(to.to_owned()).or_insert_with(|| Stream { next_seq: 1, ..Stream::default() });
         if stream.unacked.len() >= MAX_UNACKED_PER_STREAM {

@@ -103,7 +103,7 @@ impl World {
                 let r = index(&to);
                 let (receipt, ack) = self.inboxes[r].receive(&name("s", s), epoch, seq, first_unacked);
                 if receipt == Receipt::Deliver {
-                    self.delivered.entry((s, r)).or_default().push(body.to_value().as_u64().unwrap());
+                    self.delivered.entry((s, r)).or_default().push(body.get().parse::<u64>().unwrap());
                 }
                 self.acks[r].push_back(ack);
             }

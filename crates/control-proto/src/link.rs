@@ -271,23 +271,9 @@ impl Body {
         RawValue::from_string(text.trim().to_owned()).map(Body)
     }
 
-    /// The JSON text.
+    /// The JSON text, as its sender wrote it.
     pub fn get(&self) -> &str {
         self.0.get()
-    }
-
-    /// Bytes of JSON text.
-    pub fn len(&self) -> usize {
-        self.get().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.get().is_empty()
-    }
-
-    /// The body as a JSON value (numbers may then be written differently).
-    pub fn to_value(&self) -> serde_json::Value {
-        serde_json::from_str(self.get()).expect("a body is always one JSON value")
     }
 }
 

@@ -224,7 +224,7 @@ async fn on_frame(control: &Arc<Control>, device: &Device, session: u64, body: &
 /// under every frame cap on the way (the receiver's, and a peer link's as a `forward`), where a
 /// larger one would close that link, and with a peer link every device it carries.
 async fn relayable(control: &Control, from: &Device, to: &str, body: &Body) -> Result<(), UndeliverableReason> {
-    if body.len() > MAX_BODY_BYTES {
+    if body.get().len() > MAX_BODY_BYTES {
         return Err(UndeliverableReason::TooLarge);
     }
     relay_target(control, from, to).await

@@ -128,7 +128,8 @@ pub async fn run(n: usize, streams: usize, len: u64) -> Vec<Row> {
     let mut landed: HashMap<String, usize> = HashMap::new();
     let note = |tagged: Tagged, received: &mut Vec<HashMap<u64, u32>>| {
         if let (Event::Message { body, .. }, Some(r)) = (&tagged.event, tagged.device.checked_sub(n)) {
-            *received[r].entry(body.to_value()["n"].as_u64().expect("a numbered message")).or_default() += 1;
+            let body: serde_json::Value = serde_json::from_str(body.get()).expect("a JSON body");
+            *received[r].entry(body["n"].as_u64().expect("a numbered message")).or_default() += 1;
         }
     };
     let kill_at = tokio::time::Instant::now() + BEFORE_KILL;
