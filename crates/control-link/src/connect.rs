@@ -16,7 +16,7 @@ use crate::transport::{Stream, Target};
 use crate::websocket::websocket_config;
 use futures::{SinkExt, StreamExt};
 use hyperhive_control_proto::link::{
-    CloseCode, DEAD_AFTER, HANDSHAKE_TIMEOUT, HostPresence, LinkFrame, PING_INTERVAL, Reply, Request,
+    Body, CloseCode, DEAD_AFTER, HANDSHAKE_TIMEOUT, HostPresence, LinkFrame, PING_INTERVAL, Reply, Request,
     UndeliverableReason,
 };
 use rand::SeedableRng;
@@ -29,23 +29,60 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode as WsCloseCode;
 
-/// What the application asks of the link.
+/// What the application asks of the link. As JSON (the device CLI's stdin), read it with
+/// [`Command::parse`], which keeps a `send`'s body as written.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "command", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Command {
-    /// Send `body` to the device `to` (kept until its receiver acks it).
-    Send { to: String, body: serde_json::Value },
+    /// Send `body` to the device `to` (kept until its receiver acks it); at most
+    /// [`hyperhive_control_proto::link::MAX_BODY_BYTES`] of JSON, else refused with an `error`
+    /// event.
+    Send { to: String, body: Body },
     /// A request (clients only); the answer is a `reply` or `request_failed` event with `id`.
     Request { id: u64, request: Request },
 }
 
+/// A `send` command as a plain struct, so its body keeps its text (see [`Body`]).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SendCommand {
+    #[serde(rename = "command")]
+    _command: String,
+    to: String,
+    body: Body,
+}
+
+/// Just the tag, to choose how to read the rest.
+#[derive(Deserialize)]
+struct CommandTag {
+    command: String,
+}
+
+impl Command {
+    /// Reads one command from JSON text; a `send`'s body keeps the bytes written, so what the
+    /// receiver gets is exactly what the application wrote (and as large).
+    ///
+    /// # Errors
+    /// When the text is not a command; the error says what is wrong.
+    pub fn parse(text: &str) -> Result<Command, serde_json::Error> {
+        if serde_json::from_str::<CommandTag>(text)?.command == "send" {
+            let SendCommand { to, body, .. } = serde_json::from_str(text)?;
+            return Ok(Command::Send { to, body });
+        }
+        serde_json::from_str(text)
+    }
+}
+
 /// What the link tells the application.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
-    /// The handshake succeeded with the copy named `copy` (both proofs held).
+    /// The handshake succeeded with the copy named `copy` (both proofs held); `name` is the
+    /// control plane's name (`AGENTS_CONTROL_NAME`), absent when it was given none.
     Connected {
         copy: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
     },
     /// Hosts and their online state: every host after connecting (`changed: false`), or one
     /// host that changed (`changed: true`).
@@ -53,10 +90,11 @@ pub enum Event {
         hosts: Vec<HostPresence>,
         changed: bool,
     },
-    /// A message from `from`, delivered exactly once and in order per sender.
+    /// A message from `from`, delivered exactly once and in order per sender; `body` is the
+    /// JSON its sender wrote, byte for byte.
     Message {
         from: String,
-        body: serde_json::Value,
+        body: Body,
     },
     /// `to` has received every message sent to it up to `seq`.
     Acked {
@@ -155,7 +193,8 @@ fn closed(frame: Option<&CloseFrame>) -> Ended {
     }
 }
 
-async fn handshake(identity: &Identity, socket: &mut Socket) -> Result<String, Ended> {
+/// The copy's name and the control plane's, from the welcome.
+async fn handshake(identity: &Identity, socket: &mut Socket) -> Result<(String, Option<String>), Ended> {
     let refuse = |error: HandshakeError| (error.close_code(), error.to_string());
     let challenge = next_text(socket).await?;
     let (hello, awaiting) = answer_challenge(&challenge, &identity.device_id, identity.device_key(), &mut rand::rng())
@@ -164,7 +203,13 @@ async fn handshake(identity: &Identity, socket: &mut Socket) -> Result<String, E
     socket.send(Message::text(hello.encode())).await.map_err(|e| Ended::Retry(e.to_string()))?;
     let welcome = next_text(socket).await?;
     match awaiting.verify_welcome(&welcome, &identity.control_key) {
-        Ok(copy) => Ok(copy),
+        Ok(copy) => {
+            let name = match welcome {
+                LinkFrame::Welcome { name, .. } => name,
+                _ => None,
+            };
+            Ok((copy, name))
+        }
         Err(error) => {
             let (code, reason) = refuse(error);
             let frame = CloseFrame { code: WsCloseCode::from(code.code()), reason: reason.clone().into() };
@@ -195,13 +240,13 @@ async fn connection(
         Ok((socket, _)) => socket,
         Err(error) => return Ended::Retry(format!("WebSocket upgrade: {error}")),
     };
-    let copy = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(identity, &mut socket)).await {
-        Ok(Ok(copy)) => copy,
+    let (copy, name) = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(identity, &mut socket)).await {
+        Ok(Ok(names)) => names,
         Ok(Err(ended)) => return ended,
         Err(_) => return Ended::Retry("the handshake did not finish in time".into()),
     };
     backoff.reset();
-    let _ = events.send(Event::Connected { copy }).await;
+    let _ = events.send(Event::Connected { copy, name }).await;
     for frame in state.outbox.resend_all().into_iter().chain(state.inbox.acks()) {
         if let Err(error) = socket.send(Message::text(frame.encode())).await {
             return Ended::Retry(error.to_string());
@@ -234,8 +279,8 @@ async fn connection(
             command = commands.recv(), if state.commands_open => match command {
                 Some(Command::Send { to, body }) => match state.outbox.push(&to, body) {
                     Ok(frame) => out.push(frame),
-                    Err(full) => {
-                        let _ = events.send(Event::Error { message: full.to_string() }).await;
+                    Err(refused) => {
+                        let _ = events.send(Event::Error { message: refused.to_string() }).await;
                     }
                 },
                 Some(Command::Request { id, request }) => out.push(LinkFrame::Request { id, request }),

@@ -86,7 +86,7 @@ impl AwaitingWelcome {
     /// When `welcome` is another frame, or its signature is not the control key's over this
     /// connection's nonces and this device's id.
     pub fn verify_welcome(&self, welcome: &LinkFrame, control_key: &VerifyingKey) -> Result<String, HandshakeError> {
-        let LinkFrame::Welcome { signature, copy } = welcome else {
+        let LinkFrame::Welcome { signature, copy, .. } = welcome else {
             return Err(HandshakeError::NotWelcome(welcome.type_name()));
         };
         let signature = encoding::decode_exact::<64>(signature).map_err(HandshakeError::ServerProofFailed)?;
@@ -135,7 +135,7 @@ mod tests {
         let signature = Signature::from_bytes(&encoding::decode_exact::<64>(signature).unwrap());
         device.verify_strict(&device_proof_message(server_nonce, device_nonce, device_id), &signature).unwrap();
         let proof = control.sign(&server_proof_message(device_nonce, server_nonce, device_id));
-        LinkFrame::Welcome { signature: encoding::encode(&proof.to_bytes()), copy: "cp1".into() }
+        LinkFrame::Welcome { signature: encoding::encode(&proof.to_bytes()), copy: "cp1".into(), name: None }
     }
 
     #[test]
@@ -194,7 +194,7 @@ mod tests {
             awaiting.verify_welcome(&LinkFrame::Pong { t: 1 }, &control),
             Err(HandshakeError::NotWelcome("pong".into()))
         );
-        let garbled = LinkFrame::Welcome { signature: "not base64!".into(), copy: "cp1".into() };
+        let garbled = LinkFrame::Welcome { signature: "not base64!".into(), copy: "cp1".into(), name: None };
         assert!(matches!(awaiting.verify_welcome(&garbled, &control), Err(HandshakeError::ServerProofFailed(_))));
     }
 
@@ -205,7 +205,7 @@ mod tests {
             let (device, control) = (key(1), key(2));
             let (_, awaiting) = answer_challenge(&challenge(7), DEVICE_ID, &device, &mut StdRng::seed_from_u64(1)).unwrap();
             for signature in [signature, encoding::encode(&bytes)] {
-                let forged = LinkFrame::Welcome { signature, copy: copy.clone() };
+                let forged = LinkFrame::Welcome { signature, copy: copy.clone(), name: None };
                 prop_assert!(awaiting.verify_welcome(&forged, &control.verifying_key()).is_err());
             }
         }

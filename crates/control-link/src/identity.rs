@@ -30,6 +30,9 @@ pub struct Identity {
     /// The key the server must prove it holds at every connection.
     pub control_key: VerifyingKey,
     pub pin: Option<Pin>,
+    /// The control plane's name as it said when this device paired (`AGENTS_CONTROL_NAME`), if
+    /// it had one; the name in each `welcome` is the current one.
+    pub control_name: Option<String>,
     device_key: SigningKey,
 }
 
@@ -42,6 +45,7 @@ impl std::fmt::Debug for Identity {
             .field("name", &self.name)
             .field("control_url", &self.control_url)
             .field("pin", &self.pin)
+            .field("control_name", &self.control_name)
             .field("device_key", &"<redacted>")
             .finish()
     }
@@ -59,6 +63,8 @@ struct IdentityFile {
     control_key: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pin: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    control_name: Option<String>,
     /// The device key's 32-byte Ed25519 seed.
     device_key: String,
 }
@@ -139,6 +145,7 @@ impl PendingPairing {
             control_url: self.code.control_url.clone(),
             control_key,
             pin,
+            control_name: response.control_name.clone(),
             device_key: self.device_key,
         })
     }
@@ -163,6 +170,7 @@ impl Identity {
             control_url: self.control_url.clone(),
             control_key: encoding::encode(self.control_key.as_bytes()),
             pin: self.pin.map(|pin| pin.to_string()),
+            control_name: self.control_name.clone(),
             device_key: encoding::encode(self.device_key.as_bytes()),
         };
         let text = serde_json::to_string_pretty(&file).expect("the identity serializes to JSON");
@@ -208,6 +216,7 @@ impl Identity {
             control_url: file.control_url,
             control_key,
             pin,
+            control_name: file.control_name,
             device_key: SigningKey::from_bytes(&device_key),
         })
     }
@@ -245,6 +254,7 @@ mod tests {
             kind,
             name: verified.name,
             signature: encoding::encode(&signer.sign(&statement).to_bytes()),
+            control_name: Some("home".into()),
         }
     }
 
@@ -289,6 +299,7 @@ mod tests {
         let loaded = Identity::load(&path).unwrap();
         assert_eq!(loaded.device_key().to_bytes(), identity.device_key().to_bytes());
         assert_eq!(loaded.device_id, identity.device_id);
+        assert_eq!(loaded.control_name.as_deref(), Some("home"), "the name the control plane gave when pairing");
         assert!(!format!("{loaded:?}").contains(&encoding::encode(identity.device_key().as_bytes())));
         identity.save(&path).unwrap(); // saving again replaces the file
     }

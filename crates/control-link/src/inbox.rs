@@ -1,15 +1,27 @@
 //! The receiver's half of end-to-end delivery (DESIGN 3.6): a message reaches the application
-//! once, in order per sender, however often the sender resends it.
+//! once, in order per sender, however often the sender resends it, and across the sender's
+//! restarts.
 //!
-//! Per sender the inbox keeps two numbers (the sender's epoch and the last seq delivered), so
-//! its memory is bounded by the number of paired devices, never by the number of messages. A
-//! message is delivered only if it is the next of its stream; an older one is a duplicate, a
-//! newer one follows a gap (its predecessor was lost with a dead copy) and is dropped: the
-//! sender resends from its oldest unacked message, so the gap is filled in order.
+//! A stream is one sender's messages under one epoch (a restarted sender starts a new epoch).
+//! Per stream the inbox keeps two numbers (the epoch and the last seq delivered), for the
+//! [`EPOCHS_PER_SENDER`] streams of each sender heard from last, so its memory is bounded by the
+//! number of paired devices, never by the number of messages. A message is delivered only if it
+//! is the next of its stream; an older one is a duplicate, a newer one follows a gap (its
+//! predecessor was lost with a dead copy) and is dropped: the sender resends from its oldest
+//! unacked message, so the gap is filled in order.
+//!
+//! Keeping a sender's earlier epochs, not just its latest, is what makes a restart safe both
+//! ways: a message of the earlier life that arrives late (a resend that was still queued on a
+//! copy) is still known as a duplicate, and the new life's stream is not taken for the old one.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use hyperhive_control_proto::link::LinkFrame;
+
+/// Streams (epochs) remembered per sender: a late message of any of a sender's last this many
+/// lives is still recognised. Late messages of a dead life live only in a copy's queue, seconds
+/// at most, so a few lives are plenty.
+pub const EPOCHS_PER_SENDER: usize = 8;
 
 /// What to do with a received message. Every receipt comes with the ack to send back
 /// ([`Inbox::receive`]), so a sender whose ack was lost stops resending.
@@ -29,10 +41,11 @@ struct StreamState {
     last_delivered: u64,
 }
 
-/// The delivery state of every sender this device has heard from.
+/// The delivery state of every sender this device has heard from: per sender, its streams
+/// heard from most recently first.
 #[derive(Debug, Default)]
 pub struct Inbox {
-    streams: HashMap<String, StreamState>,
+    senders: HashMap<String, VecDeque<StreamState>>,
 }
 
 impl Inbox {
@@ -47,41 +60,47 @@ impl Inbox {
     /// device restarted) starts at `first_unacked`, the oldest message the sender still holds:
     /// everything before it was acked (to a previous life of this device, if it restarted).
     pub fn receive(&mut self, from: &str, epoch: u64, seq: u64, first_unacked: u64) -> (Receipt, LinkFrame) {
-        let receipt = match self.streams.get_mut(from) {
-            Some(state) if state.epoch == epoch => {
-                if seq <= state.last_delivered {
-                    Receipt::Duplicate
-                } else if Some(seq) == state.last_delivered.checked_add(1) {
-                    state.last_delivered = seq;
-                    Receipt::Deliver
-                } else {
-                    Receipt::AfterGap
+        let streams = self.senders.entry(from.to_owned()).or_default();
+        let ack = |seq: u64| LinkFrame::Ack { to: from.to_owned(), epoch, seq };
+        let Some(at) = streams.iter().position(|s| s.epoch == epoch) else {
+            if seq != first_unacked {
+                // The stream's first message so far is not the oldest unacked one: wait for the
+                // resend that starts there. Nothing is delivered, so the ack covers nothing new.
+                if streams.is_empty() {
+                    self.senders.remove(from);
                 }
+                return (Receipt::AfterGap, ack(first_unacked.saturating_sub(1)));
             }
-            _ if seq == first_unacked => {
-                self.streams.insert(from.to_owned(), StreamState { epoch, last_delivered: seq });
-                Receipt::Deliver
-            }
-            // The stream's first message so far is not the oldest unacked one: wait for the
-            // resend that starts there. Nothing is delivered, so the ack covers nothing new.
-            _ => {
-                return (
-                    Receipt::AfterGap,
-                    LinkFrame::Ack { to: from.to_owned(), epoch, seq: first_unacked.saturating_sub(1) },
-                );
-            }
+            streams.push_front(StreamState { epoch, last_delivered: seq });
+            streams.truncate(EPOCHS_PER_SENDER);
+            return (Receipt::Deliver, ack(seq));
         };
-        let last_delivered = self.streams[from].last_delivered;
-        (receipt, LinkFrame::Ack { to: from.to_owned(), epoch, seq: last_delivered })
+        let mut state = streams.remove(at).expect("found above");
+        let receipt = if seq <= state.last_delivered {
+            Receipt::Duplicate
+        } else if Some(seq) == state.last_delivered.checked_add(1) {
+            state.last_delivered = seq;
+            Receipt::Deliver
+        } else {
+            Receipt::AfterGap
+        };
+        streams.push_front(state);
+        (receipt, ack(state.last_delivered))
     }
 
     /// The cumulative ack of every stream heard from: sent after each reconnect, so a sender
     /// whose messages died with a copy hears a repeated ack and resends them at once
     /// ([`crate::Outbox::on_ack`]) instead of waiting for its ack timeout.
     pub fn acks(&self) -> Vec<LinkFrame> {
-        self.streams
+        self.senders
             .iter()
-            .map(|(from, state)| LinkFrame::Ack { to: from.clone(), epoch: state.epoch, seq: state.last_delivered })
+            .flat_map(|(from, streams)| {
+                streams.iter().map(|state| LinkFrame::Ack {
+                    to: from.clone(),
+                    epoch: state.epoch,
+                    seq: state.last_delivered,
+                })
+            })
             .collect()
     }
 }
@@ -127,6 +146,28 @@ mod tests {
     }
 
     #[test]
+    fn a_restarted_senders_old_messages_stay_duplicates_and_its_new_ones_are_delivered() {
+        let mut inbox = Inbox::new();
+        assert_eq!(inbox.receive("c1", 5, 1, 1).0, Receipt::Deliver);
+        assert_eq!(inbox.receive("c1", 5, 2, 1).0, Receipt::Deliver);
+        // The sender restarts (epoch 6) while a resend of its old life's seq 2 is still queued
+        // on a copy; the old resend arrives after the new life's first message.
+        assert_eq!(inbox.receive("c1", 6, 1, 1).0, Receipt::Deliver, "the new life is not dropped");
+        let (receipt, ack) = inbox.receive("c1", 5, 2, 2);
+        assert_eq!((receipt, ack_seq(&ack)), (Receipt::Duplicate, 2), "the old life's message is not delivered twice");
+        assert_eq!(inbox.receive("c1", 5, 1, 1).0, Receipt::Duplicate);
+        assert_eq!(inbox.receive("c1", 6, 1, 1).0, Receipt::Duplicate, "nor the new life's, after an old one");
+        assert_eq!(inbox.receive("c1", 6, 2, 1).0, Receipt::Deliver);
+        // Many restarts later the oldest lives are forgotten, the latest still known.
+        for epoch in 7..7 + EPOCHS_PER_SENDER as u64 {
+            assert_eq!(inbox.receive("c1", epoch, 1, 1).0, Receipt::Deliver);
+        }
+        let last = 6 + EPOCHS_PER_SENDER as u64;
+        assert_eq!(inbox.receive("c1", last, 1, 1).0, Receipt::Duplicate);
+        assert_eq!(inbox.acks().len(), EPOCHS_PER_SENDER, "memory per sender is bounded");
+    }
+
+    #[test]
     fn hostile_numbers_do_not_overflow() {
         let mut inbox = Inbox::new();
         assert_eq!(inbox.receive("c1", 1, u64::MAX, u64::MAX).0, Receipt::Deliver);
@@ -153,5 +194,6 @@ mod tests {
             .collect();
         acks.sort();
         assert_eq!(acks, [("h1".into(), 5, 2), ("h2".into(), 7, 3)]);
+        assert!(Inbox::new().acks().is_empty());
     }
 }

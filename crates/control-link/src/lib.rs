@@ -30,6 +30,6 @@ pub use backoff::Backoff;
 pub use handshake::{AwaitingWelcome, HandshakeError};
 pub use identity::{Identity, IdentityError, PendingPairing, start_pairing};
 pub use inbox::{Inbox, Receipt};
-pub use outbox::{Outbox, OutboxFull};
+pub use outbox::{NotPushed, Outbox};
 pub use tls::{Pin, PinError, tls_client_config};
 pub use websocket::websocket_config;

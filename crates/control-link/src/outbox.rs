@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use hyperhive_control_proto::link::LinkFrame;
+use hyperhive_control_proto::link::{Body, LinkFrame, MAX_BODY_BYTES};
 
 /// Unacked messages one stream may hold before [`Outbox::push`] refuses more: the application
 /// must wait for acks (a receiver that is away for long is reported by `undeliverable`).
@@ -30,12 +30,19 @@ pub const FIRST_RETRY: Duration = Duration::from_millis(250);
 /// one such resend per stream in this long, so a burst of repeated acks costs one resend.
 pub const FAST_RESEND_GAP: Duration = Duration::from_millis(250);
 
-/// The stream to `to` holds [`MAX_UNACKED_PER_STREAM`] unacked messages.
+/// Why [`Outbox::push`] took no message; nothing was numbered or sent, and the link goes on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{unacked} messages to {to} are not acked yet: wait until it acks before sending more")]
-pub struct OutboxFull {
-    pub to: String,
-    pub unacked: usize,
+pub enum NotPushed {
+    /// The stream to `to` holds [`MAX_UNACKED_PER_STREAM`] unacked messages.
+    #[error("{unacked} messages to {to} are not acked yet: wait until it acks before sending more")]
+    Full { to: String, unacked: usize },
+    /// The body is over [`MAX_BODY_BYTES`]: no copy would relay it (each answers
+    /// `undeliverable` with `too_large`), so it is refused here, before it takes a place in the
+    /// stream that nothing could ever fill.
+    #[error(
+        "the message to {to} is {len} bytes of JSON, over the limit of {max}: it was not sent; send it in smaller parts"
+    )]
+    TooLarge { to: String, len: usize, max: usize },
 }
 
 #[derive(Debug, Default)]
@@ -43,7 +50,7 @@ struct Stream {
     /// The seq of the next message pushed.
     next_seq: u64,
     /// Unacked messages, oldest first, as (seq, body).
-    unacked: VecDeque<(u64, serde_json::Value)>,
+    unacked: VecDeque<(u64, Body)>,
     /// When [`Outbox::resend_stalled`] last saw the stream's oldest unacked seq change (or
     /// resent it), and that seq.
     progress: Option<(Instant, u64)>,
@@ -86,11 +93,16 @@ impl Outbox {
     /// send now.
     ///
     /// # Errors
-    /// [`OutboxFull`] when the stream already holds [`MAX_UNACKED_PER_STREAM`] unacked messages.
-    pub fn push(&mut self, to: &str, body: serde_json::Value) -> Result<LinkFrame, OutboxFull> {
+    /// [`NotPushed::TooLarge`] when the body is over [`MAX_BODY_BYTES`]; [`NotPushed::Full`]
+    /// when the stream already holds [`MAX_UNACKED_PER_STREAM`] unacked messages.
+    pub fn push(&mut self, to: &str, body: Body) -> Result<LinkFrame, NotPushed> {
+        let len = body.get().len();
+        if len > MAX_BODY_BYTES {
+            return Err(NotPushed::TooLarge { to: to.to_owned(), len, max: MAX_BODY_BYTES });
+        }
         let stream = self.streams.entry(to.to_owned()).or_insert_with(|| Stream { next_seq: 1, ..Stream::default() });
         if stream.unacked.len() >= MAX_UNACKED_PER_STREAM {
-            return Err(OutboxFull { to: to.to_owned(), unacked: stream.unacked.len() });
+            return Err(NotPushed::Full { to: to.to_owned(), unacked: stream.unacked.len() });
         }
         let seq = stream.next_seq;
         stream.next_seq += 1;
@@ -209,6 +221,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn push(outbox: &mut Outbox, to: &str, body: serde_json::Value) -> LinkFrame {
+        outbox.push(to, body.into()).unwrap()
+    }
+
     fn seqs(frames: &[LinkFrame]) -> Vec<(String, u64)> {
         frames
             .iter()
@@ -223,10 +239,13 @@ mod tests {
     fn numbers_each_stream_from_one_and_resends_until_acked() {
         let mut outbox = Outbox::new(9);
         for n in 0..3 {
-            outbox.push("h1", json!(n)).unwrap();
+            push(&mut outbox, "h1", json!(n));
         }
-        let frame = outbox.push("h2", json!("x")).unwrap();
-        assert_eq!(frame, LinkFrame::Send { to: "h2".into(), epoch: 9, seq: 1, first_unacked: 1, body: json!("x") });
+        let frame = push(&mut outbox, "h2", json!("x"));
+        assert_eq!(
+            frame,
+            LinkFrame::Send { to: "h2".into(), epoch: 9, seq: 1, first_unacked: 1, body: json!("x").into() }
+        );
         assert_eq!(
             seqs(&outbox.resend_all()),
             [("h1".into(), 1), ("h1".into(), 2), ("h1".into(), 3), ("h2".into(), 1)]
@@ -246,7 +265,7 @@ mod tests {
         let start = Instant::now();
         let mut outbox = Outbox::new(9);
         for n in 0..3 {
-            outbox.push("c1", json!(n)).unwrap();
+            push(&mut outbox, "c1", json!(n));
         }
         assert!(outbox.on_ack("c1", 9, 1, start).is_empty(), "an ack that covers something is just an ack");
         // The receiver reconnected and re-acked seq 1: 2 and 3 died with its copy.
@@ -263,8 +282,8 @@ mod tests {
         let start = Instant::now();
         let at = |ms: u64| start + Duration::from_millis(ms);
         let mut outbox = Outbox::new(9);
-        outbox.push("h1", json!(1)).unwrap();
-        outbox.push("h1", json!(2)).unwrap();
+        push(&mut outbox, "h1", json!(1));
+        push(&mut outbox, "h1", json!(2));
         outbox.undeliverable("h1", at(0));
         outbox.undeliverable("h1", at(10)); // the same burst
         assert!(outbox.resend_stalled(at(249)).is_empty());
@@ -285,11 +304,11 @@ mod tests {
         let start = Instant::now();
         let at = |secs: u64| start + Duration::from_secs(secs);
         let mut outbox = Outbox::new(1);
-        outbox.push("h1", json!(1)).unwrap();
-        outbox.push("h2", json!(2)).unwrap();
+        push(&mut outbox, "h1", json!(1));
+        push(&mut outbox, "h2", json!(2));
         assert!(outbox.resend_stalled(at(0)).is_empty(), "the first look only notes the time");
         assert!(outbox.resend_stalled(at(4)).is_empty(), "not stalled yet");
-        outbox.push("h2", json!(3)).unwrap();
+        push(&mut outbox, "h2", json!(3));
         outbox.acked("h2", 1, 1); // h2 progresses, h1 does not
         assert_eq!(seqs(&outbox.resend_stalled(at(5))), [("h1".into(), 1)]);
         assert!(outbox.resend_stalled(at(6)).is_empty(), "the resend restarts the timeout");
@@ -303,13 +322,28 @@ mod tests {
     fn a_full_stream_refuses_more_and_says_why() {
         let mut outbox = Outbox::new(1);
         for n in 0..MAX_UNACKED_PER_STREAM {
-            outbox.push("h1", json!(n)).unwrap();
+            push(&mut outbox, "h1", json!(n));
         }
-        let err = outbox.push("h1", json!("one too many")).unwrap_err();
-        assert_eq!(err.unacked, MAX_UNACKED_PER_STREAM);
+        let err = outbox.push("h1", json!("one too many").into()).unwrap_err();
+        assert_eq!(err, NotPushed::Full { to: "h1".into(), unacked: MAX_UNACKED_PER_STREAM });
         assert!(err.to_string().contains("wait until it acks"), "{err}");
-        outbox.push("h2", json!("other streams still flow")).unwrap();
+        push(&mut outbox, "h2", json!("other streams still flow"));
         outbox.acked("h1", 1, 1);
-        outbox.push("h1", json!("room again")).unwrap();
+        push(&mut outbox, "h1", json!("room again"));
+    }
+
+    #[test]
+    fn a_body_over_the_limit_is_refused_at_once_and_takes_no_place_in_the_stream() {
+        let mut outbox = Outbox::new(1);
+        // 12,000 numbers written `1e5`: 48 KB as written, 108 KB if re-encoded as `100000.0`.
+        let numbers = Body::parse(&format!("[{}]", vec!["1e5"; 12_000].join(","))).unwrap();
+        let frame = outbox.push("h1", numbers.clone()).unwrap();
+        assert!(matches!(frame, LinkFrame::Send { body, .. } if body == numbers), "kept as written");
+        let too_large = Body::parse(&format!("\"{}\"", "x".repeat(MAX_BODY_BYTES - 1))).unwrap();
+        let err = outbox.push("h1", too_large).unwrap_err();
+        assert_eq!(err, NotPushed::TooLarge { to: "h1".into(), len: MAX_BODY_BYTES + 1, max: MAX_BODY_BYTES });
+        assert!(err.to_string().contains("smaller parts"), "{err}");
+        assert_eq!(outbox.unacked(), 1, "nothing was kept");
+        assert_eq!(seqs(&[push(&mut outbox, "h1", json!(2))]), [("h1".into(), 2)], "no seq was used");
     }
 }

@@ -1,5 +1,7 @@
-//! Outbox and inbox together under random sends, acks, lost frames, reconnects and resends:
-//! every message reaches its receiver's application exactly once, in order per sender.
+//! Outbox and inbox together under random sends, acks, lost frames, reconnects, resends and
+//! sender restarts: every message reaches its receiver's application exactly once, in order per
+//! sender; across a sender's restart nothing is delivered twice (its unacked messages of the
+//! life that ended may be lost, as its outbox was).
 //!
 //! The model: each sender has one connection carrying its `send` frames in order (the relay
 //! keeps a connection's order); each receiver has one carrying its acks back. A dying
@@ -9,6 +11,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
+use hyperhive_control_link::inbox::EPOCHS_PER_SENDER;
 use hyperhive_control_link::{Inbox, Outbox, Receipt};
 use hyperhive_control_proto::link::LinkFrame;
 use proptest::prelude::*;
@@ -34,6 +37,14 @@ enum Step {
     ResendTo { s: usize, r: usize },
     /// `secs` pass; every sender resends its streams whose acks stalled.
     Tick { secs: u64 },
+    /// Sender `s` restarts: a new outbox (a new epoch) on a new connection, its unacked messages
+    /// gone with the old outbox, while frames it sent before are still in flight (queued on a
+    /// copy) and arrive late, in any order with the new life's ([`Step::DeliverLate`]).
+    /// At most `EPOCHS_PER_SENDER - 1` times per sender: the inbox recognises late messages of
+    /// that many earlier lives.
+    SenderRestarts { s: usize },
+    /// The oldest frame still in flight from sender `s`'s earlier lives reaches its receiver.
+    DeliverLate { s: usize },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -47,7 +58,14 @@ fn step() -> impl Strategy<Value = Step> {
         1 => r.clone().prop_map(|r| Step::ReceiverReconnects { r }),
         1 => (s, r).prop_map(|(s, r)| Step::ResendTo { s, r }),
         2 => (1..4u64).prop_map(|secs| Step::Tick { secs }),
+        1 => (0..SENDERS).prop_map(|s| Step::SenderRestarts { s }),
+        2 => (0..SENDERS).prop_map(|s| Step::DeliverLate { s }),
     ]
+}
+
+/// A distinct epoch for each life of each sender.
+fn epoch(seed: u64, s: usize, life: usize) -> u64 {
+    seed.wrapping_add((s + SENDERS * life) as u64)
 }
 
 fn name(kind: &str, i: usize) -> String {
@@ -63,12 +81,19 @@ struct World {
     inboxes: Vec<Inbox>,
     /// Send frames in flight, per sender connection.
     sends: Vec<VecDeque<LinkFrame>>,
+    /// Send frames of senders' earlier lives still in flight, per sender.
+    late: Vec<VecDeque<LinkFrame>>,
     /// Ack frames in flight, per receiver connection.
     acks: Vec<VecDeque<LinkFrame>>,
-    /// What each sender's application sent, per receiver.
-    sent: BTreeMap<(usize, usize), Vec<u64>>,
-    /// What each receiver's application got, per sender.
-    delivered: BTreeMap<(usize, usize), Vec<u64>>,
+    /// What each sender's application sent, per receiver and life of the sender.
+    sent: BTreeMap<(usize, usize, usize), Vec<u64>>,
+    /// What each receiver's application got, per sender and life.
+    delivered: BTreeMap<(usize, usize, usize), Vec<u64>>,
+    /// The life of the sender that sent each body.
+    life_of: BTreeMap<u64, usize>,
+    /// How often each sender restarted: its current life.
+    lives: Vec<usize>,
+    epoch_seed: u64,
     next_body: u64,
     /// The fake clock.
     now: Instant,
@@ -77,12 +102,16 @@ struct World {
 impl World {
     fn new(epoch_seed: u64) -> Self {
         Self {
-            outboxes: (0..SENDERS).map(|s| Outbox::new(epoch_seed.wrapping_add(s as u64))).collect(),
+            outboxes: (0..SENDERS).map(|s| Outbox::new(epoch(epoch_seed, s, 0))).collect(),
             inboxes: (0..RECEIVERS).map(|_| Inbox::new()).collect(),
             sends: vec![VecDeque::new(); SENDERS],
+            late: vec![VecDeque::new(); SENDERS],
             acks: vec![VecDeque::new(); RECEIVERS],
             sent: BTreeMap::new(),
             delivered: BTreeMap::new(),
+            life_of: BTreeMap::new(),
+            lives: vec![0; SENDERS],
+            epoch_seed,
             next_body: 0,
             now: Instant::now(),
         }
@@ -92,20 +121,18 @@ impl World {
         match *step {
             Step::Send { s, r } => {
                 self.next_body += 1;
-                let frame = self.outboxes[s].push(&name("r", r), json!(self.next_body)).unwrap();
-                self.sent.entry((s, r)).or_default().push(self.next_body);
+                let frame = self.outboxes[s].push(&name("r", r), json!(self.next_body).into()).unwrap();
+                self.sent.entry((s, r, self.lives[s])).or_default().push(self.next_body);
+                self.life_of.insert(self.next_body, self.lives[s]);
                 self.sends[s].push_back(frame);
             }
             Step::DeliverSend { s } => {
-                let Some(LinkFrame::Send { to, epoch, seq, first_unacked, body }) = self.sends[s].pop_front() else {
-                    return;
-                };
-                let r = index(&to);
-                let (receipt, ack) = self.inboxes[r].receive(&name("s", s), epoch, seq, first_unacked);
-                if receipt == Receipt::Deliver {
-                    self.delivered.entry((s, r)).or_default().push(body.as_u64().unwrap());
-                }
-                self.acks[r].push_back(ack);
+                let frame = self.sends[s].pop_front();
+                self.deliver(s, frame);
+            }
+            Step::DeliverLate { s } => {
+                let frame = self.late[s].pop_front();
+                self.deliver(s, frame);
             }
             Step::DeliverAck { r } => {
                 let Some(LinkFrame::Ack { to, epoch, seq }) = self.acks[r].pop_front() else {
@@ -138,7 +165,29 @@ impl World {
                     sends.extend(outbox.resend_stalled(self.now));
                 }
             }
+            Step::SenderRestarts { s } => {
+                if self.lives[s] + 1 < EPOCHS_PER_SENDER {
+                    self.lives[s] += 1;
+                    let in_flight: Vec<LinkFrame> = self.sends[s].drain(..).collect();
+                    self.late[s].extend(in_flight);
+                    self.outboxes[s] = Outbox::new(epoch(self.epoch_seed, s, self.lives[s]));
+                }
+            }
         }
+    }
+
+    /// A send frame from sender `s`, if one was in flight, reaches its receiver.
+    fn deliver(&mut self, s: usize, frame: Option<LinkFrame>) {
+        let Some(LinkFrame::Send { to, epoch, seq, first_unacked, body }) = frame else {
+            return;
+        };
+        let r = index(&to);
+        let (receipt, ack) = self.inboxes[r].receive(&name("s", s), epoch, seq, first_unacked);
+        if receipt == Receipt::Deliver {
+            let body = body.get().parse::<u64>().unwrap();
+            self.delivered.entry((s, r, self.life_of[&body])).or_default().push(body);
+        }
+        self.acks[r].push_back(ack);
     }
 
     /// Everything settles: connections stay up, senders resend until all is acked.
@@ -147,9 +196,10 @@ impl World {
             for s in 0..SENDERS {
                 self.apply(&Step::SenderReconnects { s });
             }
-            while self.sends.iter().any(|q| !q.is_empty()) || self.acks.iter().any(|q| !q.is_empty()) {
+            while [&self.sends, &self.late, &self.acks].iter().any(|queues| queues.iter().any(|q| !q.is_empty())) {
                 for s in 0..SENDERS {
                     self.apply(&Step::DeliverSend { s });
+                    self.apply(&Step::DeliverLate { s });
                 }
                 for r in 0..RECEIVERS {
                     self.apply(&Step::DeliverAck { r });
@@ -180,7 +230,12 @@ proptest! {
         }
         world.settle();
         for (stream, sent) in &world.sent {
-            prop_assert_eq!(world.delivered.get(stream), Some(sent), "stream {:?}", stream);
+            let delivered = world.delivered.get(stream).map_or(&[][..], Vec::as_slice);
+            prop_assert!(sent.starts_with(delivered), "{stream:?}: sent {sent:?}, delivered {delivered:?}");
+            let (s, _, life) = *stream;
+            if life == world.lives[s] {
+                prop_assert_eq!(delivered, sent.as_slice(), "stream {:?} of the current life", stream);
+            }
         }
     }
 }
@@ -194,7 +249,24 @@ fn a_resend_after_an_unacked_delivery_is_not_delivered_again() {
     world.apply(&Step::DeliverSend { s: 0 });
     world.apply(&Step::SenderReconnects { s: 0 }); // the ack is lost, the message resent
     world.apply(&Step::DeliverSend { s: 0 });
-    assert_eq!(world.delivered[&(0, 0)], [1]);
+    assert_eq!(world.delivered[&(0, 0, 0)], [1]);
     world.settle();
-    assert_eq!(world.delivered[&(0, 0)], [1]);
+    assert_eq!(world.delivered[&(0, 0, 0)], [1]);
+}
+
+/// The same for a restart: a late resend of the earlier life, arriving after the new life's
+/// first message, is not delivered again, nor is the new life's message after it.
+#[test]
+fn a_late_resend_of_a_senders_earlier_life_is_not_delivered_again() {
+    let mut world = World::new(1);
+    world.apply(&Step::Send { s: 0, r: 0 });
+    world.apply(&Step::DeliverSend { s: 0 });
+    world.apply(&Step::SenderReconnects { s: 0 }); // the ack is lost, the message resent...
+    world.apply(&Step::SenderRestarts { s: 0 }); // ...and still in flight when the sender restarts
+    world.apply(&Step::Send { s: 0, r: 0 });
+    world.apply(&Step::DeliverSend { s: 0 }); // the new life's message overtakes the late resend
+    world.apply(&Step::DeliverLate { s: 0 });
+    world.apply(&Step::SenderReconnects { s: 0 }); // the new life's message is resent
+    world.apply(&Step::DeliverSend { s: 0 });
+    assert_eq!((&world.delivered[&(0, 0, 0)], &world.delivered[&(0, 0, 1)]), (&vec![1], &vec![2]));
 }

@@ -21,17 +21,25 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use crate::DeviceKind;
 
 /// The version of the link and peer protocols; both sides send it in the handshake and a
 /// mismatch is closed with [`CloseCode::UnsupportedVersion`].
-pub const LINK_PROTOCOL_VERSION: u32 = 1;
+pub const LINK_PROTOCOL_VERSION: u32 = 2;
 
 /// The largest frame either side accepts, in bytes of JSON text. Relayed bodies are small
 /// control messages (a prompt, a terminal chunk); 64 KiB bounds the memory a hostile peer can
 /// make a receiver hold while decoding, and is the WebSocket message cap devices set.
 pub const MAX_FRAME_BYTES: usize = 64 * 1024;
+
+/// The largest `body` of a `send`, in bytes of JSON text as the sender wrote it. The copy relays
+/// those bytes unchanged in a `message`, whose other fields take well under 1 KiB (two device
+/// ids of at most 64 bytes, three numbers, the field names), so any body up to this size reaches
+/// its receiver in a frame under [`MAX_FRAME_BYTES`]. A larger body is refused by the sender's
+/// outbox, and answered `undeliverable` with [`UndeliverableReason::TooLarge`] by the copy.
+pub const MAX_BODY_BYTES: usize = MAX_FRAME_BYTES - 1024;
 
 /// The largest frame on `/v1/peer`: a `forward` wraps one link frame of up to
 /// [`MAX_FRAME_BYTES`] with its envelope, and `sessions` lists are sent in chunks of
@@ -45,6 +53,11 @@ pub const SESSIONS_PER_FRAME: usize = 256;
 /// 4 bytes, escaped) takes under 400 bytes, so a frame stays well under [`MAX_FRAME_BYTES`].
 /// The list at connect is as many `presence` frames as it takes ([`presence_frames`]).
 pub const HOSTS_PER_PRESENCE: usize = 150;
+
+/// Devices listed in one `devices` reply: a device with the longest name takes under 450 bytes
+/// (its kind besides what a host's presence holds), so a page stays well under
+/// [`MAX_FRAME_BYTES`]. A longer list is as many replies as it takes ([`devices_replies`]).
+pub const DEVICES_PER_REPLY: usize = 120;
 
 /// Bytes of randomness in every handshake nonce (base64url on the wire).
 pub const NONCE_LEN: usize = 32;
@@ -86,6 +99,10 @@ pub enum LinkFrame {
         signature: String,
         /// The name of the copy the device is connected to (for logs and status).
         copy: String,
+        /// The control plane's name (`AGENTS_CONTROL_NAME`), the one windows and phones show;
+        /// absent when the control plane was given none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
     },
     /// Device to server: relay `body` to the device `to`. `seq` counts from 1 in each stream, a
     /// stream being one sender's messages to one receiver since the sender's outbox was made;
@@ -98,15 +115,17 @@ pub enum LinkFrame {
         /// receiver that does not know the stream (its first message, or the receiver
         /// restarted) starts it only there, so a message lost at a stream's start is noticed.
         first_unacked: u64,
-        body: serde_json::Value,
+        /// At most [`MAX_BODY_BYTES`].
+        body: Body,
     },
-    /// Server to device: a relayed message from the device `from`.
+    /// Server to device: a relayed message from the device `from`, its `body` the bytes the
+    /// sender wrote.
     Message {
         from: String,
         epoch: u64,
         seq: u64,
         first_unacked: u64,
-        body: serde_json::Value,
+        body: Body,
     },
     /// Device to server: every message from `to` in stream `epoch` up to and including `seq`
     /// has reached the application (a cumulative, end-to-end ack).
@@ -233,6 +252,86 @@ pub enum PeerFrame {
     Unknown,
 }
 
+/// A relayed message's body: any JSON value, kept as the exact text its sender wrote. A copy
+/// relays these bytes unchanged, so a message is the same size (and the same JSON: `1e5` stays
+/// `1e5`) at its receiver as at its sender, and a body the sender checked against
+/// [`MAX_BODY_BYTES`] cannot grow past the frame cap on the way.
+///
+/// serde cannot keep raw text inside internally tagged enums, so frames holding a body are
+/// decoded only by [`LinkFrame::decode`] and [`PeerFrame::decode`], never by `serde_json`
+/// directly.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Body(Box<RawValue>);
+
+impl Body {
+    /// Checks that `text` is one JSON value and keeps it as written (without surrounding
+    /// whitespace).
+    pub fn parse(text: &str) -> Result<Body, serde_json::Error> {
+        RawValue::from_string(text.trim().to_owned()).map(Body)
+    }
+
+    /// The JSON text, as its sender wrote it.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+}
+
+impl From<serde_json::Value> for Body {
+    fn from(value: serde_json::Value) -> Body {
+        Body(serde_json::value::to_raw_value(&value).expect("a JSON value always serializes"))
+    }
+}
+
+impl PartialEq for Body {
+    fn eq(&self, other: &Body) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl std::fmt::Debug for Body {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.get())
+    }
+}
+
+/// `send` and `message` as plain structs: their bodies keep their text here, where the tagged
+/// enum would re-encode them.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SendFields {
+    #[serde(rename = "type")]
+    _type: String,
+    to: String,
+    epoch: u64,
+    seq: u64,
+    first_unacked: u64,
+    body: Body,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MessageFields {
+    #[serde(rename = "type")]
+    _type: String,
+    from: String,
+    epoch: u64,
+    seq: u64,
+    first_unacked: u64,
+    body: Body,
+}
+
+/// `forward` with its link frame still as text, decoded by [`LinkFrame::decode`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ForwardFields<'a> {
+    #[serde(rename = "type")]
+    _type: String,
+    to: String,
+    #[serde(borrow)]
+    frame: &'a RawValue,
+}
+
 /// Why a message was not relayed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -244,6 +343,8 @@ pub enum UndeliverableReason {
     Unknown,
     /// Clients talk to hosts and hosts to clients, never client to client or host to host.
     NotAllowed,
+    /// The body is over [`MAX_BODY_BYTES`]: it will never be relayed, however often it is sent.
+    TooLarge,
 }
 
 /// A host as clients see it.
@@ -301,10 +402,16 @@ pub enum Reply {
         /// RFC 3339.
         expires_at: String,
     },
+    /// One page of the list: a list of more than [`DEVICES_PER_REPLY`] devices is answered
+    /// with as many `devices` replies of the same id as it takes, every one but the last with
+    /// `more: true` ([`devices_replies`]).
     Devices {
         devices: Vec<DeviceInfo>,
         /// True when the store was unreachable and the list is the copy's in-memory registry.
         from_memory: bool,
+        /// More pages of this list follow.
+        #[serde(default)]
+        more: bool,
     },
     Forgotten {
         device_id: String,
@@ -456,12 +563,24 @@ struct TypeOnly {
     kind: String,
 }
 
+/// How one frame family decodes the types whose text the tagged enum would not keep: `None`
+/// for every other type.
+type DecodeRaw<F> = fn(kind: &str, text: &str) -> Option<Result<F, String>>;
+
 /// The shared decoding of both frame families: size first, then JSON, then the type.
-fn decode_frame<F: DeserializeOwned>(text: &str, max: usize, is_unknown: fn(&F) -> bool) -> Result<F, FrameError> {
+fn decode_frame<F: DeserializeOwned>(
+    text: &str,
+    max: usize,
+    is_unknown: fn(&F) -> bool,
+    decode_raw: DecodeRaw<F>,
+) -> Result<F, FrameError> {
     if text.len() > max {
         return Err(FrameError::TooLarge { len: text.len(), max });
     }
     let kind = serde_json::from_str::<TypeOnly>(text).map_err(|e| FrameError::NotAFrame(e.to_string()))?.kind;
+    if let Some(decoded) = decode_raw(&kind, text) {
+        return decoded.map_err(|detail| FrameError::Malformed { kind, detail });
+    }
     let is_unknown_kind =
         || serde_json::from_value::<F>(serde_json::json!({ "type": kind })).is_ok_and(|frame| is_unknown(&frame));
     match serde_json::from_str::<F>(text) {
@@ -475,7 +594,28 @@ fn decode_frame<F: DeserializeOwned>(text: &str, max: usize, is_unknown: fn(&F) 
 impl LinkFrame {
     /// Decodes one received text message. Never panics, whatever `text` holds.
     pub fn decode(text: &str) -> Result<LinkFrame, FrameError> {
-        decode_frame(text, MAX_FRAME_BYTES, |f| matches!(f, LinkFrame::Unknown))
+        decode_frame(text, MAX_FRAME_BYTES, |f| matches!(f, LinkFrame::Unknown), LinkFrame::decode_raw)
+    }
+
+    fn decode_raw(kind: &str, text: &str) -> Option<Result<LinkFrame, String>> {
+        let decoded = match kind {
+            "send" => serde_json::from_str::<SendFields>(text).map(|f| LinkFrame::Send {
+                to: f.to,
+                epoch: f.epoch,
+                seq: f.seq,
+                first_unacked: f.first_unacked,
+                body: f.body,
+            }),
+            "message" => serde_json::from_str::<MessageFields>(text).map(|f| LinkFrame::Message {
+                from: f.from,
+                epoch: f.epoch,
+                seq: f.seq,
+                first_unacked: f.first_unacked,
+                body: f.body,
+            }),
+            _ => return None,
+        };
+        Some(decoded.map_err(|e| e.to_string()))
     }
 
     /// The JSON text to send.
@@ -495,7 +635,18 @@ impl LinkFrame {
 impl PeerFrame {
     /// Decodes one received text message. Never panics, whatever `text` holds.
     pub fn decode(text: &str) -> Result<PeerFrame, FrameError> {
-        decode_frame(text, MAX_PEER_FRAME_BYTES, |f| matches!(f, PeerFrame::Unknown))
+        decode_frame(text, MAX_PEER_FRAME_BYTES, |f| matches!(f, PeerFrame::Unknown), PeerFrame::decode_raw)
+    }
+
+    fn decode_raw(kind: &str, text: &str) -> Option<Result<PeerFrame, String>> {
+        if kind != "forward" {
+            return None;
+        }
+        let decoded = serde_json::from_str::<ForwardFields>(text).map_err(|e| e.to_string()).and_then(|f| {
+            let frame = LinkFrame::decode(f.frame.get()).map_err(|e| format!("frame: {e}"))?;
+            Ok(PeerFrame::Forward { to: f.to, frame: Box::new(frame) })
+        });
+        Some(decoded)
     }
 
     /// The JSON text to send.
@@ -504,13 +655,31 @@ impl PeerFrame {
     }
 }
 
+/// `items` cut into pages of at most `per_page`; one empty page when there are none, so a list
+/// is always answered.
+fn pages<T: Clone>(items: &[T], per_page: usize) -> Vec<Vec<T>> {
+    if items.is_empty() {
+        return vec![vec![]];
+    }
+    items.chunks(per_page).map(<[T]>::to_vec).collect()
+}
+
 /// The `presence` frames that tell a client every host at connect: one frame when there are
 /// none, else chunks of [`HOSTS_PER_PRESENCE`].
 pub fn presence_frames(hosts: Vec<HostPresence>) -> Vec<LinkFrame> {
-    if hosts.is_empty() {
-        return vec![LinkFrame::Presence { hosts }];
-    }
-    hosts.chunks(HOSTS_PER_PRESENCE).map(|chunk| LinkFrame::Presence { hosts: chunk.to_vec() }).collect()
+    pages(&hosts, HOSTS_PER_PRESENCE).into_iter().map(|hosts| LinkFrame::Presence { hosts }).collect()
+}
+
+/// The `reply` frames answering `list_devices` request `id`: pages of at most
+/// [`DEVICES_PER_REPLY`], all but the last marked `more`, so each stays under the frame cap.
+pub fn devices_replies(id: u64, devices: &[DeviceInfo], from_memory: bool) -> Vec<LinkFrame> {
+    let pages = pages(devices, DEVICES_PER_REPLY);
+    let last = pages.len() - 1;
+    pages
+        .into_iter()
+        .enumerate()
+        .map(|(n, devices)| LinkFrame::Reply { id, reply: Reply::Devices { devices, from_memory, more: n < last } })
+        .collect()
 }
 
 /// The bytes a device signs with its device key to answer a challenge.
@@ -546,12 +715,20 @@ mod tests {
                 device_nonce: "bg".into(),
                 signature: "c2ln".into(),
             },
-            LinkFrame::Welcome { signature: "c2ln".into(), copy: "cp1".into() },
-            LinkFrame::Send { to: "h1".into(), epoch: 7, seq: 3, first_unacked: 2, body: json!({"prompt": "hi"}) },
-            LinkFrame::Message { from: "c1".into(), epoch: 7, seq: 3, first_unacked: 2, body: json!([1, 2]) },
+            LinkFrame::Welcome { signature: "c2ln".into(), copy: "cp1".into(), name: None },
+            LinkFrame::Welcome { signature: "c2ln".into(), copy: "cp1".into(), name: Some("home".into()) },
+            LinkFrame::Send {
+                to: "h1".into(),
+                epoch: 7,
+                seq: 3,
+                first_unacked: 2,
+                body: json!({"prompt": "hi"}).into(),
+            },
+            LinkFrame::Message { from: "c1".into(), epoch: 7, seq: 3, first_unacked: 2, body: json!([1, 2]).into() },
             LinkFrame::Ack { to: "c1".into(), epoch: 7, seq: 3 },
             LinkFrame::Acked { from: "h1".into(), epoch: 7, seq: 3 },
             LinkFrame::Undeliverable { to: "h1".into(), epoch: 7, seq: 3, reason: UndeliverableReason::Offline },
+            LinkFrame::Undeliverable { to: "h1".into(), epoch: 7, seq: 3, reason: UndeliverableReason::TooLarge },
             LinkFrame::Presence {
                 hosts: vec![HostPresence { device_id: "h1".into(), name: "box".into(), paired: true, online: false }],
             },
@@ -560,7 +737,7 @@ mod tests {
                 request: Request::MakeCode { kind: DeviceKind::Host, name: None, ttl_secs: Some(60) },
             },
             LinkFrame::Request { id: 2, request: Request::ListDevices },
-            LinkFrame::Reply { id: 2, reply: Reply::Devices { devices: vec![], from_memory: true } },
+            LinkFrame::Reply { id: 2, reply: Reply::Devices { devices: vec![], from_memory: true, more: false } },
             LinkFrame::RequestFailed { id: 3, error: "store unavailable: try again".into(), retry: true },
             LinkFrame::Ping { t: 9 },
             LinkFrame::Error { code: ErrorCode::UnknownType, message: "x".into() },
@@ -573,13 +750,93 @@ mod tests {
             let text = frame.encode();
             assert_eq!(LinkFrame::decode(&text).unwrap(), frame, "{text}");
         }
-        let forward = PeerFrame::Forward { to: "c1".into(), frame: Box::new(samples()[4].clone()) };
+        let forward = PeerFrame::Forward { to: "c1".into(), frame: Box::new(samples()[5].clone()) };
         assert_eq!(PeerFrame::decode(&forward.encode()).unwrap(), forward);
     }
 
     #[test]
+    fn a_body_is_relayed_as_its_sender_wrote_it() {
+        // Decoded as a JSON value and encoded again, `1e5` would become `100000.0`: the frame
+        // would grow by half on its way and could pass the cap its sender checked.
+        let body = r#"[1e5, 1E5 ,{"a" : -0.0}]"#;
+        let send = format!(r#"{{"type":"send","to":"h1","epoch":1,"seq":1,"first_unacked":1,"body":{body}}}"#);
+        let LinkFrame::Send { to, epoch, seq, first_unacked, body: decoded } = LinkFrame::decode(&send).unwrap() else {
+            panic!("not a send")
+        };
+        assert_eq!(decoded.get(), body);
+        let message = LinkFrame::Message { from: "c1".into(), epoch, seq, first_unacked, body: decoded };
+        let text = message.encode();
+        assert!(text.ends_with(&format!(r#""body":{body}}}"#)), "{text}");
+        let forward = PeerFrame::Forward { to, frame: Box::new(message.clone()) }.encode();
+        assert!(forward.contains(body), "{forward}");
+        let PeerFrame::Forward { frame, .. } = PeerFrame::decode(&forward).unwrap() else { panic!("not a forward") };
+        assert_eq!(*frame, message);
+        assert_eq!(Body::parse(" 1e5\n").unwrap().get(), "1e5");
+        assert!(Body::parse("1e5 2").is_err(), "one JSON value");
+        // A malformed body or inner frame is a malformed frame, as for every other type.
+        let bad = r#"{"type":"send","to":"h1","epoch":1,"seq":1,"first_unacked":1,"body":[1,}"#;
+        assert!(matches!(LinkFrame::decode(bad), Err(FrameError::NotAFrame(_) | FrameError::Malformed { .. })));
+        let extra = r#"{"type":"message","from":"h1","epoch":1,"seq":1,"first_unacked":1,"body":1,"x":2}"#;
+        assert!(matches!(LinkFrame::decode(extra), Err(FrameError::Malformed { kind, .. }) if kind == "message"));
+        let inner = r#"{"type":"forward","to":"c1","frame":{"type":"message","from":"h1"}}"#;
+        let err = PeerFrame::decode(inner).unwrap_err();
+        assert!(
+            matches!(&err, FrameError::Malformed { kind, detail } if kind == "forward" && detail.contains("epoch")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_message_with_the_largest_body_fits_in_a_frame() {
+        let body = Body::parse(&format!("\"{}\"", "x".repeat(MAX_BODY_BYTES - 2))).unwrap();
+        let longest_id = "d".repeat(64);
+        let message = LinkFrame::Message {
+            from: longest_id.clone(),
+            epoch: u64::MAX,
+            seq: u64::MAX,
+            first_unacked: u64::MAX,
+            body,
+        };
+        assert!(message.encode().len() <= MAX_FRAME_BYTES, "{} bytes", message.encode().len());
+        let forward = PeerFrame::Forward { to: longest_id, frame: Box::new(message) };
+        assert!(forward.encode().len() <= MAX_PEER_FRAME_BYTES);
+    }
+
+    #[test]
+    fn a_long_device_list_is_answered_in_pages_that_fit() {
+        let name: String = "\u{1F41D}\"".repeat(32);
+        let devices: Vec<DeviceInfo> = (0..1_000)
+            .map(|i| DeviceInfo {
+                device_id: format!("d{i:032x}"),
+                kind: DeviceKind::Client,
+                name: name.clone(),
+                online: true,
+            })
+            .collect();
+        let frames = devices_replies(7, &devices, true);
+        assert_eq!(frames.len(), 1_000usize.div_ceil(DEVICES_PER_REPLY));
+        let mut listed = vec![];
+        for (n, frame) in frames.iter().enumerate() {
+            let text = frame.encode();
+            assert!(text.len() <= MAX_FRAME_BYTES, "{} bytes", text.len());
+            let LinkFrame::Reply { id: 7, reply: Reply::Devices { devices, from_memory: true, more } } =
+                LinkFrame::decode(&text).unwrap()
+            else {
+                panic!("not a devices reply")
+            };
+            assert_eq!(more, n + 1 < frames.len());
+            listed.extend(devices);
+        }
+        assert_eq!(listed, devices);
+        assert_eq!(
+            devices_replies(1, &[], false),
+            [LinkFrame::Reply { id: 1, reply: Reply::Devices { devices: vec![], from_memory: false, more: false } }]
+        );
+    }
+
+    #[test]
     fn the_wire_form_is_the_documented_one() {
-        let frame = LinkFrame::Send { to: "h1".into(), epoch: 5, seq: 1, first_unacked: 1, body: json!("x") };
+        let frame = LinkFrame::Send { to: "h1".into(), epoch: 5, seq: 1, first_unacked: 1, body: json!("x").into() };
         assert_eq!(
             serde_json::to_value(&frame).unwrap(),
             json!({"type": "send", "to": "h1", "epoch": 5, "seq": 1, "first_unacked": 1, "body": "x"})

@@ -35,6 +35,10 @@ pub struct PairResponse {
     pub name: String,
     /// The control plane's signature over [`device_statement`], base64url.
     pub signature: String,
+    /// The control plane's name (`AGENTS_CONTROL_NAME`), the one windows and phones show;
+    /// absent when it was given none. For display only: it is not signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_name: Option<String>,
 }
 
 /// A pair request that is well formed and whose proof holds.
@@ -191,6 +195,7 @@ mod tests {
             kind: DeviceKind::Host,
             name: "n".into(),
             signature: encoding::encode(&control.sign(&statement).to_bytes()),
+            control_name: None,
         };
         assert!(response.verify(&control.verifying_key(), "pk"));
         assert!(!response.verify(&control.verifying_key(), "other"));

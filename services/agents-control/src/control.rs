@@ -28,6 +28,9 @@ pub struct Control {
     pub sessions: Sessions,
     /// This copy's name, told to devices in `welcome` (for their logs).
     pub copy_name: String,
+    /// The control plane's name (`AGENTS_CONTROL_NAME`), the one windows and phones show: told
+    /// to devices when they pair and in every `welcome`. `None` when none was given.
+    pub name: Option<String>,
     /// What codes made here over a client's link carry (AGENTS_CONTROL_URL and the pin); `None`
     /// when this copy was not given its public address, and then it makes no codes.
     pub issuer: Option<Issuer>,
@@ -49,6 +52,7 @@ impl Control {
             registry: Registry::default(),
             sessions: Sessions::default(),
             copy_name: "agents-control".into(),
+            name: None,
             issuer: None,
             guards: Guards::new(Limits::default()),
             codes: crate::codes::CodeIndex::default(),
@@ -65,6 +69,12 @@ impl Control {
     /// Runs with these limits instead of the defaults.
     pub fn with_limits(mut self, limits: Limits) -> Control {
         self.guards = Guards::new(limits);
+        self
+    }
+
+    /// Names the control plane for its devices (`AGENTS_CONTROL_NAME`).
+    pub fn with_name(mut self, name: Option<String>) -> Control {
+        self.name = name;
         self
     }
 

@@ -7,7 +7,7 @@
 use crate::control::Control;
 use crate::pairing;
 use hyperhive_control_proto::ErrorBody;
-use hyperhive_control_proto::pair::PairRequest;
+use hyperhive_control_proto::pair::{PairRequest, PairResponse};
 use std::convert::Infallible;
 use std::sync::Arc;
 use warp::http::StatusCode;
@@ -89,6 +89,7 @@ async fn pair(control: &Control, body: &[u8], from: Option<std::net::IpAddr>) ->
     match pairing::redeem(control.store.as_ref(), control.clock.as_ref(), &control.key, &request).await {
         Ok(response) => {
             control.metrics.devices_paired.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let response = PairResponse { control_name: control.name.clone(), ..response };
             warp::reply::json(&response).into_response()
         }
         Err(error) => {

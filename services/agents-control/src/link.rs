@@ -10,8 +10,8 @@ use crate::wire::{self, WireIn, WireOut};
 use ed25519_dalek::{Signature, VerifyingKey};
 use futures::{Sink, SinkExt, Stream, StreamExt};
 use hyperhive_control_proto::link::{
-    CloseCode, ErrorCode, FrameError, HANDSHAKE_TIMEOUT, LINK_PROTOCOL_VERSION, LinkFrame, MAX_FRAME_BYTES, NONCE_LEN,
-    UndeliverableReason, device_proof_message, presence_frames, server_proof_message,
+    Body, CloseCode, ErrorCode, FrameError, HANDSHAKE_TIMEOUT, LINK_PROTOCOL_VERSION, LinkFrame, MAX_BODY_BYTES,
+    MAX_FRAME_BYTES, NONCE_LEN, UndeliverableReason, device_proof_message, presence_frames, server_proof_message,
 };
 use hyperhive_control_proto::{DeviceKind, encoding};
 use rand::RngCore;
@@ -44,12 +44,12 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         Ok(Ok(device)) => device,
         Ok(Err(Refusal(code, reason))) => {
             tracing::info!(code = code.code(), %reason, "link refused");
-            let _ = sink.send(WireOut::Close(code, reason)).await;
+            let _ = wire::send(&mut sink, WireOut::Close(code, reason)).await;
             return;
         }
         Err(_) => {
             let reason = format!("the handshake did not finish within {}s", HANDSHAKE_TIMEOUT.as_secs());
-            let _ = sink.send(WireOut::Close(CloseCode::HandshakeTimeout, reason)).await;
+            let _ = wire::send(&mut sink, WireOut::Close(CloseCode::HandshakeTimeout, reason)).await;
             return;
         }
     };
@@ -57,21 +57,23 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     let now_ms = u64::try_from(control.clock.now().unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
     let (session, mut queue) = control.sessions.open(&device.id, device.kind, &device.name, now_ms);
     tracing::info!(device = %device.id, kind = %device.kind, session, "device connected");
-    if device.kind == DeviceKind::Client {
-        for frame in presence_frames(control.sessions.presence(&control.registry)) {
-            let _ = sink.feed(text(&frame)).await;
-        }
-        let _ = sink.flush().await;
-    }
-
-    let answer = |body: String| {
-        let (control, device) = (&control, &device);
-        async move { on_frame(control, device, session, &body).await }
+    let presence = match device.kind {
+        DeviceKind::Client => presence_frames(control.sessions.presence(&control.registry)),
+        DeviceKind::Host => vec![],
     };
-    let close = wire::run(&mut sink, &mut stream, &mut queue, MAX_FRAME_BYTES, answer).await;
+    let close = match wire::send_all(&mut sink, presence.iter().map(text)).await {
+        Err(_) => None,
+        Ok(()) => {
+            let answer = |body: String| {
+                let (control, device) = (&control, &device);
+                async move { on_frame(control, device, session, &body).await }
+            };
+            wire::run(&mut sink, &mut stream, &mut queue, MAX_FRAME_BYTES, answer).await
+        }
+    };
     if let Some((code, reason)) = close {
         tracing::info!(device = %device.id, code = code.code(), %reason, "closing the link");
-        let _ = sink.send(WireOut::Close(code, reason)).await;
+        let _ = wire::send(&mut sink, WireOut::Close(code, reason)).await;
     }
     control.sessions.close(&device.id, session);
     tracing::info!(device = %device.id, session, "device disconnected");
@@ -148,7 +150,7 @@ async fn handshake(
     verify_device(&record.public_key, &server_nonce, &device_nonce, &device_id, &signature)
         .map_err(|why| Refusal(CloseCode::DeviceProofFailed, format!("the device's signature {why}")))?;
     let proof = control.key.sign(&server_proof_message(&device_nonce, &server_nonce, &device_id));
-    let welcome = LinkFrame::Welcome { signature: proof, copy: control.copy_name.clone() };
+    let welcome = LinkFrame::Welcome { signature: proof, copy: control.copy_name.clone(), name: control.name.clone() };
     sink.send(text(&welcome))
         .await
         .map_err(|_| Refusal(CloseCode::Normal, "the device left during the handshake".into()))?;
@@ -179,7 +181,7 @@ async fn on_frame(control: &Arc<Control>, device: &Device, session: u64, body: &
     };
     match frame {
         LinkFrame::Send { to, epoch, seq, first_unacked, body } => {
-            let reason = match relay_target(control, device, &to).await {
+            let reason = match relayable(control, device, &to, &body).await {
                 Err(reason) => reason,
                 Ok(()) => {
                     let message = LinkFrame::Message { from: device.id.clone(), epoch, seq, first_unacked, body };
@@ -216,7 +218,12 @@ async fn on_frame(control: &Arc<Control>, device: &Device, session: u64, body: &
             let (control, device_id, kind) = (control.clone(), device.id.clone(), device.kind);
             tokio::spawn(async move {
                 let answer = crate::requests::answer(&control, kind, &device_id, id, request).await;
-                let _ = control.sessions.send_to_session(&device_id, session, answer);
+                let pages = answer.len();
+                if control.sessions.send_to_session(&device_id, session, answer) == Err(NotQueued::Full) {
+                    let error = format!("the answer ({pages} frames) does not fit in this link's queue now: ask again");
+                    let failed = LinkFrame::RequestFailed { id, error, retry: true };
+                    let _ = control.sessions.send_to_session(&device_id, session, vec![failed]);
+                }
             });
             None
         }
@@ -225,6 +232,16 @@ async fn on_frame(control: &Arc<Control>, device: &Device, session: u64, body: &
             format!("devices do not send \"{}\" after the handshake", other.type_name()),
         )),
     }
+}
+
+/// A body within [`MAX_BODY_BYTES`], checked before anything is queued: its `message` then fits
+/// under every frame cap on the way (the receiver's, and a peer link's as a `forward`), where a
+/// larger one would close that link, and with a peer link every device it carries.
+async fn relayable(control: &Control, from: &Device, to: &str, body: &Body) -> Result<(), UndeliverableReason> {
+    if body.get().len() > MAX_BODY_BYTES {
+        return Err(UndeliverableReason::TooLarge);
+    }
+    relay_target(control, from, to).await
 }
 
 /// Clients talk to hosts and hosts to clients, and only to paired devices. A device this copy

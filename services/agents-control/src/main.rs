@@ -1,12 +1,11 @@
 //! agents-control: parses the command line and runs it (behaviour lives in the library).
-use clap::Parser;
 use std::process::ExitCode;
 
 #[tokio::main]
 async fn main() -> ExitCode {
     // Logs go to stderr, so `code` prints nothing but the code on stdout.
     hyperhive_logging::init("info");
-    match agents_control::cli::Cli::parse().run().await {
+    match agents_control::cli::Cli::parse_env_and_args().run().await {
         Ok(code) => code,
         Err(failure) => {
             eprintln!("agents-control: error: {}", failure.0);

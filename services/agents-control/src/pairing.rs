@@ -118,6 +118,7 @@ fn response(key: &ControlKey, record: &DeviceRecord) -> PairResponse {
         device_id: record.id.clone(),
         kind: record.kind,
         name: record.name.clone(),
+        control_name: None, // the route that answers knows the name (http.rs)
     }
 }
 

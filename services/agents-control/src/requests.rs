@@ -1,6 +1,7 @@
 //! Requests a client makes over its link (`request` frames): make a code, list devices, forget
-//! a device. Each is answered by `reply` or `request_failed` with the request's id
-//! (`docs/control-plane/link-protocol.md`, "Requests").
+//! a device. Each is answered by `reply` or `request_failed` with the request's id, a long
+//! device list by as many `reply` pages as it takes (`docs/control-plane/link-protocol.md`,
+//! "Requests").
 //!
 //! While the store is unreachable, making codes and forgetting are refused with `retry: true`
 //! (nothing the user asks for is half done or done only in one copy's memory);
@@ -13,7 +14,7 @@ use crate::control::Control;
 use crate::records::{self, DeviceRecord};
 use crate::registry::{self, RegistryError};
 use hyperhive_control_proto::DeviceKind;
-use hyperhive_control_proto::link::{DeviceInfo, LinkFrame, Reply, Request};
+use hyperhive_control_proto::link::{DeviceInfo, LinkFrame, Reply, Request, devices_replies};
 use hyperhive_object_store::StoreError;
 use std::time::Duration;
 use time::OffsetDateTime;
@@ -41,8 +42,8 @@ impl Refused {
     }
 }
 
-/// Answers one request from the device `device_id` of kind `kind`.
-pub async fn answer(control: &Control, kind: DeviceKind, device_id: &str, id: u64, request: Request) -> LinkFrame {
+/// Answers one request from the device `device_id` of kind `kind`: the frames to send, in order.
+pub async fn answer(control: &Control, kind: DeviceKind, device_id: &str, id: u64, request: Request) -> Vec<LinkFrame> {
     let op = op_name(&request);
     let outcome = if kind == DeviceKind::Host {
         Err(Refused::wrong("hosts may not make requests; use a client"))
@@ -58,11 +59,14 @@ pub async fn answer(control: &Control, kind: DeviceKind, device_id: &str, id: u6
     match outcome {
         Ok(reply) => {
             tracing::info!(device = %device_id, id, op, "answered a request");
-            LinkFrame::Reply { id, reply }
+            match reply {
+                Reply::Devices { devices, from_memory, .. } => devices_replies(id, &devices, from_memory),
+                reply => vec![LinkFrame::Reply { id, reply }],
+            }
         }
         Err(Refused { error, retry }) => {
             tracing::info!(device = %device_id, id, op, retry, %error, "refused a request");
-            LinkFrame::RequestFailed { id, error, retry }
+            vec![LinkFrame::RequestFailed { id, error, retry }]
         }
     }
 }
@@ -132,7 +136,8 @@ async fn make_code(
     Ok(Reply::Code { code: code.to_token(), expires_at: records::timestamp(now + ttl) })
 }
 
-/// From the store when it answers, else from this copy's memory (`from_memory: true`).
+/// From the store when it answers, else from this copy's memory (`from_memory: true`); as one
+/// reply here, cut into pages by [`answer`].
 async fn list_devices(control: &Control) -> Reply {
     let (records, from_memory) = match registry::load_all(control.store.as_ref()).await {
         Ok(all) => (all.into_values().filter(|d| d.forgotten_at.is_none()).collect(), false),
@@ -143,7 +148,7 @@ async fn list_devices(control: &Control) -> Reply {
             (known, true)
         }
     };
-    Reply::Devices { devices: device_infos(control, records), from_memory }
+    Reply::Devices { devices: device_infos(control, records), from_memory, more: false }
 }
 
 /// Oldest pairing first, each with its online state on any copy.

@@ -82,6 +82,20 @@ fn try_queue<F>(queue: &mpsc::Sender<Outgoing<F>>, frame: F) -> Result<(), NotQu
     })
 }
 
+/// Tells a socket task to close. A full queue (its other side reads slowly, or not at all) must
+/// not lose the close: a replaced or revoked session would go on serving its device. The close
+/// then waits for room behind the queued frames, on its own task; it ends when the socket task
+/// takes it or ends (a side that stopped reading is dropped after [`crate::wire::WRITE_TIMEOUT`]).
+fn tell_close<F: Send + 'static>(queue: &mpsc::Sender<Outgoing<F>>, code: CloseCode, reason: &str) {
+    let close = Outgoing::Close(code, reason.to_owned());
+    if let Err(mpsc::error::TrySendError::Full(close)) = queue.try_send(close)
+        && let Ok(runtime) = tokio::runtime::Handle::try_current()
+    {
+        let queue = queue.clone();
+        runtime.spawn(async move { queue.send(close).await });
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
     local: HashMap<String, Local>,
@@ -125,7 +139,7 @@ impl State {
     fn end_local(&mut self, device_id: &str, code: CloseCode, reason: &str) -> Option<Local> {
         let ended = self.local.remove(device_id)?;
         // The task may be gone already; then there is nothing to close.
-        let _ = ended.queue.try_send(Outgoing::Close(code, reason.to_owned()));
+        tell_close(&ended.queue, code, reason);
         self.broadcast(&PeerFrame::SessionClosed { device_id: device_id.to_owned(), session: ended.session });
         Some(ended)
     }
@@ -195,7 +209,7 @@ impl Sessions {
         let older = state.local.insert(device_id.to_owned(), Local { kind, name: name.to_owned(), session, queue });
         if let Some(older) = older {
             // The older task may be gone already; then there is nothing to close.
-            let _ = older.queue.try_send(Outgoing::Close(CloseCode::Replaced, "a newer session connected".into()));
+            tell_close(&older.queue, CloseCode::Replaced, "a newer session connected");
         }
         state.broadcast(&PeerFrame::SessionOpened {
             session: SessionInfo { device_id: device_id.to_owned(), kind, name: name.to_owned(), session },
@@ -231,12 +245,17 @@ impl Sessions {
             .map(|()| Route::Peer)
     }
 
-    /// Queues `frame` for the device only while `session` is still its current session here
-    /// (the answer to a request must not reach a newer session that did not ask).
-    pub fn send_to_session(&self, device_id: &str, session: u64, frame: LinkFrame) -> Result<(), NotQueued> {
+    /// Queues `frames` for the device only while `session` is still its current session here
+    /// (the answer to a request must not reach a newer session that did not ask), all or none:
+    /// a reply cut into pages never arrives with pages missing.
+    pub fn send_to_session(&self, device_id: &str, session: u64, frames: Vec<LinkFrame>) -> Result<(), NotQueued> {
         let state = self.lock();
         let local = state.local.get(device_id).filter(|s| s.session == session).ok_or(NotQueued::Offline)?;
-        try_queue(&local.queue, frame)
+        // Everything that queues holds the lock, so the room seen here only grows meanwhile.
+        if local.queue.capacity() < frames.len() {
+            return Err(NotQueued::Full);
+        }
+        frames.into_iter().try_for_each(|frame| try_queue(&local.queue, frame))
     }
 
     /// Whether the device is connected here or, as the peers say, to another copy.
@@ -307,7 +326,7 @@ impl Sessions {
             let _ = try_queue(&queue, PeerFrame::Sessions { sessions: chunk.to_vec() });
         }
         if let Some(older) = state.peers.insert(copy.to_owned(), PeerLink { link, queue }) {
-            let _ = older.queue.try_send(Outgoing::Close(CloseCode::Replaced, "a newer link to this copy".into()));
+            tell_close(&older.queue, CloseCode::Replaced, "a newer link to this copy");
         }
         (link, receiver)
     }
@@ -384,10 +403,10 @@ impl Sessions {
         let mut state = self.lock();
         state.closing = true;
         for session in state.local.values() {
-            let _ = session.queue.try_send(Outgoing::Close(code, reason.to_owned()));
+            tell_close(&session.queue, code, reason);
         }
         for peer in state.peers.values() {
-            let _ = peer.queue.try_send(Outgoing::Close(code, reason.to_owned()));
+            tell_close(&peer.queue, code, reason);
         }
     }
 
@@ -525,8 +544,13 @@ mod tests {
     #[test]
     fn a_forwarded_message_that_finds_nobody_is_reported_to_its_sender() {
         let sessions = Sessions::default();
-        let message =
-            LinkFrame::Message { from: "c1".into(), epoch: 9, seq: 4, first_unacked: 1, body: serde_json::json!("hi") };
+        let message = LinkFrame::Message {
+            from: "c1".into(),
+            epoch: 9,
+            seq: 4,
+            first_unacked: 1,
+            body: serde_json::json!("hi").into(),
+        };
         let Some(PeerFrame::Forward { to, frame }) = sessions.deliver_forwarded("h1", message) else {
             panic!("an undeliverable message must be reported")
         };

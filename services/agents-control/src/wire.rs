@@ -7,13 +7,51 @@ use crate::sessions::Outgoing;
 use futures::{Sink, SinkExt, Stream, StreamExt};
 use hyperhive_control_proto::link::{CloseCode, DEAD_AFTER, LinkFrame, PING_INTERVAL, PeerFrame};
 use std::future::Future;
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
-use tokio::time::Instant;
+use tokio::time::{Instant, timeout};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::error::CapacityError;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
+
+/// How long one write may wait for the other side to take it. A side that stops reading (a
+/// hung device, a peer stuck behind a full network path) fills the socket's buffers and a write
+/// then waits for ever; past this deadline the link is dropped instead, so its task ends and
+/// the copy forgets the session (a close it was told to send, `Replaced` or `Revoked`, cannot
+/// reach such a side anyway). Well under [`DEAD_AFTER`]: a side that reads, even slowly, takes a
+/// frame within milliseconds.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The other side did not take a write within [`WRITE_TIMEOUT`], or the socket broke.
+#[derive(Debug)]
+pub struct NotSent;
+
+/// Sends `out` within [`WRITE_TIMEOUT`].
+pub async fn send(sink: &mut (impl Sink<WireOut> + Unpin), out: WireOut) -> Result<(), NotSent> {
+    send_all(sink, std::iter::once(out)).await
+}
+
+/// Sends every item of `outs` (in one flush) within [`WRITE_TIMEOUT`].
+pub async fn send_all(
+    sink: &mut (impl Sink<WireOut> + Unpin),
+    outs: impl IntoIterator<Item = WireOut>,
+) -> Result<(), NotSent> {
+    let write = async {
+        for out in outs {
+            sink.feed(out).await.map_err(|_| NotSent)?;
+        }
+        sink.flush().await.map_err(|_| NotSent)
+    };
+    match timeout(WRITE_TIMEOUT, write).await {
+        Ok(sent) => sent,
+        Err(_) => {
+            tracing::info!(secs = WRITE_TIMEOUT.as_secs(), "a link's other side took no write in time: dropping it");
+            Err(NotSent)
+        }
+    }
+}
 
 /// What a link reads.
 #[derive(Debug)]
@@ -89,7 +127,8 @@ pub fn wire<S: AsyncRead + AsyncWrite + Unpin>(
 
 /// Runs an authenticated link until either side ends it: `answer` handles each text frame and
 /// returns what to send back, `queue` holds what the copy sends. Returns the close to send, if
-/// this side ends it (`None`: the other side left or the socket broke).
+/// this side ends it (`None`: the other side left, the socket broke, or a write waited past
+/// [`WRITE_TIMEOUT`]).
 pub async fn run<F, A, Fut>(
     sink: &mut (impl Sink<WireOut> + Unpin),
     stream: &mut (impl Stream<Item = WireIn> + Unpin),
@@ -135,7 +174,7 @@ where
             }
         };
         if let Some(frame) = out
-            && sink.send(WireOut::Text(frame.encode())).await.is_err()
+            && send(sink, WireOut::Text(frame.encode())).await.is_err()
         {
             return None;
         }

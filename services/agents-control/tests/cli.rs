@@ -1,6 +1,7 @@
 //! The command line, run as the real binary on `file://` stores (and a stand-in S3 endpoint for
 //! the `store check` failure).
 
+mod http_client;
 mod standin_s3;
 
 use agents_control::clock::SystemClock;
@@ -154,6 +155,52 @@ fn a_missing_store_or_a_bad_key_stops_with_one_clear_line() {
         let stderr = text(&output.stderr);
         assert!(!output.status.success() && stderr.contains(needle), "{flags:?}: {stderr}");
     }
+}
+
+/// `AGENTS_CONTROL_NAME` reaches devices: a copy started with it names itself in every pair
+/// response (and in every `welcome`, which `device_cli.rs` checks through `device connect`).
+#[tokio::test]
+async fn a_copy_tells_devices_the_name_it_was_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], hyperhive_testkit::free_port()));
+    let env = [
+        ("AGENTS_STORE", format!("file://{}", dir.path().display())),
+        ("AGENTS_CONTROL_KEY", encoding::encode(&SEED)),
+        ("AGENTS_CONTROL_URL", "https://agents.example.com".into()),
+        ("AGENTS_CONTROL_NAME", "home hive".into()),
+    ];
+    let mut copy = hyperhive_testkit::Process::builder(env!("CARGO_BIN_EXE_agents-control"))
+        .args(["serve", "--listen", &addr.to_string()])
+        .envs(env.iter().cloned())
+        .start("copy")
+        .unwrap();
+    copy.wait_for_http_ok(addr, "/readyz", std::time::Duration::from_secs(30)).await.unwrap();
+    let token = text(&agents_control_with(&["code", "--host"], &env).stdout);
+    let request = PairRequest::sign(token.trim(), &SigningKey::from_bytes(&[9; 32]), "box");
+    let (status, paired) = http_client::post_json(addr, "/v1/pair", serde_json::to_vec(&request).unwrap()).await;
+    assert_eq!((status, &paired["control_name"]), (200, &serde_json::json!("home hive")), "{paired}");
+}
+
+/// An env file line such as `AGENTS_CONTROL_KEY_FILE=` sets a variable to nothing: that is
+/// "not set", never the flag given an empty value (whose error would name a flag nobody typed).
+#[test]
+fn an_empty_environment_variable_counts_as_unset() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ("AGENTS_STORE", format!("file://{}", dir.path().display()));
+    let url = ("AGENTS_CONTROL_URL", "https://agents.example.com".to_string());
+    let key = ("AGENTS_CONTROL_KEY", encoding::encode(&SEED));
+    let empty = |name: &'static str| (name, String::new());
+    let output = agents_control_with(
+        &["code", "--client"],
+        &[store.clone(), url.clone(), key.clone(), empty("AGENTS_CONTROL_KEY_FILE"), empty("AGENTS_CONTROL_PIN")],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(Code::parse(text(&output.stdout).trim()).unwrap().pin.is_none());
+    // With only the empty variable, the error is the one for no key at all.
+    let output = agents_control_with(&["code", "--client"], &[store, url, empty("AGENTS_CONTROL_KEY_FILE")]);
+    let stderr = text(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("no control key"), "{stderr}");
+    assert!(!stderr.contains("--key-file"), "{stderr}");
 }
 
 #[tokio::test]

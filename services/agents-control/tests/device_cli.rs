@@ -20,6 +20,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout};
 
 const WAIT: Duration = Duration::from_secs(15);
+/// The control plane's name (`AGENTS_CONTROL_NAME`) in these tests.
+const CONTROL_NAME: &str = "home hive";
 
 struct Setup {
     dir: tempfile::TempDir,
@@ -35,7 +37,11 @@ async fn setup() -> Setup {
     std::fs::create_dir(dir.path().join("store")).unwrap();
     let store: Arc<dyn Store> = Arc::new(FileStore::open(&dir.path().join("store")).unwrap());
     let key = ControlKey::from_seed([5; 32]);
-    let control = Arc::new(Control::new(store.clone(), key.clone(), Arc::new(SystemClock)).with_copy_name("cp1"));
+    let control = Arc::new(
+        Control::new(store.clone(), key.clone(), Arc::new(SystemClock))
+            .with_copy_name("cp1")
+            .with_name(Some(CONTROL_NAME.into())),
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let copy_port = listener.local_addr().unwrap().port();
     let server = tokio::spawn(agents_control::server::serve(control.clone(), listener, std::future::pending()));
@@ -62,7 +68,7 @@ impl Setup {
         codes::make_code(self.store.as_ref(), &SystemClock, issuer, &request).await.unwrap().to_token()
     }
 
-    /// Runs `device pair`; returns the device id.
+    /// Runs `device pair`; returns the device id. The control plane tells its name.
     async fn pair(&self, kind: DeviceKind, name: &str) -> (String, std::path::PathBuf) {
         let identity = self.dir.path().join(format!("{name}.json"));
         let output = agents_control(&["device", "pair", &self.code(kind, &self.issuer).await, "--name", name])
@@ -73,6 +79,7 @@ impl Setup {
             .unwrap();
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(answer["control_name"], CONTROL_NAME, "{answer}");
         self.control.registry.refresh(self.store.as_ref()).await.unwrap();
         (answer["device_id"].as_str().unwrap().to_owned(), identity)
     }
@@ -87,6 +94,8 @@ fn agents_control(args: &[&str]) -> tokio::process::Command {
 struct Connected {
     child: Child,
     lines: Lines<BufReader<ChildStdout>>,
+    /// `reconnecting` events passed over while waiting for others.
+    reconnects: usize,
 }
 
 impl Connected {
@@ -95,17 +104,25 @@ impl Connected {
         command.arg("--identity").arg(identity).stdin(Stdio::piped()).stderr(Stdio::null());
         let mut child = command.spawn().unwrap();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        Connected { child, lines }
+        Connected { child, lines, reconnects: 0 }
     }
 
     /// The next event whose `event` is `kind`.
     async fn event(&mut self, kind: &str) -> Value {
+        serde_json::from_str(&self.event_line(kind).await).unwrap()
+    }
+
+    /// The same, as the line printed (a parsed body would lose how its numbers were written).
+    async fn event_line(&mut self, kind: &str) -> String {
         let find = async {
             loop {
                 let line = self.lines.next_line().await.unwrap().expect("connect exited");
                 let event: Value = serde_json::from_str(&line).unwrap();
                 if event["event"] == kind {
-                    return event;
+                    return line;
+                }
+                if event["event"] == "reconnecting" {
+                    self.reconnects += 1;
                 }
             }
         };
@@ -113,8 +130,12 @@ impl Connected {
     }
 
     async fn command(&mut self, command: Value) {
+        self.command_line(&command.to_string()).await;
+    }
+
+    async fn command_line(&mut self, line: &str) {
         let stdin = self.child.stdin.as_mut().unwrap();
-        stdin.write_all(format!("{command}\n").as_bytes()).await.unwrap();
+        stdin.write_all(format!("{line}\n").as_bytes()).await.unwrap();
         stdin.flush().await.unwrap();
     }
 }
@@ -128,7 +149,8 @@ async fn a_host_and_a_client_talk_through_caddy_with_the_pin() {
     assert_eq!(std::fs::metadata(&host_identity).unwrap().permissions().mode() & 0o777, 0o600);
 
     let mut host = Connected::start(&host_identity);
-    assert_eq!(host.event("connected").await["copy"], "cp1");
+    let connected = host.event("connected").await;
+    assert_eq!((&connected["copy"], &connected["name"]), (&json!("cp1"), &json!(CONTROL_NAME)));
     let mut client = Connected::start(&client_identity);
     client.event("connected").await;
     let presence = client.event("presence").await;
@@ -145,6 +167,35 @@ async fn a_host_and_a_client_talk_through_caddy_with_the_pin() {
 
     client.command(json!({"command": "teleport"})).await;
     assert!(client.event("error").await["message"].as_str().unwrap().contains("bad command"));
+}
+
+/// 12,000 numbers written `1e5` (48 KB) reach the host as written; before, the command line and
+/// the copy re-encoded them to 108 KB, the copy closed the sender's link for it, and the sender
+/// reconnected and resent for as long as it ran. A message over the limit is refused at once.
+#[tokio::test]
+async fn a_large_message_arrives_as_written_and_one_over_the_limit_is_refused_at_once() {
+    let setup = setup().await;
+    let (host_id, host_identity) = setup.pair(DeviceKind::Host, "box").await;
+    let (_, client_identity) = setup.pair(DeviceKind::Client, "phone").await;
+    let mut host = Connected::start(&host_identity);
+    host.event("connected").await;
+    let mut client = Connected::start(&client_identity);
+    client.event("connected").await;
+
+    let numbers = format!("[{}]", vec!["1e5"; 12_000].join(","));
+    client.command_line(&format!(r#"{{"command": "send", "to": "{host_id}", "body": {numbers}}}"#)).await;
+    let line = host.event_line("message").await;
+    assert!(line.contains(&format!(r#""body":{numbers}"#)), "{}...", &line[..100]);
+    assert_eq!(client.event("acked").await["seq"], 1);
+
+    let over = format!("[{}]", vec!["1e5"; 17_000].join(","));
+    client.command_line(&format!(r#"{{"command": "send", "to": "{host_id}", "body": {over}}}"#)).await;
+    let error = client.event("error").await;
+    assert!(error["message"].as_str().unwrap().contains("over the limit"), "{error}");
+    client.command(json!({"command": "send", "to": host_id, "body": "after"})).await;
+    assert_eq!(host.event("message").await["body"], "after");
+    assert_eq!(client.event("acked").await["seq"], 2, "the refused message took no seq");
+    assert_eq!((client.reconnects, host.reconnects), (0, 0), "both links stayed up");
 }
 
 #[tokio::test]

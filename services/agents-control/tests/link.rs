@@ -4,16 +4,23 @@
 mod link_client;
 
 use agents_control::registry;
+use agents_control::sessions::SESSION_QUEUE;
+use agents_control::wire::WRITE_TIMEOUT;
 use ed25519_dalek::SigningKey;
-use futures::SinkExt;
+use futures::{SinkExt, StreamExt};
 use hyperhive_control_link::handshake::{self, HandshakeError};
 use hyperhive_control_proto::DeviceKind;
 use hyperhive_control_proto::link::{
-    CloseCode, ErrorCode, HostPresence, LinkFrame, MAX_FRAME_BYTES, UndeliverableReason,
+    CloseCode, ErrorCode, HostPresence, LinkFrame, MAX_BODY_BYTES, MAX_FRAME_BYTES, UndeliverableReason,
 };
+use hyperhive_testkit::wait_until;
+use std::time::Duration;
 use tokio_tungstenite::tungstenite::Message;
 
-use link_client::{Device, ServedCopy, Socket, next_close, next_frame, send, send_frame};
+use link_client::{
+    Device, ServedCopy, Socket, WAIT, next_close, next_frame, next_text, numbers_written_short, raw_send, send,
+    send_frame,
+};
 
 const CONTROL_SEED: [u8; 32] = [7; 32];
 
@@ -74,7 +81,7 @@ async fn a_host_and_a_client_exchange_messages_both_ways_with_acks() {
         epoch: 9,
         seq: 1,
         first_unacked: 1,
-        body: serde_json::json!({"prompt": "hi"}),
+        body: serde_json::json!({"prompt": "hi"}).into(),
     };
     assert_eq!(next_frame(&mut host_link).await, message);
     send(&mut host_link, &LinkFrame::Ack { to: client.id.clone(), epoch: 9, seq: 1 }).await;
@@ -82,7 +89,7 @@ async fn a_host_and_a_client_exchange_messages_both_ways_with_acks() {
 
     send(&mut host_link, &send_frame(&client.id, 1, serde_json::json!("done"))).await;
     let LinkFrame::Message { from, body, .. } = next_frame(&mut client_link).await else { panic!("not a message") };
-    assert_eq!((from.as_str(), body), (host.id.as_str(), serde_json::json!("done")));
+    assert_eq!((from.as_str(), body), (host.id.as_str(), serde_json::json!("done").into()));
     send(&mut client_link, &LinkFrame::Ack { to: host.id.clone(), epoch: 9, seq: 1 }).await;
     assert_eq!(next_frame(&mut host_link).await, LinkFrame::Acked { from: client.id.clone(), epoch: 9, seq: 1 });
 
@@ -220,4 +227,123 @@ async fn plain_http_on_the_websocket_paths_gets_a_clear_400_and_other_routes_sti
     }
     assert_eq!(hyperhive_testkit::process::http_status(copy.addr, "/healthz").await.unwrap(), 200);
     assert_eq!(hyperhive_testkit::process::http_status(copy.addr, "/v1/nothing").await.unwrap(), 404);
+}
+
+/// A body reaches its receiver as its sender wrote it: this one, decoded and encoded again,
+/// would be 108 KB and close the receiver's link. A body over the limit is answered `too_large`
+/// before anything is queued, and both links stay.
+#[tokio::test]
+async fn a_body_is_relayed_byte_for_byte_and_one_over_the_limit_is_refused() {
+    let copy = copy_with_key(CONTROL_SEED).await;
+    let host = copy.pair(DeviceKind::Host, "box").await;
+    let client = copy.pair(DeviceKind::Client, "phone").await;
+    let mut host_link = copy.connect(&host).await;
+    let mut client_link = copy.connect(&client).await;
+    let _presence = next_frame(&mut client_link).await;
+
+    let numbers = numbers_written_short();
+    client_link.send(raw_send(&host.id, 1, &numbers)).await.unwrap();
+    let text = next_text(&mut host_link).await;
+    assert!(text.ends_with(&format!(r#""body":{numbers}}}"#)), "{} bytes: {}", text.len(), &text[..100]);
+
+    // Under the frame cap, over the body limit.
+    let over = format!("\"{}\"", "x".repeat(MAX_BODY_BYTES - 1));
+    client_link.send(raw_send(&host.id, 2, &over)).await.unwrap();
+    let refused =
+        LinkFrame::Undeliverable { to: host.id.clone(), epoch: 9, seq: 2, reason: UndeliverableReason::TooLarge };
+    assert_eq!(next_frame(&mut client_link).await, refused);
+    client_link.send(raw_send(&host.id, 3, "\"still here\"")).await.unwrap();
+    let LinkFrame::Message { seq: 3, body, .. } = next_frame(&mut host_link).await else {
+        panic!("not the next message")
+    };
+    assert_eq!(body.get(), "\"still here\"");
+}
+
+/// Authenticates `device` on a socket with a 4 KiB receive buffer that the test then never
+/// reads, and has `client` send it 150 messages of 60 KB (more than every buffer on the way
+/// holds): the copy's writes to it stall. With `fill_queue`, short messages follow until its
+/// queue is full (the client hears `undeliverable`).
+async fn stall(copy: &Copy, device: &Device, client_link: &mut Socket, fill_queue: bool) -> Socket {
+    let socket = link_client::open_with_receive_buffer(copy.addr, 4096).await;
+    let (stuck, verdict) = link_client::authenticate(socket, device, CONTROL_SEED).await;
+    assert_eq!(verdict.unwrap(), "cp1");
+    let large = format!("\"{}\"", "y".repeat(60_000));
+    for seq in 1..=150 {
+        client_link.send(raw_send(&device.id, seq, &large)).await.unwrap();
+    }
+    if fill_queue {
+        for seq in 151..151 + SESSION_QUEUE as u64 + 10 {
+            client_link.send(raw_send(&device.id, seq, "0")).await.unwrap();
+        }
+        while !matches!(next_frame(client_link).await, LinkFrame::Undeliverable { to, .. } if to == device.id) {}
+    }
+    stuck
+}
+
+/// Reads a link to its end; the close code, if it ended with one.
+async fn read_to_end(socket: &mut Socket) -> Option<u16> {
+    while let Some(message) = socket.next().await {
+        match message {
+            Ok(Message::Close(frame)) => return frame.map(|f| f.code.into()),
+            Ok(_) => continue,
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// Waits for message `seq`, passing over the earlier ones still being relayed.
+async fn wait_for_message(socket: &mut Socket, seq: u64) {
+    while !matches!(next_frame(socket).await, LinkFrame::Message { seq: got, .. } if got == seq) {}
+}
+
+#[tokio::test]
+async fn a_device_that_stops_reading_is_dropped_within_the_write_deadline_and_can_come_back() {
+    let copy = copy_with_key(CONTROL_SEED).await;
+    let host = copy.pair(DeviceKind::Host, "box").await;
+    let client = copy.pair(DeviceKind::Client, "phone").await;
+    let mut client_link = copy.connect(&client).await;
+    let _presence = next_frame(&mut client_link).await;
+    let mut stuck = stall(&copy, &host, &mut client_link, false).await;
+
+    let control = copy.control.clone();
+    let id = host.id.clone();
+    wait_until("the copy to drop the device that stopped reading", WRITE_TIMEOUT + Duration::from_secs(5), || {
+        let (control, id) = (control.clone(), id.clone());
+        async move { (!control.sessions.is_online(&id)).then_some(()) }
+    })
+    .await
+    .unwrap();
+    let ended = tokio::time::timeout(WAIT, read_to_end(&mut stuck)).await.expect("the dropped socket ends");
+    assert_eq!(ended, None, "dropped, not closed: no close frame could get through");
+
+    let mut back = copy.connect(&host).await;
+    client_link.send(raw_send(&host.id, 1_000, "\"back\"")).await.unwrap();
+    wait_for_message(&mut back, 1_000).await;
+}
+
+/// A session replaced or revoked while its queue is full (its device reads slowly) still gets
+/// its close once it reads again: lost, the link would only break off when its queue ran dry,
+/// and a revoked device, not told it was revoked, would try to reconnect.
+#[tokio::test]
+async fn a_session_replaced_or_revoked_with_a_full_queue_still_gets_its_close() {
+    let copy = copy_with_key(CONTROL_SEED).await;
+    let host = copy.pair(DeviceKind::Host, "box").await;
+    let other = copy.pair(DeviceKind::Host, "other box").await;
+    let client = copy.pair(DeviceKind::Client, "phone").await;
+    let mut client_link = copy.connect(&client).await;
+    let _presence = next_frame(&mut client_link).await;
+
+    let mut replaced = stall(&copy, &host, &mut client_link, true).await;
+    let mut newer = copy.connect(&host).await;
+    let ended = tokio::time::timeout(WRITE_TIMEOUT + WAIT, read_to_end(&mut replaced)).await.expect("the link ends");
+    assert_eq!(ended, Some(CloseCode::Replaced.code()), "the older session is told why it ends");
+    client_link.send(raw_send(&host.id, 2_000, "\"newer\"")).await.unwrap();
+    wait_for_message(&mut newer, 2_000).await;
+
+    let mut revoked = stall(&copy, &other, &mut client_link, true).await;
+    registry::forget(copy.store.as_ref(), copy.clock.as_ref(), &other.id).await.unwrap();
+    copy.control.revoke(&other.id);
+    let ended = tokio::time::timeout(WRITE_TIMEOUT + WAIT, read_to_end(&mut revoked)).await.expect("the link ends");
+    assert_eq!(ended, Some(CloseCode::Revoked.code()), "a revoked device is told, so it stops reconnecting");
 }

@@ -14,7 +14,9 @@ use hyperhive_control_link::handshake;
 use hyperhive_control_link::pair_client::{self, PairError};
 use hyperhive_control_proto::DeviceKind;
 use hyperhive_control_proto::code::Code;
-use hyperhive_control_proto::link::{CloseCode, DeviceInfo, HostPresence, LinkFrame, Reply, Request};
+use hyperhive_control_proto::link::{
+    CloseCode, DEVICES_PER_REPLY, DeviceInfo, HostPresence, LinkFrame, MAX_FRAME_BYTES, Reply, Request,
+};
 use hyperhive_object_store::Store;
 use hyperhive_object_store::s3::S3Store;
 use hyperhive_testkit::{S3, wait_until};
@@ -219,13 +221,50 @@ async fn a_list_holds_every_paired_device_with_its_online_state() {
     let _presence_changed = next_frame(&mut link).await;
 
     ask(&mut link, 1, Request::ListDevices).await;
-    let Ok(Reply::Devices { mut devices, from_memory }) = answer(&mut link, 1).await else { panic!("no list") };
+    let Ok(Reply::Devices { mut devices, from_memory, more: false }) = answer(&mut link, 1).await else {
+        panic!("no list")
+    };
     assert!(!from_memory);
     let mut expected = vec![info(&client, "phone", true), info(&host, "box", true), info(&idle_host, "spare", false)];
     // Devices paired in one second are ordered by id.
     devices.sort_by(|a, b| a.device_id.cmp(&b.device_id));
     expected.sort_by(|a, b| a.device_id.cmp(&b.device_id));
     assert_eq!(devices, expected);
+}
+
+/// 400 devices with the longest names make a list of about 120 KB: in one frame it would pass
+/// the 64 KiB cap and close the asking client's own link.
+#[tokio::test]
+async fn a_long_list_comes_in_pages_that_each_fit_in_a_frame() {
+    let copy = file_copy(false).await;
+    let name: String = "\u{1F41D}\"".repeat(32); // 64 characters, 4-byte ones and quotes
+    let client = copy.pair(DeviceKind::Client, &name).await;
+    for _ in 0..399 {
+        copy.pair_in_store_only(DeviceKind::Host, &name).await;
+    }
+    let mut link = copy.connect(&client).await;
+    ask(&mut link, 7, Request::ListDevices).await;
+    let (mut listed, mut pages) = (vec![], 0);
+    loop {
+        let message = tokio::time::timeout(WAIT, futures::StreamExt::next(&mut link)).await.expect("a page in time");
+        let Some(Ok(Message::Text(text))) = message else { panic!("the link broke: {message:?}") };
+        assert!(text.len() <= MAX_FRAME_BYTES, "a page of {} bytes", text.len());
+        let LinkFrame::Reply { id: 7, reply: Reply::Devices { devices, from_memory: false, more } } =
+            LinkFrame::decode(&text).unwrap()
+        else {
+            panic!("not a page of the list: {text}")
+        };
+        pages += 1;
+        listed.extend(devices);
+        if !more {
+            break;
+        }
+    }
+    assert_eq!(listed.len(), 400);
+    assert_eq!(pages, 400usize.div_ceil(DEVICES_PER_REPLY));
+    assert_eq!(listed.iter().filter(|d| d.online).count(), 1, "only the asking client is connected");
+    send(&mut link, &LinkFrame::Ping { t: 1 }).await;
+    assert_eq!(next_frame(&mut link).await, LinkFrame::Pong { t: 1 }, "the link stays");
 }
 
 #[tokio::test]
@@ -333,7 +372,9 @@ async fn while_the_store_is_unreachable_codes_and_forgets_wait_and_lists_come_fr
         let LinkFrame::RequestFailed { error, retry: true, .. } = refused else { panic!("{refused:?}") };
         assert!(error.starts_with("store unavailable") && error.contains("try again"), "{error}");
     }
-    let LinkFrame::Reply { reply: Reply::Devices { mut devices, from_memory: true }, .. } = answers[2].clone() else {
+    let LinkFrame::Reply { reply: Reply::Devices { mut devices, from_memory: true, more: false }, .. } =
+        answers[2].clone()
+    else {
         panic!("{:?}", answers[2])
     };
     devices.sort_by(|a, b| a.device_id.cmp(&b.device_id));
@@ -363,7 +404,8 @@ async fn while_the_store_is_unreachable_codes_and_forgets_wait_and_lists_come_fr
     ask(&mut newer, 6, make_code(DeviceKind::Host, None, None)).await;
     assert!(matches!(answer_within(&mut newer, 6, STORE_OUTAGE_WAIT).await, Ok(Reply::Code { .. })));
     ask(&mut newer, 7, Request::ListDevices).await;
-    let Ok(Reply::Devices { devices, from_memory: false }) = answer_within(&mut newer, 7, STORE_OUTAGE_WAIT).await
+    let Ok(Reply::Devices { devices, from_memory: false, more: false }) =
+        answer_within(&mut newer, 7, STORE_OUTAGE_WAIT).await
     else {
         panic!("no list from the store")
     };

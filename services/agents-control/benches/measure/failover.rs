@@ -50,7 +50,7 @@ async fn stream(commands: mpsc::Sender<Command>, to: String, len: u64) {
     let mut ticks = tokio::time::interval(PACE);
     for n in 1..=len {
         ticks.tick().await;
-        if commands.send(Command::Send { to: to.clone(), body: json!({"n": n}) }).await.is_err() {
+        if commands.send(Command::Send { to: to.clone(), body: json!({"n": n}).into() }).await.is_err() {
             return;
         }
     }
@@ -128,6 +128,7 @@ pub async fn run(n: usize, streams: usize, len: u64) -> Vec<Row> {
     let mut landed: HashMap<String, usize> = HashMap::new();
     let note = |tagged: Tagged, received: &mut Vec<HashMap<u64, u32>>| {
         if let (Event::Message { body, .. }, Some(r)) = (&tagged.event, tagged.device.checked_sub(n)) {
+            let body: serde_json::Value = serde_json::from_str(body.get()).expect("a JSON body");
             *received[r].entry(body["n"].as_u64().expect("a numbered message")).or_default() += 1;
         }
     };
@@ -142,7 +143,7 @@ pub async fn run(n: usize, streams: usize, len: u64) -> Vec<Row> {
     let complete = |received: &Vec<HashMap<u64, u32>>| received.iter().all(|r| r.len() as u64 == len);
     while reconnected.len() < n || !complete(&received) {
         let Ok(Some(tagged)) = tokio::time::timeout_at(deadline, receiver.recv()).await else { break };
-        if let Event::Connected { copy } = &tagged.event
+        if let Event::Connected { copy, .. } = &tagged.event
             && tagged.device < n
             && tagged.at >= killed
             && !reconnected.contains_key(&tagged.device)

@@ -23,7 +23,7 @@ struct Samples {
 }
 
 fn send(to: &str, seq: u64) -> LinkFrame {
-    LinkFrame::Send { to: to.into(), epoch: EPOCH, seq, first_unacked: seq, body: json!({"n": seq}) }
+    LinkFrame::Send { to: to.into(), epoch: EPOCH, seq, first_unacked: seq, body: json!({"n": seq}).into() }
 }
 
 /// The first message, sent again until the client's copy knows the host is online (across

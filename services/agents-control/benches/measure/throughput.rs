@@ -24,7 +24,7 @@ async fn stream(commands: mpsc::Sender<Command>, mut events: mpsc::UnboundedRece
     loop {
         while sent - acked < window {
             sent += 1;
-            let body = json!({"n": sent});
+            let body = json!({"n": sent}).into();
             if commands.send(Command::Send { to: to.clone(), body }).await.is_err() {
                 return;
             }

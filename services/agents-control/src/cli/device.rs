@@ -16,7 +16,8 @@ pub enum DeviceCommand {
     /// Pair this machine with a code: POST /v1/pair to the code's control URL (TLS with the
     /// code's pin when it has one) and write the device identity (mode 0600) to --identity.
     Pair(PairArgs),
-    /// Hold the link with an identity: events as JSON lines on stdout ({"event": "connected" |
+    /// Hold the link with an identity: events as JSON lines on stdout ({"event": "connected"
+    /// (with the copy and the control plane's name) |
     /// "presence" | "message" | "acked" | "undeliverable" | "reply" | "request_failed" | "error"
     /// | "reconnecting", ...}); commands as JSON lines on stdin ({"command": "send", "to": ID,
     /// "body": JSON} or {"command": "request", "id": N, "request": {"op": ...}}). Reconnects
@@ -60,7 +61,11 @@ async fn pair(args: PairArgs) -> Result<ExitCode, Failure> {
     let name = args.name.unwrap_or_else(super::hostname);
     let identity = hyperhive_control_link::pair_client::pair(args.code.trim(), &name).await?;
     identity.save(&args.identity)?;
-    println!("{}", serde_json::json!({"device_id": identity.device_id, "kind": identity.kind, "name": identity.name}));
+    let mut paired = serde_json::json!({"device_id": identity.device_id, "kind": identity.kind, "name": identity.name});
+    if let Some(control_name) = &identity.control_name {
+        paired["control_name"] = control_name.as_str().into();
+    }
+    println!("{paired}");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -97,7 +102,7 @@ fn read_commands(commands: &mpsc::Sender<Command>) {
         if line.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str::<Command>(&line) {
+        match Command::parse(&line) {
             Ok(command) => {
                 if commands.blocking_send(command).is_err() {
                     return;

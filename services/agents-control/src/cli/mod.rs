@@ -8,7 +8,7 @@ mod serve;
 mod store;
 
 use crate::config::StoreArgs;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use hyperhive_object_store::Store;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -67,6 +67,15 @@ impl<E: std::fmt::Display> From<E> for Failure {
 }
 
 impl Cli {
+    /// Parses the command line and the environment, exiting with clap's message on an error.
+    /// An environment variable that is set but empty (`AGENTS_CONTROL_KEY_FILE=` in an env
+    /// file) counts as unset, as in a shell's `${VAR:-}`: clap would take it for the flag given
+    /// an empty value, and its error would name the flag, which the user never typed.
+    pub fn parse_env_and_args() -> Cli {
+        let matches = without_empty_env(Cli::command()).get_matches();
+        Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit())
+    }
+
     /// Runs the chosen command; `Err` is the line to print before exiting non-zero.
     pub async fn run(self) -> Result<ExitCode, Failure> {
         match self.command {
@@ -89,6 +98,16 @@ impl Cli {
     }
 }
 
+/// `command` with every flag whose environment variable is set but empty reading no variable.
+fn without_empty_env(command: clap::Command) -> clap::Command {
+    command
+        .mut_args(|arg| {
+            let empty = arg.get_env().and_then(std::env::var_os).is_some_and(|value| value.is_empty());
+            if empty { arg.env(None) } else { arg }
+        })
+        .mut_subcommands(without_empty_env)
+}
+
 /// This machine's name, for records that say who made them.
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -106,7 +125,6 @@ async fn open_store(args: &StoreArgs) -> Result<Arc<dyn Store>, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn the_command_line_is_well_formed() {

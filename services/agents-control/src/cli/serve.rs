@@ -63,6 +63,7 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode, Failure> {
     let control = Arc::new(
         Control::new(store, issuer.key, Arc::new(SystemClock))
             .with_copy_name(membership.copy_id())
+            .with_name(args.name)
             .with_public_address(issuer.control_url, issuer.pin)
             .with_limits(limits),
     );

@@ -114,7 +114,28 @@ pub async fn try_connect(
     device: &Device,
     control_seed: [u8; 32],
 ) -> (Socket, Result<String, HandshakeError>) {
-    let mut socket = open(addr).await;
+    authenticate(open(addr).await, device, control_seed).await
+}
+
+/// A socket whose kernel receive buffer is `bytes` (set before connecting): a device that stops
+/// reading on it makes the copy's writes stall after little data.
+pub async fn open_with_receive_buffer(addr: SocketAddr, bytes: u32) -> Socket {
+    let tcp = tokio::net::TcpSocket::new_v4().unwrap();
+    tcp.set_recv_buffer_size(bytes).unwrap();
+    let stream = tcp.connect(addr).await.unwrap();
+    let url = format!("ws://{addr}/v1/link");
+    let config = hyperhive_control_link::websocket_config();
+    let (socket, _) =
+        tokio_tungstenite::client_async_with_config(url, MaybeTlsStream::Plain(stream), Some(config)).await.unwrap();
+    socket
+}
+
+/// The device's half of the handshake on an open socket, as [`try_connect`].
+pub async fn authenticate(
+    mut socket: Socket,
+    device: &Device,
+    control_seed: [u8; 32],
+) -> (Socket, Result<String, HandshakeError>) {
     let challenge = next_frame(&mut socket).await;
     let (hello, awaiting) = handshake::answer_challenge(&challenge, &device.id, &device.key, &mut rand::rng()).unwrap();
     send(&mut socket, &hello).await;
@@ -176,5 +197,31 @@ pub async fn next_close(socket: &mut Socket) -> (u16, String) {
 
 /// A `send` in stream 9 with `first_unacked` 1.
 pub fn send_frame(to: &str, seq: u64, body: serde_json::Value) -> LinkFrame {
-    LinkFrame::Send { to: to.into(), epoch: 9, seq, first_unacked: 1, body }
+    LinkFrame::Send { to: to.into(), epoch: 9, seq, first_unacked: 1, body: body.into() }
+}
+
+/// 12,000 numbers written `1e5`: 48,001 bytes of JSON as written, 108,001 once decoded and
+/// encoded again (`100000.0`), which no link carries.
+pub fn numbers_written_short() -> String {
+    format!("[{}]", vec!["1e5"; 12_000].join(","))
+}
+
+/// The text of a `send` whose body is `body` exactly as given.
+pub fn raw_send(to: &str, seq: u64, body: &str) -> Message {
+    Message::text(format!(r#"{{"type":"send","to":"{to}","epoch":9,"seq":{seq},"first_unacked":1,"body":{body}}}"#))
+}
+
+/// The next text frame, undecoded (pings are answered as [`next_frame_within`] does).
+pub async fn next_text(socket: &mut Socket) -> String {
+    loop {
+        let message = tokio::time::timeout(WAIT, socket.next()).await.expect("a frame in time");
+        match message.expect("the link is open").expect("a readable message") {
+            Message::Text(text) => match LinkFrame::decode(&text) {
+                Ok(LinkFrame::Ping { t }) => send(socket, &LinkFrame::Pong { t }).await,
+                _ => return text.as_str().to_owned(),
+            },
+            Message::Close(frame) => panic!("closed: {frame:?}"),
+            _ => continue,
+        }
+    }
 }
