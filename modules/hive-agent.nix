@@ -58,6 +58,17 @@ let
           description = "How often the agent reads its schedules and fires due slots (`HIVE_AGENT_SCHEDULE_TICK`).";
         };
 
+        turnTimeout = mkOption {
+          type = types.strMatching "[0-9]+(s|m|h|d)";
+          default = "1h";
+          example = "3h";
+          description = ''
+            How long one turn may run (`HIVE_AGENT_TURN_TIMEOUT`, 1s to 7d). A turn still running
+            then gets SIGTERM, and SIGKILL 5 s later, with every process it started; its todo is
+            recorded as finished (failed) and acked, so it does not rerun.
+          '';
+        };
+
         path = mkOption {
           type = types.listOf types.package;
           default = [ ];
@@ -92,6 +103,7 @@ let
         HIVE_AGENT_STATE_DIR = stateDir name;
         HIVE_AGENT_SCHEDULE_TICK = agent.scheduleTick;
         HIVE_AGENT_TURN_COMMAND = agent.turnCommand;
+        HIVE_AGENT_TURN_TIMEOUT = agent.turnTimeout;
       }
       // {
         # LoadCredential below puts the credential here, readable by this unit only.

@@ -156,6 +156,10 @@ mod tests {
                 "interval 0",
             ),
             (
+                r#"{"version":1,"schedules":[{"id":"a","body":"","anchor":"9999-12-31T23:59:59-00:01","interval":null,"paused":false,"not_before":"2026-11-30T09:00:00Z"}]}"#,
+                "outside the supported range",
+            ),
+            (
                 r#"{"version":1,"schedules":[{"id":"a","body":"","anchor":"2026-11-30T09:00:00Z","interval":-1,"paused":false,"not_before":"2026-11-30T09:00:00Z"}]}"#,
                 "malformed",
             ),

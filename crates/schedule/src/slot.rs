@@ -4,11 +4,13 @@
 //! at or before `now` is found in O(1) with k = floor((now - anchor) / interval), never by
 //! enumerating missed slots, so any length of downtime costs the same and yields one catch-up.
 //! Arithmetic is on whole UTC seconds in i128, so no instant the `time` crate can represent
-//! overflows; a slot beyond its range is simply "no slot".
+//! overflows; a slot outside the instants a schedule can write (years 0000 to 9999, see
+//! [`crate::instant`]) is simply "no slot".
 
 use time::OffsetDateTime;
 
 use crate::doc::AgentSchedule;
+use crate::instant::is_supported;
 
 /// The slot `s` should fire now, if any: the latest slot at or before `now`, provided the schedule
 /// is not paused, the slot is not before `not_before` and it is later than `last_fired` (the last
@@ -65,7 +67,7 @@ fn seconds(t: OffsetDateTime) -> i128 {
 
 fn instant(seconds: i128) -> Option<OffsetDateTime> {
     let seconds = i64::try_from(seconds).ok()?;
-    OffsetDateTime::from_unix_timestamp(seconds).ok()
+    OffsetDateTime::from_unix_timestamp(seconds).ok().filter(is_supported)
 }
 
 #[cfg(test)]

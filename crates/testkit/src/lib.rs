@@ -4,6 +4,7 @@
 //! # Layout
 //! - [`tools`]: where binaries come from (`.tools/bin`, `PATH`, `target/`).
 //! - [`process`]: a child process with its log captured to a file, readiness waits and signals.
+//! - [`liveness`]: whether processes (e.g. what a child started) are still running.
 //! - [`wait`]: polling a condition with a deadline (never a sleep standing in for a condition).
 //! - [`nats`], [`s3`], [`caddy`]: `nats-server` (JetStream), moto's S3 server, Caddy.
 //! - [`chaos`]: an in-process TCP proxy that can pass, stall or cut traffic.
@@ -13,6 +14,7 @@
 
 pub mod caddy;
 pub mod chaos;
+pub mod liveness;
 pub mod nats;
 pub mod nats_jwt;
 pub mod ports;
@@ -23,6 +25,7 @@ pub mod wait;
 
 pub use caddy::Caddy;
 pub use chaos::ChaosProxy;
+pub use liveness::{is_running, wait_until_none_running};
 pub use nats::Nats;
 pub use nats_jwt::NatsJwt;
 pub use nix::sys::signal::Signal;

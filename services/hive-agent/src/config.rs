@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 use hyperhive_schedule::AgentName;
 
-/// How one agent runs. Every setting is required except the tick.
+/// How one agent runs. Every setting is required except the tick and the turn timeout.
 #[derive(Debug, Clone, Args)]
 pub struct Config {
     /// The agent's name (^[a-z][a-z0-9-]{0,31}$): its queue `todo.<name>`, its key in
@@ -31,6 +31,12 @@ pub struct Config {
     /// HIVE_TODO_ID and HIVE_TODO_SOURCE in its environment.
     #[arg(long = "turn-command", env = "HIVE_AGENT_TURN_COMMAND", value_parser = parse_command)]
     pub turn_command: String,
+    /// How long one turn may run (e.g. 1h, 90m). A turn still running then is killed with every
+    /// process it started, and its todo is recorded as finished (failed) and acked, so it does
+    /// not rerun.
+    #[arg(long = "turn-timeout", env = "HIVE_AGENT_TURN_TIMEOUT", default_value = "1h",
+          value_parser = parse_turn_timeout)]
+    pub turn_timeout: Duration,
 }
 
 /// Clap names only the flag in its error; the variable is what an operator actually set.
@@ -47,12 +53,29 @@ fn parse_nats_url(s: &str) -> Result<String, String> {
 }
 
 fn parse_tick(s: &str) -> Result<Duration, String> {
-    let tick =
-        humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration ({e}); write e.g. 10s or 500ms"))?;
+    let tick = parse_duration(s, "10s or 500ms")?;
     if tick < Duration::from_millis(10) || tick > Duration::from_secs(3600) {
         return Err(format!("{s:?} is out of range; the tick must be between 10ms and 1h"));
     }
     Ok(tick)
+}
+
+/// The longest turn timeout: a week. Longer is surely a typo, and keeps the deadline far from
+/// what a timer can represent.
+const MAX_TURN_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
+
+fn parse_turn_timeout(s: &str) -> Result<Duration, String> {
+    let timeout = parse_duration(s, "1h or 90m")?;
+    if timeout < Duration::from_secs(1) || timeout > MAX_TURN_TIMEOUT {
+        return Err(format!(
+            "{s:?} is out of range; the turn timeout (HIVE_AGENT_TURN_TIMEOUT) must be between 1s and 7days"
+        ));
+    }
+    Ok(timeout)
+}
+
+fn parse_duration(s: &str, example: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration ({e}); write e.g. {example}"))
 }
 
 fn parse_command(s: &str) -> Result<String, String> {
@@ -95,6 +118,8 @@ mod tests {
     fn defaults_and_overrides() {
         assert_eq!(parse(&[]).unwrap().schedule_tick, Duration::from_secs(10));
         assert_eq!(parse(&["--schedule-tick", "250ms"]).unwrap().schedule_tick, Duration::from_millis(250));
+        assert_eq!(parse(&[]).unwrap().turn_timeout, Duration::from_secs(3600));
+        assert_eq!(parse(&["--turn-timeout", "90m"]).unwrap().turn_timeout, Duration::from_secs(5400));
     }
 
     #[test]
@@ -105,6 +130,9 @@ mod tests {
             (&["--schedule-tick", "soon"], "not a duration"),
             (&["--schedule-tick", "0s"], "between 10ms and 1h"),
             (&["--turn-command", "  "], "turn command is empty"),
+            (&["--turn-timeout", "forever"], "not a duration"),
+            (&["--turn-timeout", "500ms"], "between 1s and 7days"),
+            (&["--turn-timeout", "8days"], "HIVE_AGENT_TURN_TIMEOUT"),
         ] {
             let err = parse(args).unwrap_err();
             assert!(err.contains(why), "{args:?}: {err}");

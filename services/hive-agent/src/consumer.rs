@@ -1,6 +1,8 @@
 //! The todo consumer: this agent's durable pull consumer `agent-<name>` on `TODO`,
 //! filtered on `todo.<name>`, one todo at a time (`max_ack_pending` 1). Each todo runs one turn,
 //! is recorded as finished, then acked; a redelivered finished todo is acked without a turn.
+//! A turn past its timeout is killed and its todo recorded as finished (failed) and acked like
+//! any other failed turn: a todo that hangs its turn would hang every retry too.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +17,7 @@ use tracing::{error, info, warn};
 use crate::clock::Clock;
 use crate::error::{LoopError, nats};
 use crate::state::State;
-use crate::turn::run_turn;
+use crate::turn::{TurnEnd, run_turn};
 
 /// How long the server waits for an ack before redelivering; a running turn keeps extending
 /// it with progress acks every third of it.
@@ -41,6 +43,8 @@ pub struct Consumer {
     pub(crate) state: State,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) turn_command: String,
+    /// How long a turn may run before it is killed.
+    pub(crate) turn_timeout: Duration,
     /// Set once when the agent stops.
     pub(crate) stop: watch::Receiver<bool>,
 }
@@ -114,7 +118,7 @@ impl Consumer {
             return Ok(());
         }
         info!(todo = %todo.id, source = %todo.source, "turn started");
-        let turn = run_turn(&self.turn_command, &self.agent, &todo);
+        let turn = run_turn(&self.turn_command, &self.agent, &todo, self.turn_timeout);
         tokio::pin!(turn);
         let mut progress = tokio::time::interval(ACK_WAIT / 3);
         progress.tick().await;
@@ -123,8 +127,9 @@ impl Consumer {
             tokio::select! {
                 status = &mut turn => break status,
                 () = stopped(&mut stop) => {
-                    // Stopping mid-turn: the turn is killed (dropped) and the todo handed back
-                    // at once rather than after the ack wait; it is not finished, so it reruns.
+                    // Stopping mid-turn: the turn is dropped, which kills it and every process
+                    // it started, and the todo handed back at once rather than after the ack
+                    // wait; it is not finished, so it reruns.
                     info!(todo = %todo.id, "stopping: turn killed, todo handed back");
                     message
                         .double_ack_with(AckKind::Nak(None))
@@ -140,11 +145,20 @@ impl Consumer {
             }
         };
         let code = match status {
-            Ok(status) if status.success() => {
+            Ok(TurnEnd::Exited(status)) if status.success() => {
                 info!(todo = %todo.id, "turn finished");
                 status.code()
             }
-            Ok(status) => {
+            Ok(TurnEnd::TimedOut) => {
+                error!(
+                    todo = %todo.id,
+                    timeout = %humantime::format_duration(self.turn_timeout),
+                    "turn ran past its timeout (HIVE_AGENT_TURN_TIMEOUT): it and every process it \
+                     started were killed; the todo is recorded as finished (failed) and will not rerun"
+                );
+                None
+            }
+            Ok(TurnEnd::Exited(status)) => {
                 match status.code() {
                     Some(code) => warn!(todo = %todo.id, code, "turn exited with a non-zero code"),
                     None => warn!(todo = %todo.id, "turn was killed by a signal ({status})"),

@@ -91,6 +91,7 @@ impl Agent {
                 state,
                 clock,
                 turn_command: config.turn_command.clone(),
+                turn_timeout: config.turn_timeout,
                 stop: stop_rx,
             }
             .run(),

@@ -1,9 +1,14 @@
 //! The agent's state db (`state.db`, SQLite in WAL mode): the last slot fired per schedule, the
 //! highest `agent-schedules` revision applied, and finished todo ids.
 //!
+//! The directory is created 0700 and the db with its `-wal` and `-shm` files are 0600 whatever
+//! the umask: they hold what the agent was asked to do.
+//!
 //! Migrations are numbered by `PRAGMA user_version`: each entry of [`MIGRATIONS`] runs once, in
 //! order, in its own transaction; never edit one that has shipped, append a new one.
 
+use std::fs::{DirBuilder, OpenOptions, Permissions};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -68,6 +73,15 @@ pub enum StateError {
         /// Which value.
         what: &'static str,
     },
+    /// The db or its `-wal`/`-shm` file cannot be made private (0600).
+    #[error("cannot make {path} readable by this user only (mode 0600): {source}")]
+    Private {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// A newer hive-agent migrated this db.
     #[error(
         "state db {path} has schema version {found}, newer than this hive-agent knows ({known}); \
@@ -101,7 +115,12 @@ impl State {
             let path = path.clone();
             move |source| StateError::Db { path, action, source }
         };
-        std::fs::create_dir_all(dir).map_err(|source| StateError::Dir { path: dir.to_path_buf(), source })?;
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|source| StateError::Dir { path: dir.to_path_buf(), source })?;
+        make_private(&path)?;
         let mut conn = Connection::open(&path).map_err(fail("opening"))?;
         conn.pragma_update(None, "journal_mode", "WAL").map_err(fail("enabling WAL"))?;
         conn.pragma_update(None, "synchronous", "FULL").map_err(fail("setting synchronous"))?;
@@ -224,6 +243,26 @@ impl State {
             .map(drop)
         })
     }
+}
+
+/// Creates `path` 0600 if absent, and sets it and any `-wal`/`-shm` file beside it (left by an
+/// older hive-agent at the umask) to 0600. SQLite gives the `-wal` and `-shm` files it creates
+/// later the db's mode, so they are 0600 too.
+fn make_private(path: &Path) -> Result<(), StateError> {
+    let private = |path: &Path, source| StateError::Private { path: path.to_path_buf(), source };
+    let owner_only = || Permissions::from_mode(0o600);
+    OpenOptions::new().append(true).create(true).mode(0o600).open(path).map_err(|e| private(path, e))?;
+    std::fs::set_permissions(path, owner_only()).map_err(|e| private(path, e))?;
+    for suffix in ["-wal", "-shm"] {
+        let mut companion = path.as_os_str().to_owned();
+        companion.push(suffix);
+        let companion = PathBuf::from(companion);
+        match std::fs::set_permissions(&companion, owner_only()) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            other => other.map_err(|e| private(&companion, e))?,
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,45 +1,142 @@
-//! A turn: the configured command run through `sh -c`, the todo body on stdin.
+//! A turn: the configured command run through `sh -c`, the todo body on stdin, in a process
+//! group of its own, so that every process the turn starts (a tool in the background, a
+//! pipeline, a sub-shell) ends with it: on its timeout, when the agent stops, and when `sh`
+//! exits leaving something behind.
+//!
+//! A process that leaves the group on purpose (`setsid`, a double-forking daemon) escapes this;
+//! under systemd the unit's cgroup still ends it when the unit stops.
 
 use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
 
 use hyperhive_schedule::{AgentName, Todo};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
 use tokio::io::AsyncWriteExt;
-use tokio::process::Command;
+use tokio::process::{Child, Command};
 
-/// Runs `command` for `todo` and waits for it to exit. The child is killed if this future is
-/// dropped (agent shutdown): the todo is then not acked and comes back.
+/// How long a turn past its timeout has between SIGTERM and SIGKILL: long enough for a tool to
+/// remove its lock files (git does on SIGTERM), short enough not to hold the queue.
+pub const TERM_GRACE: Duration = Duration::from_secs(5);
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnEnd {
+    /// `sh` exited (its status says how the command went).
+    Exited(ExitStatus),
+    /// Still running at the timeout: its process group was sent SIGTERM, then SIGKILL.
+    TimedOut,
+}
+
+/// Runs `command` for `todo` and waits for it to exit, at most `timeout`. Whatever the turn
+/// started is killed when it ends, and at once if this future is dropped (agent shutdown: the
+/// todo is then not acked and comes back).
 ///
 /// # Errors
 /// When `sh` cannot be started or waited for. A turn that cannot read all of its stdin (it
 /// exited early) is not an error: its exit status says how it went.
-pub async fn run_turn(command: &str, agent: &AgentName, todo: &Todo) -> std::io::Result<ExitStatus> {
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(command)
-        .env("HIVE_AGENT_NAME", agent.as_str())
-        .env("HIVE_TODO_ID", &todo.id)
-        .env("HIVE_TODO_SOURCE", &todo.source)
-        .stdin(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()?;
-    let mut stdin = child.stdin.take().expect("stdin is piped");
+pub async fn run_turn(command: &str, agent: &AgentName, todo: &Todo, timeout: Duration) -> std::io::Result<TurnEnd> {
+    let mut turn = TurnGroup::spawn(
+        Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .env("HIVE_AGENT_NAME", agent.as_str())
+            .env("HIVE_TODO_ID", &todo.id)
+            .env("HIVE_TODO_SOURCE", &todo.source)
+            .stdin(Stdio::piped()),
+    )?;
+    let mut stdin = turn.child.stdin.take().expect("stdin is piped");
     let body = todo.body.clone();
     // Written concurrently with the wait so a body larger than the pipe buffer cannot deadlock
     // against a command that exits without reading it.
     let feed = tokio::spawn(async move {
         let _ = stdin.write_all(body.as_bytes()).await;
     });
-    let status = child.wait().await;
+    let end = match tokio::time::timeout(timeout, turn.child.wait()).await {
+        Ok(status) => status.map(TurnEnd::Exited),
+        Err(_) => {
+            turn.signal(Signal::SIGTERM);
+            // Whether or not `sh` left within the grace, the group is killed below, so a child
+            // that ignores SIGTERM is not left behind.
+            let _ = tokio::time::timeout(TERM_GRACE, turn.child.wait()).await;
+            turn.signal(Signal::SIGKILL);
+            turn.child.wait().await.map(|_| TurnEnd::TimedOut)
+        }
+    };
     feed.abort();
-    status
+    end
+}
+
+/// `sh` as the leader of a new process group; dropping this kills the whole group.
+#[derive(Debug)]
+struct TurnGroup {
+    child: Child,
+    /// The group's id: `sh`'s pid.
+    group: Pid,
+}
+
+impl TurnGroup {
+    fn spawn(command: &mut Command) -> std::io::Result<Self> {
+        let child = command.process_group(0).kill_on_drop(true).spawn()?;
+        let pid = child.id().expect("a child that was never waited for has a pid");
+        let group = Pid::from_raw(i32::try_from(pid).expect("pids fit in an i32"));
+        Ok(Self { child, group })
+    }
+
+    /// Signals every process of the group. The group id cannot name another group: while `sh`
+    /// is unreaped it holds the id, and after that any member left holds it; only once the group
+    /// is empty does the id become free, and the kernel then hands it out again only after
+    /// cycling through every other pid. An empty group answers ESRCH, which is what is wanted.
+    fn signal(&self, signal: Signal) {
+        let _ = killpg(self.group, signal);
+    }
+}
+
+impl Drop for TurnGroup {
+    fn drop(&mut self) {
+        self.signal(Signal::SIGKILL);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
+    use std::time::Instant;
+
+    const LONG: Duration = Duration::from_secs(3600);
 
     fn todo(body: &str) -> Todo {
         Todo { id: "t-1".into(), source: "schedule:s".into(), body: body.into() }
+    }
+
+    fn bee() -> AgentName {
+        AgentName::parse("bee").unwrap()
+    }
+
+    /// A turn that records the pids of `sh`, a background sleep and a foreground one (through a
+    /// shell that records its pid and execs into the sleep); `prelude` runs first.
+    fn lingering(dir: &Path, prelude: &str) -> String {
+        format!(
+            "{prelude} echo $$ > {pids}; sleep 1000 & echo $! >> {pids}; sh -c 'echo $$ >> {pids}; exec sleep 1000'",
+            pids = dir.join("pids").display()
+        )
+    }
+
+    /// The pids a lingering turn wrote, once it has written all three.
+    async fn pids_of(dir: &Path) -> Vec<Pid> {
+        let file = dir.join("pids");
+        hyperhive_testkit::wait_until("the turn's pids", Duration::from_secs(10), || async {
+            let text = std::fs::read_to_string(&file).ok()?;
+            let pids: Vec<Pid> = text.lines().filter_map(|l| l.trim().parse().ok()).map(Pid::from_raw).collect();
+            (pids.len() == 3).then_some(pids)
+        })
+        .await
+        .unwrap()
+    }
+
+    async fn none_running(pids: &[Pid]) {
+        hyperhive_testkit::wait_until_none_running(pids, Duration::from_secs(10)).await.unwrap();
     }
 
     #[tokio::test]
@@ -48,17 +145,62 @@ mod tests {
         let out = dir.path().join("out");
         let command =
             format!("{{ cat; echo \"|$HIVE_AGENT_NAME|$HIVE_TODO_ID|$HIVE_TODO_SOURCE\"; }} > {}", out.display());
-        let agent = AgentName::parse("bee").unwrap();
-        let status = run_turn(&command, &agent, &todo("hello")).await.unwrap();
-        assert!(status.success());
+        let end = run_turn(&command, &bee(), &todo("hello"), LONG).await.unwrap();
+        assert!(matches!(end, TurnEnd::Exited(status) if status.success()), "{end:?}");
         assert_eq!(std::fs::read_to_string(out).unwrap(), "hello|bee|t-1|schedule:s\n");
     }
 
     #[tokio::test]
     async fn exit_codes_come_back_and_unread_stdin_is_fine() {
-        let agent = AgentName::parse("bee").unwrap();
         let big = "x".repeat(1 << 20);
-        let status = run_turn("exit 3", &agent, &todo(&big)).await.unwrap();
-        assert_eq!(status.code(), Some(3));
+        let end = run_turn("exit 3", &bee(), &todo(&big), LONG).await.unwrap();
+        assert!(matches!(end, TurnEnd::Exited(status) if status.code() == Some(3)), "{end:?}");
+    }
+
+    #[tokio::test]
+    async fn a_turn_past_its_timeout_is_killed_with_everything_it_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let started = Instant::now();
+        let end = run_turn(&lingering(dir.path(), ""), &bee(), &todo(""), Duration::from_secs(1)).await.unwrap();
+        assert_eq!(end, TurnEnd::TimedOut);
+        assert!(started.elapsed() < TERM_GRACE, "SIGTERM alone ends these sleeps: {:?}", started.elapsed());
+        none_running(&pids_of(dir.path()).await).await;
+    }
+
+    #[tokio::test]
+    async fn a_turn_that_ignores_sigterm_is_killed_after_the_grace() {
+        let dir = tempfile::tempdir().unwrap();
+        let started = Instant::now();
+        // The ignored SIGTERM is inherited by both sleeps.
+        let command = lingering(dir.path(), "trap '' TERM;");
+        let end = run_turn(&command, &bee(), &todo(""), Duration::from_secs(1)).await.unwrap();
+        assert_eq!(end, TurnEnd::TimedOut);
+        assert!(started.elapsed() >= TERM_GRACE, "killed before the grace: {:?}", started.elapsed());
+        none_running(&pids_of(dir.path()).await).await;
+    }
+
+    #[tokio::test]
+    async fn a_dropped_turn_leaves_no_process_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let command = lingering(dir.path(), "");
+        let agent = bee();
+        let todo = todo("");
+        let turn = run_turn(&command, &agent, &todo, LONG);
+        let pids = tokio::select! {
+            end = turn => panic!("the turn ended by itself: {end:?}"),
+            pids = pids_of(dir.path()) => pids,
+        };
+        none_running(&pids).await;
+    }
+
+    #[tokio::test]
+    async fn what_a_finished_turn_left_running_is_ended_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let pids = dir.path().join("pids");
+        let command = format!("sleep 1000 & echo $! > {}; exit 0", pids.display());
+        let end = run_turn(&command, &bee(), &todo(""), LONG).await.unwrap();
+        assert!(matches!(end, TurnEnd::Exited(status) if status.success()), "{end:?}");
+        let background = Pid::from_raw(std::fs::read_to_string(pids).unwrap().trim().parse().unwrap());
+        none_running(&[background]).await;
     }
 }

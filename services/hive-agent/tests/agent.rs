@@ -11,7 +11,8 @@ use hive_agent::clock::FakeClock;
 use hive_agent::config::Config;
 use hyperhive_nats_creds::Validity;
 use hyperhive_schedule::{AgentName, AgentSchedule, AgentSchedules, Todo};
-use hyperhive_testkit::{NatsJwt, Process, wait_until};
+use hyperhive_testkit::{NatsJwt, Process, wait_until, wait_until_none_running};
+use nix::unistd::Pid;
 use time::OffsetDateTime;
 use time::macros::datetime;
 
@@ -51,6 +52,7 @@ impl Swarm {
             schedule_tick: TICK,
             // One write per turn, so a reader never sees half a line.
             turn_command: format!("echo \"$(cat) $HIVE_TODO_ID\" >> {}", self.turns_file(agent).display()),
+            turn_timeout: Duration::from_secs(3600),
         }
     }
 
@@ -65,6 +67,11 @@ impl Swarm {
 
     /// Starts the hive-agent binary as `agent` with a credential of the given validity.
     async fn start_binary(&self, agent: &str, validity: Validity) -> Process {
+        self.start_binary_running(agent, validity, "cat").await
+    }
+
+    /// [`Swarm::start_binary`] with `turn_command` as the turn.
+    async fn start_binary_running(&self, agent: &str, validity: Validity, turn_command: &str) -> Process {
         let creds = self.server.mint_agent_with(agent, validity).await.unwrap();
         Process::builder(env!("CARGO_BIN_EXE_hive-agent"))
             .env("HIVE_AGENT_NAME", agent)
@@ -72,7 +79,7 @@ impl Swarm {
             .env("HIVE_AGENT_CREDS", creds)
             .env("HIVE_AGENT_STATE_DIR", self.dir.path().join(agent))
             .env("HIVE_AGENT_SCHEDULE_TICK", "200ms")
-            .env("HIVE_AGENT_TURN_COMMAND", "cat")
+            .env("HIVE_AGENT_TURN_COMMAND", turn_command)
             .start("hive-agent")
             .unwrap()
     }
@@ -123,6 +130,35 @@ async fn settle(swarm: &Swarm, agent: &Agent, n: u64) {
     let start = *ticks.borrow();
     wait_until("more ticks", TIMEOUT, || async { (*ticks.borrow() >= start + n).then_some(()) }).await.unwrap();
     wait_until("an empty queue", TIMEOUT, || async { (swarm.queued_todos().await == 0).then_some(()) }).await.unwrap();
+}
+
+/// A turn that appends its body and todo id to `file`, then, for the body `hang`, starts a
+/// background sleep and waits on a foreground one, writing to `pids` the pids of `sh` and both
+/// sleeps (the foreground one through a shell that records its pid and execs into the sleep).
+fn hanging_turn(pids: &Path, file: &Path) -> String {
+    format!(
+        "read body; echo \"$body $HIVE_TODO_ID\" >> {file}; \
+         if [ \"$body\" = hang ]; then echo $$ > {pids}; sleep 1000 & echo $! >> {pids}; \
+         sh -c 'echo $$ >> {pids}; exec sleep 1000'; fi",
+        pids = pids.display(),
+        file = file.display()
+    )
+}
+
+/// The three pids a hanging turn writes, once it has written them all.
+async fn turn_pids(pids: &Path) -> Vec<Pid> {
+    wait_until("the turn's three pids", TIMEOUT, || async {
+        let text = std::fs::read_to_string(pids).ok()?;
+        let pids: Vec<Pid> = text.lines().filter_map(|line| line.trim().parse().ok()).map(Pid::from_raw).collect();
+        (pids.len() == 3).then_some(pids)
+    })
+    .await
+    .unwrap()
+}
+
+async fn publish_todo(swarm: &Swarm, id: &str, body: &str) {
+    let todo = Todo { id: id.into(), source: "test".into(), body: format!("{body}\n") };
+    swarm.js.publish("todo.a", serde_json::to_vec(&todo).unwrap().into()).await.unwrap().await.unwrap();
 }
 
 fn hourly(id: &str, body: &str) -> AgentSchedule {
@@ -424,4 +460,37 @@ async fn a_slot_id_planted_by_another_agent_does_not_drop_the_slot() {
     clock.set(T0 + time::Duration::seconds(5));
     assert_eq!(wait_turns(&swarm.turns_file("b"), 1).await, ["b's prompt schedule:s1:b:2026-11-30T09:00:00Z"]);
     agent.stop().await;
+}
+
+#[tokio::test]
+async fn a_turn_past_its_timeout_is_killed_whole_recorded_as_finished_and_not_rerun() {
+    let swarm = Swarm::start().await;
+    let (file, pids) = (swarm.turns_file("a"), swarm.dir.path().join("pids"));
+    let mut config = swarm.config("a").await;
+    config.turn_timeout = Duration::from_secs(2);
+    config.turn_command = hanging_turn(&pids, &file);
+    let agent = Agent::start(config, Arc::new(FakeClock::new(T0))).await.unwrap();
+    // t1 hangs; t2 must still run; t1 delivered again must not run again.
+    for (id, body) in [("t1", "hang"), ("t2", "next"), ("t1", "hang")] {
+        publish_todo(&swarm, id, body).await;
+    }
+    wait_until_none_running(&turn_pids(&pids).await, TIMEOUT).await.unwrap();
+    assert_eq!(wait_turns(&file, 2).await, ["hang t1", "next t2"]);
+    settle(&swarm, &agent, 2).await;
+    assert_eq!(turns(&file), ["hang t1", "next t2"], "the timed-out todo was acked and never rerun");
+    agent.stop().await;
+}
+
+#[tokio::test]
+async fn sigterm_mid_turn_leaves_no_process_of_the_turn_behind() {
+    let swarm = Swarm::start().await;
+    let (file, pids) = (swarm.turns_file("a"), swarm.dir.path().join("pids"));
+    let mut agent = swarm.start_binary_running("a", valid_from_until(0, 3600), &hanging_turn(&pids, &file)).await;
+    agent.wait_for_log("consuming todos", TIMEOUT).await.unwrap();
+    publish_todo(&swarm, "t1", "hang").await;
+    let pids = turn_pids(&pids).await;
+    agent.signal(hyperhive_testkit::Signal::SIGTERM).unwrap();
+    let status = agent.wait_exit(TIMEOUT).await.unwrap();
+    assert!(status.success(), "{status}: {}", agent.log());
+    wait_until_none_running(&pids, TIMEOUT).await.unwrap();
 }

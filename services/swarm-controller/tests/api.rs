@@ -260,3 +260,40 @@ async fn a_schedule_that_would_overflow_an_agents_key_is_refused() {
     let (status, _) = c.json(Method::PATCH, &path, &json!({"agents": ["c", "d"]})).await;
     assert_eq!(status, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn anchors_outside_the_writable_range_are_a_clear_400_and_the_daemon_keeps_serving() {
+    let c = Controller::start(60).await;
+    let (_, created) = c.json(Method::POST, "/api/schedules", &new_schedule(&["a"])).await;
+    let path = format!("/api/schedules/{}", created["id"].as_str().unwrap());
+    let before = c.writes_so_far().await;
+    // Local times inside years 0000..9999 whose UTC instant is outside them.
+    for anchor in ["9999-12-31T23:59:59-00:01", "0000-01-01T00:00:00+00:01"] {
+        let mut new = new_schedule(&["a"]);
+        new["anchor"] = json!(anchor);
+        for (method, path, body) in
+            [(Method::POST, "/api/schedules", new), (Method::PATCH, path.as_str(), json!({ "anchor": anchor }))]
+        {
+            let (status, answer) = c.json(method.clone(), path, &body).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{method} {anchor}: {answer}");
+            let error = answer["error"].as_str().unwrap();
+            assert!(
+                error.contains(anchor)
+                    && error.contains("outside the supported range 0000-01-01T00:00:00Z..9999-12-31T23:59:59Z"),
+                "{method} {anchor}: {error}"
+            );
+        }
+    }
+    assert_eq!(c.writes_so_far().await, before, "nothing stored");
+    // Still serving: the edges themselves are accepted, and the schedule reads back unchanged.
+    let mut last = new_schedule(&["a"]);
+    last["anchor"] = json!("9999-12-31T23:59:59Z");
+    let (status, answer) = c.json(Method::POST, "/api/schedules", &last).await;
+    assert_eq!(status, StatusCode::CREATED, "{answer}");
+    assert_eq!(answer["anchor"], "9999-12-31T23:59:59Z");
+    let (status, answer) = c.json(Method::PATCH, &path, &json!({"anchor": "0000-01-01T00:01:00+00:01"})).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["anchor"], "0000-01-01T00:00:00Z");
+    let (status, list) = c.json(Method::GET, "/api/schedules", &Value::Null).await;
+    assert_eq!((status, list.as_array().unwrap().len()), (StatusCode::OK, 2));
+}

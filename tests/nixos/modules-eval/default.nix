@@ -297,10 +297,14 @@ let
         HIVE_AGENT_STATE_DIR = "/var/lib/hive-agent-alpha";
         HIVE_AGENT_SCHEDULE_TICK = "10s";
         HIVE_AGENT_TURN_COMMAND = "printf '%%s\\n' done";
+        HIVE_AGENT_TURN_TIMEOUT = "1h";
         HOME = "/var/lib/hive-agent-alpha";
       }
       && agentUnit.serviceConfig.StateDirectory == "hive-agent-alpha"
       && agentUnit.serviceConfig.LoadCredential == [ "nats-creds:/run/secrets/alpha.creds" ];
+    "an agent's turn timeout reaches HIVE_AGENT_TURN_TIMEOUT" =
+      (evaluate { values = good // { agents.alpha = agent // { turnTimeout = "90m"; }; }; })
+      .units.hive-agent-alpha.environment.HIVE_AGENT_TURN_TIMEOUT == "90m";
     "agents run hive-agent from the c0re bundle" =
       agentUnit.serviceConfig.ExecStart == "${pkgs.hyperhive.daemon-bins}/bin/hive-agent";
     "every unit starts at boot, keeps retrying, and is hardened" = b.all (
