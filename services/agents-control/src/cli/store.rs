@@ -53,15 +53,15 @@ macro_rules! side_s3_args {
      $secret_env:literal) => {
         #[derive(Debug, Clone, Args)]
         pub struct $name {
-            #[arg(long = $endpoint, env = $endpoint_env, value_name = "URL", help = concat!("The S3 endpoint of the ", $side, " store (default: AGENTS_STORE_ENDPOINT)."))]
+            #[arg(id = $endpoint, long = $endpoint, env = $endpoint_env, value_name = "URL", help = concat!("The S3 endpoint of the ", $side, " store (default: AGENTS_STORE_ENDPOINT)."))]
             endpoint: Option<String>,
-            #[arg(long = $region, env = $region_env, value_name = "REGION", help = concat!("The region of the ", $side, " store's bucket (default: AGENTS_STORE_REGION)."))]
+            #[arg(id = $region, long = $region, env = $region_env, value_name = "REGION", help = concat!("The region of the ", $side, " store's bucket (default: AGENTS_STORE_REGION)."))]
             region: Option<String>,
-            #[arg(long = $path_style, env = $path_style_env, value_name = "0|1", help = concat!("1 for path-style addresses at the ", $side, " store (default: AGENTS_STORE_PATH_STYLE)."))]
+            #[arg(id = $path_style, long = $path_style, env = $path_style_env, value_name = "0|1", help = concat!("1 for path-style addresses at the ", $side, " store (default: AGENTS_STORE_PATH_STYLE)."))]
             path_style: Option<String>,
-            #[arg(long = $key_id, env = $key_id_env, value_name = "ID", help = concat!("The access key id for the ", $side, " store (default: the AWS SDK's chain)."))]
+            #[arg(id = $key_id, long = $key_id, env = $key_id_env, value_name = "ID", help = concat!("The access key id for the ", $side, " store (default: the AWS SDK's chain)."))]
             access_key_id: Option<String>,
-            #[arg(long = $secret, env = $secret_env, hide_env_values = true, value_name = "SECRET", help = "Its secret. Prefer the environment: command lines are visible to every user.")]
+            #[arg(id = $secret, long = $secret, env = $secret_env, hide_env_values = true, value_name = "SECRET", help = "Its secret. Prefer the environment: command lines are visible to every user.")]
             secret_access_key: Option<String>,
         }
 
