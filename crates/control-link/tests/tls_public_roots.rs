@@ -103,13 +103,14 @@ async fn without_a_pin_only_a_valid_certificate_from_a_trusted_authority_connect
     let response = get(Arc::clone(&trusting_the_ca), good).await?;
     assert!(response.starts_with("HTTP/1.1 200") && response.contains(BODY), "{response}");
 
-    for (port, needle) in [(other_name, "NotValidForName"), (expired, "Expired"), (unknown_issuer, "UnknownIssuer")] {
+    for (port, needle) in [(other_name, "not valid for name"), (expired, "expired"), (unknown_issuer, "unknownissuer")]
+    {
         let err = get(Arc::clone(&trusting_the_ca), port).await.expect_err(needle);
-        assert!(format!("{err:#}").contains(needle), "{needle}: {err:#}");
+        assert!(format!("{err:#}").to_lowercase().contains(needle), "{needle}: {err:#}");
     }
 
     // The device's default roots (the web PKI's, compiled in) do not include this CA.
     let err = get(tls_client_config(None)?, good).await.expect_err("an unknown CA is refused");
-    assert!(format!("{err:#}").contains("UnknownIssuer"), "{err:#}");
+    assert!(format!("{err:#}").to_lowercase().contains("unknownissuer"), "{err:#}");
     Ok(())
 }
