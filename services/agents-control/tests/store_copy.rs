@@ -14,6 +14,9 @@ use hyperhive_testkit::{S3, S3Server};
 use std::process::Output;
 
 const SEED: [u8; 32] = [0x6b; 32];
+
+/// A child process's environment.
+type Env = Vec<(String, String)>;
 const PREFIX: &str = "control";
 
 /// Runs the binary with exactly `env` (nothing inherited but PATH, so no shared AWS_* keys).
@@ -152,7 +155,7 @@ async fn a_side_with_wrong_or_half_given_settings_is_named_in_the_error() {
         }
         env
     };
-    let cases: Vec<(Vec<(String, String)>, &[&str])> = vec![
+    let cases: Vec<(Env, &[&str])> = vec![
         // moto's keys at SeaweedFS: refused there, and the message says which side.
         (
             with(&[

@@ -25,7 +25,7 @@ pub enum StoreCommand {
     /// TO for --to. A side's setting left unset falls back to the shared one (AGENTS_STORE_ENDPOINT,
     /// AGENTS_STORE_REGION, AGENTS_STORE_PATH_STYLE; for keys, AWS_ACCESS_KEY_ID and the rest of
     /// the AWS SDK's chain).
-    Copy(CopyArgs),
+    Copy(Box<CopyArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -159,7 +159,7 @@ fn credentials(
 pub async fn run(command: StoreCommand) -> Result<ExitCode, Failure> {
     match command {
         StoreCommand::Check(args) => check(args).await,
-        StoreCommand::Copy(args) => copy_stores(args).await,
+        StoreCommand::Copy(args) => copy_stores(*args).await,
     }
 }
 
