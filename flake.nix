@@ -64,6 +64,7 @@
             pkgs.minio
             pkgs.minio-client
             pkgs.caddy
+            pkgs.seaweedfs
             (pkgs.python3.withPackages (
               ps: [ ps.moto ] ++ (ps.moto.optional-dependencies.server or [ ps.flask ps.flask-cors ])
             ))

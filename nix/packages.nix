@@ -7,6 +7,8 @@
   symlinkJoin,
   nats-server,
   caddy,
+  seaweedfs,
+  openssl,
   python3,
 }:
 let
@@ -123,8 +125,10 @@ lib.fix (self: {
   };
 
   # The workspace's whole test suite, exactly as scripts/test runs it: the end-to-end tests start
-  # real nats-server, moto and Caddy on free loopback ports (the sandbox has a loopback
-  # interface) and run other packages' binaries from target/debug, so every binary is built first.
+  # real nats-server, moto, SeaweedFS (`weed`) and Caddy on free loopback ports (the sandbox has a
+  # loopback interface), run `openssl` (the pin test compares with it) and run other packages'
+  # binaries from target/debug, so every binary is built first. `sh`, `sleep`, `true`, `tr` and
+  # `base64` come with the build environment.
   cargo-tests = rustPlatform.buildRustPackage (
     common
     // {
@@ -133,6 +137,8 @@ lib.fix (self: {
         nats-server
         caddy
         moto
+        seaweedfs
+        openssl
       ];
       buildPhase = ''
         runHook preBuild

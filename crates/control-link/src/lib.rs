@@ -31,5 +31,5 @@ pub use handshake::{AwaitingWelcome, HandshakeError};
 pub use identity::{Identity, IdentityError, PendingPairing, start_pairing};
 pub use inbox::{Inbox, Receipt};
 pub use outbox::{NotPushed, Outbox};
-pub use tls::{Pin, PinError, tls_client_config};
+pub use tls::{Pin, PinError, tls_client_config, tls_client_config_with_roots};
 pub use websocket::websocket_config;

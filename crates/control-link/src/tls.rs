@@ -138,6 +138,19 @@ impl ServerCertVerifier for PinnedKeyVerifier {
 /// # Errors
 /// Only if the provider offers no safe protocol version (it always does).
 pub fn tls_client_config(pin: Option<Pin>) -> Result<Arc<ClientConfig>, rustls::Error> {
+    tls_client_config_with_roots(pin, RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() })
+}
+
+/// [`tls_client_config`] with `roots` instead of the web PKI roots when there is no pin: the
+/// same verifier, trusting another set of authorities (tests use a local CA made for the test,
+/// so the machine's trust store is never touched).
+///
+/// # Errors
+/// Only if the provider offers no safe protocol version (it always does).
+pub fn tls_client_config_with_roots(
+    pin: Option<Pin>,
+    roots: RootCertStore,
+) -> Result<Arc<ClientConfig>, rustls::Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let algorithms = provider.signature_verification_algorithms;
     let builder = ClientConfig::builder_with_provider(Arc::clone(&provider) as Arc<CryptoProvider>)
@@ -147,9 +160,7 @@ pub fn tls_client_config(pin: Option<Pin>) -> Result<Arc<ClientConfig>, rustls::
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(PinnedKeyVerifier { pin, algorithms }))
             .with_no_client_auth(),
-        None => builder
-            .with_root_certificates(RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() })
-            .with_no_client_auth(),
+        None => builder.with_root_certificates(roots).with_no_client_auth(),
     };
     Ok(Arc::new(config))
 }

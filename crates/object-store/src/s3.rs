@@ -13,7 +13,7 @@ use aws_sdk_s3::Client;
 use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::timeout::TimeoutConfig;
-use aws_sdk_s3::config::{BehaviorVersion, Region};
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_s3::error::SdkError;
 use aws_sdk_s3::primitives::ByteStream;
 use futures::future::BoxFuture;
@@ -76,11 +76,30 @@ fn describe_sdk_error(error: &dyn std::error::Error) -> String {
     text
 }
 
+/// The SDK's HTTP client: hyper 1 and rustls 0.23 on ring (the stack the rest of the workspace
+/// uses), trusting the system's roots. The SDK crates are built without a TLS feature of their
+/// own, so every SDK client must be given this one.
+pub fn https_client() -> aws_sdk_s3::config::SharedHttpClient {
+    use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
+    aws_smithy_http_client::Builder::new().tls_provider(Provider::Rustls(CryptoMode::Ring)).build_https()
+}
+
 impl S3Store {
-    /// Builds a client from the settings and the SDK's usual credential chain.
+    /// Builds a client from the settings: their credentials if given, else the SDK's usual chain.
     pub async fn connect(settings: &S3Settings, bucket: &str, prefix: &str) -> S3Store {
-        let shared =
-            aws_config::defaults(BehaviorVersion::latest()).region(Region::new(settings.region.clone())).load().await;
+        let mut loader = aws_config::defaults(BehaviorVersion::latest())
+            .region(Region::new(settings.region.clone()))
+            .http_client(https_client());
+        if let Some(keys) = &settings.credentials {
+            loader = loader.credentials_provider(Credentials::new(
+                &keys.access_key_id,
+                &keys.secret_access_key,
+                None,
+                None,
+                "agents-control settings",
+            ));
+        }
+        let shared = loader.load().await;
         let mut config = aws_sdk_s3::config::Builder::from(&shared).force_path_style(settings.path_style);
         if let Some(endpoint) = &settings.endpoint {
             config = config.endpoint_url(endpoint);

@@ -6,7 +6,7 @@
 //! - [`process`]: a child process with its log captured to a file, readiness waits and signals.
 //! - [`liveness`]: whether processes (e.g. what a child started) are still running.
 //! - [`wait`]: polling a condition with a deadline (never a sleep standing in for a condition).
-//! - [`nats`], [`s3`], [`caddy`]: `nats-server` (JetStream), moto's S3 server, Caddy.
+//! - [`nats`], [`s3`], [`caddy`]: `nats-server` (JetStream), an S3 server (moto or SeaweedFS), Caddy.
 //! - [`chaos`]: an in-process TCP proxy that can pass, stall or cut traffic.
 //!
 //! Every handle kills its process (SIGKILL, then reaps it) and removes its temp dir on drop,
@@ -20,6 +20,7 @@ pub mod nats_jwt;
 pub mod ports;
 pub mod process;
 pub mod s3;
+mod seaweedfs;
 pub mod tools;
 pub mod wait;
 
@@ -31,6 +32,6 @@ pub use nats_jwt::NatsJwt;
 pub use nix::sys::signal::Signal;
 pub use ports::free_port;
 pub use process::{Process, ProcessBuilder};
-pub use s3::S3;
+pub use s3::{S3, S3Server};
 pub use tools::{project_binary, tool, workspace_root};
 pub use wait::wait_until;

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
-use hyperhive_testkit::{Caddy, ChaosProxy, Nats, Process, S3, Signal, free_port, tool, wait_until};
+use hyperhive_testkit::{Caddy, ChaosProxy, Nats, Process, S3, S3Server, Signal, free_port, tool, wait_until};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::Message;
@@ -68,9 +68,18 @@ async fn nats_restarts_on_the_same_port_with_its_store() {
 
 #[tokio::test]
 async fn s3_honours_conditional_create_and_replace() {
+    for server in S3Server::ALL {
+        s3_conditional_writes(server).await;
+    }
+}
+
+async fn s3_conditional_writes(server: S3Server) {
     let started = Instant::now();
-    let s3 = S3::start().await.expect("start s3");
-    assert!(started.elapsed() < START_BUDGET, "s3 took {:?}", started.elapsed());
+    let s3 = S3::start(server).await.expect("start s3");
+    assert_eq!(s3.server(), server);
+    // SeaweedFS runs four servers and elects a master before it takes a write.
+    let budget = if server == S3Server::SeaweedFs { 3 * START_BUDGET } else { START_BUDGET };
+    assert!(started.elapsed() < budget, "{server} took {:?}", started.elapsed());
     let client = s3.client();
     let put =
         |body: &'static str| client.put_object().bucket(s3.bucket()).key("probe").body(body.as_bytes().to_vec().into());
@@ -78,11 +87,11 @@ async fn s3_honours_conditional_create_and_replace() {
     let first = put("one").if_none_match("*").send().await.expect("first create");
     let etag = first.e_tag().expect("etag").to_owned();
     let second = put("two").if_none_match("*").send().await.expect_err("second create must fail");
-    assert_eq!(second.raw_response().map(|r| r.status().as_u16()), Some(412));
+    assert_eq!(second.raw_response().map(|r| r.status().as_u16()), Some(412), "{server}");
 
     let replaced = put("three").if_match(&etag).send().await.expect("replace with the current etag");
     let stale = put("four").if_match(&etag).send().await.expect_err("replace with a stale etag must fail");
-    assert_eq!(stale.raw_response().map(|r| r.status().as_u16()), Some(412));
+    assert_eq!(stale.raw_response().map(|r| r.status().as_u16()), Some(412), "{server}");
 
     let got = client.get_object().bucket(s3.bucket()).key("probe").send().await.expect("get");
     assert_eq!(got.e_tag(), replaced.e_tag());
@@ -91,18 +100,36 @@ async fn s3_honours_conditional_create_and_replace() {
 
     let env = s3.env();
     assert!(env.iter().any(|(k, v)| k == "AGENTS_STORE_ENDPOINT" && *v == s3.endpoint()));
+    assert!(env.iter().any(|(k, v)| k == "AWS_ACCESS_KEY_ID" && v == s3.access_key()));
     assert_eq!(s3.store_url("cp"), format!("s3://{}/cp", s3.bucket()));
 }
 
 #[tokio::test]
+async fn seaweedfs_refuses_a_key_it_does_not_know() {
+    let s3 = S3::start(S3Server::SeaweedFs).await.expect("start seaweedfs");
+    let config = s3.client().config().to_builder().credentials_provider(aws_sdk_s3::config::Credentials::new(
+        "someone-else",
+        "not-the-secret",
+        None,
+        None,
+        "test",
+    ));
+    let stranger = aws_sdk_s3::Client::from_conf(config.build());
+    let err = stranger.list_objects_v2().bucket(s3.bucket()).send().await.expect_err("an unknown key is refused");
+    assert_eq!(err.raw_response().map(|r| r.status().as_u16()), Some(403), "{err:?}");
+}
+
+#[tokio::test]
 async fn a_paused_s3_answers_nothing_until_resumed() {
-    let mut s3 = S3::start().await.expect("start s3");
-    s3.pause().expect("pause");
-    let frozen = tokio::time::timeout(Duration::from_millis(500), s3.client().list_buckets().send()).await;
-    assert!(frozen.is_err(), "a paused server must not answer: {frozen:?}");
-    s3.resume().expect("resume");
-    let listed = s3.client().list_buckets().send().await.expect("answers after resume");
-    assert!(listed.buckets().iter().any(|b| b.name() == Some(s3.bucket())));
+    for server in S3Server::ALL {
+        let mut s3 = S3::start(server).await.expect("start s3");
+        s3.pause().expect("pause");
+        let frozen = tokio::time::timeout(Duration::from_millis(500), s3.client().list_buckets().send()).await;
+        assert!(frozen.is_err(), "a paused {server} must not answer: {frozen:?}");
+        s3.resume().expect("resume");
+        let listed = s3.client().list_buckets().send().await.expect("answers after resume");
+        assert!(listed.buckets().iter().any(|b| b.name() == Some(s3.bucket())), "{server}");
+    }
 }
 
 /// A small upstream: `GET /hello` and a WebSocket echo on `/ws`.
@@ -223,11 +250,13 @@ async fn dropping_a_handle_leaves_no_process_and_no_temp_dir() {
     assert!(!process_exists(pid), "nats-server {pid} outlived its handle");
     assert!(!dir.exists(), "{} outlived its handle", dir.display());
 
-    let mut s3 = S3::start().await.expect("start s3");
-    let pid = s3.process().pid();
-    s3.pause().expect("pause");
-    drop(s3);
-    assert!(!process_exists(pid), "a paused moto_server {pid} outlived its handle");
+    for server in S3Server::ALL {
+        let mut s3 = S3::start(server).await.expect("start s3");
+        let pid = s3.process().pid();
+        s3.pause().expect("pause");
+        drop(s3);
+        assert!(!process_exists(pid), "a paused {server} {pid} outlived its handle");
+    }
 }
 
 #[test]

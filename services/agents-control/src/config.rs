@@ -53,26 +53,30 @@ pub struct S3Args {
 
 impl S3Args {
     pub fn settings(&self) -> Result<S3Settings, ConfigError> {
-        let endpoint = match self.endpoint.as_deref().map(str::trim) {
-            None | Some("") => None,
-            Some(url) if url.starts_with("http://") || url.starts_with("https://") => Some(url.to_owned()),
-            Some(url) => {
-                return Err(invalid(
-                    "AGENTS_STORE_ENDPOINT (--store-endpoint)",
-                    format!("{url:?} is not an http:// or https:// URL"),
-                ));
-            }
-        };
-        let region = self.region.trim();
-        if region.is_empty() || !region.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
-            return Err(invalid(
-                "AGENTS_STORE_REGION (--store-region)",
-                format!("{region:?} is not a region name such as us-east-1"),
-            ));
-        }
-        let path_style = parse_flag("AGENTS_STORE_PATH_STYLE (--store-path-style)", &self.path_style)?;
-        Ok(S3Settings { endpoint, region: region.to_owned(), path_style })
+        let endpoint = (self.endpoint.as_deref(), "AGENTS_STORE_ENDPOINT (--store-endpoint)");
+        let region = (self.region.as_str(), "AGENTS_STORE_REGION (--store-region)");
+        let path_style = (self.path_style.as_str(), "AGENTS_STORE_PATH_STYLE (--store-path-style)");
+        s3_settings(endpoint, region, path_style)
     }
+}
+
+/// Checks the three S3 settings; each comes with the name (variable and flag) an error shows.
+pub fn s3_settings(
+    (endpoint, endpoint_name): (Option<&str>, &'static str),
+    (region, region_name): (&str, &'static str),
+    (path_style, path_style_name): (&str, &'static str),
+) -> Result<S3Settings, ConfigError> {
+    let endpoint = match endpoint.map(str::trim) {
+        None | Some("") => None,
+        Some(url) if url.starts_with("http://") || url.starts_with("https://") => Some(url.to_owned()),
+        Some(url) => return Err(invalid(endpoint_name, format!("{url:?} is not an http:// or https:// URL"))),
+    };
+    let region = region.trim();
+    if region.is_empty() || !region.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+        return Err(invalid(region_name, format!("{region:?} is not a region name such as us-east-1")));
+    }
+    let path_style = parse_flag(path_style_name, path_style)?;
+    Ok(S3Settings { endpoint, region: region.to_owned(), path_style, credentials: None })
 }
 
 impl StoreArgs {

@@ -14,20 +14,41 @@ pub struct CopyReport {
     pub conflicts: Vec<String>,
 }
 
+/// Which store an error comes from: the two may be at different providers with different keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Source,
+    Destination,
+}
+
+impl std::fmt::Display for Side {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Side::Source => "the source (--from)",
+            Side::Destination => "the destination (--to)",
+        })
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum CopyError {
-    #[error("{0}")]
-    Store(#[from] StoreError),
+    #[error("{side} {store}: {error}")]
+    Store { side: Side, store: String, error: StoreError },
     #[error("{0}: refusing to copy a record this build cannot read")]
     Record(#[from] RecordError),
 }
 
 pub async fn copy_records(from: &dyn Store, to: &dyn Store) -> Result<CopyReport, CopyError> {
+    let source = |error| CopyError::Store { side: Side::Source, store: from.describe(), error };
+    let destination = |error| CopyError::Store { side: Side::Destination, store: to.describe(), error };
+    // Reach the destination before anything else, so wrong keys or a wrong endpoint there are
+    // reported as such even when the source holds nothing.
+    to.list(records::DEVICES).await.map_err(destination)?;
     let mut report = CopyReport::default();
-    let mut keys = from.list(records::DEVICES).await?;
-    keys.extend(from.list(records::CODES).await?);
+    let mut keys = from.list(records::DEVICES).await.map_err(source)?;
+    keys.extend(from.list(records::CODES).await.map_err(source)?);
     for key in keys {
-        let Some(object) = from.get(&key).await? else {
+        let Some(object) = from.get(&key).await.map_err(source)? else {
             continue; // removed (swept) since the list
         };
         if key.starts_with(records::DEVICES) {
@@ -37,11 +58,11 @@ pub async fn copy_records(from: &dyn Store, to: &dyn Store) -> Result<CopyReport
         }
         match to.create(&key, object.bytes.clone()).await {
             Ok(_) => report.copied += 1,
-            Err(StoreError::AlreadyExists { .. }) => match to.get(&key).await? {
+            Err(StoreError::AlreadyExists { .. }) => match to.get(&key).await.map_err(destination)? {
                 Some(existing) if existing.bytes == object.bytes => report.already_there += 1,
                 _ => report.conflicts.push(key),
             },
-            Err(other) => return Err(other.into()),
+            Err(other) => return Err(destination(other)),
         }
     }
     Ok(report)

@@ -383,7 +383,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_refresh_on_s3_reads_only_what_changed() {
-        let s3 = hyperhive_testkit::S3::start().await.unwrap();
+        let s3 = hyperhive_testkit::S3::start(hyperhive_testkit::S3Server::Moto).await.unwrap();
         refresh_reads_only_what_changed(Arc::new(S3Store::from_client(&s3.client(), s3.bucket(), "registry"))).await;
     }
 

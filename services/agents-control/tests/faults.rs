@@ -15,7 +15,7 @@ use hyperhive_control_proto::DeviceKind;
 use hyperhive_control_proto::pair::PairRequest;
 use hyperhive_object_store::s3::S3Store;
 use hyperhive_object_store::{Listed, Object, Store, StoreResult};
-use hyperhive_testkit::{ChaosProxy, S3};
+use hyperhive_testkit::{ChaosProxy, S3, S3Server};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -75,7 +75,7 @@ struct Bench {
 
 impl Bench {
     async fn start() -> Bench {
-        let s3 = S3::start().await.unwrap();
+        let s3 = S3::start(S3Server::Moto).await.unwrap();
         let proxy = Arc::new(ChaosProxy::start(s3.addr()).await.unwrap());
         Bench { s3, proxy, key: ControlKey::from_seed([0x11; 32]) }
     }

@@ -16,7 +16,7 @@ use hyperhive_control_proto::DeviceKind;
 use hyperhive_object_store::Store;
 use hyperhive_object_store::file::FileStore;
 use hyperhive_object_store::s3::S3Store;
-use hyperhive_testkit::{S3, wait_until};
+use hyperhive_testkit::{S3, S3Server, wait_until};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -95,7 +95,7 @@ fn report(backend: &str, devices: usize, per_minute: &[(&str, u64)]) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement of about 3 minutes: run with --ignored --nocapture"]
 async fn an_idle_copy_makes_as_many_store_requests_whatever_the_number_of_devices() {
-    let s3 = S3::start().await.unwrap();
+    let s3 = S3::start(S3Server::Moto).await.unwrap();
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     println!("| store | devices | requests per minute | by operation |\n|---|---|---|---|");
     for backend in ["file", "s3"] {

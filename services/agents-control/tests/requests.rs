@@ -19,7 +19,7 @@ use hyperhive_control_proto::link::{
 };
 use hyperhive_object_store::Store;
 use hyperhive_object_store::s3::S3Store;
-use hyperhive_testkit::{S3, wait_until};
+use hyperhive_testkit::{S3, S3Server, wait_until};
 use link_client::{Device, ServedCopy, Socket, next_close, next_frame, next_frame_within, send};
 use std::sync::Arc;
 use std::time::Duration;
@@ -349,7 +349,7 @@ async fn an_answer_reaches_only_the_client_that_asked() {
 /// replaced reaches neither session; once the bucket answers again the same requests succeed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn while_the_store_is_unreachable_codes_and_forgets_wait_and_lists_come_from_memory() {
-    let mut s3 = S3::start().await.unwrap();
+    let mut s3 = S3::start(S3Server::Moto).await.unwrap();
     let store: Arc<dyn Store> = Arc::new(S3Store::from_client(&s3.client(), s3.bucket(), "requests"));
     let copy = ServedCopy::start(store, None, CONTROL_SEED, true).await;
     let client = copy.pair(DeviceKind::Client, "phone").await;

@@ -93,6 +93,7 @@ let
         "minio"
         "minio-client"
         "caddy"
+        "seaweedfs"
         "shellcheck"
         "openssl"
         "nixfmt-tree"
@@ -157,6 +158,8 @@ let
           "swarm-controller-0.1.0"
           "hive-agent-0.1.0"
         ];
+      # The cargo tests' inputs are every program the tests start: the servers of the test kit
+      # (crates/testkit), moto's Python, and openssl (services/agents-control/tests/cli.rs).
       "${system}: checks are every package, the cargo tests and both VM tests" =
         names checks == [
           "agents-control"
@@ -172,6 +175,8 @@ let
           "nats-server"
           "caddy"
           "python3-env"
+          "seaweedfs"
+          "openssl"
         ];
       "${system}: the control-plane VM test has minio, cp1..cp3, proxy and client" =
         names controlPlane.nodes == [
@@ -195,13 +200,15 @@ let
         ]
         && lib.hasInfix "swarmctl schedule add" swarm.testScript
         && lib.hasInfix "start_all()" controlPlane.testScript;
-      "${system}: the dev shell has the toolchain, nats-server, minio and caddy" =
+      "${system}: the dev shell has the toolchain, nats-server, minio, caddy, seaweedfs and openssl" =
         b.all (t: b.elem t shellTools) [
           "cargo"
           "rustc"
           "nats-server"
           "minio"
           "caddy"
+          "seaweedfs"
+          "openssl"
         ];
       "${system}: a formatter" = outputs.formatter.${system}.name == "nixfmt-tree";
       "${system}: the overlay gives pkgs.hyperhive built with the nixpkgs it is applied to" =

@@ -8,7 +8,7 @@ use crate::support::cluster::{Copy, copy_env, three_copies};
 use crate::support::devices::pair_many;
 use hyperhive_control_proto::DeviceKind;
 use hyperhive_object_store::s3::S3Store;
-use hyperhive_testkit::{S3, wait_until};
+use hyperhive_testkit::{S3, S3Server, wait_until};
 use std::time::Duration;
 
 const PREFIX: &str = "bench";
@@ -46,7 +46,7 @@ fn describe(rates: &[Vec<f64>]) -> String {
 }
 
 pub async fn run(devices: usize, window: Duration) -> Vec<Row> {
-    let s3 = S3::start().await.expect("moto starts");
+    let s3 = S3::start(S3Server::Moto).await.expect("moto starts");
     let copies = three_copies(&copy_env(&s3.store_url(PREFIX), "http://127.0.0.1:1", s3.env())).await;
     let store = S3Store::from_client(&s3.client(), s3.bucket(), PREFIX);
     // Start-up (probe, first registry read, first membership writes) is not idle.

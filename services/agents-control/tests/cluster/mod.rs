@@ -11,7 +11,7 @@ use hyperhive_control_proto::encoding;
 use hyperhive_object_store::Store;
 use hyperhive_object_store::s3::S3Store;
 use hyperhive_testkit::process::http_status;
-use hyperhive_testkit::{Caddy, Process, S3, Signal, free_port, wait_until};
+use hyperhive_testkit::{Caddy, Process, S3, S3Server, Signal, free_port, wait_until};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -105,7 +105,7 @@ impl Cluster {
     /// listens.
     pub async fn start() -> Cluster {
         let dir = tempfile::tempdir().unwrap();
-        let s3 = S3::start().await.unwrap();
+        let s3 = S3::start(S3Server::Moto).await.unwrap();
         let tls = Tls::make(dir.path());
         let caddy_port = free_port();
         let mut env = s3.env();
