@@ -7,12 +7,14 @@
 //! - [`wait`]: polling a condition with a deadline (never a sleep standing in for a condition).
 //! - [`nats`], [`s3`], [`caddy`]: `nats-server` (JetStream), moto's S3 server, Caddy.
 //! - [`chaos`]: an in-process TCP proxy that can pass, stall or cut traffic.
+//! - [`mitm`]: an in-process WebSocket man in the middle that records, injects and rewrites.
 //!
 //! Every handle kills its process (SIGKILL, then reaps it) and removes its temp dir on drop,
 //! also while a test panics; a panicking test gets the tail of each process log on stderr.
 
 pub mod caddy;
 pub mod chaos;
+pub mod mitm;
 pub mod nats;
 pub mod nats_jwt;
 pub mod ports;
@@ -23,6 +25,7 @@ pub mod wait;
 
 pub use caddy::Caddy;
 pub use chaos::ChaosProxy;
+pub use mitm::{Toward, WsMitm};
 pub use nats::Nats;
 pub use nats_jwt::NatsJwt;
 pub use nix::sys::signal::Signal;

@@ -32,6 +32,9 @@ pub struct Metrics {
     /// Peer handshakes that failed either side's proof (another key on the bucket, a stale
     /// membership record pointing at another copy).
     pub peer_handshakes_refused: AtomicU64,
+    /// Sealed peer frames that did not open: changed, injected or replayed on the path between
+    /// copies (each drops its link).
+    pub peer_frames_refused: AtomicU64,
 }
 
 fn result_label<T>(result: &StoreResult<T>) -> &'static str {
@@ -114,6 +117,11 @@ impl Metrics {
                 "agents_control_peer_handshakes_refused_total",
                 "Peer links refused: the other side did not prove the control key, or is not the copy expected.",
                 &self.peer_handshakes_refused,
+            ),
+            (
+                "agents_control_peer_frames_refused_total",
+                "Peer frames that failed authentication (changed, injected or replayed between copies); each dropped its link.",
+                &self.peer_frames_refused,
             ),
         ] {
             let _ =
