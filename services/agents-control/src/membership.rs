@@ -1,4 +1,4 @@
-//! This copy's membership record (`members/<copy id>.json`, DESIGN 3.7): written at start,
+//! This copy's membership record (`members/<copy id>.json`): written at start,
 //! refreshed as a heartbeat, removed on a clean shutdown. The other copies list these records
 //! to find this one; a record that stopped changing belongs to a copy that died
 //! ([`crate::peers::MemberCache`]).

@@ -1,6 +1,6 @@
-//! Finding the other copies and keeping one link to each (DESIGN 3.7): every refresh reads the
-//! membership records, and for each live copy this one should dial, a task keeps a
-//! [`peer_link::dial`] running, redialing with backoff after a failure. Of two copies that both
+//! Finding the other copies and keeping one link to each (`docs/control-plane/link-protocol.md`):
+//! every refresh reads the membership records, and for each live copy this one should dial, a
+//! task keeps a [`peer_link::dial`] running, redialing with backoff after a failure. Of two copies that both
 //! have a peer URL, the one with the smaller id dials, so each pair has one link.
 
 use crate::control::Control;
