@@ -8,9 +8,14 @@ pub fn encode(bytes: &[u8]) -> String {
     URL_SAFE_NO_PAD.encode(bytes)
 }
 
+/// Decodes base64url text of any length; the error says what was wrong.
+pub fn decode(text: &str) -> Result<Vec<u8>, String> {
+    URL_SAFE_NO_PAD.decode(text.trim_end_matches('=')).map_err(|e| format!("not base64url text ({e})"))
+}
+
 /// Decodes base64url text that must hold exactly `N` bytes; the error says what was wrong.
 pub fn decode_exact<const N: usize>(text: &str) -> Result<[u8; N], String> {
-    let bytes = URL_SAFE_NO_PAD.decode(text.trim_end_matches('=')).map_err(|e| format!("not base64url text ({e})"))?;
+    let bytes = decode(text)?;
     let len = bytes.len();
     bytes.try_into().map_err(|_| format!("holds {len} bytes, expected exactly {N}"))
 }

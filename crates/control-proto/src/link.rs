@@ -9,13 +9,24 @@
 //! each get their own [`FrameError`], so a receiver can answer with an error frame or a close
 //! code instead of dying.
 //!
-//! # Handshake (both links)
-//! The server speaks first with a challenge holding a fresh nonce. The connecting side answers
-//! with its own nonce and its signature over [`device_proof_message`] (devices, with the device
-//! key) or [`peer_proof_message`] (copies, with the control key). The server answers with the
-//! control key's signature over [`server_proof_message`]. Each message names both nonces, the
-//! role and the identity, so no signature can be replayed on another connection or in another
-//! role.
+//! # Handshake (device link)
+//! The server speaks first with a challenge holding a fresh nonce. The device answers with its
+//! own nonce and the device key's signature over [`device_proof_message`]; the server answers
+//! with the control key's signature over [`server_proof_message`].
+//!
+//! # Handshake (between copies)
+//! The accepting copy's challenge names it and carries a nonce and an ephemeral X25519 key; the
+//! dialing copy answers with the same of its own and the control key's signature over
+//! [`peer_proof_message`] in the [`PeerRole::Dialer`] role; the acceptor answers with its
+//! signature in the [`PeerRole::Acceptor`] role. Both sign the whole [`PeerTranscript`]: both
+//! copy ids (so a relay to another copy fails), both nonces (no replay on another connection)
+//! and both ephemeral keys (so the signatures vouch for the session keys derived from them,
+//! which seal every later frame).
+//!
+//! Every message the control key or a device key signs starts with its own line naming the
+//! protocol, its version and the role (`hyperhive link device v1`, `hyperhive link server v1`,
+//! `hyperhive peer v2 dialer`, `hyperhive peer v2 acceptor`, `hyperhive device v1`, ...), so a
+//! signature made in one role never verifies in another.
 
 use std::time::Duration;
 
@@ -25,9 +36,13 @@ use serde_json::value::RawValue;
 
 use crate::DeviceKind;
 
-/// The version of the link and peer protocols; both sides send it in the handshake and a
+/// The version of the device link protocol; both sides send it in the handshake and a
 /// mismatch is closed with [`CloseCode::UnsupportedVersion`].
 pub const LINK_PROTOCOL_VERSION: u32 = 2;
+
+/// The version of the protocol between copies (`/v1/peer`), checked the same way. Version 2
+/// seals every frame after the handshake; copies of version 1 and 2 do not link.
+pub const PEER_PROTOCOL_VERSION: u32 = 2;
 
 /// The largest frame either side accepts, in bytes of JSON text. Relayed bodies are small
 /// control messages (a prompt, a terminal chunk); 64 KiB bounds the memory a hostile peer can
@@ -199,20 +214,27 @@ pub enum PeerFrame {
     /// Accepting copy, first frame.
     PeerChallenge {
         version: u32,
+        /// The accepting copy's id: the dialer checks it is the copy it meant to dial.
+        copy: String,
+        /// [`NONCE_LEN`] random bytes, base64url.
         server_nonce: String,
+        /// The accepting copy's ephemeral X25519 public key for this link, base64url.
+        key: String,
     },
-    /// Connecting copy: its name and the control key's signature over [`peer_proof_message`].
+    /// Dialing copy: its id, the id of the copy it dialed, its nonce and ephemeral key, and
+    /// the control key's signature over [`peer_proof_message`] as [`PeerRole::Dialer`].
     PeerHello {
         version: u32,
         copy: String,
+        dialed: String,
         peer_nonce: String,
+        key: String,
         signature: String,
     },
-    /// Accepting copy: the control key's signature over [`server_proof_message`] (with the
-    /// connecting copy's name as the identity).
+    /// Accepting copy: the control key's signature over [`peer_proof_message`] as
+    /// [`PeerRole::Acceptor`]. Every later frame in both directions is sealed.
     PeerWelcome {
         signature: String,
-        copy: String,
     },
     /// Every device session on the sending copy (at link-up).
     Sessions {
@@ -687,17 +709,56 @@ pub fn device_proof_message(server_nonce: &str, device_nonce: &str, device_id: &
     format!("hyperhive link device v{LINK_PROTOCOL_VERSION}\n{server_nonce}\n{device_nonce}\n{device_id}").into_bytes()
 }
 
-/// The bytes a connecting copy signs with the control key to answer a peer challenge.
-pub fn peer_proof_message(server_nonce: &str, peer_nonce: &str, copy: &str) -> Vec<u8> {
-    format!("hyperhive link peer v{LINK_PROTOCOL_VERSION}\n{server_nonce}\n{peer_nonce}\n{copy}").into_bytes()
+/// The bytes the accepting side of a device link signs with the control key: the device's
+/// nonce first, so it proves possession of the key to that device, bound to this connection's
+/// server nonce and to the device id it authenticated. Device links only: copies sign
+/// [`peer_proof_message`].
+pub fn server_proof_message(connecting_nonce: &str, server_nonce: &str, identity: &str) -> Vec<u8> {
+    format!("hyperhive link server v1\n{connecting_nonce}\n{server_nonce}\n{identity}").into_bytes()
 }
 
-/// The bytes the accepting copy signs with the control key: the connecting side's nonce first,
-/// so it proves possession of the key to that side, bound to this connection's server nonce
-/// and to the identity (device id or copy name) it authenticated.
-pub fn server_proof_message(connecting_nonce: &str, server_nonce: &str, identity: &str) -> Vec<u8> {
-    format!("hyperhive link server v{LINK_PROTOCOL_VERSION}\n{connecting_nonce}\n{server_nonce}\n{identity}")
-        .into_bytes()
+/// Which end of a link between copies signs a [`peer_proof_message`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerRole {
+    Dialer,
+    Acceptor,
+}
+
+/// Everything both copies say in the handshake of a link between them, as it was sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerTranscript<'a> {
+    pub acceptor: &'a str,
+    pub acceptor_nonce: &'a str,
+    pub acceptor_key: &'a str,
+    pub dialer: &'a str,
+    pub dialer_nonce: &'a str,
+    pub dialer_key: &'a str,
+}
+
+impl PeerTranscript<'_> {
+    /// The fields, each as its length in bytes, a colon and the field, so no choice of
+    /// field values can make two different transcripts encode alike.
+    pub fn encode(&self) -> Vec<u8> {
+        let fields =
+            [self.acceptor, self.acceptor_nonce, self.acceptor_key, self.dialer, self.dialer_nonce, self.dialer_key];
+        let mut out = Vec::new();
+        for field in fields {
+            out.extend_from_slice(format!("{}:{field}\n", field.len()).as_bytes());
+        }
+        out
+    }
+}
+
+/// The bytes a copy signs with the control key in the handshake between copies: a line naming
+/// the protocol, its version and the signer's role, then the whole transcript.
+pub fn peer_proof_message(role: PeerRole, transcript: &PeerTranscript<'_>) -> Vec<u8> {
+    let role = match role {
+        PeerRole::Dialer => "dialer",
+        PeerRole::Acceptor => "acceptor",
+    };
+    let mut message = format!("hyperhive peer v{PEER_PROTOCOL_VERSION} {role}\n").into_bytes();
+    message.extend(transcript.encode());
+    message
 }
 
 #[cfg(test)]
@@ -892,14 +953,56 @@ mod tests {
         assert!(!CloseCode::ServerProofFailed.reconnect());
     }
 
-    #[test]
-    fn proof_messages_differ_by_role() {
-        let device = device_proof_message("a", "b", "x");
-        let peer = peer_proof_message("a", "b", "x");
-        let server = server_proof_message("a", "b", "x");
-        assert_ne!(device, peer);
-        assert_ne!(device, server);
-        assert_ne!(peer, server);
+    fn transcript(fields: &[String; 6]) -> PeerTranscript<'_> {
+        PeerTranscript {
+            acceptor: &fields[0],
+            acceptor_nonce: &fields[1],
+            acceptor_key: &fields[2],
+            dialer: &fields[3],
+            dialer_nonce: &fields[4],
+            dialer_key: &fields[5],
+        }
+    }
+
+    /// The first line of a signed message: what the signature is about.
+    fn role_line(message: &[u8]) -> &[u8] {
+        message.split(|b| *b == b'\n').next().unwrap()
+    }
+
+    proptest! {
+        /// A signature is made over one role's message: whatever the fields hold, no two roles'
+        /// messages are alike, and each starts with its own versioned role line.
+        #[test]
+        fn proof_messages_of_different_roles_never_coincide(
+            fields in prop::array::uniform6(".{0,12}"),
+            other in prop::array::uniform6(".{0,12}"),
+        ) {
+            let (t, u) = (transcript(&fields), transcript(&other));
+            let messages = [
+                device_proof_message(&fields[0], &fields[1], &fields[2]),
+                server_proof_message(&fields[0], &fields[1], &fields[2]),
+                peer_proof_message(PeerRole::Dialer, &t),
+                peer_proof_message(PeerRole::Acceptor, &u),
+                crate::pair::device_statement(&fields[0], DeviceKind::Host, &fields[1]),
+                crate::pair::proof_message(&fields[0], &fields[1], &fields[2]),
+            ];
+            for (i, a) in messages.iter().enumerate() {
+                for b in &messages[i + 1..] {
+                    prop_assert_ne!(a, b);
+                }
+            }
+            let lines: Vec<&[u8]> = messages.iter().map(|m| role_line(m)).collect();
+            let (dialer, acceptor) = (format!("hyperhive peer v{PEER_PROTOCOL_VERSION} dialer"), format!("hyperhive peer v{PEER_PROTOCOL_VERSION} acceptor"));
+            prop_assert_eq!(lines[2], dialer.as_bytes());
+            prop_assert_eq!(lines[3], acceptor.as_bytes());
+        }
+
+        /// Two different transcripts never encode alike (the fields are length-prefixed, so a
+        /// separator inside a field cannot move a boundary).
+        #[test]
+        fn transcripts_encode_one_to_one(a in prop::array::uniform6(".{0,6}"), b in prop::array::uniform6(".{0,6}")) {
+            prop_assert_eq!(transcript(&a).encode() == transcript(&b).encode(), a == b);
+        }
     }
 
     /// Arbitrary JSON-ish text near the frame shapes, so the decoder's deeper paths are hit too.

@@ -8,6 +8,7 @@
 //! - [`wait`]: polling a condition with a deadline (never a sleep standing in for a condition).
 //! - [`nats`], [`s3`], [`caddy`]: `nats-server` (JetStream), an S3 server (moto or SeaweedFS), Caddy.
 //! - [`chaos`]: an in-process TCP proxy that can pass, stall or cut traffic.
+//! - [`mitm`]: an in-process WebSocket man in the middle that records, injects and rewrites.
 //!
 //! Every handle kills its process (SIGKILL, then reaps it) and removes its temp dir on drop,
 //! also while a test panics; a panicking test gets the tail of each process log on stderr.
@@ -15,6 +16,7 @@
 pub mod caddy;
 pub mod chaos;
 pub mod liveness;
+pub mod mitm;
 pub mod nats;
 pub mod nats_jwt;
 pub mod ports;
@@ -27,6 +29,7 @@ pub mod wait;
 pub use caddy::Caddy;
 pub use chaos::ChaosProxy;
 pub use liveness::{is_running, wait_until_none_running};
+pub use mitm::{Toward, WsMitm};
 pub use nats::Nats;
 pub use nats_jwt::NatsJwt;
 pub use nix::sys::signal::Signal;

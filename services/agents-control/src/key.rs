@@ -95,6 +95,25 @@ impl ControlKey {
         encoding::encode(&self.signing.sign(message).to_bytes())
     }
 
+    /// A secret for one `purpose`, derived from the private half with HKDF-SHA256: only holders
+    /// of the control key can compute it, and secrets for different purposes are unrelated.
+    pub fn derived_secret(&self, purpose: &str) -> [u8; 32] {
+        struct Len32;
+        impl ring::hkdf::KeyType for Len32 {
+            fn len(&self) -> usize {
+                32
+            }
+        }
+        let salt = ring::hkdf::Salt::new(ring::hkdf::HKDF_SHA256, b"hyperhive control key derivation v1");
+        let info = [purpose.as_bytes()];
+        let mut secret = [0u8; 32];
+        salt.extract(&self.signing.to_bytes())
+            .expand(&info, Len32)
+            .and_then(|okm| okm.fill(&mut secret))
+            .expect("32 bytes is a valid HKDF-SHA256 output length");
+        secret
+    }
+
     /// Whether `signature` (base64url) is this key's signature over `message`: how copies
     /// check that a peer holds the same key.
     pub fn verifies(&self, message: &[u8], signature: &str) -> bool {
@@ -119,6 +138,15 @@ mod tests {
         assert_eq!(from_file.public_key(), from_text.public_key());
         let shown = format!("{from_file:?}");
         assert!(shown.contains("redacted") && !shown.contains(&encoding::encode(&seed)));
+    }
+
+    #[test]
+    fn derived_secrets_depend_on_the_key_and_the_purpose() {
+        let (key, other) = (ControlKey::from_seed([1; 32]), ControlKey::from_seed([2; 32]));
+        assert_eq!(key.derived_secret("a"), ControlKey::from_seed([1; 32]).derived_secret("a"));
+        assert_ne!(key.derived_secret("a"), key.derived_secret("b"));
+        assert_ne!(key.derived_secret("a"), other.derived_secret("a"));
+        assert_ne!(key.derived_secret("a"), [1; 32]);
     }
 
     #[test]

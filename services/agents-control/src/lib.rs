@@ -27,6 +27,7 @@ pub mod link;
 pub mod membership;
 pub mod metrics;
 pub mod pairing;
+pub mod peer_crypto;
 pub mod peer_link;
 pub mod peers;
 pub mod pin;

@@ -1,6 +1,7 @@
-//! This copy's membership record (`members/<copy id>.json`, DESIGN 3.7): written at start,
-//! refreshed as a heartbeat, removed on a clean shutdown. The peers issue lists these records
-//! to find the other copies; a record whose heartbeat is old belongs to a copy that died.
+//! This copy's membership record (`members/<copy id>.json`): written at start,
+//! refreshed as a heartbeat, removed on a clean shutdown. The other copies list these records
+//! to find this one; a record that stopped changing belongs to a copy that died
+//! ([`crate::peers::MemberCache`]).
 
 use crate::clock::Clock;
 use crate::records::{self, MemberRecord, SCHEMA};
@@ -42,19 +43,33 @@ impl Membership {
     }
 
     /// Writes the record: a replace of our last version, or a create when there is none (first
-    /// time, or someone removed it).
+    /// time, or someone removed it). When the version we hold is not the stored one (a write
+    /// that landed but was reported unavailable), the record is read again and replaced at the
+    /// version it is at, so one lost answer costs one beat, not every later one.
     pub async fn heartbeat(&self, store: &dyn Store, clock: &dyn Clock) -> Result<(), StoreError> {
         let key = records::member_key(&self.copy_id);
         let last = self.version.lock().expect("membership lock").clone();
         let written = match last {
-            Some(version) => match store.replace(&key, self.record(clock), &version).await {
-                Err(StoreError::VersionMismatch { .. }) => store.create(&key, self.record(clock)).await,
-                other => other,
-            },
+            Some(version) => store.replace(&key, self.record(clock), &version).await,
             None => store.create(&key, self.record(clock)).await,
+        };
+        let written = match written {
+            Err(StoreError::VersionMismatch { .. } | StoreError::AlreadyExists { .. }) => {
+                self.write_over_stored(store, &key, clock).await
+            }
+            other => other,
         }?;
         *self.version.lock().expect("membership lock") = Some(written);
         Ok(())
+    }
+
+    /// Writes the record over whatever version of it is stored (it is ours: the key holds our
+    /// random copy id), or creates it when it is gone.
+    async fn write_over_stored(&self, store: &dyn Store, key: &str, clock: &dyn Clock) -> Result<String, StoreError> {
+        match store.get(key).await? {
+            Some(stored) => store.replace(key, self.record(clock), &stored.version).await,
+            None => store.create(key, self.record(clock)).await,
+        }
     }
 
     /// Removes the record (best effort: a stale record is recognised by its old heartbeat).
@@ -73,7 +88,10 @@ impl Membership {
 mod tests {
     use super::*;
     use crate::clock::SystemClock;
+    use futures::future::BoxFuture;
     use hyperhive_object_store::file::FileStore;
+    use hyperhive_object_store::{Listed, Object, StoreResult};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
     #[tokio::test]
     async fn join_beat_and_leave() {
@@ -89,5 +107,68 @@ mod tests {
         assert_eq!(record.peer_url.as_deref(), Some("http://cp1:8791"));
         member.leave(&store).await;
         assert!(store.list(records::MEMBERS).await.unwrap().is_empty());
+    }
+
+    /// A file store whose next replace lands but is reported unavailable (a lost answer), and
+    /// which counts the writes it is asked for.
+    #[derive(Debug)]
+    struct LostAnswer {
+        inner: FileStore,
+        lose_next_replace: AtomicBool,
+        writes: AtomicUsize,
+    }
+
+    impl Store for LostAnswer {
+        fn describe(&self) -> String {
+            self.inner.describe()
+        }
+        fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<Object>>> {
+            self.inner.get(key)
+        }
+        fn create<'a>(&'a self, key: &'a str, bytes: Vec<u8>) -> BoxFuture<'a, StoreResult<String>> {
+            self.writes.fetch_add(1, Ordering::SeqCst);
+            self.inner.create(key, bytes)
+        }
+        fn replace<'a>(&'a self, key: &'a str, bytes: Vec<u8>, version: &'a str) -> BoxFuture<'a, StoreResult<String>> {
+            self.writes.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                let written = self.inner.replace(key, bytes, version).await?;
+                if self.lose_next_replace.swap(false, Ordering::SeqCst) {
+                    return Err(StoreError::Unavailable { detail: "the answer was lost".into() });
+                }
+                Ok(written)
+            })
+        }
+        fn delete<'a>(&'a self, key: &'a str, version: &'a str) -> BoxFuture<'a, StoreResult<()>> {
+            self.inner.delete(key, version)
+        }
+        fn list_versions<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, StoreResult<Vec<Listed>>> {
+            self.inner.list_versions(prefix)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_beat_whose_answer_was_lost_does_not_stall_the_next_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LostAnswer {
+            inner: FileStore::open(dir.path()).unwrap(),
+            lose_next_replace: AtomicBool::new(false),
+            writes: AtomicUsize::new(0),
+        };
+        let member = Membership::new("cp1".into(), None);
+        member.heartbeat(&store, &SystemClock).await.unwrap();
+        store.lose_next_replace.store(true, Ordering::SeqCst);
+        let lost = member.heartbeat(&store, &SystemClock).await.unwrap_err();
+        assert!(lost.is_unavailable(), "{lost}");
+        let key = records::member_key(member.copy_id());
+        let landed = store.get(&key).await.unwrap().unwrap();
+        // The next beat finds its version stale, reads the record again and writes over it.
+        member.heartbeat(&store, &SystemClock).await.unwrap();
+        let after = store.get(&key).await.unwrap().unwrap();
+        assert_ne!(after.version, landed.version, "the beat was written");
+        // And the one after is a single replace again.
+        let writes = store.writes.load(Ordering::SeqCst);
+        member.heartbeat(&store, &SystemClock).await.unwrap();
+        assert_eq!(store.writes.load(Ordering::SeqCst), writes + 1);
     }
 }

@@ -43,6 +43,9 @@ pub struct Metrics {
     pub unreadable_records: AtomicU64,
     /// Codes refused to a client that had as many waiting as it may.
     pub codes_refused: AtomicU64,
+    /// Sealed peer frames that did not open: changed, injected or replayed on the path between
+    /// copies (each drops its link).
+    pub peer_frames_refused: AtomicU64,
 }
 
 fn result_label<T>(result: &StoreResult<T>) -> &'static str {
@@ -140,6 +143,11 @@ impl Metrics {
                 "agents_control_codes_refused_total",
                 "Codes refused to a client holding its maximum.",
                 &self.codes_refused,
+            ),
+            (
+                "agents_control_peer_frames_refused_total",
+                "Peer frames that failed authentication (changed, injected or replayed between copies); each dropped its link.",
+                &self.peer_frames_refused,
             ),
         ] {
             let _ =

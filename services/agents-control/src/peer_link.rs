@@ -1,16 +1,18 @@
-//! The link between two copies, `GET /v1/peer` (DESIGN 3.7; `docs/control-plane/link-protocol.md`):
-//! both sides prove they hold the control key, then each tells the other which devices are
-//! connected to it, forwards link frames for devices connected to the other (one hop), and
-//! passes on revocations. One task runs each link, accepted ([`accept`]) or dialed ([`dial`]).
+//! The link between two copies, `GET /v1/peer` (`docs/control-plane/link-protocol.md`): both
+//! sides prove they hold the control key and agree on the link's keys ([`crate::peer_crypto`]);
+//! from then on every frame is sealed. Each tells the other which devices are connected to it,
+//! forwards link frames for devices connected to the other (one hop), and passes on
+//! revocations. One task runs each link, accepted ([`accept`]) or dialed ([`dial`]).
 
 use crate::control::Control;
+use crate::peer_crypto::{self, Ephemeral, Opener, Sealer};
 use crate::wire::{self, WireIn, WireOut};
 use futures::{Sink, SinkExt, Stream, StreamExt};
 use hyperhive_control_link::transport::Target;
 use hyperhive_control_proto::encoding;
 use hyperhive_control_proto::link::{
-    CloseCode, ErrorCode, HANDSHAKE_TIMEOUT, LINK_PROTOCOL_VERSION, LinkFrame, MAX_PEER_FRAME_BYTES, NONCE_LEN,
-    PeerFrame, peer_proof_message, server_proof_message,
+    CloseCode, ErrorCode, HANDSHAKE_TIMEOUT, LinkFrame, MAX_PEER_FRAME_BYTES, NONCE_LEN, PEER_PROTOCOL_VERSION,
+    PeerFrame, PeerRole, PeerTranscript, peer_proof_message,
 };
 use rand::RngCore;
 use std::sync::Arc;
@@ -25,18 +27,20 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 #[error("{0}")]
 pub struct PeerError(String);
 
-/// The WebSocket settings of both ends: frames up to [`MAX_PEER_FRAME_BYTES`].
+/// The WebSocket settings of both ends: sealed frames of up to [`MAX_PEER_FRAME_BYTES`].
 pub fn websocket_config() -> WebSocketConfig {
-    hyperhive_control_link::websocket_config()
-        .max_message_size(Some(MAX_PEER_FRAME_BYTES))
-        .max_frame_size(Some(MAX_PEER_FRAME_BYTES))
+    let max = peer_crypto::sealed_len(MAX_PEER_FRAME_BYTES);
+    hyperhive_control_link::websocket_config().max_message_size(Some(max)).max_frame_size(Some(max))
 }
+
+/// The keys of an established link: what it sends, what it receives.
+type LinkKeys = (Sealer, Opener);
 
 /// Serves a link another copy dialed.
 pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(socket: WebSocketStream<S>, control: Arc<Control>) {
     let (mut sink, mut stream) = wire::wire(socket);
     match timeout(HANDSHAKE_TIMEOUT, accept_handshake(&mut sink, &mut stream, &control)).await {
-        Ok(Ok(peer)) => run(sink, stream, control, peer).await,
+        Ok(Ok((peer, keys))) => run(sink, stream, control, peer, keys).await,
         Ok(Err((code, reason))) => {
             control.metrics.peer_handshakes_refused.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(code = code.code(), %reason, "peer link refused");
@@ -63,8 +67,8 @@ pub async fn dial(control: Arc<Control>, peer: &str, peer_url: &str) -> Result<(
     let (mut sink, mut stream) = wire::wire(socket);
     let handshake = dial_handshake(&mut sink, &mut stream, &control, peer);
     match timeout(HANDSHAKE_TIMEOUT, handshake).await {
-        Ok(Ok(())) => {
-            run(sink, stream, control, peer.to_owned()).await;
+        Ok(Ok(keys)) => {
+            run(sink, stream, control, peer.to_owned(), keys).await;
             Ok(())
         }
         Ok(Err(error)) => {
@@ -97,46 +101,72 @@ async fn next_frame(stream: &mut (impl Stream<Item = WireIn> + Unpin)) -> Result
     }
 }
 
-/// A copy id as membership records hold it: short, lowercase, no separators that could bend
-/// the signed text.
+/// A copy id as membership records hold it: short, lowercase, no separators.
 fn valid_copy_id(copy: &str) -> bool {
     !copy.is_empty()
         && copy.len() <= 64
         && copy.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
+fn version_mismatch(theirs: u32) -> String {
+    format!("this copy speaks peer protocol version {PEER_PROTOCOL_VERSION}, the other {theirs}: upgrade every copy")
+}
+
 async fn accept_handshake(
     sink: &mut (impl Sink<WireOut> + Unpin),
     stream: &mut (impl Stream<Item = WireIn> + Unpin),
     control: &Control,
-) -> Result<String, (CloseCode, String)> {
+) -> Result<(String, LinkKeys), (CloseCode, String)> {
+    let me = control.copy_name.as_str();
     let server_nonce = fresh_nonce();
-    let challenge = PeerFrame::PeerChallenge { version: LINK_PROTOCOL_VERSION, server_nonce: server_nonce.clone() };
+    let ephemeral = Ephemeral::generate();
+    let my_key = ephemeral.public().to_owned();
+    let challenge = PeerFrame::PeerChallenge {
+        version: PEER_PROTOCOL_VERSION,
+        copy: me.to_owned(),
+        server_nonce: server_nonce.clone(),
+        key: my_key.clone(),
+    };
     let left = || (CloseCode::Normal, "the other copy left during the handshake".to_owned());
     sink.send(WireOut::Text(challenge.encode())).await.map_err(|_| left())?;
     let hello =
         next_frame(stream).await.map_err(|e| (CloseCode::ProtocolViolation, format!("expected peer_hello: {e}")))?;
-    let PeerFrame::PeerHello { version, copy, peer_nonce, signature } = hello else {
+    let PeerFrame::PeerHello { version, copy, dialed, peer_nonce, key, signature } = hello else {
         return Err((CloseCode::ProtocolViolation, "expected peer_hello".into()));
     };
-    if version != LINK_PROTOCOL_VERSION {
-        let reason = format!("this copy speaks link protocol version {LINK_PROTOCOL_VERSION}, the other {version}");
-        return Err((CloseCode::UnsupportedVersion, reason));
+    if version != PEER_PROTOCOL_VERSION {
+        return Err((CloseCode::UnsupportedVersion, version_mismatch(version)));
     }
-    if !valid_copy_id(&copy) || copy == control.copy_name {
+    if !valid_copy_id(&copy) || copy == me {
         return Err((CloseCode::ProtocolViolation, format!("{copy:?} is not another copy's id")));
     }
+    if dialed != me {
+        let reason = format!(
+            "copy {copy} dialed copy {dialed:?} but reached copy {me}: its membership record of {dialed:?} leads here (a stale record, or a relay on the path)"
+        );
+        return Err((CloseCode::ProtocolViolation, reason));
+    }
+    let transcript = PeerTranscript {
+        acceptor: me,
+        acceptor_nonce: &server_nonce,
+        acceptor_key: &my_key,
+        dialer: &copy,
+        dialer_nonce: &peer_nonce,
+        dialer_key: &key,
+    };
     if encoding::decode_exact::<NONCE_LEN>(&peer_nonce).is_err()
-        || !control.key.verifies(&peer_proof_message(&server_nonce, &peer_nonce, &copy), &signature)
+        || !control.key.verifies(&peer_proof_message(PeerRole::Dialer, &transcript), &signature)
     {
         let reason =
             "the peer's signature does not verify with the control key: it is not a copy of this control plane";
         return Err((CloseCode::DeviceProofFailed, reason.into()));
     }
-    let proof = control.key.sign(&server_proof_message(&peer_nonce, &server_nonce, &copy));
-    let welcome = PeerFrame::PeerWelcome { signature: proof, copy: control.copy_name.clone() };
-    sink.send(WireOut::Text(welcome.encode())).await.map_err(|_| left())?;
-    Ok(copy)
+    let keys = ephemeral
+        .link_keys(&transcript, PeerRole::Acceptor, &peer_crypto::link_secret(&control.key))
+        .map_err(|e| (CloseCode::ProtocolViolation, e.to_string()))?;
+    let signature = control.key.sign(&peer_proof_message(PeerRole::Acceptor, &transcript));
+    sink.send(WireOut::Text(PeerFrame::PeerWelcome { signature }.encode())).await.map_err(|_| left())?;
+    Ok((copy, keys))
 }
 
 async fn dial_handshake(
@@ -144,32 +174,85 @@ async fn dial_handshake(
     stream: &mut (impl Stream<Item = WireIn> + Unpin),
     control: &Control,
     expected: &str,
-) -> Result<(), PeerError> {
-    let PeerFrame::PeerChallenge { version, server_nonce } = next_frame(stream).await.map_err(PeerError)? else {
+) -> Result<LinkKeys, PeerError> {
+    let PeerFrame::PeerChallenge { version, copy, server_nonce, key } = next_frame(stream).await.map_err(PeerError)?
+    else {
         return Err(PeerError("expected peer_challenge".into()));
     };
-    if version != LINK_PROTOCOL_VERSION {
-        return Err(PeerError(format!(
-            "the peer speaks link protocol version {version}, this copy {LINK_PROTOCOL_VERSION}"
-        )));
-    }
-    let peer_nonce = fresh_nonce();
-    let me = control.copy_name.clone();
-    let signature = control.key.sign(&peer_proof_message(&server_nonce, &peer_nonce, &me));
-    let hello = PeerFrame::PeerHello { version, copy: me.clone(), peer_nonce: peer_nonce.clone(), signature };
-    sink.send(WireOut::Text(hello.encode()))
-        .await
-        .map_err(|_| PeerError("the peer left during the handshake".into()))?;
-    let PeerFrame::PeerWelcome { signature, copy } = next_frame(stream).await.map_err(PeerError)? else {
-        return Err(PeerError("expected peer_welcome".into()));
-    };
-    if !control.key.verifies(&server_proof_message(&peer_nonce, &server_nonce, &me), &signature) {
-        return Err(PeerError("the peer did not prove the control key: it is not a copy of this control plane".into()));
+    if version != PEER_PROTOCOL_VERSION {
+        return Err(PeerError(version_mismatch(version)));
     }
     if copy != expected {
         return Err(PeerError(format!("the peer answers as copy {copy}, its membership record says {expected}")));
     }
-    Ok(())
+    let me = control.copy_name.as_str();
+    let peer_nonce = fresh_nonce();
+    let ephemeral = Ephemeral::generate();
+    let my_key = ephemeral.public().to_owned();
+    let transcript = PeerTranscript {
+        acceptor: expected,
+        acceptor_nonce: &server_nonce,
+        acceptor_key: &key,
+        dialer: me,
+        dialer_nonce: &peer_nonce,
+        dialer_key: &my_key,
+    };
+    let signature = control.key.sign(&peer_proof_message(PeerRole::Dialer, &transcript));
+    let hello = PeerFrame::PeerHello {
+        version,
+        copy: me.to_owned(),
+        dialed: expected.to_owned(),
+        peer_nonce: peer_nonce.clone(),
+        key: my_key.clone(),
+        signature,
+    };
+    sink.send(WireOut::Text(hello.encode()))
+        .await
+        .map_err(|_| PeerError("the peer left during the handshake".into()))?;
+    let PeerFrame::PeerWelcome { signature } = next_frame(stream).await.map_err(PeerError)? else {
+        return Err(PeerError("expected peer_welcome".into()));
+    };
+    if !control.key.verifies(&peer_proof_message(PeerRole::Acceptor, &transcript), &signature) {
+        return Err(PeerError("the peer did not prove the control key: it is not a copy of this control plane".into()));
+    }
+    ephemeral
+        .link_keys(&transcript, PeerRole::Dialer, &peer_crypto::link_secret(&control.key))
+        .map_err(|e| PeerError(e.to_string()))
+}
+
+/// The socket failed while sending (what failed is logged where the socket is read).
+#[derive(Debug)]
+struct SendFailed;
+
+/// The link's sink with every frame sealed (closes stay as they are).
+fn sealing(sink: impl Sink<WireOut> + Unpin, mut sealer: Sealer) -> impl Sink<WireOut, Error = SendFailed> + Unpin {
+    sink.sink_map_err(|_| SendFailed).with(move |out: WireOut| {
+        std::future::ready(Ok::<_, SendFailed>(match out {
+            WireOut::Text(frame) => WireOut::Text(sealer.seal(&frame)),
+            close @ WireOut::Close(..) => close,
+        }))
+    })
+}
+
+/// The link's stream with every frame opened. A frame that does not open ends the stream: the
+/// link is dropped rather than trusted further.
+fn opening(
+    stream: impl Stream<Item = WireIn> + Unpin,
+    mut opener: Opener,
+    control: Arc<Control>,
+    peer: String,
+) -> impl Stream<Item = WireIn> + Unpin {
+    stream.map(move |incoming| match incoming {
+        WireIn::Text(sealed) => opener.open(&sealed).map_or_else(
+            |error| {
+                control.metrics.peer_frames_refused.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%peer, %error, "dropping the peer link");
+                WireIn::Closed
+            },
+            WireIn::Text,
+        ),
+        other => other,
+    })
 }
 
 /// Takes the link's devices offline however the link task ends (even when it is aborted).
@@ -188,14 +271,17 @@ impl Drop for Attached {
 
 /// Runs an authenticated link until either side ends it.
 async fn run(
-    mut sink: impl Sink<WireOut> + Unpin,
-    mut stream: impl Stream<Item = WireIn> + Unpin,
+    sink: impl Sink<WireOut> + Unpin,
+    stream: impl Stream<Item = WireIn> + Unpin,
     control: Arc<Control>,
     peer: String,
+    (sealer, opener): LinkKeys,
 ) {
     let (link, mut queue) = control.sessions.attach_peer(&peer);
     let _attached = Attached { control: control.clone(), peer: peer.clone(), link };
     tracing::info!(%peer, "peer link up");
+    let mut sink = sealing(sink, sealer);
+    let mut stream = opening(stream, opener, control.clone(), peer.clone());
     let answer = |text: String| {
         std::future::ready(match PeerFrame::decode(&text) {
             Ok(frame) => on_frame(&control, &peer, frame),

@@ -1,6 +1,6 @@
-//! Finding the other copies and keeping one link to each (DESIGN 3.7): every refresh reads the
-//! membership records, and for each live copy this one should dial, a task keeps a
-//! [`peer_link::dial`] running, redialing with backoff after a failure. Of two copies that both
+//! Finding the other copies and keeping one link to each (`docs/control-plane/link-protocol.md`):
+//! every refresh reads the membership records, and for each live copy this one should dial, a
+//! task keeps a [`peer_link::dial`] running, redialing with backoff after a failure. Of two copies that both
 //! have a peer URL, the one with the smaller id dials, so each pair has one link.
 
 use crate::control::Control;
@@ -16,11 +16,11 @@ use time::OffsetDateTime;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-/// A membership record whose heartbeat is older than this belongs to a copy that died
+/// A membership record that has not changed for this long belongs to a copy that died
 /// (heartbeats are written every [`crate::serve::HEARTBEAT_EVERY`]).
 pub const MEMBER_STALE_AFTER: Duration = Duration::from_secs(30);
 
-/// A membership record whose heartbeat is older than this is removed (a copy killed without
+/// A membership record that has not changed for this long is removed (a copy killed without
 /// leaving; each start of a copy makes a new id, so they would pile up). The delete is
 /// conditional on the version read, so a copy that just beat again keeps its record.
 pub const MEMBER_REMOVED_AFTER: Duration = Duration::from_secs(600);
@@ -28,44 +28,60 @@ pub const MEMBER_REMOVED_AFTER: Duration = Duration::from_secs(600);
 /// A link that stayed up this long resets the redial backoff.
 const STEADY_LINK: Duration = Duration::from_secs(10);
 
-/// The membership records as last read, by key, with the version they were read at: a record
-/// whose listed version is unchanged is not read again (heartbeats change each record only
-/// every few refreshes, so most refreshes cost the LIST alone).
+/// A membership record as this copy last read it.
+#[derive(Debug)]
+struct Seen {
+    /// The version it was listed at.
+    version: String,
+    record: MemberRecord,
+    /// When this copy first saw this write of it, by this copy's clock. Liveness is judged by
+    /// this rather than by the record's `heartbeat_at`, which the writer's clock wrote: copies'
+    /// clocks may be minutes apart.
+    changed_at: OffsetDateTime,
+}
+
+impl Seen {
+    fn unchanged_for_over(&self, age: Duration, now: OffsetDateTime) -> bool {
+        now - self.changed_at > time::Duration::try_from(age).unwrap_or(time::Duration::MAX)
+    }
+}
+
+/// The membership records as last read, by key: a record whose listed version is unchanged is
+/// not read again (heartbeats change each record only every few refreshes, so most refreshes
+/// cost the LIST alone), and each remembers when this copy saw it change.
 #[derive(Debug, Default)]
 pub struct MemberCache {
-    read: Mutex<HashMap<String, (String, MemberRecord)>>,
+    read: Mutex<HashMap<String, Seen>>,
 }
 
 impl MemberCache {
     /// The live copies in the store, this one excluded.
     pub async fn live_members(&self, control: &Control) -> Result<Vec<MemberRecord>, StoreError> {
         let store = control.store.as_ref();
+        let now = control.clock.now();
         let listed = store.list_versions(records::MEMBERS).await?;
         let mut fresh = HashMap::new();
         for item in listed {
             let known = self.read.lock().expect("members lock").remove(&item.key);
-            let record = match known {
-                Some((version, record)) if !item.version.is_empty() && version == item.version => Some(record),
-                _ => match store.get(&item.key).await? {
-                    None => None, // removed since the LIST
-                    Some(object) => match records::decode::<MemberRecord>(&item.key, &object.bytes) {
-                        Ok(record) => Some(record),
-                        Err(error) => {
-                            tracing::warn!(%error, "skipping a membership record this build cannot read");
-                            None
-                        }
-                    },
-                },
+            let seen = match known {
+                Some(seen) if !item.version.is_empty() && seen.version == item.version => Some(seen),
+                known => read_member(store, &item.key).await?.map(|record| {
+                    // A store that lists no versions: the write id tells whether it changed.
+                    let changed_at = match known {
+                        Some(seen) if seen.record.write_id == record.write_id => seen.changed_at,
+                        _ => now,
+                    };
+                    Seen { version: item.version.clone(), record, changed_at }
+                }),
             };
-            if let Some(record) = record {
-                fresh.insert(item.key, (item.version, record));
+            if let Some(seen) = seen {
+                fresh.insert(item.key, seen);
             }
         }
-        let now = control.clock.now();
         let long_dead: Vec<(String, String)> = fresh
             .iter()
-            .filter(|(key, (_, m))| heartbeat_older_than(key, m, now, MEMBER_REMOVED_AFTER))
-            .map(|(key, (version, _))| (key.clone(), version.clone()))
+            .filter(|(_, seen)| seen.unchanged_for_over(MEMBER_REMOVED_AFTER, now))
+            .map(|(key, seen)| (key.clone(), seen.version.clone()))
             .collect();
         for (key, version) in long_dead {
             match store.delete(&key, &version).await {
@@ -77,23 +93,29 @@ impl MemberCache {
             }
         }
         let live = fresh
-            .iter()
-            .filter(|(key, (_, m))| m.copy_id != control.copy_name && is_live(key, m, now))
-            .map(|(_, (_, m))| m.clone())
+            .values()
+            .filter(|seen| {
+                seen.record.copy_id != control.copy_name && !seen.unchanged_for_over(MEMBER_STALE_AFTER, now)
+            })
+            .map(|seen| seen.record.clone())
             .collect();
         *self.read.lock().expect("members lock") = fresh;
         Ok(live)
     }
 }
 
-fn is_live(key: &str, member: &MemberRecord, now: OffsetDateTime) -> bool {
-    !heartbeat_older_than(key, member, now, MEMBER_STALE_AFTER)
-}
-
-/// Whether the record's heartbeat is older than `age` (an unreadable one counts as old).
-fn heartbeat_older_than(key: &str, member: &MemberRecord, now: OffsetDateTime, age: Duration) -> bool {
-    let age = time::Duration::try_from(age).unwrap_or(time::Duration::MAX);
-    records::parse_timestamp(key, &member.heartbeat_at).map_or(true, |beat| now - beat > age)
+/// The membership record at `key`, or `None` when it is gone or this build cannot read it.
+async fn read_member(store: &dyn hyperhive_object_store::Store, key: &str) -> Result<Option<MemberRecord>, StoreError> {
+    Ok(match store.get(key).await? {
+        None => None, // removed since the LIST
+        Some(object) => match records::decode::<MemberRecord>(key, &object.bytes) {
+            Ok(record) => Some(record),
+            Err(error) => {
+                tracing::warn!(%error, "skipping a membership record this build cannot read");
+                None
+            }
+        },
+    })
 }
 
 /// Whether this copy dials `theirs` (rather than waiting for it to dial): the smaller id
@@ -172,19 +194,56 @@ mod tests {
         assert!(should_dial("ff", "00", false), "an unreachable copy must dial");
     }
 
-    #[test]
-    fn a_member_is_live_only_while_its_heartbeat_is_recent() {
-        let now = OffsetDateTime::now_utc();
-        let member = |beat: OffsetDateTime| MemberRecord {
-            schema: records::SCHEMA,
-            copy_id: "0a".into(),
-            name: "cp".into(),
-            peer_url: None,
-            heartbeat_at: records::timestamp(beat),
-            write_id: "w".into(),
+    /// The names of the live members, sorted.
+    async fn live_names(cache: &MemberCache, control: &Control) -> Vec<String> {
+        let mut names: Vec<String> = cache.live_members(control).await.unwrap().into_iter().map(|m| m.name).collect();
+        names.sort();
+        names
+    }
+
+    /// Copies whose clocks are minutes off are live while they beat and stale once they stop,
+    /// judged by when this copy saw their records change.
+    #[tokio::test]
+    async fn liveness_holds_whatever_the_writers_clocks_say() {
+        use crate::clock::FakeClock;
+        use crate::key::ControlKey;
+        use crate::membership::Membership;
+        use hyperhive_object_store::file::FileStore;
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(FileStore::open(dir.path()).unwrap());
+        let now = time::macros::datetime!(2026-11-30 06:00 UTC);
+        let clock = Arc::new(FakeClock::at(now));
+        let control = Control::new(store, ControlKey::from_seed([1; 32]), clock.clone()).with_copy_name("me");
+        let behind = (Membership::new("behind".into(), None), FakeClock::at(now - time::Duration::minutes(7)));
+        let ahead = (Membership::new("ahead".into(), None), FakeClock::at(now + time::Duration::minutes(7)));
+        let members = [behind, ahead];
+        let store = control.store.clone();
+        let beat = |step: Duration| {
+            let (members, store) = (&members, store.clone());
+            async move {
+                for (member, own_clock) in members {
+                    own_clock.advance(step);
+                    member.heartbeat(store.as_ref(), own_clock).await.unwrap();
+                }
+            }
         };
-        assert!(is_live("k", &member(now - time::Duration::seconds(29)), now));
-        assert!(!is_live("k", &member(now - time::Duration::seconds(31)), now));
+        let cache = MemberCache::default();
+        beat(Duration::ZERO).await;
+        assert_eq!(live_names(&cache, &control).await, ["ahead", "behind"]);
+        for _ in 0..6 {
+            clock.advance(Duration::from_secs(10));
+            beat(Duration::from_secs(10)).await;
+            assert_eq!(live_names(&cache, &control).await, ["ahead", "behind"], "both beat every 10 s");
+        }
+        // Both stop beating: both go stale after MEMBER_STALE_AFTER, then are removed.
+        clock.advance(Duration::from_secs(20));
+        assert_eq!(live_names(&cache, &control).await, ["ahead", "behind"]);
+        clock.advance(Duration::from_secs(11));
+        assert!(live_names(&cache, &control).await.is_empty(), "a stopped copy is stale whatever its clock said");
+        clock.advance(MEMBER_REMOVED_AFTER);
+        assert!(live_names(&cache, &control).await.is_empty());
+        assert!(control.store.list(records::MEMBERS).await.unwrap().is_empty(), "long-dead records are removed");
     }
 
     #[tokio::test]
