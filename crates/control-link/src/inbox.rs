@@ -1,4 +1,4 @@
-//! The receiver's half of end-to-end delivery (DESIGN 3.6): a message reaches the application
+//! The receiver's half of end-to-end delivery (docs/control-plane/link-protocol.md): a message reaches the application
 //! once, in order per sender, however often the sender resends it, and across the sender's
 //! restarts.
 //!
