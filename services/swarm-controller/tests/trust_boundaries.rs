@@ -103,6 +103,21 @@ async fn attack(client: &Client, subject: &str, reply: &str, headers: HeaderMap,
     assert!(control.is_ok(), "the same request to {subject} with its own reply is answered: {control:?}");
 }
 
+/// The durable pull consumer a tenant may make on `stream`: its own name, its own filter.
+async fn own_consumer(
+    js: &jetstream::Context,
+    stream: &str,
+    durable: &str,
+    filter: &str,
+) -> Result<consumer::Consumer<consumer::pull::Config>, jetstream::stream::ConsumerError> {
+    let config = consumer::pull::Config {
+        durable_name: Some(durable.into()),
+        filter_subject: filter.into(),
+        ..Default::default()
+    };
+    js.get_stream_no_info(stream).await.unwrap().create_consumer(config).await
+}
+
 fn no_headers() -> HeaderMap {
     HeaderMap::new()
 }
@@ -167,15 +182,7 @@ async fn an_ack_confirmation_aimed_at_another_agents_queue_writes_nothing() {
     for _ in 0..2 {
         a_js.publish("todo.a", "work".into()).await.unwrap().await.unwrap();
     }
-    let queue = a_js.get_stream_no_info(TODO_STREAM).await.unwrap();
-    let consumer = queue
-        .create_consumer(consumer::pull::Config {
-            durable_name: Some("agent-a".into()),
-            filter_subject: "todo.a".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let consumer = own_consumer(&a_js, TODO_STREAM, "agent-a", "todo.a").await.unwrap();
     let mut messages = consumer.fetch().max_messages(2).messages().await.unwrap();
     let first = messages.next().await.unwrap().unwrap();
     let second = messages.next().await.unwrap().unwrap();
@@ -233,15 +240,7 @@ async fn one_agent_filling_its_queue_is_refused_while_others_keep_working() {
 
     // b is unaffected: it queues and consumes.
     b_js.publish("todo.b", "b's work".into()).await.unwrap().await.expect("b's queue still takes todos");
-    let queue = b_js.get_stream_no_info(TODO_STREAM).await.unwrap();
-    let consumer = queue
-        .create_consumer(consumer::pull::Config {
-            durable_name: Some("agent-b".into()),
-            filter_subject: "todo.b".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let consumer = own_consumer(&b_js, TODO_STREAM, "agent-b", "todo.b").await.unwrap();
     let mut messages = consumer.fetch().max_messages(1).messages().await.unwrap();
     let message = messages.next().await.unwrap().unwrap();
     assert_eq!(&message.payload[..], b"b's work");
@@ -317,15 +316,7 @@ async fn a_hive_reaches_its_own_objects_only() {
         .request(format!("$JS.API.CONSUMER.MSG.NEXT.{DEPLOY_STREAM}.{}", hive_durable_name(&h1_name)), "1".into())
         .await;
     assert!(pull.is_err(), "h2 pulls h1's deploy messages: {pull:?}");
-    let h1_deploy = h1_js
-        .get_stream_no_info(DEPLOY_STREAM)
-        .await
-        .unwrap()
-        .create_consumer(consumer::pull::Config {
-            durable_name: Some(hive_durable_name(&h1_name)),
-            filter_subject: deploy_subject(&h1_name),
-            ..Default::default()
-        })
+    let h1_deploy = own_consumer(&h1_js, DEPLOY_STREAM, &hive_durable_name(&h1_name), &deploy_subject(&h1_name))
         .await
         .expect("h1 consumes its own deploy queue");
     let mut deploys = h1_deploy.fetch().max_messages(1).messages().await.unwrap();
