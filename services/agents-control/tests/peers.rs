@@ -16,8 +16,8 @@ use agents_control::serve::{self, ServeError};
 use futures::{SinkExt, StreamExt};
 use hyperhive_control_proto::DeviceKind;
 use hyperhive_control_proto::link::{
-    CloseCode, HostPresence, LINK_PROTOCOL_VERSION, LinkFrame, MAX_BODY_BYTES, PEER_PROTOCOL_VERSION, PeerFrame,
-    PeerRole, PeerTranscript, SessionInfo, UndeliverableReason, peer_proof_message,
+    CloseCode, HostPresence, LinkFrame, MAX_BODY_BYTES, PEER_PROTOCOL_VERSION, PeerFrame, PeerRole, PeerTranscript,
+    SessionInfo, UndeliverableReason, peer_proof_message,
 };
 use hyperhive_object_store::Store;
 use hyperhive_object_store::file::FileStore;
@@ -251,8 +251,22 @@ async fn a_copy_without_the_control_key_is_not_a_peer() {
     };
     let nonce = hyperhive_control_proto::encoding::encode(&[1u8; 32]);
     let wrong = ControlKey::from_seed([99; 32]);
-    CloseCode, HostPresence, LINK_PROTOCOL_VERSION, LinkFrame, MAX_BODY_BYTES, PEER_PROTOCOL_VERSION, PeerFrame,
-    PeerRole, PeerTranscript, SessionInfo, UndeliverableReason, peer_proof_message,
+    let my_key = hyperhive_control_proto::encoding::encode(&[9u8; 32]);
+    let transcript = PeerTranscript {
+        acceptor: &copy,
+        acceptor_nonce: &server_nonce,
+        acceptor_key: &key,
+        dialer: "0badc0de",
+        dialer_nonce: &nonce,
+        dialer_key: &my_key,
+    };
+    let proof = peer_proof_message(PeerRole::Dialer, &transcript);
+    let hello = PeerFrame::PeerHello {
+        version: PEER_PROTOCOL_VERSION,
+        copy: "0badc0de".into(),
+        dialed: copy.clone(),
+        peer_nonce: nonce,
+        key: my_key.clone(),
         signature: wrong.sign(&proof),
     };
     socket.send(Message::text(hello.encode())).await.unwrap();
@@ -300,5 +314,201 @@ async fn shutdown_fails_readyz_then_says_going_away_then_leaves_the_membership()
     .unwrap();
 }
 
-    CloseCode, HostPresence, LINK_PROTOCOL_VERSION, LinkFrame, MAX_BODY_BYTES, PEER_PROTOCOL_VERSION, PeerFrame,
-    PeerRole, PeerTranscript, SessionInfo, UndeliverableReason, peer_proof_message,
+/// Across copies a body travels as its sender wrote it (re-encoded, this one would be 108 KB and
+/// close the peer link, taking every device it carries offline); one over the limit is answered
+/// `too_large` by the sender's copy, and the peer link stays.
+#[tokio::test]
+async fn a_large_body_crosses_copies_as_written_and_one_over_the_limit_keeps_the_peer_link() {
+    let cluster = cluster(2).await;
+    let host = cluster.pair(DeviceKind::Host, "box").await;
+    let client = cluster.pair(DeviceKind::Client, "phone").await;
+    let mut host_link = cluster.connect(0, &host).await;
+    cluster.wait_online(1, &host).await;
+    let mut client_link = cluster.connect(1, &client).await;
+    let _presence = next_frame(&mut client_link).await;
+
+    let numbers = numbers_written_short();
+    client_link.send(raw_send(&host.id, 1, &numbers)).await.unwrap();
+    let text = next_text(&mut host_link).await;
+    assert!(text.ends_with(&format!(r#""body":{numbers}}}"#)), "{} bytes: {}", text.len(), &text[..100]);
+
+    let over = format!("\"{}\"", "x".repeat(MAX_BODY_BYTES - 1));
+    client_link.send(raw_send(&host.id, 2, &over)).await.unwrap();
+    let refused =
+        LinkFrame::Undeliverable { to: host.id.clone(), epoch: 9, seq: 2, reason: UndeliverableReason::TooLarge };
+    assert_eq!(next_frame(&mut client_link).await, refused);
+    client_link.send(raw_send(&host.id, 3, "3")).await.unwrap();
+    assert_eq!(next_frame(&mut host_link).await, message(&client, 3, json!(3)));
+    for copy in &cluster.copies {
+        assert_eq!(copy.control.sessions.counts().peers, 1, "the peer link stayed up");
+    }
+}
+
+/// Copy 0 has no peer URL (so it dials) and copy 1 is reached only through `mitm`, a man in
+/// the middle on the path between them. A host is on copy 1, a client on copy 0, each seen by
+/// the other copy.
+struct OnPath {
+    cluster: Cluster,
+    mitm: WsMitm,
+    host: Device,
+    client: Device,
+    host_link: Socket,
+    client_link: Socket,
+}
+
+async fn on_path() -> OnPath {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(FileStore::open(dir.path()).unwrap());
+    let bind = || tokio::net::TcpListener::bind("127.0.0.1:0");
+    let listener = bind().await.unwrap();
+    let mitm = WsMitm::start(listener.local_addr().unwrap()).await.unwrap();
+    let reached = start_serving(store.clone(), SEED, listener, Some(format!("http://{}", mitm.addr()))).await;
+    let dialing = start_serving(store.clone(), SEED, bind().await.unwrap(), None).await;
+    let cluster = Cluster { _dir: dir, store, copies: vec![dialing, reached] };
+    cluster.wait_linked(1).await;
+    let host = cluster.pair(DeviceKind::Host, "box").await;
+    let client = cluster.pair(DeviceKind::Client, "phone").await;
+    let host_link = cluster.connect(1, &host).await;
+    cluster.wait_online(0, &host).await;
+    let mut client_link = cluster.connect(0, &client).await;
+    let _presence = next_frame(&mut client_link).await;
+    cluster.wait_online(1, &client).await;
+    OnPath { cluster, mitm, host, client, host_link, client_link }
+}
+
+impl OnPath {
+    /// Waits until the link through the man in the middle was dropped and dialed again, and
+    /// both devices are seen across it again.
+    async fn wait_relinked(&self, accepted_before: usize) {
+        let mitm = &self.mitm;
+        wait_until("the tampered link to be dropped and dialed again", LINKED, || async move {
+            (mitm.accepted() > accepted_before && mitm.live_connections() == 1).then_some(())
+        })
+        .await
+        .unwrap();
+        self.cluster.wait_linked(1).await;
+        self.cluster.wait_online(0, &self.host).await;
+        self.cluster.wait_online(1, &self.client).await;
+    }
+
+    /// The client sends `body` as `seq`: it must be the host's next frame (so nothing forged
+    /// or replayed reached the host before it), and the host's ack reaches the client (so
+    /// neither session was cut).
+    async fn relay_reaches_the_host_next(&mut self, seq: u64, body: serde_json::Value) {
+        send(&mut self.client_link, &send_frame(&self.host.id, seq, body.clone())).await;
+        assert_eq!(next_frame(&mut self.host_link).await, message(&self.client, seq, body));
+        send(&mut self.host_link, &LinkFrame::Ack { to: self.client.id.clone(), epoch: 9, seq }).await;
+        let acked = LinkFrame::Acked { from: self.host.id.clone(), epoch: 9, seq };
+        // The client saw the host go offline and come back while the link was dialed again.
+        let next = loop {
+            match next_frame(&mut self.client_link).await {
+                LinkFrame::PresenceChanged { .. } => continue,
+                other => break other,
+            }
+        };
+        assert_eq!(next, acked);
+    }
+
+    /// Injects `frame` as a peer frame toward one copy: the copy must drop the link rather than
+    /// act on it, and relaying still works afterwards.
+    async fn forged_frame_is_dropped(mut self, toward: Toward, frame: PeerFrame) {
+        let before = self.mitm.accepted();
+        assert_eq!(self.mitm.inject(toward, Message::text(frame.encode())).await, 1);
+        self.wait_relinked(before).await;
+        let receiver = &self.cluster.copies[if toward == Toward::Upstream { 1 } else { 0 }].control;
+        assert_eq!(receiver.metrics.peer_frames_refused.load(Ordering::Relaxed), 1, "dropped as forged");
+        self.relay_reaches_the_host_next(1, json!("real")).await;
+    }
+}
+
+const MARKER: &str = "plaintext-marker-5f0c2a";
+
+#[tokio::test]
+async fn someone_on_the_path_between_copies_cannot_read_a_relayed_prompt() {
+    let mut path = on_path().await;
+    path.relay_reaches_the_host_next(1, json!({"prompt": MARKER})).await;
+    send(&mut path.host_link, &send_frame(&path.client.id, 1, json!({"answer": MARKER}))).await;
+    assert_eq!(next_frame(&mut path.client_link).await, message(&path.host, 1, json!({"answer": MARKER})));
+    let seen = path.mitm.seen();
+    assert!(seen.iter().any(|(t, _)| *t == Toward::Upstream) && seen.iter().any(|(t, _)| *t == Toward::Downstream));
+    assert!(!path.mitm.saw(MARKER.as_bytes()), "the man in the middle read a relayed prompt");
+    assert!(!path.mitm.saw(path.client.id.as_bytes()), "the man in the middle read a device id");
+}
+
+#[tokio::test]
+async fn a_forward_injected_on_the_path_impersonates_no_client() {
+    let path = on_path().await;
+    let forged = message(&path.client, 1, json!({"prompt": "rm -rf /"}));
+    let frame = PeerFrame::Forward { to: path.host.id.clone(), frame: Box::new(forged) };
+    path.forged_frame_is_dropped(Toward::Upstream, frame).await;
+}
+
+#[tokio::test]
+async fn a_session_opened_injected_on_the_path_hijacks_no_routing() {
+    let path = on_path().await;
+    let session =
+        SessionInfo { device_id: path.host.id.clone(), kind: DeviceKind::Host, name: "box".into(), session: u64::MAX };
+    path.forged_frame_is_dropped(Toward::Upstream, PeerFrame::SessionOpened { session }).await;
+}
+
+#[tokio::test]
+async fn a_revoked_injected_on_the_path_cuts_no_device() {
+    let path = on_path().await;
+    let frame = PeerFrame::Revoked { device_id: path.client.id.clone() };
+    path.forged_frame_is_dropped(Toward::Downstream, frame).await;
+}
+
+#[tokio::test]
+async fn a_peer_frame_replayed_on_the_path_is_not_delivered_again() {
+    let mut path = on_path().await;
+    let mark = path.mitm.seen().len();
+    path.relay_reaches_the_host_next(1, json!("once")).await;
+    let recorded: Vec<Vec<u8>> =
+        path.mitm.seen()[mark..].iter().filter(|(t, _)| *t == Toward::Upstream).map(|(_, p)| p.clone()).collect();
+    assert!(!recorded.is_empty(), "the forward crossed the path");
+    let before = path.mitm.accepted();
+    for payload in recorded {
+        let message = Message::text(String::from_utf8(payload).expect("frames are text"));
+        path.mitm.inject(Toward::Upstream, message).await;
+    }
+    path.wait_relinked(before).await;
+    path.relay_reaches_the_host_next(2, json!("twice?")).await;
+}
+
+#[tokio::test]
+async fn a_copy_relayed_to_another_copy_is_not_taken_for_the_one_dialed() {
+    // Copy a's bucket lists a copy "ffff..." whose peer URL leads to a man in the middle in
+    // front of copy c (same control key, another bucket, so it never links to a by itself); the
+    // man in the middle renames c as the copy dialed in everything it relays back.
+    let cluster = cluster(1).await;
+    let other_dir = tempfile::tempdir().unwrap();
+    let c = start_copy(Arc::new(FileStore::open(other_dir.path()).unwrap()), SEED).await;
+    let ghost = "ffffffffffffffff";
+    let real = c.control.copy_name.clone();
+    let mitm = WsMitm::rewriting(c.addr, move |toward, text| match toward {
+        Toward::Downstream => text.replace(&real, ghost),
+        Toward::Upstream => text,
+    })
+    .await
+    .unwrap();
+    let record = records::MemberRecord {
+        schema: records::SCHEMA,
+        copy_id: ghost.into(),
+        name: "ghost".into(),
+        peer_url: Some(format!("http://{}", mitm.addr())),
+        heartbeat_at: records::timestamp(time::OffsetDateTime::now_utc()),
+        write_id: records::write_id(),
+    };
+    cluster.store.create(&records::member_key(ghost), records::encode(&record)).await.unwrap();
+    let a = cluster.copies[0].control.clone();
+    let m = &mitm;
+    wait_until("copy a to dial the ghost", LINKED, || {
+        let linked = a.sessions.counts().peers > 0;
+        async move { (linked || m.ended() >= 1).then_some(()) }
+    })
+    .await
+    .unwrap();
+    assert_eq!(a.sessions.counts().peers, 0, "copy a linked to copy c believing it was the ghost");
+    assert_eq!(c.control.sessions.counts().peers, 0, "copy c linked to copy a through the relay");
+    assert!(c.control.metrics.peer_handshakes_refused.load(Ordering::Relaxed) >= 1);
+}
