@@ -230,7 +230,7 @@ async fn bucket_away_then_back(server: S3Server) {
     let mut s3 = S3::start(server).await.unwrap();
     let store = S3Store::from_client(&s3.client(), s3.bucket(), PREFIX);
     let env = env(&s3);
-    let mut copy = refused_while_away_then_working(&env, &store, &mut s3).await;
+    let copy = refused_while_away_then_working(&env, &store, &mut s3).await;
 
     // The key is in no object and no log line, in any of its forms.
     let forms: Vec<Vec<u8>> = vec![
