@@ -108,7 +108,7 @@ sys.exit(1)
 PY
 }
 # copy_of NAME: the copy NAME's device is connected to (its last `connected` event).
-copy_of() { sed -n 's/^{"event":"connected","copy":"\([^"]*\)"}$/\1/p' "$work/$1.out" | tail -n 1; }
+copy_of() { sed -n 's/^{"event":"connected","copy":"\([^"]*\)".*}$/\1/p' "$work/$1.out" | tail -n 1; }
 # peers URL: the copy's agents_control_peers gauge, empty when its /metrics has none.
 peers() { curl -sf "$1/metrics" | awk '$1 == "agents_control_peers" { print $2 }'; }
 has_peers() { [ "$(peers "$1")" = "$2" ]; }
