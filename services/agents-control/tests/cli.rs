@@ -249,9 +249,10 @@ fn store_check_passes_on_a_directory() {
     assert!(!dir.path().join("probe").exists() || std::fs::read_dir(dir.path().join("probe")).unwrap().count() == 0);
 }
 
-#[tokio::test]
-async fn store_check_names_a_bucket_that_ignores_conditional_writes() {
-    let standin = standin_s3::StandIn::start(standin_s3::Behaviour::IgnoresConditions).await;
+/// Runs `store check` against a stand-in bucket that misbehaves as `behaviour` says; the check
+/// must fail. Returns the stand-in and the output.
+async fn store_check_against(behaviour: standin_s3::Behaviour) -> (standin_s3::StandIn, String, String) {
+    let standin = standin_s3::StandIn::start(behaviour).await;
     let env = [
         ("AGENTS_STORE_ENDPOINT", standin.endpoint()),
         ("AGENTS_STORE_PATH_STYLE", "1".into()),
@@ -265,6 +266,12 @@ async fn store_check_names_a_bucket_that_ignores_conditional_writes() {
     .unwrap();
     let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
     assert!(!output.status.success(), "{stdout}");
+    (standin, stdout, stderr)
+}
+
+#[tokio::test]
+async fn store_check_names_a_bucket_that_ignores_conditional_writes() {
+    let (standin, stdout, stderr) = store_check_against(standin_s3::Behaviour::IgnoresConditions).await;
     assert!(stdout.contains("ok    create the probe object"), "{stdout}");
     assert!(stdout.contains("FAIL  create it again"), "{stdout}");
     assert!(
@@ -278,20 +285,7 @@ async fn store_check_names_a_bucket_that_ignores_conditional_writes() {
 /// a record another copy has just rewritten.
 #[tokio::test]
 async fn store_check_names_a_bucket_whose_delete_ignores_if_match() {
-    let standin = standin_s3::StandIn::start(standin_s3::Behaviour::IgnoresDeleteConditions).await;
-    let env = [
-        ("AGENTS_STORE_ENDPOINT", standin.endpoint()),
-        ("AGENTS_STORE_PATH_STYLE", "1".into()),
-        ("AWS_ACCESS_KEY_ID", "test".into()),
-        ("AWS_SECRET_ACCESS_KEY", "test".into()),
-    ];
-    let output = tokio::task::spawn_blocking(move || {
-        agents_control_with(&["store", "check", "--store", "s3://standin/control"], &env)
-    })
-    .await
-    .unwrap();
-    let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
-    assert!(!output.status.success(), "{stdout}");
+    let (standin, stdout, stderr) = store_check_against(standin_s3::Behaviour::IgnoresDeleteConditions).await;
     assert!(stdout.contains("ok    replace it with its current version"), "{stdout}");
     assert!(stdout.contains("FAIL  delete it with a stale version"), "{stdout}");
     assert!(stderr.contains("the bucket ignored If-Match on DELETE"), "{stderr}");
