@@ -11,14 +11,14 @@ use futures::{SinkExt, StreamExt};
 use hyperhive_control_link::handshake::{self, HandshakeError};
 use hyperhive_control_proto::DeviceKind;
 use hyperhive_control_proto::link::{
-    CloseCode, ErrorCode, HostPresence, LinkFrame, MAX_BODY_BYTES, MAX_FRAME_BYTES, UndeliverableReason,
+    CloseCode, ErrorCode, HostPresence, LinkFrame, MAX_FRAME_BYTES, UndeliverableReason,
 };
 use hyperhive_testkit::wait_until;
 use std::time::Duration;
 use tokio_tungstenite::tungstenite::Message;
 
 use link_client::{
-    Device, ServedCopy, Socket, WAIT, next_close, next_frame, next_text, numbers_written_short, raw_send, send,
+    Device, ServedCopy, Socket, WAIT, next_close, next_frame, raw_send, relay_as_written_and_refuse_too_large, send,
     send_frame,
 };
 
@@ -241,17 +241,7 @@ async fn a_body_is_relayed_byte_for_byte_and_one_over_the_limit_is_refused() {
     let mut client_link = copy.connect(&client).await;
     let _presence = next_frame(&mut client_link).await;
 
-    let numbers = numbers_written_short();
-    client_link.send(raw_send(&host.id, 1, &numbers)).await.unwrap();
-    let text = next_text(&mut host_link).await;
-    assert!(text.ends_with(&format!(r#""body":{numbers}}}"#)), "{} bytes: {}", text.len(), &text[..100]);
-
-    // Under the frame cap, over the body limit.
-    let over = format!("\"{}\"", "x".repeat(MAX_BODY_BYTES - 1));
-    client_link.send(raw_send(&host.id, 2, &over)).await.unwrap();
-    let refused =
-        LinkFrame::Undeliverable { to: host.id.clone(), epoch: 9, seq: 2, reason: UndeliverableReason::TooLarge };
-    assert_eq!(next_frame(&mut client_link).await, refused);
+    relay_as_written_and_refuse_too_large(&mut client_link, &mut host_link, &host.id).await;
     client_link.send(raw_send(&host.id, 3, "\"still here\"")).await.unwrap();
     let LinkFrame::Message { seq: 3, body, .. } = next_frame(&mut host_link).await else {
         panic!("not the next message")

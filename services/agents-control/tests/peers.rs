@@ -16,15 +16,15 @@ use agents_control::serve::{self, ServeError};
 use futures::{SinkExt, StreamExt};
 use hyperhive_control_proto::DeviceKind;
 use hyperhive_control_proto::link::{
-    CloseCode, HostPresence, LinkFrame, MAX_BODY_BYTES, PEER_PROTOCOL_VERSION, PeerFrame, PeerRole, PeerTranscript,
-    SessionInfo, UndeliverableReason, peer_proof_message,
+    CloseCode, HostPresence, LinkFrame, PEER_PROTOCOL_VERSION, PeerFrame, PeerRole, PeerTranscript, SessionInfo,
+    UndeliverableReason, peer_proof_message,
 };
 use hyperhive_object_store::Store;
 use hyperhive_object_store::file::FileStore;
 use hyperhive_testkit::{Toward, WsMitm, wait_until};
 use link_client::{
-    Device, Socket, connect_refused, next_close, next_close_within, next_frame, next_text, numbers_written_short,
-    raw_send, send, send_frame, try_connect,
+    Device, Socket, connect_refused, next_close, next_close_within, next_frame, raw_send,
+    relay_as_written_and_refuse_too_large, send, send_frame, try_connect,
 };
 use serde_json::json;
 use std::net::SocketAddr;
@@ -327,16 +327,7 @@ async fn a_large_body_crosses_copies_as_written_and_one_over_the_limit_keeps_the
     let mut client_link = cluster.connect(1, &client).await;
     let _presence = next_frame(&mut client_link).await;
 
-    let numbers = numbers_written_short();
-    client_link.send(raw_send(&host.id, 1, &numbers)).await.unwrap();
-    let text = next_text(&mut host_link).await;
-    assert!(text.ends_with(&format!(r#""body":{numbers}}}"#)), "{} bytes: {}", text.len(), &text[..100]);
-
-    let over = format!("\"{}\"", "x".repeat(MAX_BODY_BYTES - 1));
-    client_link.send(raw_send(&host.id, 2, &over)).await.unwrap();
-    let refused =
-        LinkFrame::Undeliverable { to: host.id.clone(), epoch: 9, seq: 2, reason: UndeliverableReason::TooLarge };
-    assert_eq!(next_frame(&mut client_link).await, refused);
+    relay_as_written_and_refuse_too_large(&mut client_link, &mut host_link, &host.id).await;
     client_link.send(raw_send(&host.id, 3, "3")).await.unwrap();
     assert_eq!(next_frame(&mut host_link).await, message(&client, 3, json!(3)));
     for copy in &cluster.copies {

@@ -13,7 +13,7 @@ use ed25519_dalek::SigningKey;
 use futures::{SinkExt, StreamExt};
 use hyperhive_control_link::handshake::{self, HandshakeError};
 use hyperhive_control_proto::DeviceKind;
-use hyperhive_control_proto::link::LinkFrame;
+use hyperhive_control_proto::link::{LinkFrame, MAX_BODY_BYTES, UndeliverableReason};
 use hyperhive_control_proto::pair::PairRequest;
 use hyperhive_object_store::Store;
 use std::net::SocketAddr;
@@ -209,6 +209,22 @@ pub fn numbers_written_short() -> String {
 /// The text of a `send` whose body is `body` exactly as given.
 pub fn raw_send(to: &str, seq: u64, body: &str) -> Message {
     Message::text(format!(r#"{{"type":"send","to":"{to}","epoch":9,"seq":{seq},"first_unacked":1,"body":{body}}}"#))
+}
+
+/// `client` sends the host `host_id` the body of [`numbers_written_short`] in seq 1, which must
+/// arrive exactly as written, then a body under the frame cap but over the body limit in seq 2,
+/// which must be answered `too_large` at once.
+pub async fn relay_as_written_and_refuse_too_large(client: &mut Socket, host: &mut Socket, host_id: &str) {
+    let numbers = numbers_written_short();
+    client.send(raw_send(host_id, 1, &numbers)).await.unwrap();
+    let text = next_text(host).await;
+    assert!(text.ends_with(&format!(r#""body":{numbers}}}"#)), "{} bytes: {}", text.len(), &text[..100]);
+
+    let over = format!("\"{}\"", "x".repeat(MAX_BODY_BYTES - 1));
+    client.send(raw_send(host_id, 2, &over)).await.unwrap();
+    let refused =
+        LinkFrame::Undeliverable { to: host_id.into(), epoch: 9, seq: 2, reason: UndeliverableReason::TooLarge };
+    assert_eq!(next_frame(client).await, refused);
 }
 
 /// The next text frame, undecoded (pings are answered as [`next_frame_within`] does).
