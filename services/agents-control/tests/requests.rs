@@ -387,6 +387,10 @@ async fn while_the_store_is_unreachable_codes_and_forgets_wait_and_lists_come_fr
     // the newer session (which did not ask) never sees it.
     let before = failed_lists(&copy.control);
     ask(&mut link, 4, Request::ListDevices).await;
+    // The link reads frames in order and answers a ping at once: its pong proves request 4
+    // was read (and is waiting on the store) before the session is replaced.
+    send(&mut link, &LinkFrame::Ping { t: 40 }).await;
+    assert_eq!(next_frame(&mut link).await, LinkFrame::Pong { t: 40 });
     let mut newer = copy.connect(&client).await;
     assert_eq!(next_close(&mut link).await.0, CloseCode::Replaced.code());
     wait_until("the replaced session's list to give up", STORE_OUTAGE_WAIT, || async {

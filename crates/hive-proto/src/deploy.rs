@@ -1,0 +1,296 @@
+//! Deploy messages: stream `DEPLOY`, subject `deploy.<hive>`, one per (agent, revision, kind).
+//!
+//! The envelope is plain JSON naming the hive, the agent, the revision and the kind; the payload
+//! (the spec and the secrets) is sealed to the hive's public xkey (X25519 + XSalsa20-Poly1305,
+//! nkeys' `xkeys`) with a fresh sender key per message, so neither NATS, nor another hive, nor
+//! anyone reading the stream can read it. The sealed payload repeats the envelope's fields and
+//! [`open`] refuses a message whose two copies differ, so an envelope cannot be re-addressed to
+//! another agent, hive or revision. Only the controller may publish on `deploy.*` (its NATS
+//! permissions); the seal protects the secrets, the permissions protect who sends.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use nkeys::XKey;
+use serde::{Deserialize, Serialize};
+
+use crate::spec::{AgentSpec, SpecError};
+use crate::{AgentName, HiveName};
+
+/// The header carrying a deploy message's id, `<agent>:<kind>:<revision>`: JetStream drops a
+/// second publish of the same message within the stream's duplicate window.
+pub const MSG_ID_HEADER: &str = "Nats-Msg-Id";
+
+/// What a deploy message carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeployKind {
+    /// A new agent or a new spec (with its secrets).
+    Deploy,
+    /// Renewed or linked secrets for an agent already deployed.
+    Credentials,
+}
+
+impl DeployKind {
+    /// As written in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeployKind::Deploy => "deploy",
+            DeployKind::Credentials => "credentials",
+        }
+    }
+}
+
+/// A deploy message as it travels on `deploy.<hive>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Envelope {
+    /// `deploy` or `credentials`.
+    pub kind: DeployKind,
+    /// The hive it is for.
+    pub hive: HiveName,
+    /// The agent it is about.
+    pub agent: AgentName,
+    /// Increases with every message about this agent; a hive applies each revision once.
+    pub revision: u64,
+    /// The public xkey of the (one-time) sender key.
+    pub sender: String,
+    /// The sealed [`Payload`], base64.
+    pub sealed: String,
+}
+
+impl Envelope {
+    /// The message id for [`MSG_ID_HEADER`].
+    pub fn msg_id(&self) -> String {
+        format!("{}:{}:{}", self.agent, self.kind.as_str(), self.revision)
+    }
+}
+
+/// The agent's secrets. Never logged, never stored outside the agent's own 0600 files.
+#[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Secrets {
+    /// The agent's NATS `.creds` file content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nats_creds: Option<String>,
+    /// Further secret files by name (`[a-z0-9][a-z0-9._-]*`), e.g. a forge token.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub files: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secrets")
+            .field("nats_creds", &self.nats_creds.as_ref().map(|_| "<redacted>"))
+            .field("files", &self.files.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// What is sealed: the envelope's addressing again, the spec (for `deploy`) and the secrets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Payload {
+    /// As in the envelope.
+    pub kind: DeployKind,
+    /// As in the envelope.
+    pub hive: HiveName,
+    /// As in the envelope.
+    pub agent: AgentName,
+    /// As in the envelope.
+    pub revision: u64,
+    /// How to run the agent (required for `deploy`, absent for `credentials`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<AgentSpec>,
+    /// The secrets.
+    pub secrets: Secrets,
+}
+
+/// Why a deploy message is refused; nothing is applied then. The text never holds a secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeployError {
+    /// Not an envelope.
+    #[error("not a deploy message: {0}")]
+    Malformed(String),
+    /// For another hive.
+    #[error("the message is for hive {to}, not this hive ({this})")]
+    WrongHive {
+        /// The hive named.
+        to: String,
+        /// This hive.
+        this: String,
+    },
+    /// The seal does not open with this hive's key (sealed to another key, or altered).
+    #[error("the seal does not open with this hive's xkey: sealed to another hive's key, or altered on the way")]
+    BadSeal,
+    /// The sealed copy of the addressing differs from the envelope's.
+    #[error("the sealed payload is addressed to {sealed}, the envelope to {envelope}: refused as tampered")]
+    Readdressed {
+        /// What the seal says.
+        sealed: String,
+        /// What the envelope says.
+        envelope: String,
+    },
+    /// A `deploy` without a spec, or a spec that does not validate.
+    #[error("{0}")]
+    BadSpec(String),
+    /// A secret file name outside `[a-z0-9][a-z0-9._-]*`.
+    #[error("secret file name {0:?} must match [a-z0-9][a-z0-9._-]* (at most 64 characters)")]
+    BadSecretName(String),
+    /// Sealing failed (a bad recipient key).
+    #[error("cannot seal to {0:?}: not a public curve key")]
+    BadRecipient(String),
+}
+
+/// Whether `key` is a public xkey (`X...`).
+pub fn is_public_xkey(key: &str) -> bool {
+    key.starts_with('X') && XKey::from_public_key(key).is_ok()
+}
+
+/// Seals `payload` to `recipient` (the hive's public xkey) in a fresh envelope.
+///
+/// # Errors
+/// [`DeployError::BadRecipient`], or [`DeployError::BadSpec`]/[`DeployError::BadSecretName`]
+/// for a payload the hive would refuse (so it is refused before it is sent).
+pub fn seal(payload: &Payload, recipient: &str) -> Result<Envelope, DeployError> {
+    check_payload(payload)?;
+    let bad_recipient = || DeployError::BadRecipient(recipient.chars().take(80).collect());
+    if !is_public_xkey(recipient) {
+        return Err(bad_recipient());
+    }
+    let recipient_key = XKey::from_public_key(recipient).map_err(|_| bad_recipient())?;
+    let sender = XKey::new();
+    let plain = serde_json::to_vec(payload).map_err(|e| DeployError::Malformed(e.to_string()))?;
+    let sealed = sender.seal(&plain, &recipient_key).map_err(|_| bad_recipient())?;
+    Ok(Envelope {
+        kind: payload.kind,
+        hive: payload.hive.clone(),
+        agent: payload.agent.clone(),
+        revision: payload.revision,
+        sender: sender.public_key(),
+        sealed: STANDARD.encode(sealed),
+    })
+}
+
+/// Parses a message received on `deploy.<this>` and opens it with the hive's own xkey.
+///
+/// # Errors
+/// [`DeployError`] saying why it is refused.
+pub fn open(bytes: &[u8], this: &HiveName, own: &XKey) -> Result<Payload, DeployError> {
+    let envelope: Envelope = serde_json::from_slice(bytes).map_err(|e| DeployError::Malformed(e.to_string()))?;
+    if &envelope.hive != this {
+        return Err(DeployError::WrongHive { to: envelope.hive.to_string(), this: this.to_string() });
+    }
+    let sender = XKey::from_public_key(&envelope.sender)
+        .map_err(|_| DeployError::Malformed("sender is not a public curve key".into()))?;
+    let sealed =
+        STANDARD.decode(&envelope.sealed).map_err(|_| DeployError::Malformed("sealed is not base64".into()))?;
+    let plain = own.open(&sealed, &sender).map_err(|_| DeployError::BadSeal)?;
+    let payload: Payload = serde_json::from_slice(&plain).map_err(|e| DeployError::Malformed(e.to_string()))?;
+    let address = |kind: DeployKind, hive: &HiveName, agent: &AgentName, revision: u64| {
+        format!("{} {hive}/{agent} revision {revision}", kind.as_str())
+    };
+    let (sealed_to, envelope_to) = (
+        address(payload.kind, &payload.hive, &payload.agent, payload.revision),
+        address(envelope.kind, &envelope.hive, &envelope.agent, envelope.revision),
+    );
+    if sealed_to != envelope_to {
+        return Err(DeployError::Readdressed { sealed: sealed_to, envelope: envelope_to });
+    }
+    check_payload(&payload)?;
+    Ok(payload)
+}
+
+fn check_payload(payload: &Payload) -> Result<(), DeployError> {
+    match (&payload.kind, &payload.spec) {
+        (DeployKind::Deploy, None) => {
+            return Err(DeployError::BadSpec(format!("agent {}: a deploy message must carry a spec", payload.agent)));
+        }
+        (_, Some(spec)) => spec.validate(&payload.agent).map_err(|e: SpecError| DeployError::BadSpec(e.to_string()))?,
+        (DeployKind::Credentials, None) => {}
+    }
+    for name in payload.secrets.files.keys() {
+        let ok = name.len() <= 64
+            && name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'));
+        if !ok {
+            return Err(DeployError::BadSecretName(name.chars().take(80).collect()));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payload(hive: &str) -> Payload {
+        Payload {
+            kind: DeployKind::Deploy,
+            hive: HiveName::parse(hive).unwrap(),
+            agent: AgentName::parse("a").unwrap(),
+            revision: 3,
+            spec: Some(AgentSpec {
+                turn_command: "cat".into(),
+                schedule_tick: None,
+                turn_timeout: None,
+                env: BTreeMap::new(),
+            }),
+            secrets: Secrets { nats_creds: Some("-----BEGIN NATS USER JWT-----".into()), files: BTreeMap::new() },
+        }
+    }
+
+    #[test]
+    fn a_sealed_message_opens_only_for_its_hive() {
+        let (h1, h2) = (XKey::new(), XKey::new());
+        let this = HiveName::parse("h1").unwrap();
+        let envelope = seal(&payload("h1"), &h1.public_key()).unwrap();
+        let bytes = serde_json::to_vec(&envelope).unwrap();
+        assert!(!String::from_utf8_lossy(&bytes).contains("NATS USER JWT"), "the secret travels sealed");
+        assert_eq!(open(&bytes, &this, &h1).unwrap(), payload("h1"));
+        assert_eq!(open(&bytes, &this, &h2), Err(DeployError::BadSeal));
+        let other = HiveName::parse("h2").unwrap();
+        assert!(matches!(open(&bytes, &other, &h2), Err(DeployError::WrongHive { .. })));
+    }
+
+    #[test]
+    fn a_readdressed_or_altered_envelope_is_refused() {
+        let key = XKey::new();
+        let this = HiveName::parse("h1").unwrap();
+        let envelope = seal(&payload("h1"), &key.public_key()).unwrap();
+        let mut readdressed = envelope.clone();
+        readdressed.agent = AgentName::parse("b").unwrap();
+        let err = open(&serde_json::to_vec(&readdressed).unwrap(), &this, &key).unwrap_err();
+        assert!(matches!(err, DeployError::Readdressed { .. }), "{err}");
+        let mut bumped = envelope.clone();
+        bumped.revision = 4;
+        assert!(matches!(
+            open(&serde_json::to_vec(&bumped).unwrap(), &this, &key),
+            Err(DeployError::Readdressed { .. })
+        ));
+        let mut flipped = envelope.clone();
+        let mut raw = STANDARD.decode(&flipped.sealed).unwrap();
+        let last = raw.len() - 1;
+        raw[last] ^= 1;
+        flipped.sealed = STANDARD.encode(raw);
+        assert_eq!(open(&serde_json::to_vec(&flipped).unwrap(), &this, &key), Err(DeployError::BadSeal));
+        for junk in [&b"{}"[..], b"not json", b""] {
+            assert!(matches!(open(junk, &this, &key), Err(DeployError::Malformed(_))));
+        }
+    }
+
+    #[test]
+    fn a_payload_the_hive_would_refuse_is_not_sealed() {
+        let key = XKey::new().public_key();
+        let mut no_spec = payload("h1");
+        no_spec.spec = None;
+        assert!(matches!(seal(&no_spec, &key), Err(DeployError::BadSpec(_))));
+        let mut bad_name = payload("h1");
+        bad_name.secrets.files.insert("../etc/passwd".into(), "x".into());
+        assert!(matches!(seal(&bad_name, &key), Err(DeployError::BadSecretName(_))));
+        assert!(matches!(seal(&payload("h1"), "Xnope"), Err(DeployError::BadRecipient(_))));
+        let debug = format!("{:?}", payload("h1").secrets);
+        assert!(!debug.contains("NATS USER JWT"), "{debug}");
+    }
+}

@@ -1,0 +1,26 @@
+//! The documents and messages the swarm's hive side is built from, shared by swarm-controller,
+//! hive-c0re and hive-agent so that the three can never disagree on a field (see
+//! docs/swarm/hives.md).
+//!
+//! # Layout
+//! - [`directory`]: the hive directory (`SWARM_HIVES_FILE`): each hive's description, labels and
+//!   public xkey.
+//! - [`wanted`]: wanted state, KV `agent-wanted`, key `<hive>.<agent>`, written by the controller.
+//! - [`status`]: hive status, KV `hive-status`, key `<hive>`, written by that hive's hive-c0re.
+//! - [`roster`]: the roster, KV `agents`, key `<agent>`: public facts only, never a secret.
+//! - [`spec`]: how a hive runs an agent (declared in the host's configuration or deployed).
+//! - [`deploy`]: deploy messages on `deploy.<hive>`, their secrets sealed to the hive's xkey.
+//! - [`agent_files`]: the two files between hive-c0re and a running hive-agent (pause, turn).
+
+pub mod agent_files;
+pub mod deploy;
+pub mod directory;
+pub mod roster;
+pub mod spec;
+pub mod status;
+pub mod wanted;
+
+pub use hyperhive_schedule::{AgentName, HiveName};
+
+/// KV bucket: `<agent>` -> its roster entry (written by the controller).
+pub const AGENTS_BUCKET: &str = "agents";
