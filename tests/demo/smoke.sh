@@ -59,6 +59,32 @@ for agent in alpha beta; do
 done
 echo "a schedule fired in both agents"
 
+# actual_is AGENT STATE: the agent's actual state, as its hive last reported it, is STATE.
+actual_is() {
+  "$bin/swarmctl" agents --json | python3 -c '
+import json, sys
+agents = {a["name"]: a for a in json.load(sys.stdin)}
+actual = (agents.get(sys.argv[1]) or {}).get("actual") or {}
+sys.exit(0 if actual.get("actual") == sys.argv[2] else 1)' "$1" "$2"
+}
+# A pause takes effect: alpha, paused on hive1, fires no slot of a schedule both agents share
+# (beta's turn for it proves the slot was due), and fires it once when it is up again.
+"$bin/swarmctl" agent state hive1 alpha paused >/dev/null || fail "swarmctl agent state hive1 alpha paused failed"
+wait_for "alpha to be paused" 30 actual_is alpha paused
+"$bin/swarmctl" schedule add --name while-paused --agent alpha --agent beta --body 'while alpha was paused' --once \
+  >/dev/null || fail "swarmctl schedule add --once failed"
+wait_for "beta's turn while alpha is paused" 30 grep -q 'while alpha was paused' "$demo_dir/agents/beta/turns.log"
+! grep -q 'while alpha was paused' "$demo_dir/agents/alpha/turns.log" || fail "alpha ran a turn while paused"
+# Each turn starts with its time (nanoseconds): alpha's turn for the slot must come after `up`.
+resumed_at=$(date -u +%FT%T.%NZ)
+"$bin/swarmctl" agent state hive1 alpha up >/dev/null || fail "swarmctl agent state hive1 alpha up failed"
+wait_for "alpha's turn once it is up again" 30 grep -q 'while alpha was paused' "$demo_dir/agents/alpha/turns.log"
+[ "$(grep -c 'while alpha was paused' "$demo_dir/agents/alpha/turns.log")" -eq 1 ] \
+  || fail "alpha ran the missed slot more than once"
+ran_at=$(grep -B2 'while alpha was paused' "$demo_dir/agents/alpha/turns.log" | head -n 1)
+[[ "$ran_at" > "$resumed_at" ]] || fail "alpha's turn ran at $ran_at, before it was resumed at $resumed_at"
+echo "a pause held alpha's slot back and it fired once on resume"
+
 url=$(sed -n 's/^demo: control plane: 3 copies behind Caddy at \(https:[^ ]*\) .*/\1/p' "$out")
 [ -n "$url" ] || fail "the demo did not print the control plane's address"
 curl -sf --cacert "$demo_dir/control/proxy.crt" "$url/readyz" >/dev/null \
