@@ -26,6 +26,15 @@ impl NatsJwt {
     /// # Errors
     /// When init fails, `nats-server` is missing (run scripts/setup) or rejects the config.
     pub async fn start() -> anyhow::Result<Self> {
+        Self::start_with_config("").await
+    }
+
+    /// [`NatsJwt::start`] with `extra` appended to the server's config (e.g. `http:` for the
+    /// monitoring endpoint a benchmark reads).
+    ///
+    /// # Errors
+    /// As [`NatsJwt::start`].
+    pub async fn start_with_config(extra: &str) -> anyhow::Result<Self> {
         let creds = tempfile::Builder::new()
             .prefix("hyperhive-nats-creds-")
             .tempdir()
@@ -36,7 +45,7 @@ impl NatsJwt {
         let conf_name = summary.server_conf.file_name().context("the fragment has a file name")?;
         let creds_name = creds.path().file_name().context("the temp dir has a name")?;
         let include = Path::new("..").join(creds_name).join(conf_name);
-        let nats = Nats::start_with_config(&format!("include \"{}\"", include.display())).await?;
+        let nats = Nats::start_with_config(&format!("include \"{}\"\n{extra}", include.display())).await?;
         Ok(Self { nats, creds })
     }
 
