@@ -2,8 +2,8 @@
 # stand-in nixpkgs whose builders only record their arguments, and returns named checks of what
 # the flake exposes: the outputs docs/nixos.md lists, one derivation per package with its
 # `meta.mainProgram` and its cargo flags (swarmctl with swarm-controller), the hive-side bundle
-# without swarm-controller, the overlay, the modules, the checks (every package, the cargo tests,
-# both VM tests with their nodes), the dev shell's tools and the formatter. default.nix runs these
+# (hive-agent and hive-c0re, without swarm-controller), the overlay, the modules, the checks (every package, the cargo tests,
+# both VM tests with their nodes, the swarm test's hives under hive-c0re), the dev shell's tools and the formatter. default.nix runs these
 # with the module checks; nothing here builds anything.
 let
   b = builtins;
@@ -131,32 +131,40 @@ let
       shellTools = names' outputs.devShells.${system}.default.attrs.packages;
     in
     {
-      "${system}: packages are exactly agents-control, swarm-controller, hive-agent, daemon-bins, default" =
+      "${system}: packages are exactly agents-control, swarm-controller, hive-agent, hive-c0re, daemon-bins, default" =
         names packages == [
           "agents-control"
           "daemon-bins"
           "default"
           "hive-agent"
+          "hive-c0re"
           "swarm-controller"
         ];
       "${system}: each package is its own derivation with meta.mainProgram" =
         b.all (name: packages.${name}.type == "derivation" && packages.${name}.meta ? mainProgram) (names packages)
         && packages.agents-control.meta.mainProgram == "agents-control"
         && packages.swarm-controller.meta.mainProgram == "swarm-controller"
-        && packages.hive-agent.meta.mainProgram == "hive-agent";
+        && packages.hive-agent.meta.mainProgram == "hive-agent"
+        && packages.hive-c0re.meta.mainProgram == "hive-c0re";
       "${system}: each daemon builds only its own cargo package; swarmctl ships with swarm-controller" =
         hasArgs (daemon "agents-control") [ "--package" "agents-control" ]
         && hasArgs (daemon "hive-agent") [ "--package" "hive-agent" ]
+        && hasArgs (daemon "hive-c0re") [ "--package" "hive-c0re" ]
+        && hasArgs (daemon "hive-c0re") [ "--bin" "hive-c0re" ]
         && hasArgs (daemon "swarm-controller") [ "--package" "swarm-controller" ]
         && hasArgs (daemon "swarm-controller") [ "--bin" "swarmctl" ]
         && !(hasArgs (daemon "hive-agent") [ "--bin" "swarmctl" ]);
-      "${system}: daemon-bins holds the hive-side daemons, never swarm-controller" =
-        names' packages.daemon-bins.paths == [ "hive-agent-0.1.0" ];
+      "${system}: daemon-bins holds the hive-side daemons, hive-agent and hive-c0re, never swarm-controller" =
+        names' packages.daemon-bins.paths == [
+          "hive-agent-0.1.0"
+          "hive-c0re-0.1.0"
+        ];
       "${system}: default is every package" =
         names' packages.default.paths == [
           "agents-control-0.1.0"
           "swarm-controller-0.1.0"
           "hive-agent-0.1.0"
+          "hive-c0re-0.1.0"
         ];
       # The cargo tests' inputs are every program the tests start: the servers of the test kit
       # (crates/testkit), moto's Python, and openssl (services/agents-control/tests/cli.rs).
@@ -166,6 +174,7 @@ let
           "cargo-tests"
           "daemon-bins"
           "hive-agent"
+          "hive-c0re"
           "swarm-controller"
           "vm-control-plane"
           "vm-swarm"
@@ -216,7 +225,10 @@ let
           applied = outputs.overlays.default pkgs pkgs;
         in
         applied.hyperhive.agents-control.meta.mainProgram == "agents-control"
-        && names' applied.hyperhive.daemon-bins.paths == [ "hive-agent-0.1.0" ];
+        && names' applied.hyperhive.daemon-bins.paths == [
+          "hive-agent-0.1.0"
+          "hive-c0re-0.1.0"
+        ];
     };
 in
 {
@@ -229,11 +241,12 @@ in
       "overlays"
       "packages"
     ];
-  "nixosModules are agents-control, swarm-controller, hive-agent and default, each a file here" =
+  "nixosModules are agents-control, swarm-controller, hive-agent, hive-c0re and default, each a file here" =
     names outputs.nixosModules == [
       "agents-control"
       "default"
       "hive-agent"
+      "hive-c0re"
       "swarm-controller"
     ]
     && b.all (name: b.pathExists outputs.nixosModules.${name}) (names outputs.nixosModules);
