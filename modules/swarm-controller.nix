@@ -15,10 +15,15 @@ let
   hyperhive = import ./lib.nix { inherit lib pkgs; };
 
   # The hive directory (modules/swarm.nix) as crates/hive-proto/src/directory.rs reads it:
-  # {"<hive>": {"description", "labels", "xkey"}}, xkey left out when unset.
+  # {"<hive>": {"description", "labels", "xkey"}}, xkey left out when unset. Built field by field:
+  # a submodule's value also holds the module system's own `_module`, which is not JSON.
   hives = config.services.hyperhive.swarm.hives;
   hivesFile = pkgs.writeText "swarm-hives.json" (
-    builtins.toJSON (lib.mapAttrs (_: hive: lib.filterAttrs (_: value: value != null) hive) hives)
+    builtins.toJSON (
+      lib.mapAttrs (
+        _: hive: { inherit (hive) description labels; } // lib.optionalAttrs (hive.xkey != null) { inherit (hive) xkey; }
+      ) hives
+    )
   );
   inherit (lib) mkOption types;
 

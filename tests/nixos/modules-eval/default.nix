@@ -57,7 +57,9 @@ let
     ) right;
 
   # Option declarations and given values to the values the modules see: a given value wins, else
-  # the declared default; an attrsOf-submodule value gets its submodule's defaults too.
+  # the declared default; an attrsOf-submodule value gets its submodule's defaults too, and, as
+  # under the real module system, a `_module` attribute holding functions (so a module that turned
+  # a submodule's whole value into JSON would fail here too).
   settle =
     options: values:
     b.mapAttrs (
@@ -66,7 +68,14 @@ let
         if values ? ${name} then
           if (option.type.name or "") == "attrsOf" && (option.type.inner.name or "") == "submodule" then
             b.mapAttrs (
-              key: value: settle (option.type.inner.module { name = key; }).options value
+              key: value:
+              settle (option.type.inner.module { name = key; }).options value
+              // {
+                _module.args = {
+                  name = key;
+                  extendModules = x: x;
+                };
+              }
             ) values.${name}
           else
             values.${name}
