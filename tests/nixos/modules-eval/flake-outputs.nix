@@ -209,6 +209,42 @@ let
         ]
         && lib.hasInfix "swarmctl schedule add" swarm.testScript
         && lib.hasInfix "start_all()" controlPlane.testScript;
+      "${system}: its hives run hive-c0re (systemd runner) with their agent declared, and the controller knows both hives" =
+        let
+          hive = name: (swarm.nodes.${name} { }).services.hyperhive;
+          controller = (swarm.nodes.controller { }).services.hyperhive;
+        in
+        b.all (
+          pair:
+          let
+            h = hive pair.node;
+          in
+          h.deploy.hive-controller.enable
+          && h.deploy.hive-controller.hive == pair.node
+          && h.deploy.hive-controller.runner == "systemd"
+          && names h.agents == [ pair.agent ]
+        ) [
+          {
+            node = "hive1";
+            agent = "alpha";
+          }
+          {
+            node = "hive2";
+            agent = "beta";
+          }
+        ]
+        && names controller.swarm.hives == [
+          "hive1"
+          "hive2"
+        ]
+        && controller.deploy.swarm-controller.nats.signingDir == "/var/lib/swarm-nats"
+        && b.all (verb: lib.hasInfix verb swarm.testScript) [
+          "swarmctl hives"
+          "swarmctl hives status"
+          "swarmctl agent state hive1 alpha paused"
+          "swarmctl agent state hive1 alpha offline"
+          "swarmctl agent state hive1 alpha up"
+        ];
       "${system}: the dev shell has the toolchain, nats-server, minio, caddy, seaweedfs and openssl" =
         b.all (t: b.elem t shellTools) [
           "cargo"
