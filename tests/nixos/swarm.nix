@@ -45,8 +45,8 @@ let
         done
       '';
 
-  # `nats init`, `nats agent-creds` and `nats hive-creds` write a fragment (operator, accounts, memory resolver); the server's own
-  # config adds listen and JetStream.
+  # `nats init`, `nats agent-creds` and `nats hive-creds` write a fragment (operator, accounts,
+  # memory resolver); the server's own config adds listen and JetStream.
   nats-conf = pkgs.runCommand "nats.conf" { } ''
     {
       echo 'listen: "0.0.0.0:4222"'
@@ -124,10 +124,10 @@ in
           nats = {
             url = "nats://nats:4222";
             credentialsFile = "/etc/hyperhive/controller.creds";
+            # Where the controller mints and revokes credentials (a copy of nats-init, below).
+            signingDir = "/var/lib/swarm-nats";
           };
           reconcileInterval = 5;
-          # Where the controller mints and revokes credentials (a copy of nats-init, below).
-          nats.signingDir = "/var/lib/swarm-nats";
         };
         services.hyperhive.swarm.hives = {
           hive1 = {
