@@ -520,6 +520,20 @@ let
           creds_file = "/run/secrets/beta.creds";
         };
       };
+    # What crates/hive-proto/src/spec.rs (parse_declared) refuses: names that are not agent names,
+    # environment names outside [A-Z_][A-Z0-9_]* or under HIVE_, a relative credential path.
+    "the declared agents file passes hive-proto's checks" = b.all (
+      name:
+      let
+        entry = agentsFile.json.${name};
+      in
+      b.match "[a-z][a-z0-9-]{0,31}" name != null
+      && lib.hasPrefix "/" entry.creds_file
+      && entry.spec.turn_command != ""
+      && b.all (env: b.match "[A-Z_][A-Z0-9_]*" env != null && !(lib.hasPrefix "HIVE_" env)) (
+        b.attrNames entry.spec.env
+      )
+    ) (b.attrNames agentsFile.json);
     "the hive directory reaches the controller as SWARM_HIVES_FILE, xkey left out when unset" =
       directoryOk.failed == [ ]
       && lib.hasInfix "-swarm-hives.json" hivesFile.path
