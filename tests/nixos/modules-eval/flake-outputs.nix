@@ -2,9 +2,10 @@
 # stand-in nixpkgs whose builders only record their arguments, and returns named checks of what
 # the flake exposes: the outputs docs/nixos.md lists, one derivation per package with its
 # `meta.mainProgram` and its cargo flags (swarmctl with swarm-controller), the hive-side bundle
-# (hive-agent and hive-c0re, without swarm-controller), the overlay, the modules, the checks (every package, the cargo tests,
-# both VM tests with their nodes, the swarm test's hives under hive-c0re), the dev shell's tools and the formatter. default.nix runs these
-# with the module checks; nothing here builds anything.
+# (hive-agent and hive-c0re, without swarm-controller), the overlay, the modules, the checks
+# (every package, the cargo tests, both VM tests with their nodes, the swarm test's hives under
+# hive-c0re), the dev shell's tools and the formatter. default.nix runs these with the module
+# checks; nothing here builds anything.
 let
   b = builtins;
   standIn = import ./stand-in-lib.nix;
