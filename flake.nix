@@ -28,6 +28,7 @@
             agents-control
             swarm-controller
             hive-agent
+            hive-c0re
             daemon-bins
             ;
           default = hyperhive.all;
@@ -44,6 +45,7 @@
         agents-control = ./modules/agents-control.nix;
         swarm-controller = ./modules/swarm-controller.nix;
         hive-agent = ./modules/hive-agent.nix;
+        hive-c0re = ./modules/hive-c0re.nix;
         default = ./modules;
       };
 

@@ -1,7 +1,8 @@
-# services.hyperhive.c0re: what every hive (host) runs. For now only the package the hive-side
-# daemons come from (the `daemon-bins` bundle, nix/daemon-bins.nix); the hive-c0re daemon that
-# applies a hive's wanted state adds its own options here when it exists. Each agent of
-# services.hyperhive.agents runs `hive-agent` from this package.
+# services.hyperhive.c0re: what every hive (host) runs: the package the hive-side daemons come
+# from (the `daemon-bins` bundle, nix/daemon-bins.nix: hive-agent and hive-c0re). Each agent of
+# services.hyperhive.agents runs `hive-agent` from it, and hive-c0re, the hive's supervisor, is
+# enabled and configured by services.hyperhive.deploy.hive-controller (modules/hive-c0re.nix),
+# running `hive-c0re` from it and handing it this package's `hive-agent`.
 { lib, pkgs, ... }:
 let
   hyperhive = import ./lib.nix { inherit lib pkgs; };
@@ -12,8 +13,8 @@ in
       pkgsText = "pkgs.hyperhive";
       example = "inputs.hyperhive.packages.\${pkgs.stdenv.hostPlatform.system}.daemon-bins";
       extraDescription = ''
-        The bundle of hive-side daemons (hive-agent; hive-c0re later). swarm-controller is never
-        in it: it is its own package, enabled with services.hyperhive.deploy.swarm-controller.
+        The bundle of hive-side daemons (hive-agent and hive-c0re). swarm-controller is never in
+        it: it is its own package, enabled with services.hyperhive.deploy.swarm-controller.
       '';
     };
   };

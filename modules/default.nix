@@ -2,8 +2,10 @@
 {
   imports = [
     ./agents-control.nix
+    ./swarm.nix
     ./swarm-controller.nix
     ./c0re.nix
     ./hive-agent.nix
+    ./hive-c0re.nix
   ];
 }

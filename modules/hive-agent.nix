@@ -1,6 +1,10 @@
 # services.hyperhive.agents.<name>: one hive-agent process per agent, each its own
 # unit `hive-agent-<name>` with its own dynamic user, state directory (holding state.db) and NATS
 # credential. The agents run `hive-agent` from services.hyperhive.c0re.package.
+#
+# With services.hyperhive.deploy.hive-controller enabled (modules/hive-c0re.nix), the same agents
+# are hive-c0re's declared agents instead, and this module makes no units: hive-c0re starts each as
+# a transient unit of the same name, so one thing alone starts and stops an agent.
 {
   config,
   lib,
@@ -9,6 +13,8 @@
 }:
 let
   agents = lib.filterAttrs (_: agent: agent.enable) config.services.hyperhive.agents;
+  # Declared by modules/hive-c0re.nix; absent (false) when only this module is imported.
+  underHiveC0re = config.services.hyperhive.deploy.hive-controller.enable or false;
   hyperhive = import ./lib.nix { inherit lib pkgs; };
   inherit (lib) mkOption types;
 
@@ -145,7 +151,9 @@ in
     '';
     description = ''
       The agents this hive runs, by name (`^[a-z][a-z0-9-]{0,31}$`: names are NATS subject tokens,
-      KV keys and unix names). Each runs as the unit `hive-agent-<name>`.
+      KV keys and unix names). Each runs as the unit `hive-agent-<name>`: a static unit of its own,
+      or, with `services.hyperhive.deploy.hive-controller` enabled, a transient unit hive-c0re
+      starts and stops as the swarm wants.
     '';
   };
 
@@ -164,8 +172,9 @@ in
       ]) agents
     );
 
-    systemd.services = lib.mapAttrs' (
-      name: agent: lib.nameValuePair (unitName name) (agentService name agent)
-    ) agents;
+    # Under hive-c0re the agents are its declared agents (modules/hive-c0re.nix), not units.
+    systemd.services = lib.mkIf (!underHiveC0re) (
+      lib.mapAttrs' (name: agent: lib.nameValuePair (unitName name) (agentService name agent)) agents
+    );
   };
 }

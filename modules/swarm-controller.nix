@@ -13,6 +13,18 @@
 let
   cfg = config.services.hyperhive.deploy.swarm-controller;
   hyperhive = import ./lib.nix { inherit lib pkgs; };
+
+  # The hive directory (modules/swarm.nix) as crates/hive-proto/src/directory.rs reads it:
+  # {"<hive>": {"description", "labels", "xkey"}}, xkey left out when unset. Built field by field:
+  # a submodule's value also holds the module system's own `_module`, which is not JSON.
+  hives = config.services.hyperhive.swarm.hives;
+  hivesFile = pkgs.writeText "swarm-hives.json" (
+    builtins.toJSON (
+      lib.mapAttrs (
+        _: hive: { inherit (hive) description labels; } // lib.optionalAttrs (hive.xkey != null) { inherit (hive) xkey; }
+      ) hives
+    )
+  );
   inherit (lib) mkOption types;
 
   socketDir = dirOf cfg.socketPath;
@@ -53,6 +65,9 @@ let
       '';
 in
 {
+  # services.hyperhive.swarm.hives, the hive directory this daemon serves.
+  imports = [ ./swarm.nix ];
+
   options.services.hyperhive.deploy.swarm-controller = {
     enable = lib.mkEnableOption "the hyperhive swarm daemon (swarm-controller), one per swarm";
 
@@ -101,6 +116,19 @@ in
           the Nix store. Unset only for a NATS without authentication (tests and local trials).
         '';
       };
+      signingDir = mkOption {
+        type = types.nullOr types.path;
+        default = null;
+        example = "/var/lib/swarm-nats";
+        description = ''
+          The directory `swarm-controller nats init --out DIR` wrote, with the account signing keys
+          (`SWARM_NATS_DIR`): the controller mints and revokes credentials with them, and rewrites
+          files in it when it revokes a destroyed agent's credential. So it is not handed over with
+          `LoadCredential=` but made writable for the unit (`ReadWritePaths=`): it must exist,
+          belong to the user `swarm-controller` (mode 0700) and not be in the Nix store. Unset, the
+          controller can neither mint nor revoke credentials.
+        '';
+      };
     };
 
     reconcileInterval = mkOption {
@@ -117,6 +145,7 @@ in
   config = lib.mkIf cfg.enable {
     assertions = [
       (hyperhive.notInStore "services.hyperhive.deploy.swarm-controller.nats.credentialsFile" cfg.nats.credentialsFile)
+      (hyperhive.notInStore "services.hyperhive.deploy.swarm-controller.nats.signingDir" cfg.nats.signingDir)
       {
         assertion = !(lib.elem socketDir sharedSocketDirs) && !lib.hasPrefix "/run/hyperhive/" socketDir;
         message = ''
@@ -157,7 +186,11 @@ in
       // lib.optionalAttrs (cfg.nats.credentialsFile != null) {
         # LoadCredential below puts the credential here, readable by this unit only.
         SWARM_NATS_CREDS = "%d/nats-creds";
-      };
+      }
+      // lib.optionalAttrs (cfg.nats.signingDir != null) {
+        SWARM_NATS_DIR = hyperhive.literalForSystemd (toString cfg.nats.signingDir);
+      }
+      // lib.optionalAttrs (hives != { }) { SWARM_HIVES_FILE = "${hivesFile}"; };
 
       serviceConfig = hyperhive.serviceConfig // {
         ExecStart = "${lib.getExe cfg.package} serve";
@@ -173,6 +206,9 @@ in
         RuntimeDirectory = runtimeDirectory;
         RuntimeDirectoryMode = "0750";
         RuntimeDirectoryPreserve = "yes";
+        # The signing directory is rewritten when a credential is revoked; the rest of the
+        # system stays read-only.
+        ReadWritePaths = lib.optional (cfg.nats.signingDir != null) (toString cfg.nats.signingDir);
       };
     };
   };

@@ -12,6 +12,7 @@ in
     agents-control
     swarm-controller
     hive-agent
+    hive-c0re
     daemon-bins
     ;
   cargo-tests = hyperhive.cargo-tests;

@@ -98,6 +98,12 @@ lib.fix (self: {
     description = "hyperhive agent harness: todo queue, turns, schedule ticker";
   };
 
+  hive-c0re = daemon {
+    pname = "hive-c0re";
+    bins = [ "hive-c0re" ];
+    description = "hyperhive hive supervisor: runs a hive's agents in the state the swarm wants, reports its status";
+  };
+
   # The hive-side daemons (nix/daemon-bins.nix), and their bundle: the default of
   # services.hyperhive.c0re.package.
   daemonBins = import ./daemon-bins.nix self;
@@ -106,7 +112,7 @@ lib.fix (self: {
     paths = self.daemonBins;
     meta = meta // {
       description = "The hive-side hyperhive daemons (services.hyperhive.c0re.package)";
-      mainProgram = "hive-agent";
+      mainProgram = "hive-c0re";
     };
   };
 
@@ -117,9 +123,10 @@ lib.fix (self: {
       self.agents-control
       self.swarm-controller
       self.hive-agent
+      self.hive-c0re
     ];
     meta = meta // {
-      description = "Every hyperhive program: agents-control, swarm-controller, swarmctl, hive-agent";
+      description = "Every hyperhive program: agents-control, swarm-controller, swarmctl, hive-agent, hive-c0re";
       mainProgram = "swarmctl";
     };
   };

@@ -1,27 +1,52 @@
 # VM test `swarm` (a flake check: `nix build .#checks.x86_64-linux.vm-swarm`): NATS in JWT mode
-# from `swarm-controller nats init`, swarm-controller from its NixOS module, and two hives running
-# one agent each (services.hyperhive.agents). A schedule added with `swarmctl` fires in both
-# agents; an agent killed and restarted refires nothing; an agent's credential reads its own
-# schedules and not another agent's; only root and the socket's group reach the API.
-# tests/nixos/README.md names the end-to-end tests this mirrors.
+# from `swarm-controller nats init`, swarm-controller from its NixOS module with the hive directory
+# (services.hyperhive.swarm.hives), and two hives, each running hive-c0re
+# (services.hyperhive.deploy.hive-controller, systemd runner) with one declared agent
+# (services.hyperhive.agents). A schedule added with `swarmctl` fires in both agents; an agent
+# killed and restarted refires nothing; an agent's credential reads its own schedules and not
+# another agent's; only root and the socket's group reach the API; `swarmctl hives` lists both
+# hives and their status; an agent paused takes no todo until it is up again, and an agent taken
+# offline has its unit stopped until it is up again. tests/nixos/README.md names the end-to-end
+# tests this mirrors.
 { self }:
 { pkgs, lib, ... }:
 let
   swarm-controller = self.packages.${pkgs.stdenv.hostPlatform.system}.swarm-controller;
+  hive-c0re = self.packages.${pkgs.stdenv.hostPlatform.system}.hive-c0re;
 
   # The swarm's NATS credentials, made at build time by the program itself. Test-only secrets,
   # deliberately in the Nix store; the nodes copy what they need to /etc, as a secret manager
   # would deliver real ones (the modules refuse store paths). A long TTL: a cached build of this
   # must not hand out expired credentials.
-  nats-init = pkgs.runCommand "swarm-nats-init" { nativeBuildInputs = [ swarm-controller ]; } ''
-    swarm-controller nats init --out "$out"
-    for agent in alpha beta; do
-      swarm-controller nats agent-creds "$agent" --from "$out" --out "$out/$agent.creds" --ttl 3650d
-    done
-  '';
+  #
+  # Each hive gets its credential, naming the agent it runs, and its curve key (`hive-c0re keygen`
+  # writes the seed, which the hive's hive-c0re reads, and prints the public key). The public key
+  # is in this derivation's output only: handing it to the controller's swarm.hives.<hive>.xkey
+  # would mean reading a build result during evaluation (import from derivation), which flake
+  # checks forbid. So the hives are declared without xkey here; nothing in this test deploys
+  # through sealed messages.
+  nats-init =
+    pkgs.runCommand "swarm-nats-init"
+      {
+        nativeBuildInputs = [
+          swarm-controller
+          hive-c0re
+        ];
+      }
+      ''
+        swarm-controller nats init --out "$out"
+        for agent in alpha beta; do
+          swarm-controller nats agent-creds "$agent" --from "$out" --out "$out/$agent.creds" --ttl 3650d
+        done
+        swarm-controller nats hive-creds hive1 --from "$out" --out "$out/hive1.creds" --agent alpha
+        swarm-controller nats hive-creds hive2 --from "$out" --out "$out/hive2.creds" --agent beta
+        for hive in hive1 hive2; do
+          hive-c0re keygen --out "$out/$hive.xk" > "$out/$hive.xkey.pub"
+        done
+      '';
 
-  # `nats init` and `nats agent-creds` write a fragment (operator, accounts, memory resolver); the server's own
-  # config adds listen and JetStream.
+  # `nats init`, `nats agent-creds` and `nats hive-creds` write a fragment (operator, accounts,
+  # memory resolver); the server's own config adds listen and JetStream.
   nats-conf = pkgs.runCommand "nats.conf" { } ''
     {
       echo 'listen: "0.0.0.0:4222"'
@@ -35,13 +60,30 @@ let
     mode = "0400";
   };
 
+  # A hive: hive-c0re with its own credential and curve key, running one declared agent as the
+  # transient unit hive-agent-<agent> (state in /var/lib/hive-agent-<agent>, as a static unit's).
   hive =
-    agent:
+    name: agent:
     { ... }:
     {
       imports = [ self.nixosModules.default ];
-      environment.etc."hyperhive/${agent}.creds" = secret "${agent}.creds";
+      environment.etc = {
+        "hyperhive/${agent}.creds" = secret "${agent}.creds";
+        "hyperhive/${name}.creds" = secret "${name}.creds";
+        "hyperhive/${name}.xk" = secret "${name}.xk";
+      };
       environment.systemPackages = [ pkgs.natscli ];
+      services.hyperhive.deploy.hive-controller = {
+        enable = true;
+        hive = name;
+        nats = {
+          url = "nats://nats:4222";
+          credentialsFile = "/etc/hyperhive/${name}.creds";
+        };
+        xkeyFile = "/etc/hyperhive/${name}.xk";
+        runner = "systemd";
+        statusInterval = 5;
+      };
       services.hyperhive.agents.${agent} = {
         nats.url = "nats://nats:4222";
         credentialsFile = "/etc/hyperhive/${agent}.creds";
@@ -82,8 +124,38 @@ in
           nats = {
             url = "nats://nats:4222";
             credentialsFile = "/etc/hyperhive/controller.creds";
+            # Where the controller mints and revokes credentials (a copy of nats-init, below).
+            signingDir = "/var/lib/swarm-nats";
           };
           reconcileInterval = 5;
+        };
+        services.hyperhive.swarm.hives = {
+          hive1 = {
+            description = "first VM hive";
+            labels.agent = "alpha";
+          };
+          hive2 = {
+            description = "second VM hive";
+            labels.agent = "beta";
+          };
+        };
+        # The signing directory, as a secret manager would deliver it: the controller's own,
+        # writable, mode 0700. Test-only keys from the store, copied once.
+        systemd.services.swarm-nats-dir = {
+          description = "copy the test's NATS signing directory for swarm-controller";
+          requiredBy = [ "swarm-controller.service" ];
+          before = [ "swarm-controller.service" ];
+          serviceConfig = {
+            Type = "oneshot";
+            RemainAfterExit = true;
+          };
+          script = ''
+            if [ ! -d /var/lib/swarm-nats ]; then
+              cp -r --no-preserve=mode ${nats-init} /var/lib/swarm-nats
+              chown -R swarm-controller:swarm-controller /var/lib/swarm-nats
+              chmod -R u=rwX,go= /var/lib/swarm-nats
+            fi
+          '';
         };
         # An operator in the socket's group, and a user who is not.
         users.users.swarm-operator = {
@@ -93,12 +165,13 @@ in
         users.users.outsider.isNormalUser = true;
       };
 
-    hive1 = hive "alpha";
-    hive2 = hive "beta";
+    hive1 = hive "hive1" "alpha";
+    hive2 = hive "hive2" "beta";
   };
 
   testScript = ''
     import json
+    import re
 
     def turns(hive, agent, source):
         out = hive.succeed(f"grep -c -F 'source={source} ' /var/lib/hive-agent-{agent}/turns.log || true")
@@ -115,19 +188,29 @@ in
         anchor = controller.succeed("date -u -d '+5 seconds' +%Y-%m-%dT%H:%M:%SZ").strip()
         return json.loads(controller.succeed(f"swarmctl schedule add --json --anchor {anchor} {args}"))["id"]
 
+    def wait_status(hive, agent, state):
+        # `swarmctl hives status HIVE`: one line per agent, naming its actual state.
+        controller.wait_until_succeeds(
+            f"swarmctl hives status {hive} | grep -w {agent} | grep -qw {state}",
+            timeout=90,
+        )
+
     nats_as = "nats --server nats://nats:4222 --creds /etc/hyperhive/alpha.creds --inbox-prefix _INBOX_alpha --timeout 5s"
     direct_get = "req '$JS.API.DIRECT.GET.KV_agent-schedules.$KV.agent-schedules.{}' '''"
 
     start_all()
 
-    with subtest("NATS, the controller and both agents come up"):
+    with subtest("NATS, the controller, both hives and their agents come up"):
         nats.wait_for_unit("nats.service")
         nats.wait_for_open_port(4222)
         controller.wait_for_unit("swarm-controller.service")
         controller.wait_for_file("/run/swarm-controller/controller.sock")
         controller.succeed("test -S /run/swarm-controller/controller.sock")
-        hive1.wait_for_unit("hive-agent-alpha.service")
-        hive2.wait_for_unit("hive-agent-beta.service")
+        for hive, agent in ((hive1, "alpha"), (hive2, "beta")):
+            hive.wait_for_unit("hive-c0re.service")
+            # The agent's unit is transient: it does not exist until hive-c0re starts it, and
+            # wait_for_unit gives up on a unit that is inactive with no job queued.
+            hive.wait_until_succeeds(f"systemctl is-active hive-agent-{agent}.service", timeout=120)
 
     with subtest("only root and the socket's group reach the API"):
         controller.succeed("swarmctl schedule list")
@@ -159,5 +242,45 @@ in
         hive1.fail(f"{nats_as} {direct_get.format('beta')}")
         status, watched = hive1.execute(f"timeout 10 {nats_as} kv watch agent-schedules 2>&1")
         assert status != 0 and "hello from the VM test" not in watched, watched
+
+    with subtest("swarmctl hives lists both hives from the directory"):
+        listed = controller.succeed("swarmctl hives")
+        assert "hive1" in listed and "hive2" in listed, listed
+        listed = controller.succeed("swarmctl hives --json")
+        assert "first VM hive" in listed and "second VM hive" in listed, listed
+
+    with subtest("swarmctl hives status shows both hives fresh, their agents running"):
+        wait_status("hive1", "alpha", "running")
+        wait_status("hive2", "beta", "running")
+        statuses = controller.succeed("swarmctl hives status --json")
+        assert "hive1" in statuses and "hive2" in statuses, statuses
+        assert not re.search(r'"stale"\s*:\s*true', statuses), statuses
+
+    with subtest("a paused agent takes no todo while the other runs its own; up again, it runs it once"):
+        controller.succeed("swarmctl agent state hive1 alpha paused")
+        wait_status("hive1", "alpha", "paused")
+        # Paused is deployed and running, taking no todos.
+        hive1.succeed("systemctl is-active hive-agent-alpha.service")
+        held = add_schedule("--name held --agent alpha --agent beta --body 'held while paused' --once")
+        wait_turns(hive2, "beta", f"schedule:{held}", 1)
+        # Five of alpha's ticks (2 s) after the slot: still no turn.
+        hive1.sleep(10)
+        assert turns(hive1, "alpha", f"schedule:{held}") == 0, "a paused agent ran a turn"
+        controller.succeed("swarmctl agent state hive1 alpha up")
+        wait_status("hive1", "alpha", "running")
+        wait_turns(hive1, "alpha", f"schedule:{held}", 1)
+        hive1.sleep(6)
+        assert turns(hive1, "alpha", f"schedule:{held}") == 1, "the held todo ran more than once"
+
+    with subtest("offline stops the agent's unit and keeps its state; up starts it again"):
+        controller.succeed("swarmctl agent state hive1 alpha offline")
+        hive1.wait_until_fails("systemctl is-active hive-agent-alpha.service", timeout=60)
+        wait_status("hive1", "alpha", "stopped")
+        hive1.succeed("test -f /var/lib/hive-agent-alpha/state.db")
+        controller.succeed("swarmctl agent state hive1 alpha up")
+        hive1.wait_until_succeeds("systemctl is-active hive-agent-alpha.service", timeout=60)
+        wait_status("hive1", "alpha", "running")
+        # The other hive's agent was never touched.
+        hive2.succeed("systemctl is-active hive-agent-beta.service")
   '';
 }

@@ -1,8 +1,9 @@
 # Evaluates the hyperhive NixOS modules (modules/*.nix) without nixpkgs, with the stand-in lib
 # beside this file and placeholder packages, and checks what they produce: the environment each
 # daemon reads (the fixed names of docs/architecture.md), the credentials, the socket directory, the
-# hardening, that every option has a description and an example and a row in docs/nixos.md, and
-# that each assertion refuses the bad configuration it is written for.
+# hardening, hive-c0re's declared agents file and the controller's hive directory file (their JSON
+# content, as crates/hive-proto reads it), that every option has a description and an example and
+# a row in docs/nixos.md, and that each assertion refuses the bad configuration it is written for.
 #
 #   nix-instantiate --eval --strict tests/nixos/modules-eval     # prints true, or throws the failures
 #
@@ -28,6 +29,11 @@ let
       daemon-bins = placeholder "daemon-bins";
     };
     bash = placeholder "bash";
+    coreutils = placeholder "coreutils";
+    git = placeholder "git";
+    # The file's text rides along after a newline in its path (a store path holds no newline), so
+    # the checks can read back what a unit is given: `written` below.
+    writeText = name: text: placeholder name // { outPath = "${(placeholder name).outPath}\n${text}"; };
     makeWrapper = placeholder "make-wrapper";
     writeShellScriptBin = name: text: placeholder name // { inherit text; };
     runCommand = name: env: script: placeholder name // { inherit script; };
@@ -35,9 +41,11 @@ let
 
   files = map (file: ../../../modules + "/${file}") [
     "agents-control.nix"
+    "swarm.nix"
     "swarm-controller.nix"
     "c0re.nix"
     "hive-agent.nix"
+    "hive-c0re.nix"
   ];
 
   merge =
@@ -49,7 +57,9 @@ let
     ) right;
 
   # Option declarations and given values to the values the modules see: a given value wins, else
-  # the declared default; an attrsOf-submodule value gets its submodule's defaults too.
+  # the declared default; an attrsOf-submodule value gets its submodule's defaults too, and, as
+  # under the real module system, a `_module` attribute holding functions (so a module that turned
+  # a submodule's whole value into JSON would fail here too).
   settle =
     options: values:
     b.mapAttrs (
@@ -58,7 +68,14 @@ let
         if values ? ${name} then
           if (option.type.name or "") == "attrsOf" && (option.type.inner.name or "") == "submodule" then
             b.mapAttrs (
-              key: value: settle (option.type.inner.module { name = key; }).options value
+              key: value:
+              settle (option.type.inner.module { name = key; }).options value
+              // {
+                _module.args = {
+                  name = key;
+                  extendModules = x: x;
+                };
+              }
             ) values.${name}
           else
             values.${name}
@@ -79,6 +96,7 @@ let
         services = settle options.services { hyperhive = values; };
         networking.fqdnOrHostName = "cp1";
         systemd.services = otherUnits;
+        systemd.package = placeholder "systemd";
       };
       modules = map (file: import file { inherit config lib pkgs; }) files;
       options = b.foldl' merge { } (map (module: module.options or { }) modules);
@@ -126,7 +144,44 @@ let
     agents.off = agent // { enable = false; };
   };
 
-  # One bad setting on top of `good`, and a text the refusal must contain.
+  # A hive under hive-c0re: the agents above, one more with packages and its own timings.
+  hiveController = {
+    enable = true;
+    hive = "hive1";
+    nats = {
+      url = "nats://nats:4222";
+      credentialsFile = "/run/secrets/hive1.creds";
+    };
+    xkeyFile = "/run/secrets/hive1.xk";
+  };
+  beta = agent // {
+    credentialsFile = "/run/secrets/beta.creds";
+    turnCommand = "claude --print";
+    scheduleTick = "2s";
+    turnTimeout = "3h";
+    path = [ pkgs.git ];
+  };
+  hived = good // {
+    deploy = good.deploy // { hive-controller = hiveController; };
+    agents = good.agents // { inherit beta; };
+  };
+  # The controller with a hive directory and its signing directory.
+  hiveKey = "XCYG6V7IERXDY7O2N64AXQWT2EYE4MCVS2LHP3QYHHHCBPOVEQZXPZYU";
+  directory = good // {
+    swarm.hives = {
+      hive1 = {
+        description = "GPU box";
+        labels.gpu = "yes";
+        xkey = hiveKey;
+      };
+      hive2 = { };
+    };
+    deploy = good.deploy // {
+      swarm-controller = controller // { nats = controller.nats // { signingDir = "/var/lib/swarm-nats"; }; };
+    };
+  };
+
+  # One bad setting on top of `good` (or of `base`), and a text the refusal must contain.
   refusals = [
     {
       change.deploy.agents-control = copy // { keyFile = "/nix/store/00000000000000000000000000000000-key"; };
@@ -167,6 +222,43 @@ let
       change.agents.alpha = agent // { credentialsFile = "/nix/store/00000000000000000000000000000000-alpha.creds"; };
       expect = "agents.alpha.credentialsFile is in the Nix store";
     }
+    {
+      base = hived;
+      change.deploy.hive-controller = hiveController // { hive = "Hive1"; };
+      expect = "hive-controller.hive: \"Hive1\" is not a hive name";
+    }
+    {
+      base = hived;
+      change.deploy.hive-controller = hiveController // {
+        nats = hiveController.nats // { credentialsFile = "/nix/store/00000000000000000000000000000000-hive1.creds"; };
+      };
+      expect = "hive-controller.nats.credentialsFile is in the Nix store";
+    }
+    {
+      base = hived;
+      change.deploy.hive-controller = hiveController // { xkeyFile = ./default.nix; };
+      expect = "hive-controller.xkeyFile is in the Nix store, or is a Nix path literal";
+    }
+    {
+      base = hived;
+      change.agents.alpha = agent // { environmentFile = "/run/secrets/alpha.env"; };
+      expect = "agents.alpha.environmentFile is set, but with";
+    }
+    {
+      base = hived;
+      change.agents.alpha = agent // { nats.url = "nats://elsewhere:4222"; };
+      expect = "agents.alpha.nats.url is nats://elsewhere:4222, but under hive-c0re every";
+    }
+    {
+      change.swarm.hives.Hive1 = { };
+      expect = "swarm.hives.Hive1: \"Hive1\" is not a hive name";
+    }
+    {
+      change.deploy.swarm-controller = controller // {
+        nats = controller.nats // { signingDir = "/nix/store/00000000000000000000000000000000-nats"; };
+      };
+      expect = "swarm-controller.nats.signingDir is in the Nix store";
+    }
   ];
 
   ok = evaluate { values = good; };
@@ -185,6 +277,24 @@ let
   controllerUnit = ok.units.swarm-controller;
   agentUnit = ok.units.hive-agent-alpha;
   swarmctl = b.head (b.filter (p: p.name == "swarmctl-0.1.0") ok.packages);
+
+  # A file a unit is given (pkgs.writeText above): its store path and its JSON.
+  written =
+    value:
+    let
+      parts = lib.splitString "\n" value;
+    in
+    {
+      path = b.head parts;
+      json = b.fromJSON (b.elemAt parts 1);
+    };
+  hiveOk = evaluate { values = hived; };
+  c0reUnit = hiveOk.units.hive-c0re;
+  agentsFile = written c0reUnit.environment.HIVE_C0RE_AGENTS_FILE;
+  withHive = settings: evaluate { values = hived // { deploy.hive-controller = hiveController // settings; }; };
+  directoryOk = evaluate { values = directory; };
+  directoryUnit = directoryOk.units.swarm-controller;
+  hivesFile = written directoryUnit.environment.SWARM_HIVES_FILE;
 
   # Every option declared under services.hyperhive, an agent's submodule options included, by path.
   declared =
@@ -213,6 +323,8 @@ let
   sections = [
     "services.hyperhive.deploy.agents-control."
     "services.hyperhive.deploy.swarm-controller."
+    "services.hyperhive.deploy.hive-controller."
+    "services.hyperhive.swarm.hives.<name>."
     "services.hyperhive.agents.<name>."
     "services.hyperhive.c0re."
   ];
@@ -320,13 +432,136 @@ let
       && b.elem "AF_UNIX" unit.serviceConfig.RestrictAddressFamilies
       && unit.serviceConfig.SystemCallFilter != [ ]
     ) [ copyUnit controllerUnit agentUnit ];
+    "hive-c0re gets the HIVE_C0RE_* variables by name and value" =
+      b.removeAttrs c0reUnit.environment [ "HIVE_C0RE_AGENTS_FILE" ] == {
+        HIVE_C0RE_HIVE = "hive1";
+        HIVE_C0RE_NATS_URL = "nats://nats:4222";
+        HIVE_C0RE_NATS_CREDS = "%d/nats-creds";
+        HIVE_C0RE_XKEY_FILE = "%d/xkey";
+        HIVE_C0RE_STATE_DIR = "/var/lib/hive-c0re";
+        HIVE_C0RE_RUNNER = "systemd";
+        HIVE_C0RE_AGENT_BIN = "${pkgs.hyperhive.daemon-bins}/bin/hive-agent";
+        HIVE_C0RE_STATUS_SECS = "15";
+      };
+    "hive-c0re's credential and xkey arrive through LoadCredential" =
+      c0reUnit.serviceConfig.LoadCredential == [
+        "nats-creds:/run/secrets/hive1.creds"
+        "xkey:/run/secrets/hive1.xk"
+      ];
+    "without an xkey file, no HIVE_C0RE_XKEY_FILE and no xkey credential" =
+      let
+        unit = (withHive { xkeyFile = null; }).units.hive-c0re;
+      in
+      !(unit.environment ? HIVE_C0RE_XKEY_FILE) && unit.serviceConfig.LoadCredential == [ "nats-creds:/run/secrets/hive1.creds" ];
+    "runner and status interval reach HIVE_C0RE_RUNNER and HIVE_C0RE_STATUS_SECS" =
+      let
+        unit = (withHive { runner = "process"; statusInterval = 5; }).units.hive-c0re;
+      in
+      unit.environment.HIVE_C0RE_RUNNER == "process" && unit.environment.HIVE_C0RE_STATUS_SECS == "5";
+    "a hive under hive-c0re passes every assertion" = hiveOk.failed == [ ];
+    "hive-c0re runs `hive-c0re run` from the c0re bundle, as root, with its state directory and systemd on PATH" =
+      c0reUnit.serviceConfig.ExecStart == "${pkgs.hyperhive.daemon-bins}/bin/hive-c0re run"
+      && c0reUnit.serviceConfig.DynamicUser == false
+      && !(c0reUnit.serviceConfig ? User)
+      && c0reUnit.serviceConfig.StateDirectory == "hive-c0re"
+      && c0reUnit.path == [ (placeholder "systemd") ]
+      && c0reUnit.wantedBy == [ "multi-user.target" ]
+      && c0reUnit.serviceConfig.Restart == "on-failure";
+    "hive-c0re is hardened but for the documented relaxations" =
+      let
+        c = c0reUnit.serviceConfig;
+      in
+      c.ProtectSystem == "strict"
+      && c.ReadWritePaths == [ "/var/lib" ]
+      && c.CapabilityBoundingSet == [
+        "CAP_CHOWN"
+        "CAP_DAC_OVERRIDE"
+        "CAP_FOWNER"
+      ]
+      && c.SystemCallFilter == [
+        "@system-service"
+        "~@privileged"
+        "@chown"
+        "~@resources"
+      ]
+      && c.ProcSubset == "all"
+      && c.NoNewPrivileges
+      && c.PrivateTmp
+      && c.ProtectHome
+      && c.PrivateDevices
+      && c.RestrictSUIDSGID
+      && c.MemoryDenyWriteExecute
+      && c.UMask == "0077"
+      && b.elem "AF_UNIX" c.RestrictAddressFamilies;
+    "with the process runner the turn commands may use writable executable memory" =
+      !(withHive { runner = "process"; }).units.hive-c0re.serviceConfig.MemoryDenyWriteExecute;
+    "under hive-c0re the agents get no static units" =
+      b.filter (lib.hasPrefix "hive-agent-") (b.attrNames hiveOk.units) == [ ];
+    "the declared agents file holds each enabled agent's spec and credential path" =
+      lib.hasPrefix "/nix/store/" agentsFile.path
+      && lib.hasInfix "-hive-c0re-agents.json" agentsFile.path
+      && agentsFile.json == {
+        alpha = {
+          spec = {
+            turn_command = "printf '%s\\n' done";
+            schedule_tick = "10s";
+            turn_timeout = "1h";
+            env.PATH = "${pkgs.bash}/bin:${pkgs.coreutils}/bin";
+          };
+          creds_file = "/run/secrets/alpha.creds";
+        };
+        beta = {
+          spec = {
+            turn_command = "claude --print";
+            schedule_tick = "2s";
+            turn_timeout = "3h";
+            env.PATH = "${pkgs.bash}/bin:${pkgs.coreutils}/bin:${pkgs.git}/bin";
+          };
+          creds_file = "/run/secrets/beta.creds";
+        };
+      };
+    # What crates/hive-proto/src/spec.rs (parse_declared) refuses: names that are not agent names,
+    # environment names outside [A-Z_][A-Z0-9_]* or under HIVE_, a relative credential path.
+    "the declared agents file passes hive-proto's checks" = b.all (
+      name:
+      let
+        entry = agentsFile.json.${name};
+      in
+      b.match "[a-z][a-z0-9-]{0,31}" name != null
+      && lib.hasPrefix "/" entry.creds_file
+      && entry.spec.turn_command != ""
+      && b.all (env: b.match "[A-Z_][A-Z0-9_]*" env != null && !(lib.hasPrefix "HIVE_" env)) (
+        b.attrNames entry.spec.env
+      )
+    ) (b.attrNames agentsFile.json);
+    "the hive directory reaches the controller as SWARM_HIVES_FILE, xkey left out when unset" =
+      directoryOk.failed == [ ]
+      && lib.hasInfix "-swarm-hives.json" hivesFile.path
+      && hivesFile.json == {
+        hive1 = {
+          description = "GPU box";
+          labels.gpu = "yes";
+          xkey = hiveKey;
+        };
+        hive2 = {
+          description = "";
+          labels = { };
+        };
+      };
+    "the signing directory is SWARM_NATS_DIR and writable for the controller" =
+      directoryUnit.environment.SWARM_NATS_DIR == "/var/lib/swarm-nats"
+      && directoryUnit.serviceConfig.ReadWritePaths == [ "/var/lib/swarm-nats" ];
+    "no hives and no signing directory: neither variable, nothing writable" =
+      !(controllerUnit.environment ? SWARM_HIVES_FILE)
+      && !(controllerUnit.environment ? SWARM_NATS_DIR)
+      && controllerUnit.serviceConfig.ReadWritePaths == [ ];
   }
   // b.listToAttrs (
     map (
       refusal:
       let
         result = evaluate {
-          values = good // refusal.change;
+          values = (refusal.base or good) // refusal.change;
           otherUnits = refusal.otherUnits or { };
         };
       in

@@ -2,9 +2,10 @@
 # stand-in nixpkgs whose builders only record their arguments, and returns named checks of what
 # the flake exposes: the outputs docs/nixos.md lists, one derivation per package with its
 # `meta.mainProgram` and its cargo flags (swarmctl with swarm-controller), the hive-side bundle
-# without swarm-controller, the overlay, the modules, the checks (every package, the cargo tests,
-# both VM tests with their nodes), the dev shell's tools and the formatter. default.nix runs these
-# with the module checks; nothing here builds anything.
+# (hive-agent and hive-c0re, without swarm-controller), the overlay, the modules, the checks
+# (every package, the cargo tests, both VM tests with their nodes, the swarm test's hives under
+# hive-c0re), the dev shell's tools and the formatter. default.nix runs these with the module
+# checks; nothing here builds anything.
 let
   b = builtins;
   standIn = import ./stand-in-lib.nix;
@@ -131,32 +132,40 @@ let
       shellTools = names' outputs.devShells.${system}.default.attrs.packages;
     in
     {
-      "${system}: packages are exactly agents-control, swarm-controller, hive-agent, daemon-bins, default" =
+      "${system}: packages are exactly agents-control, swarm-controller, hive-agent, hive-c0re, daemon-bins, default" =
         names packages == [
           "agents-control"
           "daemon-bins"
           "default"
           "hive-agent"
+          "hive-c0re"
           "swarm-controller"
         ];
       "${system}: each package is its own derivation with meta.mainProgram" =
         b.all (name: packages.${name}.type == "derivation" && packages.${name}.meta ? mainProgram) (names packages)
         && packages.agents-control.meta.mainProgram == "agents-control"
         && packages.swarm-controller.meta.mainProgram == "swarm-controller"
-        && packages.hive-agent.meta.mainProgram == "hive-agent";
+        && packages.hive-agent.meta.mainProgram == "hive-agent"
+        && packages.hive-c0re.meta.mainProgram == "hive-c0re";
       "${system}: each daemon builds only its own cargo package; swarmctl ships with swarm-controller" =
         hasArgs (daemon "agents-control") [ "--package" "agents-control" ]
         && hasArgs (daemon "hive-agent") [ "--package" "hive-agent" ]
+        && hasArgs (daemon "hive-c0re") [ "--package" "hive-c0re" ]
+        && hasArgs (daemon "hive-c0re") [ "--bin" "hive-c0re" ]
         && hasArgs (daemon "swarm-controller") [ "--package" "swarm-controller" ]
         && hasArgs (daemon "swarm-controller") [ "--bin" "swarmctl" ]
         && !(hasArgs (daemon "hive-agent") [ "--bin" "swarmctl" ]);
-      "${system}: daemon-bins holds the hive-side daemons, never swarm-controller" =
-        names' packages.daemon-bins.paths == [ "hive-agent-0.1.0" ];
+      "${system}: daemon-bins holds the hive-side daemons, hive-agent and hive-c0re, never swarm-controller" =
+        names' packages.daemon-bins.paths == [
+          "hive-agent-0.1.0"
+          "hive-c0re-0.1.0"
+        ];
       "${system}: default is every package" =
         names' packages.default.paths == [
           "agents-control-0.1.0"
           "swarm-controller-0.1.0"
           "hive-agent-0.1.0"
+          "hive-c0re-0.1.0"
         ];
       # The cargo tests' inputs are every program the tests start: the servers of the test kit
       # (crates/testkit), moto's Python, and openssl (services/agents-control/tests/cli.rs).
@@ -166,6 +175,7 @@ let
           "cargo-tests"
           "daemon-bins"
           "hive-agent"
+          "hive-c0re"
           "swarm-controller"
           "vm-control-plane"
           "vm-swarm"
@@ -200,6 +210,42 @@ let
         ]
         && lib.hasInfix "swarmctl schedule add" swarm.testScript
         && lib.hasInfix "start_all()" controlPlane.testScript;
+      "${system}: its hives run hive-c0re (systemd runner) with their agent declared, and the controller knows both hives" =
+        let
+          hive = name: (swarm.nodes.${name} { }).services.hyperhive;
+          controller = (swarm.nodes.controller { }).services.hyperhive;
+        in
+        b.all (
+          pair:
+          let
+            h = hive pair.node;
+          in
+          h.deploy.hive-controller.enable
+          && h.deploy.hive-controller.hive == pair.node
+          && h.deploy.hive-controller.runner == "systemd"
+          && names h.agents == [ pair.agent ]
+        ) [
+          {
+            node = "hive1";
+            agent = "alpha";
+          }
+          {
+            node = "hive2";
+            agent = "beta";
+          }
+        ]
+        && names controller.swarm.hives == [
+          "hive1"
+          "hive2"
+        ]
+        && controller.deploy.swarm-controller.nats.signingDir == "/var/lib/swarm-nats"
+        && b.all (verb: lib.hasInfix verb swarm.testScript) [
+          "swarmctl hives"
+          "swarmctl hives status"
+          "swarmctl agent state hive1 alpha paused"
+          "swarmctl agent state hive1 alpha offline"
+          "swarmctl agent state hive1 alpha up"
+        ];
       "${system}: the dev shell has the toolchain, nats-server, minio, caddy, seaweedfs and openssl" =
         b.all (t: b.elem t shellTools) [
           "cargo"
@@ -216,7 +262,10 @@ let
           applied = outputs.overlays.default pkgs pkgs;
         in
         applied.hyperhive.agents-control.meta.mainProgram == "agents-control"
-        && names' applied.hyperhive.daemon-bins.paths == [ "hive-agent-0.1.0" ];
+        && names' applied.hyperhive.daemon-bins.paths == [
+          "hive-agent-0.1.0"
+          "hive-c0re-0.1.0"
+        ];
     };
 in
 {
@@ -229,11 +278,12 @@ in
       "overlays"
       "packages"
     ];
-  "nixosModules are agents-control, swarm-controller, hive-agent and default, each a file here" =
+  "nixosModules are agents-control, swarm-controller, hive-agent, hive-c0re and default, each a file here" =
     names outputs.nixosModules == [
       "agents-control"
       "default"
       "hive-agent"
+      "hive-c0re"
       "swarm-controller"
     ]
     && b.all (name: b.pathExists outputs.nixosModules.${name}) (names outputs.nixosModules);

@@ -54,6 +54,7 @@ rec {
       package = type "package";
       ints.positive = type "positiveInt";
       strMatching = pattern: type "strMatching ${pattern}";
+      enum = values: type "enum" // { inherit values; };
       nullOr = wrap "nullOr";
       listOf = wrap "listOf";
       attrsOf = wrap "attrsOf";
@@ -90,6 +91,7 @@ rec {
   optional = condition: x: if condition then [ x ] else [ ];
   optionalAttrs = condition: set: if condition then set else { };
   optionalString = condition: text: if condition then text else "";
+  makeBinPath = packages: concatStringsSep ":" (map (package: "${package}/bin") packages);
   getExe = package: "${package}/bin/${package.meta.mainProgram}";
   getExe' = package: name: "${package}/bin/${name}";
   escapeShellArg = text: "'${b.replaceStrings [ "'" ] [ "'\\''" ] (toString text)}'";

@@ -11,6 +11,11 @@ killed is started again at once, as its unit's `Restart=on-failure` would (witho
 pause). What it cannot stand in for is skipped: the socket group's users (`su`), and the nats
 CLI the credential subtest uses.
 
+swarm.nix now runs its agents under hive-c0re; this rehearsal still starts each agent as its own
+hive-agent process with the environment the former static unit had, stands `hive-c0re.service`
+in with that agent, and runs only the four subtests below, not the hive ones (they need hive-c0re
+and the controller's hive routes). It has not been rerun since that change.
+
     python3 tests/nixos/rehearse/swarm.py            # every subtest it can run
     python3 tests/nixos/rehearse/swarm.py "a schedule"   # subtests by name prefix
 
