@@ -185,7 +185,8 @@ fn agent_processes(agent: &str, under: &Path) -> Vec<u32> {
         let vars: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
         let has = |needle: &str| vars.iter().any(|v| *v == needle.as_bytes());
         let state_under = vars.iter().any(|v| {
-            v.starts_with(b"HIVE_AGENT_STATE_DIR=") && String::from_utf8_lossy(&v[21..]).starts_with(&*under.to_string_lossy())
+            v.starts_with(b"HIVE_AGENT_STATE_DIR=")
+                && String::from_utf8_lossy(&v[21..]).starts_with(&*under.to_string_lossy())
         });
         let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
         let zombie = stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'));
