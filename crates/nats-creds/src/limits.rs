@@ -50,6 +50,7 @@ pub fn swarm_account() -> AccountSpec {
         limits: AccountLimits::default(),
         exports: swarm_exports(),
         imports: Vec::new(),
+        revoked_before: None,
     }
 }
 
@@ -74,5 +75,6 @@ pub fn no_jetstream_account() -> AccountSpec {
         limits: AccountLimits { connections: 0, subscriptions: 0, payload: 0 },
         exports: vec![ServiceExport { subject: JS_INFO.to_owned(), response: ResponseType::Singleton }],
         imports: Vec::new(),
+        revoked_before: None,
     }
 }

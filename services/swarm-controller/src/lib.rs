@@ -18,6 +18,7 @@ pub mod daemon;
 pub mod definition;
 pub mod nats;
 pub mod reconcile;
+pub mod revoke;
 pub mod schedules;
 pub mod socket;
 pub mod swarmctl;

@@ -40,6 +40,8 @@ pub fn config(nats: &NatsJwt, socket: PathBuf, reconcile_secs: u64) -> Config {
         nats_url: nats.url(),
         nats_creds: Some(nats.controller_creds()),
         reconcile_every: Duration::from_secs(reconcile_secs),
+        hives: Default::default(),
+        nats_dir: None,
     }
 }
 
