@@ -18,6 +18,10 @@ its directory must hold nothing else\n  \
 SWARM_NATS_URL           NATS server, e.g. nats://127.0.0.1:4222 (required)\n  \
 SWARM_NATS_CREDS         the controller's .creds file from `nats init` (optional)\n  \
 SWARM_RECONCILE_SECS     seconds between reconcile passes (default 60)\n  \
+SWARM_HIVES_FILE         the hive directory, JSON {\"<hive>\": {description, labels, xkey}} (optional;\n                           \
+without it the swarm has no hives)\n  \
+SWARM_NATS_DIR           the directory `nats init` wrote (optional; needed to destroy an agent,\n                           \
+which revokes its credentials)\n  \
 RUST_LOG                 log filter (default info)"
 )]
 pub struct Cli {

@@ -23,7 +23,12 @@ fn payload(to: &str, revision: u64) -> Payload {
         hive: hive(to),
         agent: AgentName::parse("a").unwrap(),
         revision,
-        spec: Some(AgentSpec { turn_command: "cat".into(), schedule_tick: None, turn_timeout: None, env: BTreeMap::new() }),
+        spec: Some(AgentSpec {
+            turn_command: "cat".into(),
+            schedule_tick: None,
+            turn_timeout: None,
+            env: BTreeMap::new(),
+        }),
         secrets: Secrets { nats_creds: Some("-----BEGIN NATS USER JWT-----".into()), files: BTreeMap::new() },
     }
 }

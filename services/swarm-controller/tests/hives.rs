@@ -8,14 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::ConnectOptions;
-use async_nats::jetstream;
-use common::{Controller, Options, directory};
+use common::{Controller, Options, directory, publish_as_hive};
 use hyper::http::{Method, StatusCode};
 use hyperhive_hive_proto::roster::Origin;
 use hyperhive_hive_proto::status::{ActualState, AgentStatus, HiveStatus};
 use hyperhive_hive_proto::wanted::WantedState;
 use hyperhive_hive_proto::{AGENTS_BUCKET, AgentName, HiveName};
-use hyperhive_nats_creds::{AGENT_WANTED_BUCKET, hive_inbox_prefix, hive_status_subject};
+use hyperhive_nats_creds::AGENT_WANTED_BUCKET;
 use hyperhive_schedule::instant::parse_instant;
 use hyperhive_testkit::wait_until;
 use serde_json::{Value, json};
@@ -50,22 +49,6 @@ fn status(hive: &str, published_at: &str, agents: &[(&str, Origin)]) -> HiveStat
             .map(|(a, origin)| (AgentName::parse(a).unwrap(), agent_status(*origin, ActualState::Running)))
             .collect::<BTreeMap<_, _>>(),
     }
-}
-
-/// Publishes `status` as its hive does: with the hive's own credential, on its own key.
-async fn publish_as_hive(c: &Controller, status: &HiveStatus) {
-    let hive = &status.hive;
-    let creds = c.nats.mint_hive(hive.as_str(), &[]).await.unwrap();
-    let client = ConnectOptions::with_credentials_file(creds)
-        .await
-        .unwrap()
-        .custom_inbox_prefix(hive_inbox_prefix(hive))
-        .connect(c.nats.url())
-        .await
-        .unwrap();
-    let js = jetstream::new(client);
-    let bytes = serde_json::to_vec(status).unwrap();
-    js.publish(hive_status_subject(hive), bytes.into()).await.unwrap().await.expect("the hive may write its status");
 }
 
 async fn get(c: &Controller, path: &str) -> Value {
@@ -119,9 +102,9 @@ async fn the_directory_is_served_sorted_with_its_keys() {
 async fn statuses_carry_their_age_and_turn_stale_after_45_seconds() {
     let clock = Arc::new(FakeClock::new(parse_instant(NOW).unwrap()));
     let c = Controller::start_with(Options { clock: clock.clone(), ..options(&["h1", "h2"]) }).await;
-    publish_as_hive(&c, &status("h1", NOW, &[("a", Origin::Declared)])).await;
+    publish_as_hive(&c.nats, &status("h1", NOW, &[("a", Origin::Declared)])).await;
     // A hive outside the directory may write its own key, but the controller does not show it.
-    publish_as_hive(&c, &status("h9", NOW, &[])).await;
+    publish_as_hive(&c.nats, &status("h9", NOW, &[])).await;
 
     let at = |secs: i64| clock.set(parse_instant(NOW).unwrap() + time::Duration::seconds(secs));
     at(45);
@@ -151,7 +134,7 @@ async fn statuses_carry_their_age_and_turn_stale_after_45_seconds() {
 #[tokio::test]
 async fn the_roster_follows_hive_statuses_and_never_moves_an_agent() {
     let c = Controller::start_with(options(&["h1", "h2"])).await;
-    publish_as_hive(&c, &status("h1", NOW, &[("b", Origin::Created), ("a", Origin::Declared)])).await;
+    publish_as_hive(&c.nats, &status("h1", NOW, &[("b", Origin::Created), ("a", Origin::Declared)])).await;
     let agents = wait_for_roster(&c, &["a", "b"]).await;
     let a = &agents[0];
     assert_eq!((a["hive"].clone(), a["origin"].clone()), (json!("h1"), json!("declared")));
@@ -162,8 +145,8 @@ async fn the_roster_follows_hive_statuses_and_never_moves_an_agent() {
 
     // h9 (not in the directory) reports d; then h2 reports a (already on h1) and c. The watch
     // takes statuses in order, so once c is listed, h9's status was handled.
-    publish_as_hive(&c, &status("h9", NOW, &[("d", Origin::Declared)])).await;
-    publish_as_hive(&c, &status("h2", NOW, &[("a", Origin::Declared), ("c", Origin::Declared)])).await;
+    publish_as_hive(&c.nats, &status("h9", NOW, &[("d", Origin::Declared)])).await;
+    publish_as_hive(&c.nats, &status("h2", NOW, &[("a", Origin::Declared), ("c", Origin::Declared)])).await;
     let agents = wait_for_roster(&c, &["a", "b", "c"]).await;
     assert_eq!(agents[0]["hive"], "h1", "an agent on the roster is never moved to another hive");
     assert_eq!(agents[0]["actual"]["actual"], "running", "actual state comes from the roster's hive");
@@ -182,7 +165,7 @@ async fn statuses_written_while_the_controller_was_down_reach_the_roster_on_its_
     let mut c = Controller::start_with(options(&["h1"])).await;
     c.stop().await.unwrap();
     // Not seen by any watch: the watch starts with new writes only.
-    publish_as_hive(&c, &status("h1", NOW, &[("a", Origin::Declared)])).await;
+    publish_as_hive(&c.nats, &status("h1", NOW, &[("a", Origin::Declared)])).await;
     c.restart().await;
     wait_for_roster(&c, &["a"]).await;
 }
@@ -190,7 +173,7 @@ async fn statuses_written_while_the_controller_was_down_reach_the_roster_on_its_
 #[tokio::test]
 async fn setting_wanted_state_is_a_compare_and_set_that_survives_a_restart() {
     let mut c = Controller::start_with(options(&["h1"])).await;
-    publish_as_hive(&c, &status("h1", NOW, &[("a", Origin::Declared)])).await;
+    publish_as_hive(&c.nats, &status("h1", NOW, &[("a", Origin::Declared)])).await;
     wait_for_roster(&c, &["a"]).await;
     let path = "/api/hives/h1/agents/a/state";
 
@@ -223,7 +206,7 @@ async fn setting_wanted_state_is_a_compare_and_set_that_survives_a_restart() {
 #[tokio::test]
 async fn bad_state_changes_are_clear_errors_and_store_nothing() {
     let c = Controller::start_with(options(&["h1", "h2"])).await;
-    publish_as_hive(&c, &status("h1", NOW, &[("a", Origin::Declared)])).await;
+    publish_as_hive(&c.nats, &status("h1", NOW, &[("a", Origin::Declared)])).await;
     wait_for_roster(&c, &["a"]).await;
     let (status, _) = put_state(&c, "/api/hives/h1/agents/a/state", &[], r#"{"state": "up"}"#).await;
     assert_eq!(status, StatusCode::OK);
@@ -349,7 +332,7 @@ async fn bad_state_changes_are_clear_errors_and_store_nothing() {
 #[tokio::test]
 async fn an_if_match_on_a_state_never_written_is_a_conflict() {
     let c = Controller::start_with(options(&["h1"])).await;
-    publish_as_hive(&c, &status("h1", NOW, &[("a", Origin::Declared)])).await;
+    publish_as_hive(&c.nats, &status("h1", NOW, &[("a", Origin::Declared)])).await;
     wait_for_roster(&c, &["a"]).await;
     let before = c.last_sequence(AGENT_WANTED_BUCKET).await;
     let (status, body) =
@@ -362,7 +345,7 @@ async fn an_if_match_on_a_state_never_written_is_a_conflict() {
 #[tokio::test]
 async fn destroying_an_agent_revokes_its_credential_and_is_final() {
     let c = Controller::start_with(Options { nats_dir: true, ..options(&["h1"]) }).await;
-    publish_as_hive(&c, &status("h1", NOW, &[("a", Origin::Declared), ("b", Origin::Declared)])).await;
+    publish_as_hive(&c.nats, &status("h1", NOW, &[("a", Origin::Declared), ("b", Origin::Declared)])).await;
     wait_for_roster(&c, &["a", "b"]).await;
     let a_creds = c.nats.mint_agent("a").await.unwrap();
     let b_creds = c.nats.mint_agent("b").await.unwrap();

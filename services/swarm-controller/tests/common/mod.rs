@@ -13,6 +13,7 @@ use hyper::Request;
 use hyper::http::{Method, StatusCode};
 use hyperhive_hive_proto::HiveName;
 use hyperhive_hive_proto::directory::{HiveDirectory, HiveEntry};
+use hyperhive_hive_proto::status::HiveStatus;
 use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, AgentSchedules, SCHEDULE_DEFINITIONS_BUCKET};
 use hyperhive_testkit::{NatsJwt, Process, wait_until};
 use serde_json::Value;
@@ -203,4 +204,24 @@ pub async fn daemon_process(nats: &NatsJwt, socket: &std::path::Path, extra_env:
         .unwrap();
     daemon.wait_for_log("serving the API", STARTUP).await.unwrap();
     daemon
+}
+
+/// Publishes `status` as its hive's hive-c0re does: with the hive's own credential, on its own key.
+pub async fn publish_as_hive(nats: &NatsJwt, status: &HiveStatus) {
+    let hive = &status.hive;
+    let creds = nats.mint_hive(hive.as_str(), &[]).await.unwrap();
+    let client = async_nats::ConnectOptions::with_credentials_file(creds)
+        .await
+        .unwrap()
+        .custom_inbox_prefix(hyperhive_nats_creds::hive_inbox_prefix(hive))
+        .connect(nats.url())
+        .await
+        .unwrap();
+    let bytes = serde_json::to_vec(status).unwrap();
+    jetstream::new(client)
+        .publish(hyperhive_nats_creds::hive_status_subject(hive), bytes.into())
+        .await
+        .unwrap()
+        .await
+        .expect("the hive may write its status");
 }
