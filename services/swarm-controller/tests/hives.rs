@@ -377,3 +377,32 @@ async fn destroying_an_agent_revokes_its_credential_and_is_final() {
     let agents = get(&c, "/api/agents").await;
     assert_eq!(agents[0]["wanted"]["state"], "destroyed");
 }
+
+#[tokio::test]
+async fn a_failed_revocation_is_a_503_with_the_state_recorded_and_the_pass_retries_it() {
+    let c = Controller::start_with(Options { nats_dir: true, reconcile_secs: 1, ..options(&["h1"]) }).await;
+    publish_as_hive(&c.nats, &status("h1", NOW, &[("a", Origin::Declared)])).await;
+    wait_for_roster(&c, &["a"]).await;
+    let a_creds = c.nats.mint_agent("a").await.unwrap();
+    // A broken system credential: the running server cannot be told.
+    let system = c.nats.creds_dir().join(hyperhive_nats_creds::files::SYSTEM_CREDS);
+    std::fs::write(&system, "not a credential").unwrap();
+
+    let (status, body) = put_state(&c, "/api/hives/h1/agents/a/state", &[], r#"{"state": "destroyed"}"#).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let error = body["error"].as_str().unwrap();
+    assert!(error.contains("is recorded") && error.contains("retries"), "{error}");
+    assert!(!error.contains("not a credential"), "no credential content in errors");
+    assert_eq!(get(&c, "/api/agents").await[0]["wanted"]["state"], "destroyed", "the intent is recorded");
+    let connect = || {
+        let (creds, url) = (a_creds.clone(), c.nats.url());
+        async move { ConnectOptions::with_credentials_file(creds).await.unwrap().connect(url).await }
+    };
+    assert!(connect().await.is_ok(), "not revoked on the running server yet");
+
+    // Repaired (an older directory without it gets one made from system.seed): the pass retries.
+    std::fs::remove_file(&system).unwrap();
+    wait_until("the reconcile pass to revoke a", SOON, || async { connect().await.is_err().then_some(()) })
+        .await
+        .unwrap();
+}
