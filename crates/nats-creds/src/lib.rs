@@ -6,7 +6,9 @@
 //! and the controller's credential. [`mint_agent_creds`] and [`mint_hive_creds`] then give each
 //! agent and each hive an **account of its own** that imports only its own subjects, and a user
 //! credential in it with an expiry. A new tenant account is added to the fragment, which the
-//! server must then load again (`nats-server --signal reload` or a restart).
+//! server must then load again (`nats-server --signal reload` or a restart). [`revoke_agent`]
+//! revokes every credential of a destroyed agent in its account JWT and the fragment; the
+//! controller then sends that JWT to the running server with the system user ([`system_creds`]).
 //!
 //! # Layout
 //! - [`jwt`]: operator, account and user JWTs (nats-io/jwt v2 encoding) and their verification.

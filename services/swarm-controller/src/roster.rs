@@ -77,7 +77,9 @@ impl Roster {
         if entry.operation != kv::Operation::Put {
             return Ok(None);
         }
-        Ok(serde_json::from_slice(&entry.value).ok())
+        Ok(serde_json::from_slice(&entry.value)
+            .inspect_err(|err| tracing::error!(%agent, %err, "an unreadable roster entry; treated as absent"))
+            .ok())
     }
 
     /// Adds every agent of `status` that is not on the roster yet, if its hive is in `directory`.
