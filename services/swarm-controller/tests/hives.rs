@@ -406,3 +406,23 @@ async fn a_failed_revocation_is_a_503_with_the_state_recorded_and_the_pass_retri
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn two_changes_from_the_same_revision_give_one_200_and_one_409() {
+    let c = Controller::start_with(options(&["h1"])).await;
+    publish_as_hive(&c.nats, &status("h1", NOW, &[("a", Origin::Declared)])).await;
+    wait_for_roster(&c, &["a"]).await;
+    let path = "/api/hives/h1/agents/a/state";
+    let (_, first) = put_state(&c, path, &[], r#"{"state": "up"}"#).await;
+    let revision = first["revision"].as_u64().unwrap().to_string();
+    let headers = [("if-match", revision.as_str())];
+    let (one, two) = tokio::join!(
+        put_state(&c, path, &headers, r#"{"state": "paused"}"#),
+        put_state(&c, path, &headers, r#"{"state": "offline"}"#),
+    );
+    let mut codes = [one.0, two.0];
+    codes.sort();
+    assert_eq!(codes, [StatusCode::OK, StatusCode::CONFLICT], "{one:?} {two:?}");
+    let winner = if one.0 == StatusCode::OK { one.1 } else { two.1 };
+    assert_eq!(get(&c, "/api/agents").await[0]["wanted"]["state"], winner["state"], "the winner's state is stored");
+}
