@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use warp::http::{HeaderMap, StatusCode};
 use warp::reply::Response;
 
-use super::hives::unavailable;
+use super::hives::{parse_hive, unavailable};
 use super::{ApiError, App, json};
 use crate::hives::{freshness, read_all};
 use crate::wanted::{Stored, WriteError};
@@ -142,7 +142,7 @@ impl App {
         if_match: Option<u64>,
         body: &[u8],
     ) -> Result<Response, ApiError> {
-        let hive_name = HiveName::parse(hive).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let hive = parse_hive(hive)?;
         let agent = AgentName::parse(agent).map_err(|e| ApiError::BadRequest(e.to_string()))?;
         let set_by = set_by(headers)?;
         let request: StateRequest = serde_json::from_slice(body).map_err(|e| {
@@ -154,7 +154,7 @@ impl App {
             .state
             .parse()
             .map_err(|e: hyperhive_hive_proto::wanted::UnknownState| ApiError::BadRequest(e.to_string()))?;
-        let hive = self.known_hive(hive_name.as_str())?;
+        self.check_hive(&hive)?;
         match self.roster.get(&agent).await.map_err(unavailable)? {
             Some(entry) if entry.hive == hive => {}
             Some(entry) => {

@@ -72,14 +72,23 @@ impl App {
 
     /// `hive` parsed and in the directory: 400 for a malformed name, 404 for an unknown hive.
     pub(super) fn known_hive(&self, hive: &str) -> Result<HiveName, ApiError> {
-        let name = HiveName::parse(hive).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-        if !self.hives.contains_key(&name) {
-            return Err(ApiError::NotFound(format!(
-                "no hive {name} in the hive directory (SWARM_HIVES_FILE); see GET /api/hives"
-            )));
-        }
+        let name = parse_hive(hive)?;
+        self.check_hive(&name)?;
         Ok(name)
     }
+
+    /// 404 for a hive not in the directory.
+    pub(super) fn check_hive(&self, hive: &HiveName) -> Result<(), ApiError> {
+        if self.hives.contains_key(hive) {
+            return Ok(());
+        }
+        Err(ApiError::NotFound(format!("no hive {hive} in the hive directory (SWARM_HIVES_FILE); see GET /api/hives")))
+    }
+}
+
+/// 400 for a malformed hive name.
+pub(super) fn parse_hive(hive: &str) -> Result<HiveName, ApiError> {
+    HiveName::parse(hive).map_err(|e| ApiError::BadRequest(e.to_string()))
 }
 
 pub(super) fn unavailable(err: impl std::fmt::Display) -> ApiError {
