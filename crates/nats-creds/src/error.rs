@@ -62,6 +62,13 @@ pub enum CredsError {
          accounts/); pass the directory given to `nats init --out`"
     )]
     NotInitDir(PathBuf),
+    /// The tenant's account was revoked (a destroyed agent): minting for it again would lift the
+    /// revocation.
+    #[error(
+        "{0}'s credentials were revoked (the agent was destroyed); a revoked account is never given \
+         a credential again. Use a new agent name"
+    )]
+    Revoked(String),
     /// The expiry lies beyond what a JWT can say.
     #[error("the credential lifetime is too long; use a --ttl of at most a few years")]
     TtlTooLong,

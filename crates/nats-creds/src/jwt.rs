@@ -57,6 +57,9 @@ pub struct AccountSpec {
     pub exports: Vec<ServiceExport>,
     /// Services of other accounts this account's users may call.
     pub imports: Vec<ServiceImport>,
+    /// Every user JWT of the account issued at or before this unix time is refused
+    /// (`revocations: {"*": t}`): how a tenant's credentials are revoked.
+    pub revoked_before: Option<u64>,
 }
 
 /// Per-account connection and message limits (`-1` means none).
@@ -169,6 +172,9 @@ pub fn account_jwt(
     }
     if !imports.is_empty() {
         nats["imports"] = json!(imports);
+    }
+    if let Some(t) = spec.revoked_before {
+        nats["revocations"] = json!({"*": t});
     }
     encode(operator, name, account_public_key, at, nats)
 }

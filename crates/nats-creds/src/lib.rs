@@ -6,7 +6,9 @@
 //! and the controller's credential. [`mint_agent_creds`] and [`mint_hive_creds`] then give each
 //! agent and each hive an **account of its own** that imports only its own subjects, and a user
 //! credential in it with an expiry. A new tenant account is added to the fragment, which the
-//! server must then load again (`nats-server --signal reload` or a restart).
+//! server must then load again (`nats-server --signal reload` or a restart). [`revoke_agent`]
+//! revokes every credential of a destroyed agent in its account JWT and the fragment; the
+//! controller then sends that JWT to the running server with the system user ([`system_creds`]).
 //!
 //! # Layout
 //! - [`jwt`]: operator, account and user JWTs (nats-io/jwt v2 encoding) and their verification.
@@ -62,6 +64,10 @@ pub mod files {
     pub const SERVER_CONF: &str = "nats-server.conf";
     /// The controller's own credential (0600), unrestricted inside the swarm account.
     pub const CONTROLLER_CREDS: &str = "controller.creds";
+    /// A user of the system account (0600): the controller sends updated account JWTs (a
+    /// revocation) to the running server with it. An older `init` did not write it;
+    /// [`crate::system_creds`] makes it from `system.seed` on first need.
+    pub const SYSTEM_CREDS: &str = "system.creds";
     /// Tenant accounts: `agent-<name>.seed` (0600) and `.jwt`, `hive-<name>.seed` and `.jwt`.
     pub const ACCOUNTS_DIR: &str = "accounts";
     /// What an older `nats init` wrote, whose agent credentials shared the swarm account.
@@ -113,6 +119,7 @@ pub fn init(out: &Path) -> Result<InitSummary, CredsError> {
         NO_JETSTREAM_JWT,
         SERVER_CONF,
         CONTROLLER_CREDS,
+        SYSTEM_CREDS,
         ACCOUNTS_DIR,
         LEGACY_ACCOUNT_SEED,
     ];
@@ -146,6 +153,7 @@ pub fn init(out: &Path) -> Result<InitSummary, CredsError> {
     fs::create_dir(out.join(ACCOUNTS_DIR)).map_err(CredsError::io("create directory", &out.join(ACCOUNTS_DIR)))?;
     write_server_conf(out)?;
     creds::create_new(&out.join(CONTROLLER_CREDS), &creds::format_creds(&controller_jwt, &seed(&controller)?), true)?;
+    write_system_creds(out, &system)?;
     Ok(InitSummary {
         operator: operator.public_key(),
         swarm_account: swarm.public_key(),
@@ -219,6 +227,114 @@ pub fn mint_hive_creds(
     mint_all(from, vec![(tenant, out.to_path_buf())], validity_for(ttl)?)
 }
 
+/// `from`'s system-account user credential, made from `system.seed` when an older [`init`]
+/// did not write it.
+///
+/// # Errors
+/// A directory not written by [`init`], or an I/O error.
+pub fn system_creds(from: &Path) -> Result<PathBuf, CredsError> {
+    check_layout(from)?;
+    let path = from.join(files::SYSTEM_CREDS);
+    if path.exists() {
+        return Ok(path);
+    }
+    let system = read_seed(&from.join(files::SYSTEM_SEED), KeyPairType::Account, "account")?;
+    match write_system_creds(from, &system) {
+        // Made at the same moment by another caller: theirs is as good.
+        Ok(()) | Err(CredsError::Exists(_)) => Ok(path),
+        Err(err) => Err(err),
+    }
+}
+
+fn write_system_creds(dir: &Path, system: &KeyPair) -> Result<(), CredsError> {
+    let user = KeyPair::new_user();
+    let at = Validity { issued_at: unix_now(), expires_at: None };
+    let user_jwt = jwt::user_jwt(system, &user.public_key(), "swarm-controller-system", None, at)?;
+    creds::create_new(&dir.join(files::SYSTEM_CREDS), &creds::format_creds(&user_jwt, &seed(&user)?), true)
+}
+
+/// An agent's revoked account, to be sent to the running server.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Revocation {
+    /// The account's public key (`$SYS.REQ.ACCOUNT.<account>.CLAIMS.UPDATE`).
+    pub account: String,
+    /// The account JWT carrying the revocation (public: it holds no secret).
+    pub jwt: String,
+    /// Users issued at or before this unix time are refused.
+    pub revoked_before: u64,
+    /// A `.creds` text of a one-off user of the account, issued at `revoked_before` (so the
+    /// revocation covers it) and allowed no real subject. Connecting with it makes a server
+    /// running `resolver: MEMORY` load the account, which it must have loaded to apply the
+    /// update. A secret: held in memory only, never written or logged.
+    pub loader_creds: String,
+}
+
+impl std::fmt::Debug for Revocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Revocation")
+            .field("account", &self.account)
+            .field("revoked_before", &self.revoked_before)
+            .field("loader_creds", &"<redacted>")
+            .finish_non_exhaustive()
+    }
+}
+
+/// The subject the loader user may use: nothing listens or answers there.
+const LOADER_SUBJECT: &str = "_hyperhive_revocation_loader";
+
+/// Revokes every credential ever minted for `agent`: its account JWT gets `revocations:
+/// {"*": now}` and the server's fragment is rewritten (so a restarted or reloaded server refuses
+/// them too). Revoking again keeps the first revocation and writes nothing. An agent that never
+/// had an account gets one, revoked, so no credential can be minted for the name later. The
+/// running server learns of it only when the returned JWT is sent to it.
+///
+/// # Errors
+/// A directory not written by [`init`], or an I/O error.
+pub fn revoke_agent(from: &Path, agent: &AgentName) -> Result<Revocation, CredsError> {
+    check_layout(from)?;
+    let _lock = lock_accounts(from)?;
+    let tenant = agent_tenant(agent);
+    let accounts = from.join(files::ACCOUNTS_DIR);
+    let jwt_path = accounts.join(format!("{}.jwt", tenant.account_name));
+    let (account, jwt, revoked_before) = match revoked_before(&jwt_path)? {
+        Some(at) => {
+            let seed_path = accounts.join(format!("{}.seed", tenant.account_name));
+            let account = read_seed(&seed_path, KeyPairType::Account, "account")?;
+            let jwt = fs::read_to_string(&jwt_path).map_err(CredsError::io("read", &jwt_path))?.trim().to_owned();
+            (account, jwt, at)
+        }
+        None => {
+            let (operator, swarm, no_jetstream) = signing_keys(from)?;
+            let now = unix_now();
+            let (account, jwt) = tenant.write_account(from, &operator, &swarm, &no_jetstream, Some(now))?;
+            write_server_conf(from)?;
+            (account, jwt, now)
+        }
+    };
+    let loader = KeyPair::new_user();
+    let inert =
+        Permissions { publish_allow: vec![LOADER_SUBJECT.into()], subscribe_allow: vec![LOADER_SUBJECT.into()] };
+    let at = Validity { issued_at: revoked_before, expires_at: None };
+    let loader_jwt = jwt::user_jwt(&account, &loader.public_key(), "revocation-loader", Some(&inert), at)?;
+    Ok(Revocation {
+        account: account.public_key(),
+        jwt,
+        revoked_before,
+        loader_creds: creds::format_creds(&loader_jwt, &seed(&loader)?),
+    })
+}
+
+/// When the account JWT at `path` revokes all its users, if it does (`None` also when absent).
+fn revoked_before(path: &Path) -> Result<Option<u64>, CredsError> {
+    let token = match fs::read_to_string(path) {
+        Ok(token) => token,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(CredsError::io("read", path)(e)),
+    };
+    let claims = jwt::verified_claims(token.trim())?;
+    Ok(claims["nats"]["revocations"]["*"].as_u64())
+}
+
 fn validity_for(ttl: Duration) -> Result<Validity, CredsError> {
     let issued_at = unix_now();
     let expires_at = issued_at.checked_add(ttl.as_secs()).filter(|&t| t < i64::MAX as u64);
@@ -238,27 +354,25 @@ struct Tenant {
 /// and writes each tenant's user credential.
 fn mint_all(from: &Path, tenants: Vec<(Tenant, PathBuf)>, at: Validity) -> Result<Minted, CredsError> {
     check_layout(from)?;
-    // Two mints at once would each rewrite the fragment from the accounts they saw, and the
-    // later one could drop the account the other added.
-    let lock_path = from.join(files::ACCOUNTS_DIR).join(".lock");
-    let lock = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(CredsError::io("open", &lock_path))?;
-    lock.lock().map_err(CredsError::io("lock", &lock_path))?;
-    let operator = read_seed(&from.join(files::OPERATOR_SEED), KeyPairType::Operator, "operator")?;
-    let swarm = read_seed(&from.join(files::SWARM_SEED), KeyPairType::Account, "account")?.public_key();
-    let no_jetstream = account_key_of(&from.join(files::NO_JETSTREAM_JWT))?;
+    let _lock = lock_accounts(from)?;
+    let accounts = from.join(files::ACCOUNTS_DIR);
+    // Checked for all before anything is written, so a refused batch changes nothing.
+    for (tenant, _) in &tenants {
+        if revoked_before(&accounts.join(format!("{}.jwt", tenant.account_name)))?.is_some() {
+            return Err(CredsError::Revoked(tenant.account_name.clone()));
+        }
+    }
+    let (operator, swarm, no_jetstream) = signing_keys(from)?;
     let mut minted = Minted::AccountUnchanged;
     for (tenant, out) in tenants {
-        let account = tenant.write_account(from, &operator, &swarm, &no_jetstream)?;
-        if account.1 == Minted::AccountWritten {
+        let jwt_path = accounts.join(format!("{}.jwt", tenant.account_name));
+        let before = fs::read_to_string(&jwt_path).ok();
+        let (account, written) = tenant.write_account(from, &operator, &swarm, &no_jetstream, None)?;
+        if before.as_deref().map(str::trim) != Some(written.as_str()) {
             minted = Minted::AccountWritten;
         }
         let user = KeyPair::new_user();
-        let user_jwt = jwt::user_jwt(&account.0, &user.public_key(), &tenant.user_name, Some(&tenant.permissions), at)?;
+        let user_jwt = jwt::user_jwt(&account, &user.public_key(), &tenant.user_name, Some(&tenant.permissions), at)?;
         creds::replace_file(&out, &creds::format_creds(&user_jwt, &seed(&user)?), true)?;
     }
     if minted == Minted::AccountWritten {
@@ -267,15 +381,41 @@ fn mint_all(from: &Path, tenants: Vec<(Tenant, PathBuf)>, at: Validity) -> Resul
     Ok(minted)
 }
 
+/// Holds the lock on `accounts/` while alive. Two mints (or a mint and a revocation) at once
+/// would each rewrite the fragment from the accounts they saw, and the later one could drop the
+/// account the other added or revoked.
+fn lock_accounts(from: &Path) -> Result<fs::File, CredsError> {
+    let lock_path = from.join(files::ACCOUNTS_DIR).join(".lock");
+    let lock = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(CredsError::io("open", &lock_path))?;
+    lock.lock().map_err(CredsError::io("lock", &lock_path))?;
+    Ok(lock)
+}
+
+/// The operator key (signs tenant accounts), the swarm account's and the no-JetStream account's
+/// public keys (tenants import from them).
+fn signing_keys(from: &Path) -> Result<(KeyPair, String, String), CredsError> {
+    let operator = read_seed(&from.join(files::OPERATOR_SEED), KeyPairType::Operator, "operator")?;
+    let swarm = read_seed(&from.join(files::SWARM_SEED), KeyPairType::Account, "account")?.public_key();
+    let no_jetstream = account_key_of(&from.join(files::NO_JETSTREAM_JWT))?;
+    Ok((operator, swarm, no_jetstream))
+}
+
 impl Tenant {
-    /// The tenant's account key (made on first use) and whether its JWT was (re)written.
+    /// The tenant's account key (made on first use) and its account JWT as it now stands: left
+    /// alone when it already grants the same, else (re)written.
     fn write_account(
         &self,
         from: &Path,
         operator: &KeyPair,
         swarm: &str,
         no_jetstream: &str,
-    ) -> Result<(KeyPair, Minted), CredsError> {
+        revoked_before: Option<u64>,
+    ) -> Result<(KeyPair, String), CredsError> {
         let accounts = from.join(files::ACCOUNTS_DIR);
         let seed_path = accounts.join(format!("{}.seed", self.account_name));
         let account = match fs::read_to_string(&seed_path) {
@@ -298,31 +438,30 @@ impl Tenant {
             })
             .chain(self.imports.iter().map(own))
             .collect(),
+            revoked_before,
         };
         let now = Validity { issued_at: unix_now(), expires_at: None };
         let account_jwt = jwt::account_jwt(operator, &account.public_key(), &self.account_name, &spec, now)?;
         let jwt_path = accounts.join(format!("{}.jwt", self.account_name));
-        if same_grants(&jwt_path, &account_jwt) {
-            return Ok((account, Minted::AccountUnchanged));
+        if let Some(existing) = same_grants(&jwt_path, &account_jwt) {
+            return Ok((account, existing));
         }
         creds::replace_file(&jwt_path, &format!("{account_jwt}\n"), false)?;
-        Ok((account, Minted::AccountWritten))
+        Ok((account, account_jwt))
     }
 }
 
-/// Whether the account JWT at `path` grants what `wanted` grants (same key, name and claims, so
+/// The account JWT at `path` if it grants what `wanted` grants (same key, name and claims, so
 /// re-minting a user credential leaves the server's configuration alone).
-fn same_grants(path: &Path, wanted: &str) -> bool {
-    let Ok(existing) = fs::read_to_string(path) else {
-        return false;
-    };
+fn same_grants(path: &Path, wanted: &str) -> Option<String> {
+    let existing = fs::read_to_string(path).ok()?.trim().to_owned();
     let grants = |token: &str| {
         jwt::verified_claims(token)
             .ok()
             .map(|c| (c["iss"].clone(), c["sub"].clone(), c["name"].clone(), c["nats"].clone()))
     };
-    let existing = grants(existing.trim());
-    existing.is_some() && existing == grants(wanted)
+    let before = grants(&existing);
+    (before.is_some() && before == grants(wanted)).then_some(existing)
 }
 
 /// The public key of the account whose JWT is at `path`.

@@ -30,8 +30,9 @@ pub const DEPLOY_MAX_MSGS_PER_HIVE: i64 = 100;
 pub const DEPLOY_MAX_BYTES: i64 = 256 * MIB;
 /// What the swarm's streams reserve on the NATS server's disk together (nats-server refuses a
 /// stream whose `max_bytes` does not fit in its `max_file_store`, which defaults to 75% of the
-/// disk space free at its start): the TODO and DEPLOY queues and four buckets.
-pub const SWARM_RESERVED_BYTES: i64 = TODO_MAX_BYTES + DEPLOY_MAX_BYTES + 4 * BUCKET_MAX_BYTES;
+/// disk space free at its start): the TODO and DEPLOY queues and five buckets
+/// (`schedule-definitions`, `agent-schedules`, `hive-status`, `agent-wanted`, `agents`).
+pub const SWARM_RESERVED_BYTES: i64 = TODO_MAX_BYTES + DEPLOY_MAX_BYTES + 5 * BUCKET_MAX_BYTES;
 
 /// The swarm account: JetStream where every stream must declare its size (so the account's use
 /// is the sum of its streams' `max_bytes`, reserved on the server when each is made), at most 64
@@ -50,6 +51,7 @@ pub fn swarm_account() -> AccountSpec {
         limits: AccountLimits::default(),
         exports: swarm_exports(),
         imports: Vec::new(),
+        revoked_before: None,
     }
 }
 
@@ -74,5 +76,6 @@ pub fn no_jetstream_account() -> AccountSpec {
         limits: AccountLimits { connections: 0, subscriptions: 0, payload: 0 },
         exports: vec![ServiceExport { subject: JS_INFO.to_owned(), response: ResponseType::Singleton }],
         imports: Vec::new(),
+        revoked_before: None,
     }
 }

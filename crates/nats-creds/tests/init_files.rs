@@ -21,7 +21,9 @@ fn init_writes_secrets_0600_and_a_fragment_without_listen_or_jetstream() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("nats");
     let summary = init(&out).unwrap();
-    for secret in [files::OPERATOR_SEED, files::SWARM_SEED, files::SYSTEM_SEED, files::CONTROLLER_CREDS] {
+    for secret in
+        [files::OPERATOR_SEED, files::SWARM_SEED, files::SYSTEM_SEED, files::CONTROLLER_CREDS, files::SYSTEM_CREDS]
+    {
         assert_eq!(mode(&out.join(secret)), 0o600, "{secret}");
     }
     let conf = fs::read_to_string(&summary.server_conf).unwrap();
@@ -35,6 +37,8 @@ fn init_writes_secrets_0600_and_a_fragment_without_listen_or_jetstream() {
         assert!(!conf.contains(seed.trim()), "no seed in the fragment");
     }
 
+    let system = jwt::verified_claims(&read_creds_jwt(&out.join(files::SYSTEM_CREDS)).unwrap()).unwrap();
+    assert_eq!(system["iss"], summary.system_account, "system.creds is a user of the system account");
     let controller = jwt::verified_claims(&read_creds_jwt(&summary.controller_creds).unwrap()).unwrap();
     assert_eq!(controller["iss"], summary.swarm_account);
     assert!(controller.get("exp").is_none());
@@ -158,4 +162,25 @@ fn a_directory_of_the_older_single_account_layout_is_refused_with_the_way_out() 
     let err = mint_agent_creds(dir.path(), &agent("a"), Duration::from_secs(60), &out).unwrap_err().to_string();
     assert!(err.contains("older `nats init`") && err.contains("--out NEWDIR"), "{err}");
     assert!(!out.exists());
+}
+
+#[test]
+fn a_revocation_is_written_into_the_account_and_the_fragment_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    init(dir.path()).unwrap();
+    let creds = dir.path().join("a.creds");
+    mint_agent_creds(dir.path(), &agent("a"), Duration::from_secs(3600), &creds).unwrap();
+    let first = hyperhive_nats_creds::revoke_agent(dir.path(), &agent("a")).unwrap();
+    let claims = jwt::verified_claims(&first.jwt).unwrap();
+    assert_eq!(claims["nats"]["revocations"]["*"], first.revoked_before);
+    assert_eq!(claims["sub"], first.account);
+    let conf = fs::read_to_string(dir.path().join(files::SERVER_CONF)).unwrap();
+    assert!(conf.contains(&format!("{}: {}", first.account, first.jwt)), "the fragment carries the revoked JWT");
+    assert!(!format!("{first:?}").contains("NKEY"), "the loader credential is not shown");
+    let again = hyperhive_nats_creds::revoke_agent(dir.path(), &agent("a")).unwrap();
+    assert_eq!((again.jwt, again.revoked_before), (first.jwt, first.revoked_before), "revoking again keeps the first");
+    // An agent that never had an account gets a revoked one, so its name can never be minted.
+    hyperhive_nats_creds::revoke_agent(dir.path(), &agent("never")).unwrap();
+    let err = mint_agent_creds(dir.path(), &agent("never"), Duration::from_secs(3600), &creds).unwrap_err();
+    assert!(err.to_string().contains("revoked"), "{err}");
 }

@@ -18,6 +18,10 @@ its directory must hold nothing else\n  \
 SWARM_NATS_URL           NATS server, e.g. nats://127.0.0.1:4222 (required)\n  \
 SWARM_NATS_CREDS         the controller's .creds file from `nats init` (optional)\n  \
 SWARM_RECONCILE_SECS     seconds between reconcile passes (default 60)\n  \
+SWARM_HIVES_FILE         the hive directory, JSON {\"<hive>\": {description, labels, xkey}} (optional;\n                           \
+without it the swarm has no hives)\n  \
+SWARM_NATS_DIR           the directory `nats init` wrote (optional; needed to destroy an agent,\n                           \
+which revokes its credentials)\n  \
 RUST_LOG                 log filter (default info)"
 )]
 pub struct Cli {
@@ -40,8 +44,8 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum NatsCommand {
     /// Write the operator, system and swarm account keys and JWTs, a nats-server config fragment,
-    /// controller.creds and an empty accounts/ directory into DIR (secrets 0600); refuses to
-    /// overwrite. Keep DIR offline: its operator.seed signs every agent's and hive's account.
+    /// controller.creds, system.creds (a system-account user, to revoke destroyed agents) and an
+    /// empty accounts/ directory into DIR (secrets 0600); refuses to overwrite. Keep DIR offline: its operator.seed signs every agent's and hive's account.
     Init {
         /// Directory to write into (created if absent; must not already hold these files).
         #[arg(long, value_name = "DIR")]
@@ -98,6 +102,11 @@ impl NatsCommand {
                 println!("wrote the swarm's NATS credentials to {}", out.display());
                 println!("  nats-server config fragment: {}", summary.server_conf.display());
                 println!("  controller credential:       {}", summary.controller_creds.display());
+                println!(
+                    "  system user credential:      {} (revokes destroyed agents; SWARM_NATS_DIR={})",
+                    out.join(hyperhive_nats_creds::files::SYSTEM_CREDS).display(),
+                    out.display()
+                );
                 println!("  swarm account:               {}", summary.swarm_account);
             }
             Self::AgentCreds { agent, from, out, ttl } => {

@@ -3,8 +3,10 @@
 //! Every variable is parsed here, so a missing or malformed value stops the daemon with one line
 //! naming the variable and saying how to fix it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use hyperhive_hive_proto::directory::{HiveDirectory, parse_directory};
 
 /// Where the API socket lives when `SWARM_CONTROLLER_SOCKET` is not set.
 pub const DEFAULT_SOCKET: &str = "/run/swarm-controller/controller.sock";
@@ -21,6 +23,11 @@ pub mod vars {
     pub const NATS_CREDS: &str = "SWARM_NATS_CREDS";
     /// Seconds between reconcile passes.
     pub const RECONCILE_SECS: &str = "SWARM_RECONCILE_SECS";
+    /// The hive directory, a JSON file (optional: without it the swarm has no hives).
+    pub const HIVES_FILE: &str = "SWARM_HIVES_FILE";
+    /// The directory `swarm-controller nats init` wrote (optional; needed to revoke a destroyed
+    /// agent's credentials).
+    pub const NATS_DIR: &str = "SWARM_NATS_DIR";
 }
 
 /// The daemon's settings.
@@ -34,6 +41,10 @@ pub struct Config {
     pub nats_creds: Option<PathBuf>,
     /// Time between reconcile passes.
     pub reconcile_every: Duration,
+    /// The swarm's hives, from `SWARM_HIVES_FILE` (empty when it is not set).
+    pub hives: HiveDirectory,
+    /// The `nats init` directory holding the signing keys, if given.
+    pub nats_dir: Option<PathBuf>,
 }
 
 /// A missing or malformed setting; the message names the variable and the fix.
@@ -91,8 +102,46 @@ impl Config {
             None => Duration::from_secs(DEFAULT_RECONCILE_SECS),
             Some(secs) => parse_reconcile_secs(&secs)?,
         };
-        Ok(Self { socket, nats_url, nats_creds, reconcile_every })
+        let hives = match lookup(vars::HIVES_FILE) {
+            None => HiveDirectory::new(),
+            Some(path) => read_hives(&path)?,
+        };
+        let nats_dir = match lookup(vars::NATS_DIR) {
+            None => None,
+            Some(path) => Some(parse_nats_dir(&path)?),
+        };
+        Ok(Self { socket, nats_url, nats_creds, reconcile_every, hives, nats_dir })
     }
+}
+
+fn read_hives(path: &str) -> Result<HiveDirectory, ConfigError> {
+    let problem = |what: String| ConfigError::new(vars::HIVES_FILE, what);
+    if path.trim().is_empty() {
+        return Err(problem("is empty; set it to the hive directory JSON file or unset it".into()));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| problem(format!("cannot read {path}: {e}")))?;
+    // One line: the parser's message may quote the file.
+    parse_directory(&text).map_err(|e| problem(format!("{path}: {}", e.to_string().replace('\n', " "))))
+}
+
+fn parse_nats_dir(path: &str) -> Result<PathBuf, ConfigError> {
+    let dir = Path::new(path);
+    if !dir.is_absolute() {
+        return Err(ConfigError::new(
+            vars::NATS_DIR,
+            format!("{path:?} is not an absolute path; set it to the directory `swarm-controller nats init` wrote"),
+        ));
+    }
+    if !dir.join(hyperhive_nats_creds::files::OPERATOR_SEED).is_file() {
+        return Err(ConfigError::new(
+            vars::NATS_DIR,
+            format!(
+                "{path} holds no {}; set it to the directory `swarm-controller nats init` wrote",
+                hyperhive_nats_creds::files::OPERATOR_SEED
+            ),
+        ));
+    }
+    Ok(dir.to_path_buf())
 }
 
 fn parse_socket(path: &str) -> Result<PathBuf, ConfigError> {
@@ -151,6 +200,59 @@ mod tests {
         assert_eq!(c.socket, PathBuf::from("/run/swarm-controller/controller.sock"));
         assert_eq!(c.reconcile_every, Duration::from_secs(60));
         assert_eq!(c.nats_creds, None);
+        assert!(c.hives.is_empty(), "no SWARM_HIVES_FILE: no hives");
+        assert_eq!(c.nats_dir, None);
+    }
+
+    #[test]
+    fn reads_the_hive_directory_and_the_nats_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let hives = dir.path().join("hives.json");
+        std::fs::write(&hives, r#"{"h2": {}, "h1": {"description": "gpu", "labels": {"gpu": "yes"}}}"#).unwrap();
+        let nats = dir.path().join("nats");
+        hyperhive_nats_creds::init(&nats).unwrap();
+        let c = config(&[
+            (vars::NATS_URL, "nats://n:4222"),
+            (vars::HIVES_FILE, hives.to_str().unwrap()),
+            (vars::NATS_DIR, nats.to_str().unwrap()),
+        ])
+        .unwrap();
+        let names: Vec<&str> = c.hives.keys().map(|h| h.as_str()).collect();
+        assert_eq!(names, ["h1", "h2"]);
+        assert_eq!(c.hives.values().next().unwrap().description, "gpu");
+        assert_eq!(c.nats_dir, Some(nats));
+    }
+
+    #[test]
+    fn a_bad_hive_directory_or_nats_dir_names_the_variable() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path.to_str().unwrap().to_owned()
+        };
+        let missing = dir.path().join("absent.json").to_str().unwrap().to_owned();
+        let not_json = write("bad.json", "{\n  \"h\": ");
+        let bad_name = write("name.json", r#"{"H": {}}"#);
+        let bad_key = write("key.json", r#"{"h": {"xkey": "Xnope"}}"#);
+        let empty_dir = dir.path().to_str().unwrap().to_owned();
+        let url = (vars::NATS_URL, "nats://127.0.0.1:4222");
+        type Case<'a> = (&'a str, &'a str, &'a str);
+        let cases: Vec<Case> = vec![
+            (vars::HIVES_FILE, "", "empty"),
+            (vars::HIVES_FILE, &missing, "cannot read"),
+            (vars::HIVES_FILE, &not_json, "JSON object"),
+            (vars::HIVES_FILE, &bad_name, "invalid hive name"),
+            (vars::HIVES_FILE, &bad_key, "not a public curve key"),
+            (vars::NATS_DIR, "relative/dir", "absolute"),
+            (vars::NATS_DIR, &empty_dir, "operator.seed"),
+        ];
+        for (variable, value, needle) in cases {
+            let err = config(&[url, (variable, value)]).unwrap_err().to_string();
+            assert!(err.starts_with(variable), "{value:?}: {err}");
+            assert!(err.contains(needle), "{value:?}: {err}");
+            assert!(!err.contains('\n'), "one line: {err}");
+        }
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! The daemon: connect to NATS, create what is missing, bind the socket, reconcile once, then
-//! serve the API and reconcile periodically until shutdown.
+//! serve the API, watch hive statuses into the roster and reconcile periodically until shutdown.
+//! The periodic pass also syncs the roster from every status (repairing a missed watch event)
+//! and retries the revocation of every `destroyed` agent not yet revoked.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -9,8 +11,11 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::nats::{self, NatsError};
 use crate::reconcile::Reconciler;
+use crate::revoke::Revoker;
+use crate::roster::{Roster, watch_statuses};
 use crate::schedules::{Definitions, StoreError};
 use crate::socket::{self, SocketError};
+use crate::wanted::WantedStore;
 
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
@@ -37,19 +42,39 @@ pub async fn run(
 ) -> Result<(), StartError> {
     let client = nats::connect(&config.nats_url, config.nats_creds.as_deref()).await?;
     tracing::info!(url = %config.nats_url, "connected to NATS");
+    if config.hives.is_empty() {
+        tracing::info!("no hives: SWARM_HIVES_FILE is not set or declares none");
+    } else {
+        tracing::info!(hives = config.hives.len(), "hive directory read");
+    }
+    if config.nats_dir.is_none() {
+        tracing::info!("SWARM_NATS_DIR is not set: agents cannot be destroyed (their credentials cannot be revoked)");
+    }
     let js = async_nats::jetstream::new(client.clone());
     let buckets = ensure_objects_patiently(&js).await?;
     let definitions = Definitions::new(js.clone(), buckets.definitions);
-    let reconciler = Arc::new(Reconciler::new(js, definitions.clone(), buckets.agent_schedules));
+    let reconciler = Arc::new(Reconciler::new(js.clone(), definitions.clone(), buckets.agent_schedules));
     let listener = socket::bind(&config.socket)?;
     let first = reconciler.pass().await?;
     tracing::info!(?first, "first reconcile pass done");
 
-    let periodic = tokio::spawn(reconcile_periodically(reconciler.clone(), config.reconcile_every));
-    let app = Arc::new(App { client, definitions, reconciler, clock });
+    let app = Arc::new(App {
+        client,
+        definitions,
+        reconciler,
+        clock: clock.clone(),
+        js: js.clone(),
+        hives: Arc::new(config.hives),
+        roster: Roster::new(js.clone(), buckets.agents),
+        wanted: WantedStore::new(js, buckets.agent_wanted),
+        revoker: config.nats_dir.map(|dir| Arc::new(Revoker::new(dir, config.nats_url.clone()))),
+    });
+    let watch = tokio::spawn(watch_statuses(buckets.hive_status, app.roster.clone(), app.hives.clone(), clock));
+    let periodic = tokio::spawn(reconcile_periodically(app.clone(), config.reconcile_every));
     tracing::info!(socket = %config.socket.display(), "serving the API");
     warp::serve(api::routes(app)).incoming(listener).graceful(shutdown).run().await;
     periodic.abort();
+    watch.abort();
     socket::remove(&config.socket);
     tracing::info!("stopped");
     Ok(())
@@ -78,18 +103,55 @@ async fn ensure_objects_patiently(js: &async_nats::jetstream::Context) -> Result
     }
 }
 
-async fn reconcile_periodically(reconciler: Arc<Reconciler>, every: std::time::Duration) {
+async fn reconcile_periodically(app: Arc<App>, every: std::time::Duration) {
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    ticks.tick().await; // the first tick is immediate; the start already ran a pass
+    // The first tick is immediate: the start already ran the schedules pass, but the hive pass
+    // (roster from statuses written while the controller was down, revocations left undone)
+    // runs at once.
+    ticks.tick().await;
+    hive_pass(&app).await;
     loop {
         ticks.tick().await;
-        match reconciler.pass().await {
+        hive_pass(&app).await;
+        match app.reconciler.pass().await {
             Ok(report) if report.written + report.removed + report.failed > 0 => {
                 tracing::info!(?report, "reconcile pass repaired agent keys");
             }
             Ok(report) => tracing::debug!(?report, "reconcile pass: nothing to do"),
             Err(err) => tracing::warn!(%err, "reconcile pass failed; retrying at the next tick"),
+        }
+    }
+}
+
+/// Adds to the roster every agent of every hive status, and revokes every `destroyed` agent
+/// whose revocation is not done yet. Failures are logged and retried at the next pass.
+async fn hive_pass(app: &App) {
+    match crate::hives::read_all(&app.js).await {
+        Ok(statuses) => match app.roster.sync_all(&app.hives, statuses.values(), app.clock.as_ref()).await {
+            Ok(report) if report.added > 0 => tracing::info!(?report, "roster pass added agents"),
+            Ok(report) => tracing::debug!(?report, "roster pass: nothing to add"),
+            Err(err) => tracing::warn!(%err, "roster pass failed; retrying at the next tick"),
+        },
+        Err(err) => tracing::warn!(%err, "reading hive statuses failed; retrying at the next tick"),
+    }
+    let Some(revoker) = &app.revoker else { return };
+    let wanted = match app.wanted.list().await {
+        Ok(wanted) => wanted,
+        Err(err) => {
+            tracing::warn!(%err, "reading wanted states failed; revocations retried at the next tick");
+            return;
+        }
+    };
+    let destroyed =
+        wanted.iter().filter(|(_, s)| s.wanted.state == hyperhive_hive_proto::wanted::WantedState::Destroyed);
+    for ((hive, agent), _) in destroyed {
+        if revoker.is_done(agent).await {
+            continue;
+        }
+        match revoker.revoke(agent).await {
+            Ok(()) => tracing::info!(%hive, %agent, "revocation of a destroyed agent done by the reconcile pass"),
+            Err(err) => tracing::warn!(%hive, %agent, %err, "revocation failed; retrying at the next tick"),
         }
     }
 }

@@ -7,6 +7,9 @@
 //! - [`schedules`]: `schedule-definitions`, one compare-and-set per change.
 //! - [`reconcile`]: `agent-schedules`, written only when bytes change.
 //! - [`nats`]: connecting, creating the buckets and stream, reading a bucket.
+//! - [`hives`]: hive statuses and their age; [`roster`]: the roster and its sync from statuses;
+//!   [`wanted`]: wanted state, one compare-and-set per change; [`revoke`]: revoking a destroyed
+//!   agent's credentials; [`deploy`]: sending sealed deploy messages to a hive.
 //! - [`api`]: the HTTP routes.
 //! - [`daemon`]: wires them together ([`daemon::run`]).
 //! - [`cli`]: the `swarm-controller` command line; [`swarmctl`]: the `swarmctl` one.
@@ -16,8 +19,13 @@ pub mod clock;
 pub mod config;
 pub mod daemon;
 pub mod definition;
+pub mod deploy;
+pub mod hives;
 pub mod nats;
 pub mod reconcile;
+pub mod revoke;
+pub mod roster;
 pub mod schedules;
 pub mod socket;
 pub mod swarmctl;
+pub mod wanted;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer, kv, stream};
 use bytes::Bytes;
 use futures::StreamExt;
+use hyperhive_hive_proto::AGENTS_BUCKET;
 use hyperhive_nats_creds::{AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, limits};
 use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, SCHEDULE_DEFINITIONS_BUCKET, TODO_STREAM};
 
@@ -78,10 +79,16 @@ pub struct Buckets {
     pub definitions: kv::Store,
     /// agent name -> that agent's schedules (direct get allowed).
     pub agent_schedules: kv::Store,
+    /// hive -> its last published status.
+    pub hive_status: kv::Store,
+    /// `<hive>.<agent>` -> the agent's wanted state.
+    pub agent_wanted: kv::Store,
+    /// agent name -> its roster entry.
+    pub agents: kv::Store,
 }
 
 /// Creates every stream and bucket of the swarm when absent (`schedule-definitions`,
-/// `agent-schedules` with direct get, `hive-status`, `agent-wanted`, `TODO`, `DEPLOY`), sets the
+/// `agent-schedules` with direct get, `hive-status`, `agent-wanted`, `agents`, `TODO`, `DEPLOY`), sets the
 /// limits each must hold to (see `hyperhive_nats_creds::limits`) on existing ones, and refuses
 /// existing ones whose settings would break the design.
 ///
@@ -91,17 +98,20 @@ pub async fn ensure_objects(js: &jetstream::Context) -> Result<Buckets, NatsErro
     let definitions = ensure_bucket(js, SCHEDULE_DEFINITIONS_BUCKET, "schedule id -> definition", false).await?;
     let agent_schedules =
         ensure_bucket(js, AGENT_SCHEDULES_BUCKET, "agent name -> that agent's schedules", true).await?;
-    ensure_bucket(js, HIVE_STATUS_BUCKET, "hive -> its last published status", true).await?;
-    ensure_bucket(js, AGENT_WANTED_BUCKET, "<hive>.<agent> -> the agent's wanted state", true).await?;
+    let hive_status = ensure_bucket(js, HIVE_STATUS_BUCKET, "hive -> its last published status", true).await?;
+    let agent_wanted =
+        ensure_bucket(js, AGENT_WANTED_BUCKET, "<hive>.<agent> -> the agent's wanted state", true).await?;
+    // No tenant reads the roster, so it is read from the leader only, like the definitions.
+    let agents = ensure_bucket(js, AGENTS_BUCKET, "agent name -> its roster entry", false).await?;
     ensure_queue(js, todo_stream_config()).await?;
     ensure_queue(js, deploy_stream_config()).await?;
-    Ok(Buckets { definitions, agent_schedules })
+    Ok(Buckets { definitions, agent_schedules, hive_status, agent_wanted, agents })
 }
 
 /// Makes `bucket` if absent, bounds its size, and settles its direct get: buckets tenants read
 /// (`agent-schedules`, `hive-status`, `agent-wanted`) must allow it, since a tenant may read a key
-/// only by direct get; `schedule-definitions` must not, so every read of a definition, and so
-/// every compare-and-set, starts from the stream leader rather than from a replica that may lag.
+/// only by direct get; `schedule-definitions` and `agents` must not, so every read of them, and
+/// so every compare-and-set, starts from the stream leader rather than from a replica that may lag.
 async fn ensure_bucket(
     js: &jetstream::Context,
     bucket: &str,

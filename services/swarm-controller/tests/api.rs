@@ -26,6 +26,14 @@ async fn start_creates_the_buckets_and_the_todo_stream() {
     assert!(agents.info().await.unwrap().config.allow_direct);
     let mut definitions = c.js.get_stream(format!("KV_{SCHEDULE_DEFINITIONS_BUCKET}")).await.unwrap();
     assert!(!definitions.info().await.unwrap().config.allow_direct, "definitions are read from the leader");
+    let mut roster = c.js.get_stream(format!("KV_{}", hyperhive_hive_proto::AGENTS_BUCKET)).await.unwrap();
+    let roster = roster.info().await.unwrap().config.clone();
+    assert!(!roster.allow_direct, "no tenant reads the roster");
+    assert_eq!(roster.max_bytes, hyperhive_nats_creds::limits::BUCKET_MAX_BYTES, "bounded like the others");
+    for bucket in [hyperhive_nats_creds::HIVE_STATUS_BUCKET, hyperhive_nats_creds::AGENT_WANTED_BUCKET] {
+        let mut stream = c.js.get_stream(format!("KV_{bucket}")).await.unwrap();
+        assert!(stream.info().await.unwrap().config.allow_direct, "{bucket}: hives read their keys by direct get");
+    }
 }
 
 #[tokio::test]

@@ -32,11 +32,15 @@ fn a_missing_or_bad_setting_stops_the_daemon_with_one_line() {
         (vec![], "SWARM_NATS_URL: not set"),
         (vec![("SWARM_NATS_URL", "localhost")], "SWARM_NATS_URL"),
         (vec![("SWARM_NATS_URL", "nats://127.0.0.1:1"), ("SWARM_RECONCILE_SECS", "often")], "SWARM_RECONCILE_SECS"),
+        (vec![("SWARM_NATS_URL", "nats://127.0.0.1:1"), ("SWARM_HIVES_FILE", "/nonexistent.json")], "SWARM_HIVES_FILE"),
+        (vec![("SWARM_NATS_URL", "nats://127.0.0.1:1"), ("SWARM_NATS_DIR", "/")], "SWARM_NATS_DIR"),
     ] {
         let out = Command::new(CONTROLLER)
             .env_remove("SWARM_NATS_URL")
             .env_remove("SWARM_RECONCILE_SECS")
             .env_remove("SWARM_CONTROLLER_SOCKET")
+            .env_remove("SWARM_HIVES_FILE")
+            .env_remove("SWARM_NATS_DIR")
             .envs(env)
             .output()
             .unwrap();
@@ -49,12 +53,27 @@ fn a_missing_or_bad_setting_stops_the_daemon_with_one_line() {
 #[test]
 fn help_explains_every_setting() {
     let help = stdout(&Command::new(CONTROLLER).arg("--help").output().unwrap());
-    for var in ["SWARM_CONTROLLER_SOCKET", "SWARM_NATS_URL", "SWARM_NATS_CREDS", "SWARM_RECONCILE_SECS"] {
+    for var in [
+        "SWARM_CONTROLLER_SOCKET",
+        "SWARM_NATS_URL",
+        "SWARM_NATS_CREDS",
+        "SWARM_RECONCILE_SECS",
+        "SWARM_HIVES_FILE",
+        "SWARM_NATS_DIR",
+    ] {
         assert!(help.contains(var), "{var} missing from --help");
     }
     let help = stdout(&Command::new(SWARMCTL).args(["schedule", "add", "--help"]).output().unwrap());
     for flag in ["--name", "--agent", "--body", "--body-file", "--anchor", "--every", "--once", "--paused"] {
         assert!(help.contains(flag), "{flag} missing from swarmctl schedule add --help");
+    }
+    let help = stdout(&Command::new(SWARMCTL).args(["agent", "state", "--help"]).output().unwrap());
+    for word in ["HIVE", "AGENT", "--if-match", "destroyed", "final", "--json"] {
+        assert!(help.contains(word), "{word} missing from swarmctl agent state --help");
+    }
+    let help = stdout(&Command::new(SWARMCTL).arg("--help").output().unwrap());
+    for verb in ["hives", "agents", "agent", "--json"] {
+        assert!(help.contains(verb), "{verb} missing from swarmctl --help");
     }
 }
 
@@ -269,4 +288,77 @@ async fn body_file_and_stdin_are_read() {
     let missing =
         swarmctl(&socket, &["schedule", "add", "--name", "m", "--agent", "a", "--body-file", "/nonexistent", "--once"]);
     assert!(stderr(&missing).contains("/nonexistent"));
+}
+
+/// An error from swarmctl: one line, non-zero exit.
+fn one_line_error(out: &Output) -> String {
+    let err = stderr(out);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    err
+}
+
+#[tokio::test]
+async fn swarmctl_shows_hives_and_agents_and_sets_wanted_state() {
+    let nats = NatsJwt::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let hives = dir.path().join("hives.json");
+    std::fs::write(&hives, r#"{"h2": {}, "h1": {"description": "build box", "labels": {"gpu": "yes"}}}"#).unwrap();
+    let socket = dir.path().join("run/controller.sock");
+    let _daemon = common::daemon_process(&nats, &socket, &[("SWARM_HIVES_FILE", hives.to_str().unwrap())]).await;
+
+    let table = stdout(&swarmctl(&socket, &["hives"]));
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>(), ["NAME", "DESCRIPTION", "LABELS", "XKEY"]);
+    assert!(lines[1].starts_with("h1") && lines[1].contains("build box") && lines[1].contains("gpu=yes"), "{table}");
+    assert!(lines[2].starts_with("h2"), "{table}");
+    let raw: serde_json::Value = serde_json::from_str(&stdout(&swarmctl(&socket, &["hives", "--json"]))).unwrap();
+    assert_eq!(raw[0]["name"], "h1");
+
+    let now = hyperhive_schedule::instant::format_instant(time::OffsetDateTime::now_utc());
+    let status: hyperhive_hive_proto::status::HiveStatus = serde_json::from_value(serde_json::json!({
+        "hive": "h1", "version": "0.1.0", "started_at": now, "published_at": now, "load": [0.5, 0.25, 0.0],
+        "agents": {"a": {"origin": "declared", "wanted": "up", "actual": "running", "since": now, "restarts": 0}},
+    }))
+    .unwrap();
+    common::publish_as_hive(&nats, &status).await;
+    let table = stdout(&swarmctl(&socket, &["hives", "status"]));
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>(), ["HIVE", "STATE", "AGE", "VERSION", "LOAD", "AGENTS"]);
+    assert!(lines[1].starts_with("h1") && lines[1].contains("fresh") && lines[1].contains("0.50 0.25 0.00"), "{table}");
+    assert!(lines[2].starts_with("h2") && lines[2].contains("never"), "{table}");
+    let one: serde_json::Value =
+        serde_json::from_str(&stdout(&swarmctl(&socket, &["hives", "status", "h1", "--json"]))).unwrap();
+    assert_eq!((one["hive"].as_str(), one["stale"].as_bool()), (Some("h1"), Some(false)));
+    assert!(one_line_error(&swarmctl(&socket, &["hives", "status", "h9"])).contains("no hive h9"));
+
+    let agents = wait_until("the roster to list a", Duration::from_secs(10), || async {
+        let table = stdout(&swarmctl(&socket, &["agents"]));
+        table.lines().any(|l| l.starts_with("a ")).then_some(table)
+    })
+    .await
+    .unwrap();
+    let header: Vec<&str> = agents.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "HIVE", "ORIGIN", "WANTED", "ACTUAL", "RESTARTS"]);
+    let row: Vec<&str> = agents.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(row, ["a", "h1", "declared", "up", "(default)", "running", "0"]);
+
+    let set = stdout(&swarmctl(&socket, &["agent", "state", "h1", "a", "paused"]));
+    assert!(set.starts_with("h1/a: wanted state paused (revision ") && set.contains("set by swarmctl"), "{set}");
+    let raw: serde_json::Value = serde_json::from_str(&stdout(&swarmctl(&socket, &["agents", "--json"]))).unwrap();
+    let revision = raw[0]["wanted"]["revision"].as_u64().unwrap();
+    assert_eq!(raw[0]["wanted"]["set_by"], "swarmctl");
+    let moved =
+        stdout(&swarmctl(&socket, &["agent", "state", "h1", "a", "up", "--if-match", &revision.to_string(), "--json"]));
+    let moved: serde_json::Value = serde_json::from_str(&moved).unwrap();
+    assert_eq!(moved["state"], "up");
+
+    let stale = one_line_error(&swarmctl(&socket, &["agent", "state", "h1", "a", "offline", "--if-match", "1"]));
+    assert!(stale.contains("If-Match"), "{stale}");
+    assert!(one_line_error(&swarmctl(&socket, &["agent", "state", "h1", "zz", "up"])).contains("no agent zz"));
+    let destroy = one_line_error(&swarmctl(&socket, &["agent", "state", "h1", "a", "destroyed"]));
+    assert!(destroy.contains("SWARM_NATS_DIR"), "{destroy}");
+    let bad = stderr(&swarmctl(&socket, &["agent", "state", "h1", "a", "running"]));
+    assert!(bad.contains("up, offline, paused, destroyed"), "{bad}");
+    let bad = stderr(&swarmctl(&socket, &["agent", "state", "H1", "a", "up"]));
+    assert!(bad.contains("invalid hive name"), "{bad}");
 }

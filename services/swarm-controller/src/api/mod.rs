@@ -12,8 +12,16 @@
 //! | `GET /api/schedules/{id}` | one schedule |
 //! | `PATCH /api/schedules/{id}` | partial change; `If-Match: <revision>` gives 409 on mismatch |
 //! | `DELETE /api/schedules/{id}` | remove; honours `If-Match` too |
+//! | `GET /api/hives` | the hive directory, sorted by name |
+//! | `GET /api/hives/status` | every hive's last status, its age and whether it is stale |
+//! | `GET /api/hives/{hive}/status` | one hive's |
+//! | `GET /api/agents` | the roster joined with wanted and actual state |
+//! | `GET /api/agents/status` | the live part per agent |
+//! | `PUT /api/hives/{hive}/agents/{agent}/state` | set the wanted state; honours `If-Match` |
 
+mod agents;
 mod error;
+mod hives;
 mod schedules;
 
 use std::sync::Arc;
@@ -26,9 +34,14 @@ use warp::reply::Response;
 
 pub use error::ApiError;
 
+use hyperhive_hive_proto::directory::HiveDirectory;
+
 use crate::clock::Clock;
 use crate::reconcile::Reconciler;
+use crate::revoke::Revoker;
+use crate::roster::Roster;
 use crate::schedules::Definitions;
+use crate::wanted::WantedStore;
 
 /// The largest request body read: a 64 KiB prompt written with JSON escapes (up to six bytes per
 /// byte) plus the other fields. Anything larger is refused with 413 before it is buffered.
@@ -43,8 +56,18 @@ pub struct App {
     pub definitions: Definitions,
     /// The writer of `agent-schedules`.
     pub reconciler: Arc<Reconciler>,
-    /// "Now" for `not_before` stamps.
+    /// "Now" for `not_before` stamps, `set_at` and the age of hive statuses.
     pub clock: Arc<dyn Clock>,
+    /// The controller's JetStream context (reads `hive-status`).
+    pub js: async_nats::jetstream::Context,
+    /// The hive directory.
+    pub hives: Arc<HiveDirectory>,
+    /// `agents`.
+    pub roster: Roster,
+    /// `agent-wanted`.
+    pub wanted: WantedStore,
+    /// Revokes a destroyed agent's credentials; `None` without `SWARM_NATS_DIR`.
+    pub revoker: Option<Arc<Revoker>>,
 }
 
 /// The warp filter serving every route.
@@ -88,11 +111,26 @@ impl App {
                 self.patch(id, if_match(headers)?, &body).await
             }
             (["api", "schedules", id], &Method::DELETE) => self.delete(id, if_match(headers)?).await,
+            (["api", "hives"], &Method::GET) => Ok(self.list_hives()),
+            (["api", "hives", "status"], &Method::GET) => self.hive_statuses().await,
+            (["api", "hives", hive, "status"], &Method::GET) => self.hive_status(hive).await,
+            (["api", "agents"], &Method::GET) => self.list_agents().await,
+            (["api", "agents", "status"], &Method::GET) => self.agents_status().await,
+            (["api", "hives", hive, "agents", agent, "state"], &Method::PUT) => {
+                let revision = if_match(headers)?;
+                let body = json_body(headers, body).await?;
+                self.set_state(hive, agent, headers, revision, &body).await
+            }
             (["healthz"], _) => Err(not_allowed(method, path, "GET")),
             (["api", "schedules"], _) => Err(not_allowed(method, path, "GET, POST")),
             (["api", "schedules", _], _) => Err(not_allowed(method, path, "GET, PATCH, DELETE")),
+            (["api", "hives"] | ["api", "hives", "status"] | ["api", "hives", _, "status"], _)
+            | (["api", "agents"] | ["api", "agents", "status"], _) => Err(not_allowed(method, path, "GET")),
+            (["api", "hives", _, "agents", _, "state"], _) => Err(not_allowed(method, path, "PUT")),
             _ => Err(ApiError::NotFound(format!(
-                "no route {method} {path}; the API serves /healthz and /api/schedules[/{{id}}]"
+                "no route {method} {path}; the API serves /healthz, /api/schedules[/{{id}}], \
+                 /api/hives, /api/hives/status, /api/hives/{{hive}}/status, /api/agents, \
+                 /api/agents/status and /api/hives/{{hive}}/agents/{{agent}}/state"
             ))),
         }
     }
@@ -169,6 +207,6 @@ fn if_match(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
     let text = value.to_str().unwrap_or("").trim();
     let unquoted = text.strip_prefix('"').and_then(|t| t.strip_suffix('"')).unwrap_or(text);
     unquoted.parse::<u64>().map(Some).map_err(|_| {
-        ApiError::BadRequest(format!("If-Match must be a schedule's revision number, e.g. If-Match: 12 (got {text:?})"))
+        ApiError::BadRequest(format!("If-Match must be a revision number, e.g. If-Match: 12 (got {text:?})"))
     })
 }

@@ -81,7 +81,8 @@ pub async fn request(
     if_match: Option<u64>,
     body: Option<Vec<u8>>,
 ) -> Result<Bytes, CtlError> {
-    let mut builder = Request::builder().method(method).uri(path);
+    // Recorded as who set a wanted state; other routes ignore it.
+    let mut builder = Request::builder().method(method).uri(path).header("x-set-by", "swarmctl");
     if let Some(revision) = if_match {
         builder = builder.header(header::IF_MATCH, revision.to_string());
     }

@@ -45,22 +45,25 @@ pub fn next_fire(s: &ScheduleView, now: OffsetDateTime) -> String {
 
 /// The `schedule list` table.
 pub fn table(schedules: &[ScheduleView], now: OffsetDateTime) -> String {
-    let header = ["ID", "NAME", "AGENTS", "EVERY", "PAUSED", "NEXT FIRE"].map(String::from);
-    let rows: Vec<[String; 6]> = schedules
-        .iter()
-        .map(|s| {
-            let d = &s.definition;
-            let agents: Vec<&str> = d.agents.iter().map(|a| a.as_str()).collect();
-            [
-                d.id.clone(),
-                d.name.clone(),
-                agents.join(","),
-                format_every(d.interval),
-                if d.paused { "yes" } else { "no" }.into(),
-                next_fire(s, now),
-            ]
-        })
-        .collect();
+    let rows = schedules.iter().map(|s| {
+        let d = &s.definition;
+        let agents: Vec<&str> = d.agents.iter().map(|a| a.as_str()).collect();
+        [
+            d.id.clone(),
+            d.name.clone(),
+            agents.join(","),
+            format_every(d.interval),
+            if d.paused { "yes" } else { "no" }.into(),
+            next_fire(s, now),
+        ]
+    });
+    grid(["ID", "NAME", "AGENTS", "EVERY", "PAUSED", "NEXT FIRE"], rows)
+}
+
+/// A table: each column as wide as its widest cell, two spaces between columns.
+pub fn grid<const N: usize>(header: [&str; N], rows: impl IntoIterator<Item = [String; N]>) -> String {
+    let header = header.map(String::from);
+    let rows: Vec<[String; N]> = rows.into_iter().collect();
     let mut widths = header.clone().map(|h| h.chars().count());
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {

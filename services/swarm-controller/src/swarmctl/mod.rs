@@ -2,6 +2,7 @@
 
 pub mod client;
 mod format;
+mod hives;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -17,6 +18,8 @@ pub use format::{format_every, parse_every};
 use crate::clock::Clock;
 use crate::config::DEFAULT_SOCKET;
 use crate::definition::ScheduleView;
+use hyperhive_hive_proto::wanted::WantedState;
+use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_schedule::instant::format_instant;
 
 /// Drives swarm-controller over its unix socket.
@@ -24,7 +27,9 @@ use hyperhive_schedule::instant::format_instant;
 #[command(
     name = "swarmctl",
     version,
-    about = "Drives swarm-controller's API over its unix socket: scheduled prompts for agents"
+    about = "Drives swarm-controller's API over its unix socket: scheduled prompts, hives, agents and their wanted state",
+    after_help = "Every command prints a table (or text) by default and the API's JSON with --json; an \
+error from the controller is printed as one line and swarmctl exits non-zero."
 )]
 pub struct Cli {
     /// The controller's API socket.
@@ -41,6 +46,67 @@ pub enum Top {
     /// Scheduled prompts.
     #[command(subcommand)]
     Schedule(ScheduleCommand),
+    /// The hive directory (name, description, labels, xkey); `hives status` shows each hive's
+    /// last status.
+    Hives {
+        /// `status [HIVE]`.
+        #[command(subcommand)]
+        command: Option<HivesCommand>,
+        /// Print the API's JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every agent on the roster: its hive, origin, wanted state (with its revision, or
+    /// "default" when none was ever set) and actual state.
+    Agents {
+        /// Print the API's JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change one agent.
+    #[command(subcommand)]
+    Agent(AgentCommand),
+}
+
+/// `swarmctl hives ...`.
+#[derive(Debug, Subcommand)]
+pub enum HivesCommand {
+    /// Each hive's last status: fresh, stale (older than 45 s) or never published, its age,
+    /// version, load and number of agents.
+    Status {
+        /// Only this hive.
+        hive: Option<HiveName>,
+        /// Print the API's JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `swarmctl agent ...`.
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Set AGENT's wanted state on HIVE: up (runs and works), paused (runs, takes no todos, fires
+    /// no slots), offline (stopped, state and credentials kept) or destroyed (stopped, state
+    /// removed, credentials revoked; final, cannot be undone).
+    State {
+        /// The hive the agent is on.
+        hive: HiveName,
+        /// The agent.
+        agent: AgentName,
+        /// up, offline, paused or destroyed.
+        #[arg(value_parser = parse_state)]
+        state: WantedState,
+        /// Change it only if its wanted state is still at this revision (see `swarmctl agents`).
+        #[arg(long, value_name = "REV")]
+        if_match: Option<u64>,
+        /// Print the API's JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_state(s: &str) -> Result<WantedState, String> {
+    s.parse().map_err(|e: hyperhive_hive_proto::wanted::UnknownState| e.to_string())
 }
 
 /// `swarmctl schedule ...`.
@@ -208,7 +274,17 @@ fn printed(view: &ScheduleView, json: bool, now: OffsetDateTime) -> String {
 pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
     let socket = cli.socket.as_path();
     let now = clock.now();
-    let Top::Schedule(command) = cli.command;
+    let command = match cli.command {
+        Top::Schedule(command) => command,
+        Top::Hives { command: None, json } => return hives::list(socket, json).await,
+        Top::Hives { command: Some(HivesCommand::Status { hive, json }), .. } => {
+            return hives::status(socket, hive.as_ref(), json).await;
+        }
+        Top::Agents { json } => return hives::agents(socket, json).await,
+        Top::Agent(AgentCommand::State { hive, agent, state, if_match, json }) => {
+            return hives::set_state(socket, &hive, &agent, state, if_match, json).await;
+        }
+    };
     match command {
         ScheduleCommand::Add(args) => {
             let body = args

@@ -11,10 +11,13 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::Request;
 use hyper::http::{Method, StatusCode};
+use hyperhive_hive_proto::HiveName;
+use hyperhive_hive_proto::directory::{HiveDirectory, HiveEntry};
+use hyperhive_hive_proto::status::HiveStatus;
 use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, AgentSchedules, SCHEDULE_DEFINITIONS_BUCKET};
 use hyperhive_testkit::{NatsJwt, Process, wait_until};
 use serde_json::Value;
-use swarm_controller::clock::SystemClock;
+use swarm_controller::clock::{Clock, SystemClock};
 use swarm_controller::config::Config;
 use swarm_controller::daemon::{self, StartError};
 use swarm_controller::swarmctl::client;
@@ -31,7 +34,35 @@ pub struct Controller {
     pub js: jetstream::Context,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), StartError>>>,
+    options: Options,
     _dir: TempDir,
+}
+
+/// What a test controller runs with besides NATS.
+#[derive(Clone)]
+pub struct Options {
+    pub reconcile_secs: u64,
+    pub hives: HiveDirectory,
+    /// Give it the `nats init` directory (SWARM_NATS_DIR).
+    pub nats_dir: bool,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Options {
+    pub fn new(reconcile_secs: u64) -> Self {
+        Self { reconcile_secs, hives: HiveDirectory::new(), nats_dir: false, clock: Arc::new(SystemClock) }
+    }
+}
+
+/// A directory of `hives` without xkeys.
+pub fn directory(hives: &[&str]) -> HiveDirectory {
+    hives
+        .iter()
+        .map(|h| {
+            let entry = HiveEntry { description: format!("hive {h}"), labels: Default::default(), xkey: None };
+            (HiveName::parse(h).unwrap(), entry)
+        })
+        .collect()
 }
 
 pub fn config(nats: &NatsJwt, socket: PathBuf, reconcile_secs: u64) -> Config {
@@ -40,27 +71,44 @@ pub fn config(nats: &NatsJwt, socket: PathBuf, reconcile_secs: u64) -> Config {
         nats_url: nats.url(),
         nats_creds: Some(nats.controller_creds()),
         reconcile_every: Duration::from_secs(reconcile_secs),
+        hives: Default::default(),
+        nats_dir: None,
     }
 }
 
 impl Controller {
     /// Starts NATS and the controller; waits until `/healthz` answers.
     pub async fn start(reconcile_secs: u64) -> Self {
+        Self::start_with(Options::new(reconcile_secs)).await
+    }
+
+    /// [`Controller::start`] with a hive directory, the NATS directory or a clock.
+    pub async fn start_with(options: Options) -> Self {
         let nats = NatsJwt::start().await.expect("nats-server in JWT mode");
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("run/controller.sock");
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(daemon::run(
-            config(&nats, socket.clone(), reconcile_secs),
-            Arc::new(SystemClock),
-            async move {
-                let _ = stopped.await;
-            },
-        ));
         let client = swarm_controller::nats::connect(&nats.url(), Some(&nats.controller_creds())).await.unwrap();
-        let controller =
-            Self { nats, socket, js: jetstream::new(client), stop: Some(stop), task: Some(task), _dir: dir };
-        let mut controller = controller;
+        let mut controller =
+            Self { nats, socket, js: jetstream::new(client), stop: None, task: None, options, _dir: dir };
+        controller.run().await;
+        controller
+    }
+
+    /// Starts the daemon again after [`Controller::stop`], with the same settings and NATS.
+    pub async fn restart(&mut self) {
+        self.run().await;
+    }
+
+    async fn run(&mut self) {
+        let mut config = config(&self.nats, self.socket.clone(), self.options.reconcile_secs);
+        config.hives = self.options.hives.clone();
+        config.nats_dir = self.options.nats_dir.then(|| self.nats.creds_dir().to_path_buf());
+        let (stop, stopped) = oneshot::channel::<()>();
+        self.task = Some(tokio::spawn(daemon::run(config, self.options.clock.clone(), async move {
+            let _ = stopped.await;
+        })));
+        self.stop = Some(stop);
+        let controller = &*self;
         let ready = wait_until("the controller answers /healthz", STARTUP, || async {
             if controller.task.as_ref().is_some_and(JoinHandle::is_finished) {
                 return Some(false);
@@ -71,10 +119,9 @@ impl Controller {
         .await
         .unwrap();
         if !ready {
-            let outcome = controller.task.take().unwrap().await.unwrap();
+            let outcome = self.task.take().unwrap().await.unwrap();
             panic!("the controller stopped at start: {outcome:?}");
         }
-        controller
     }
 
     /// Stops the daemon and returns what `run` returned.
@@ -157,4 +204,24 @@ pub async fn daemon_process(nats: &NatsJwt, socket: &std::path::Path, extra_env:
         .unwrap();
     daemon.wait_for_log("serving the API", STARTUP).await.unwrap();
     daemon
+}
+
+/// Publishes `status` as its hive's hive-c0re does: with the hive's own credential, on its own key.
+pub async fn publish_as_hive(nats: &NatsJwt, status: &HiveStatus) {
+    let hive = &status.hive;
+    let creds = nats.mint_hive(hive.as_str(), &[]).await.unwrap();
+    let client = async_nats::ConnectOptions::with_credentials_file(creds)
+        .await
+        .unwrap()
+        .custom_inbox_prefix(hyperhive_nats_creds::hive_inbox_prefix(hive))
+        .connect(nats.url())
+        .await
+        .unwrap();
+    let bytes = serde_json::to_vec(status).unwrap();
+    jetstream::new(client)
+        .publish(hyperhive_nats_creds::hive_status_subject(hive), bytes.into())
+        .await
+        .unwrap()
+        .await
+        .expect("the hive may write its status");
 }

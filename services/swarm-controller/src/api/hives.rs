@@ -1,0 +1,96 @@
+//! `/api/hives`: the hive directory and each hive's last status with its age.
+
+use std::collections::BTreeMap;
+
+use hyperhive_hive_proto::HiveName;
+use hyperhive_hive_proto::status::HiveStatus;
+use serde::Serialize;
+use warp::http::StatusCode;
+use warp::reply::Response;
+
+use super::{ApiError, App, json};
+use crate::hives::{freshness, read_all};
+
+/// One hive of the directory, as `GET /api/hives` lists it.
+#[derive(Debug, Serialize)]
+struct HiveView<'a> {
+    name: &'a HiveName,
+    description: &'a str,
+    labels: &'a BTreeMap<String, String>,
+    xkey: Option<&'a str>,
+}
+
+/// One hive's status, as `GET /api/hives/status` lists it.
+#[derive(Debug, Serialize)]
+pub(super) struct StatusView {
+    hive: HiveName,
+    status: Option<HiveStatus>,
+    age_secs: Option<u64>,
+    stale: bool,
+}
+
+impl App {
+    pub(super) fn list_hives(&self) -> Response {
+        // The directory is a sorted map: the list is sorted by name.
+        let hives: Vec<HiveView> = self
+            .hives
+            .iter()
+            .map(|(name, entry)| HiveView {
+                name,
+                description: &entry.description,
+                labels: &entry.labels,
+                xkey: entry.xkey.as_deref(),
+            })
+            .collect();
+        json(StatusCode::OK, &hives)
+    }
+
+    pub(super) async fn hive_statuses(&self) -> Result<Response, ApiError> {
+        Ok(json(StatusCode::OK, &self.status_views().await?))
+    }
+
+    pub(super) async fn hive_status(&self, hive: &str) -> Result<Response, ApiError> {
+        let name = self.known_hive(hive)?;
+        let view = self.status_views().await?.into_iter().find(|v| v.hive == name);
+        Ok(json(StatusCode::OK, &view))
+    }
+
+    /// Every hive of the directory with its status (hives not in the directory are left out).
+    async fn status_views(&self) -> Result<Vec<StatusView>, ApiError> {
+        let mut statuses = read_all(&self.js).await.map_err(unavailable)?;
+        let now = self.clock.now();
+        Ok(self
+            .hives
+            .keys()
+            .map(|hive| {
+                let status = statuses.remove(hive);
+                let (age_secs, stale) = freshness(status.as_ref(), now);
+                StatusView { hive: hive.clone(), status, age_secs, stale }
+            })
+            .collect())
+    }
+
+    /// `hive` parsed and in the directory: 400 for a malformed name, 404 for an unknown hive.
+    pub(super) fn known_hive(&self, hive: &str) -> Result<HiveName, ApiError> {
+        let name = parse_hive(hive)?;
+        self.check_hive(&name)?;
+        Ok(name)
+    }
+
+    /// 404 for a hive not in the directory.
+    pub(super) fn check_hive(&self, hive: &HiveName) -> Result<(), ApiError> {
+        if self.hives.contains_key(hive) {
+            return Ok(());
+        }
+        Err(ApiError::NotFound(format!("no hive {hive} in the hive directory (SWARM_HIVES_FILE); see GET /api/hives")))
+    }
+}
+
+/// 400 for a malformed hive name.
+pub(super) fn parse_hive(hive: &str) -> Result<HiveName, ApiError> {
+    HiveName::parse(hive).map_err(|e| ApiError::BadRequest(e.to_string()))
+}
+
+pub(super) fn unavailable(err: impl std::fmt::Display) -> ApiError {
+    ApiError::Unavailable(format!("{err}; try again"))
+}

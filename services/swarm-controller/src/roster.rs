@@ -1,0 +1,187 @@
+//! The roster, KV `agents`: one entry per agent the swarm knows.
+//!
+//! Declared agents come to the swarm through their hive's status: for each hive of the directory,
+//! every agent in its status that is not on the roster yet is added (create-if-absent, so two
+//! passes at once add it once). An agent is never moved: one already on the roster under another
+//! hive keeps its entry, and the clash is logged. The controller watches `hive-status` and also
+//! runs the same sync from its periodic pass, so a missed watch event is repaired.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_nats::jetstream::{self, kv};
+use futures::StreamExt;
+use hyperhive_hive_proto::directory::HiveDirectory;
+use hyperhive_hive_proto::roster::{Identities, RosterEntry};
+use hyperhive_hive_proto::status::HiveStatus;
+use hyperhive_hive_proto::{AGENTS_BUCKET, AgentName};
+use hyperhive_schedule::instant::format_instant;
+
+use crate::clock::Clock;
+use crate::hives::parse_status;
+use crate::nats::{NatsError, scan_bucket};
+
+/// What one sync did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SyncReport {
+    /// Entries added.
+    pub added: usize,
+    /// Agents left alone because the roster has them under another hive.
+    pub clashes: usize,
+    /// Statuses of hives not in the directory.
+    pub unknown_hives: usize,
+}
+
+/// The `agents` bucket.
+#[derive(Debug, Clone)]
+pub struct Roster {
+    js: jetstream::Context,
+    kv: kv::Store,
+}
+
+impl Roster {
+    /// Wraps the bucket made by [`crate::nats::ensure_objects`].
+    pub fn new(js: jetstream::Context, kv: kv::Store) -> Self {
+        Self { js, kv }
+    }
+
+    /// Every readable entry, by agent name; an unreadable one is logged and left out.
+    ///
+    /// # Errors
+    /// [`NatsError::Scan`].
+    pub async fn list(&self) -> Result<BTreeMap<AgentName, RosterEntry>, NatsError> {
+        Ok(scan_bucket(&self.js, AGENTS_BUCKET)
+            .await?
+            .into_iter()
+            .filter_map(|kv| {
+                let agent = AgentName::parse(&kv.key).ok();
+                match (agent, serde_json::from_slice::<RosterEntry>(&kv.value)) {
+                    (Some(agent), Ok(entry)) => Some((agent, entry)),
+                    (_, result) => {
+                        tracing::error!(key = %kv.key, error = ?result.err(), "skipping an unreadable roster entry");
+                        None
+                    }
+                }
+            })
+            .collect())
+    }
+
+    /// The entry of `agent`, if it is on the roster and readable.
+    ///
+    /// # Errors
+    /// NATS errors, as text.
+    pub async fn get(&self, agent: &AgentName) -> Result<Option<RosterEntry>, String> {
+        let Some(entry) = self.kv.entry(agent.as_str()).await.map_err(|e| e.to_string())? else {
+            return Ok(None);
+        };
+        if entry.operation != kv::Operation::Put {
+            return Ok(None);
+        }
+        Ok(serde_json::from_slice(&entry.value)
+            .inspect_err(|err| tracing::error!(%agent, %err, "an unreadable roster entry; treated as absent"))
+            .ok())
+    }
+
+    /// Adds every agent of `status` that is not on the roster yet, if its hive is in `directory`.
+    ///
+    /// # Errors
+    /// NATS errors, as text; entries added before the error stay.
+    pub async fn sync(
+        &self,
+        directory: &HiveDirectory,
+        status: &HiveStatus,
+        clock: &dyn Clock,
+    ) -> Result<SyncReport, String> {
+        let mut report = SyncReport::default();
+        if !directory.contains_key(&status.hive) {
+            tracing::warn!(hive = %status.hive, "a status from a hive not in the directory (SWARM_HIVES_FILE); ignored");
+            report.unknown_hives += 1;
+            return Ok(report);
+        }
+        for (agent, agent_status) in &status.agents {
+            let entry = RosterEntry {
+                hive: status.hive.clone(),
+                origin: agent_status.origin,
+                created_at: format_instant(clock.now()),
+                provisioning: BTreeMap::new(),
+                identities: Identities::default(),
+            };
+            let bytes = serde_json::to_vec(&entry).map_err(|e| e.to_string())?;
+            match self.kv.create(agent.as_str(), bytes.into()).await {
+                Ok(_) => {
+                    tracing::info!(%agent, hive = %status.hive, origin = ?entry.origin, "agent added to the roster");
+                    report.added += 1;
+                }
+                Err(err) if err.kind() == kv::CreateErrorKind::AlreadyExists => {
+                    if let Some(existing) = self.get(agent).await?
+                        && existing.hive != status.hive
+                    {
+                        tracing::warn!(
+                            %agent, on_roster = %existing.hive, reported_by = %status.hive,
+                            "an agent on the roster under another hive is reported by this hive; left where it is"
+                        );
+                        report.clashes += 1;
+                    }
+                }
+                Err(err) => return Err(err.to_string()),
+            }
+        }
+        Ok(report)
+    }
+
+    /// Syncs from every status in `statuses`.
+    ///
+    /// # Errors
+    /// The first NATS error, as text.
+    pub async fn sync_all<'a>(
+        &self,
+        directory: &HiveDirectory,
+        statuses: impl IntoIterator<Item = &'a HiveStatus>,
+        clock: &dyn Clock,
+    ) -> Result<SyncReport, String> {
+        let mut total = SyncReport::default();
+        for status in statuses {
+            let one = self.sync(directory, status, clock).await?;
+            total.added += one.added;
+            total.clashes += one.clashes;
+            total.unknown_hives += one.unknown_hives;
+        }
+        Ok(total)
+    }
+}
+
+/// Watches `hive-status` and syncs the roster from every status written, until the watch ends
+/// (the periodic pass covers what is missed meanwhile). Restarted by the caller.
+pub async fn watch_statuses(
+    hive_status: kv::Store,
+    roster: Roster,
+    directory: Arc<HiveDirectory>,
+    clock: Arc<dyn Clock>,
+) {
+    loop {
+        let mut watch = match hive_status.watch_all().await {
+            Ok(watch) => watch,
+            Err(err) => {
+                tracing::warn!(%err, "cannot watch hive-status; retrying");
+                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                continue;
+            }
+        };
+        while let Some(entry) = watch.next().await {
+            let entry = match entry {
+                Ok(entry) if entry.operation == kv::Operation::Put => entry,
+                Ok(_) => continue,
+                Err(err) => {
+                    tracing::warn!(%err, "hive-status watch failed; watching again");
+                    break;
+                }
+            };
+            let Some(status) = parse_status(&entry.key, &entry.value) else { continue };
+            if let Err(err) = roster.sync(&directory, &status, clock.as_ref()).await {
+                tracing::warn!(hive = %status.hive, %err, "roster sync failed; the periodic pass retries");
+            }
+        }
+        // The server dropped the watch (a restart, a leader change): watch again after a pause.
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+}

@@ -1,0 +1,428 @@
+//! Hives, the roster and wanted state through the API, against a real nats-server in JWT mode:
+//! hive statuses are written the way hive-c0re writes them, with the hive's own credential.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::ConnectOptions;
+use common::{Controller, Options, directory, publish_as_hive};
+use hyper::http::{Method, StatusCode};
+use hyperhive_hive_proto::roster::Origin;
+use hyperhive_hive_proto::status::{ActualState, AgentStatus, HiveStatus};
+use hyperhive_hive_proto::wanted::WantedState;
+use hyperhive_hive_proto::{AGENTS_BUCKET, AgentName, HiveName};
+use hyperhive_nats_creds::AGENT_WANTED_BUCKET;
+use hyperhive_schedule::instant::parse_instant;
+use hyperhive_testkit::wait_until;
+use serde_json::{Value, json};
+use swarm_controller::clock::FakeClock;
+
+const SOON: Duration = Duration::from_secs(10);
+const NOW: &str = "2026-11-30T12:00:00Z";
+
+fn agent_status(origin: Origin, actual: ActualState) -> AgentStatus {
+    AgentStatus {
+        origin,
+        wanted: WantedState::Up,
+        actual,
+        since: "2026-11-30T11:00:00Z".into(),
+        restarts: 2,
+        last_exit: None,
+        log_tail: Vec::new(),
+        turn: None,
+        revision: None,
+    }
+}
+
+fn status(hive: &str, published_at: &str, agents: &[(&str, Origin)]) -> HiveStatus {
+    HiveStatus {
+        hive: HiveName::parse(hive).unwrap(),
+        version: "0.1.0".into(),
+        started_at: "2026-11-30T10:00:00Z".into(),
+        published_at: published_at.into(),
+        load: [0.5, 0.25, 0.125],
+        agents: agents
+            .iter()
+            .map(|(a, origin)| (AgentName::parse(a).unwrap(), agent_status(*origin, ActualState::Running)))
+            .collect::<BTreeMap<_, _>>(),
+    }
+}
+
+async fn get(c: &Controller, path: &str) -> Value {
+    let (status, body) = c.json(Method::GET, path, &Value::Null).await;
+    assert_eq!(status, StatusCode::OK, "{path}: {body}");
+    body
+}
+
+/// Waits until `GET /api/agents` lists exactly `names`.
+async fn wait_for_roster(c: &Controller, names: &[&str]) -> Value {
+    let want: Vec<&str> = names.to_vec();
+    wait_until("the roster to list the agents", SOON, || async {
+        let agents = get(c, "/api/agents").await;
+        let listed: Vec<String> =
+            agents.as_array().unwrap().iter().map(|a| a["name"].as_str().unwrap().to_owned()).collect();
+        (listed == want).then_some(agents)
+    })
+    .await
+    .unwrap()
+}
+
+fn options(hives: &[&str]) -> Options {
+    Options { hives: directory(hives), ..Options::new(60) }
+}
+
+async fn put_state(c: &Controller, path: &str, headers: &[(&str, &str)], body: &str) -> (StatusCode, Value) {
+    let mut all = vec![("content-type", "application/json")];
+    all.extend_from_slice(headers);
+    c.call(Method::PUT, path, &all, body.to_owned()).await.unwrap()
+}
+
+#[tokio::test]
+async fn the_directory_is_served_sorted_with_its_keys() {
+    let mut hives = directory(&["zeta", "alpha"]);
+    let xkey = nkeys::XKey::new().public_key();
+    hives.get_mut(&HiveName::parse("alpha").unwrap()).unwrap().xkey = Some(xkey.clone());
+    hives.get_mut(&HiveName::parse("alpha").unwrap()).unwrap().labels.insert("gpu".into(), "yes".into());
+    let c = Controller::start_with(Options { hives, ..Options::new(60) }).await;
+    assert_eq!(
+        get(&c, "/api/hives").await,
+        json!([
+            {"name": "alpha", "description": "hive alpha", "labels": {"gpu": "yes"}, "xkey": xkey},
+            {"name": "zeta", "description": "hive zeta", "labels": {}, "xkey": null},
+        ])
+    );
+    let empty = Controller::start(60).await;
+    assert_eq!(get(&empty, "/api/hives").await, json!([]), "no SWARM_HIVES_FILE: no hives");
+}
+
+#[tokio::test]
+async fn statuses_carry_their_age_and_turn_stale_after_45_seconds() {
+    let clock = Arc::new(FakeClock::new(parse_instant(NOW).unwrap()));
+    let c = Controller::start_with(Options { clock: clock.clone(), ..options(&["h1", "h2"]) }).await;
+    publish_as_hive(&c.nats, &status("h1", NOW, &[("a", Origin::Declared)])).await;
+    // A hive outside the directory may write its own key, but the controller does not show it.
+    publish_as_hive(&c.nats, &status("h9", NOW, &[])).await;
+
+    let at = |secs: i64| clock.set(parse_instant(NOW).unwrap() + time::Duration::seconds(secs));
+    at(45);
+    let all = get(&c, "/api/hives/status").await;
+    let hives: Vec<&str> = all.as_array().unwrap().iter().map(|s| s["hive"].as_str().unwrap()).collect();
+    assert_eq!(hives, ["h1", "h2"]);
+    assert_eq!(all[0]["age_secs"], 45);
+    assert_eq!(all[0]["stale"], false);
+    assert_eq!(all[0]["status"]["agents"]["a"]["actual"], "running");
+    assert_eq!(all[0]["status"]["load"], json!([0.5, 0.25, 0.125]));
+    assert_eq!(all[1], json!({"hive": "h2", "status": null, "age_secs": null, "stale": true}), "never published");
+
+    at(46);
+    let one = get(&c, "/api/hives/h1/status").await;
+    assert_eq!((one["age_secs"].clone(), one["stale"].clone()), (json!(46), json!(true)));
+
+    for (path, code, needle) in [
+        ("/api/hives/h9/status", StatusCode::NOT_FOUND, "no hive h9"),
+        ("/api/hives/H1/status", StatusCode::BAD_REQUEST, "invalid hive name"),
+    ] {
+        let (status, body) = c.json(Method::GET, path, &Value::Null).await;
+        assert_eq!(status, code, "{path}: {body}");
+        assert!(body["error"].as_str().unwrap().contains(needle), "{path}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn the_roster_follows_hive_statuses_and_never_moves_an_agent() {
+    let c = Controller::start_with(options(&["h1", "h2"])).await;
+    publish_as_hive(&c.nats, &status("h1", NOW, &[("b", Origin::Created), ("a", Origin::Declared)])).await;
+    let agents = wait_for_roster(&c, &["a", "b"]).await;
+    let a = &agents[0];
+    assert_eq!((a["hive"].clone(), a["origin"].clone()), (json!("h1"), json!("declared")));
+    assert_eq!(a["wanted"], json!({"state": "up", "set_at": null, "set_by": null, "revision": null}));
+    assert_eq!(a["actual"]["actual"], "running");
+    assert_eq!(a["actual"]["restarts"], 2);
+    assert_eq!(agents[1]["wanted"]["state"], "paused", "a created agent waits, paused, by default");
+
+    // h9 (not in the directory) reports d; then h2 reports a (already on h1) and c. The watch
+    // takes statuses in order, so once c is listed, h9's status was handled.
+    publish_as_hive(&c.nats, &status("h9", NOW, &[("d", Origin::Declared)])).await;
+    publish_as_hive(&c.nats, &status("h2", NOW, &[("a", Origin::Declared), ("c", Origin::Declared)])).await;
+    let agents = wait_for_roster(&c, &["a", "b", "c"]).await;
+    assert_eq!(agents[0]["hive"], "h1", "an agent on the roster is never moved to another hive");
+    assert_eq!(agents[0]["actual"]["actual"], "running", "actual state comes from the roster's hive");
+    assert_eq!(agents[2]["hive"], "h2");
+
+    let live = get(&c, "/api/agents/status").await;
+    assert_eq!(
+        live[0],
+        json!({"name": "a", "hive": "h1", "actual": "running", "since": "2026-11-30T11:00:00Z",
+               "restarts": 2, "last_exit": null, "turn": null, "stale": true})
+    );
+}
+
+#[tokio::test]
+async fn statuses_written_while_the_controller_was_down_reach_the_roster_on_its_first_pass() {
+    let mut c = Controller::start_with(options(&["h1"])).await;
+    c.stop().await.unwrap();
+    // Not seen by any watch: the watch starts with new writes only.
+    publish_as_hive(&c.nats, &status("h1", NOW, &[("a", Origin::Declared)])).await;
+    c.restart().await;
+    wait_for_roster(&c, &["a"]).await;
+}
+
+#[tokio::test]
+async fn setting_wanted_state_is_a_compare_and_set_that_survives_a_restart() {
+    let mut c = Controller::start_with(options(&["h1"])).await;
+    publish_as_hive(&c.nats, &status("h1", NOW, &[("a", Origin::Declared)])).await;
+    wait_for_roster(&c, &["a"]).await;
+    let path = "/api/hives/h1/agents/a/state";
+
+    let (status, first) = put_state(&c, path, &[("x-set-by", "swarmctl")], r#"{"state": "paused"}"#).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    assert_eq!((first["hive"].clone(), first["agent"].clone()), (json!("h1"), json!("a")));
+    assert_eq!((first["state"].clone(), first["set_by"].clone()), (json!("paused"), json!("swarmctl")));
+    parse_instant(first["set_at"].as_str().unwrap()).unwrap();
+    let revision = first["revision"].as_u64().unwrap();
+
+    let stale = (revision + 7).to_string();
+    let (status, body) = put_state(&c, path, &[("if-match", &stale)], r#"{"state": "up"}"#).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body["error"].as_str().unwrap().contains(&format!("revision {revision}")), "{body}");
+
+    let current = revision.to_string();
+    let (status, second) = put_state(&c, path, &[("if-match", &current)], r#"{"state": "offline"}"#).await;
+    assert_eq!(status, StatusCode::OK, "{second}");
+    assert_eq!(second["set_by"], "api", "the default set_by");
+    assert!(second["revision"].as_u64().unwrap() > revision);
+
+    c.stop().await.unwrap();
+    c.restart().await;
+    let agents = get(&c, "/api/agents").await;
+    assert_eq!(agents[0]["wanted"]["state"], "offline");
+    assert_eq!(agents[0]["wanted"]["revision"], second["revision"]);
+    assert_eq!(agents[0]["wanted"]["set_at"], second["set_at"]);
+}
+
+#[tokio::test]
+async fn bad_state_changes_are_clear_errors_and_store_nothing() {
+    let c = Controller::start_with(options(&["h1", "h2"])).await;
+    publish_as_hive(&c.nats, &status("h1", NOW, &[("a", Origin::Declared)])).await;
+    wait_for_roster(&c, &["a"]).await;
+    let (status, _) = put_state(&c, "/api/hives/h1/agents/a/state", &[], r#"{"state": "up"}"#).await;
+    assert_eq!(status, StatusCode::OK);
+    let before = c.last_sequence(AGENT_WANTED_BUCKET).await;
+    let roster_before = c.last_sequence(AGENTS_BUCKET).await;
+
+    let ok = "/api/hives/h1/agents/a/state";
+    let json_ct = ("content-type", "application/json");
+    let long_set_by = "x".repeat(65);
+    type Case<'a> = (Method, &'a str, Vec<(&'a str, &'a str)>, String, StatusCode, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            Method::PUT,
+            "/api/hives/h9/agents/a/state",
+            vec![json_ct],
+            r#"{"state":"up"}"#.into(),
+            StatusCode::NOT_FOUND,
+            "no hive h9",
+        ),
+        (
+            Method::PUT,
+            "/api/hives/h1/agents/zz/state",
+            vec![json_ct],
+            r#"{"state":"up"}"#.into(),
+            StatusCode::NOT_FOUND,
+            "no agent zz",
+        ),
+        (
+            Method::PUT,
+            "/api/hives/h2/agents/a/state",
+            vec![json_ct],
+            r#"{"state":"up"}"#.into(),
+            StatusCode::NOT_FOUND,
+            "is on hive h1",
+        ),
+        (
+            Method::PUT,
+            "/api/hives/H1/agents/a/state",
+            vec![json_ct],
+            r#"{"state":"up"}"#.into(),
+            StatusCode::BAD_REQUEST,
+            "invalid hive name",
+        ),
+        (
+            Method::PUT,
+            "/api/hives/h1/agents/a.b/state",
+            vec![json_ct],
+            r#"{"state":"up"}"#.into(),
+            StatusCode::BAD_REQUEST,
+            "invalid agent name",
+        ),
+        (
+            Method::PUT,
+            ok,
+            vec![json_ct],
+            r#"{"state":"running"}"#.into(),
+            StatusCode::BAD_REQUEST,
+            "up, offline, paused, destroyed",
+        ),
+        (Method::PUT, ok, vec![json_ct], r#"{"state":"up","why":1}"#.into(), StatusCode::BAD_REQUEST, "unknown field"),
+        (Method::PUT, ok, vec![json_ct], r#"{}"#.into(), StatusCode::BAD_REQUEST, "missing field `state`"),
+        (Method::PUT, ok, vec![json_ct], "{not json".into(), StatusCode::BAD_REQUEST, "malformed request body"),
+        (Method::PUT, ok, vec![], r#"{"state":"up"}"#.into(), StatusCode::UNSUPPORTED_MEDIA_TYPE, "application/json"),
+        (Method::PUT, ok, vec![json_ct], "x".repeat(600 * 1024), StatusCode::PAYLOAD_TOO_LARGE, "larger than"),
+        (
+            Method::PUT,
+            ok,
+            vec![json_ct, ("if-match", "soon")],
+            r#"{"state":"up"}"#.into(),
+            StatusCode::BAD_REQUEST,
+            "If-Match must be a revision",
+        ),
+        (
+            Method::PUT,
+            ok,
+            vec![json_ct, ("if-match", "999")],
+            r#"{"state":"up"}"#.into(),
+            StatusCode::CONFLICT,
+            "not 999",
+        ),
+        (
+            Method::PUT,
+            ok,
+            vec![json_ct, ("x-set-by", "")],
+            r#"{"state":"up"}"#.into(),
+            StatusCode::BAD_REQUEST,
+            "X-Set-By",
+        ),
+        (
+            Method::PUT,
+            ok,
+            vec![json_ct, ("x-set-by", &long_set_by)],
+            r#"{"state":"up"}"#.into(),
+            StatusCode::BAD_REQUEST,
+            "X-Set-By",
+        ),
+        (Method::PUT, ok, vec![json_ct], r#"{"state":"destroyed"}"#.into(), StatusCode::CONFLICT, "set SWARM_NATS_DIR"),
+        (Method::GET, ok, vec![], String::new(), StatusCode::METHOD_NOT_ALLOWED, "use PUT"),
+        (Method::POST, "/api/agents", vec![], String::new(), StatusCode::METHOD_NOT_ALLOWED, "use GET"),
+        (Method::DELETE, "/api/hives", vec![], String::new(), StatusCode::METHOD_NOT_ALLOWED, "use GET"),
+        (Method::PUT, "/api/hives/status", vec![], String::new(), StatusCode::METHOD_NOT_ALLOWED, "use GET"),
+        (Method::PATCH, "/api/agents/status", vec![], String::new(), StatusCode::METHOD_NOT_ALLOWED, "use GET"),
+        (
+            Method::GET,
+            "/api/hives/h1/agents",
+            vec![],
+            String::new(),
+            StatusCode::NOT_FOUND,
+            "/api/hives/{hive}/agents/{agent}/state",
+        ),
+    ];
+    for (method, path, headers, body, code, needle) in cases {
+        let (status, answer) = c.call(method.clone(), path, &headers, body.clone()).await.unwrap();
+        let shown = &body[..body.len().min(40)];
+        assert_eq!(status, code, "{method} {path} {headers:?} {shown}: {answer}");
+        let error = answer["error"].as_str().unwrap_or_default();
+        assert!(error.contains(needle), "{method} {path} {headers:?} {shown}: {error}");
+    }
+    assert_eq!(c.last_sequence(AGENT_WANTED_BUCKET).await, before, "no error stored a wanted state");
+    assert_eq!(c.last_sequence(AGENTS_BUCKET).await, roster_before, "nor touched the roster");
+}
+
+#[tokio::test]
+async fn an_if_match_on_a_state_never_written_is_a_conflict() {
+    let c = Controller::start_with(options(&["h1"])).await;
+    publish_as_hive(&c.nats, &status("h1", NOW, &[("a", Origin::Declared)])).await;
+    wait_for_roster(&c, &["a"]).await;
+    let before = c.last_sequence(AGENT_WANTED_BUCKET).await;
+    let (status, body) =
+        put_state(&c, "/api/hives/h1/agents/a/state", &[("if-match", "1")], r#"{"state": "up"}"#).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("without If-Match"), "{body}");
+    assert_eq!(c.last_sequence(AGENT_WANTED_BUCKET).await, before);
+}
+
+#[tokio::test]
+async fn destroying_an_agent_revokes_its_credential_and_is_final() {
+    let c = Controller::start_with(Options { nats_dir: true, ..options(&["h1"]) }).await;
+    publish_as_hive(&c.nats, &status("h1", NOW, &[("a", Origin::Declared), ("b", Origin::Declared)])).await;
+    wait_for_roster(&c, &["a", "b"]).await;
+    let a_creds = c.nats.mint_agent("a").await.unwrap();
+    let b_creds = c.nats.mint_agent("b").await.unwrap();
+    let connect = |creds: std::path::PathBuf| {
+        let url = c.nats.url();
+        async move { ConnectOptions::with_credentials_file(creds).await.unwrap().connect(url).await }
+    };
+    let a = connect(a_creds.clone()).await.expect("a connects before");
+
+    let path = "/api/hives/h1/agents/a/state";
+    let (status, body) = put_state(&c, path, &[], r#"{"state": "destroyed"}"#).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["state"], "destroyed");
+    wait_until("a to be cut off", SOON, || async {
+        (a.connection_state() != async_nats::connection::State::Connected).then_some(())
+    })
+    .await
+    .unwrap();
+    assert!(connect(a_creds).await.is_err(), "a's credential is refused");
+    assert!(connect(b_creds).await.is_ok(), "b is unaffected");
+
+    let before = c.last_sequence(AGENT_WANTED_BUCKET).await;
+    for state in ["up", "destroyed"] {
+        let (status, body) = put_state(&c, path, &[], &format!(r#"{{"state": "{state}"}}"#)).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{body}");
+        assert!(body["error"].as_str().unwrap().contains("destroyed, which is final"), "{body}");
+    }
+    assert_eq!(c.last_sequence(AGENT_WANTED_BUCKET).await, before);
+    let agents = get(&c, "/api/agents").await;
+    assert_eq!(agents[0]["wanted"]["state"], "destroyed");
+}
+
+#[tokio::test]
+async fn a_failed_revocation_is_a_503_with_the_state_recorded_and_the_pass_retries_it() {
+    let c = Controller::start_with(Options { nats_dir: true, reconcile_secs: 1, ..options(&["h1"]) }).await;
+    publish_as_hive(&c.nats, &status("h1", NOW, &[("a", Origin::Declared)])).await;
+    wait_for_roster(&c, &["a"]).await;
+    let a_creds = c.nats.mint_agent("a").await.unwrap();
+    // A broken system credential: the running server cannot be told.
+    let system = c.nats.creds_dir().join(hyperhive_nats_creds::files::SYSTEM_CREDS);
+    std::fs::write(&system, "not a credential").unwrap();
+
+    let (status, body) = put_state(&c, "/api/hives/h1/agents/a/state", &[], r#"{"state": "destroyed"}"#).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let error = body["error"].as_str().unwrap();
+    assert!(error.contains("is recorded") && error.contains("retries"), "{error}");
+    assert!(!error.contains("not a credential"), "no credential content in errors");
+    assert_eq!(get(&c, "/api/agents").await[0]["wanted"]["state"], "destroyed", "the intent is recorded");
+    let connect = || {
+        let (creds, url) = (a_creds.clone(), c.nats.url());
+        async move { ConnectOptions::with_credentials_file(creds).await.unwrap().connect(url).await }
+    };
+    assert!(connect().await.is_ok(), "not revoked on the running server yet");
+
+    // Repaired (an older directory without it gets one made from system.seed): the pass retries.
+    std::fs::remove_file(&system).unwrap();
+    wait_until("the reconcile pass to revoke a", SOON, || async { connect().await.is_err().then_some(()) })
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn two_changes_from_the_same_revision_give_one_200_and_one_409() {
+    let c = Controller::start_with(options(&["h1"])).await;
+    publish_as_hive(&c.nats, &status("h1", NOW, &[("a", Origin::Declared)])).await;
+    wait_for_roster(&c, &["a"]).await;
+    let path = "/api/hives/h1/agents/a/state";
+    let (_, first) = put_state(&c, path, &[], r#"{"state": "up"}"#).await;
+    let revision = first["revision"].as_u64().unwrap().to_string();
+    let headers = [("if-match", revision.as_str())];
+    let (one, two) = tokio::join!(
+        put_state(&c, path, &headers, r#"{"state": "paused"}"#),
+        put_state(&c, path, &headers, r#"{"state": "offline"}"#),
+    );
+    let mut codes = [one.0, two.0];
+    codes.sort();
+    assert_eq!(codes, [StatusCode::OK, StatusCode::CONFLICT], "{one:?} {two:?}");
+    let winner = if one.0 == StatusCode::OK { one.1 } else { two.1 };
+    assert_eq!(get(&c, "/api/agents").await[0]["wanted"]["state"], winner["state"], "the winner's state is stored");
+}

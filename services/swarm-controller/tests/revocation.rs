@@ -1,0 +1,110 @@
+//! Revoking an agent's credentials against a real nats-server running `resolver: MEMORY`: the
+//! agent is cut off at once whether or not its account was loaded, stays cut off after a server
+//! restart, others are unaffected, and no credential can be minted for it again.
+
+use std::path::Path;
+use std::time::Duration;
+
+use async_nats::{ConnectOptions, Event};
+use hyperhive_nats_creds::{AgentName, DEFAULT_AGENT_TTL, mint_agent_creds};
+use hyperhive_testkit::{NatsJwt, wait_until};
+use swarm_controller::revoke::Revoker;
+use tokio::sync::mpsc;
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+fn agent(name: &str) -> AgentName {
+    AgentName::parse(name).unwrap()
+}
+
+/// Connects with `creds` (no retry: a refusal is an error) and reports connection events.
+async fn connect(
+    nats: &NatsJwt,
+    creds: &Path,
+) -> Result<(async_nats::Client, mpsc::UnboundedReceiver<Event>), async_nats::ConnectError> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let client = ConnectOptions::with_credentials_file(creds)
+        .await
+        .unwrap()
+        .connection_timeout(Duration::from_secs(2))
+        .event_callback(move |event| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(event);
+            }
+        })
+        .connect(nats.url())
+        .await?;
+    Ok((client, rx))
+}
+
+async fn refused(nats: &NatsJwt, creds: &Path) -> bool {
+    match connect(nats, creds).await {
+        Ok(_) => false,
+        Err(err) => {
+            let text = err.to_string().to_lowercase();
+            assert!(text.contains("authorization") || text.contains("auth"), "refused for another reason: {err}");
+            true
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_revoked_agent_is_cut_off_and_stays_out_while_others_work() {
+    let mut nats = NatsJwt::start().await.unwrap();
+    let a_creds = nats.mint_agent("a").await.unwrap();
+    let b_creds = nats.mint_agent("b").await.unwrap();
+    let never_creds = nats.mint_agent("never").await.unwrap();
+    let revoker = Revoker::new(nats.creds_dir().to_path_buf(), nats.url());
+
+    // a is connected (its account loaded); "never" has never connected (its account unloaded).
+    let (a, mut a_events) = connect(&nats, &a_creds).await.expect("a connects before");
+    let (b, _) = connect(&nats, &b_creds).await.expect("b connects");
+    revoker.revoke(&agent("a")).await.unwrap();
+    revoker.revoke(&agent("never")).await.unwrap();
+    assert!(revoker.is_done(&agent("a")).await);
+
+    // a is disconnected by the server and cannot come back.
+    wait_until("a to be disconnected", TIMEOUT, || {
+        let seen = a_events.try_recv().ok();
+        async move { seen.filter(|e| matches!(e, Event::Disconnected)).map(|_| ()) }
+    })
+    .await
+    .unwrap();
+    assert_ne!(a.connection_state(), async_nats::connection::State::Connected);
+    assert!(refused(&nats, &a_creds).await, "a's credential is refused after the revocation");
+    assert!(refused(&nats, &never_creds).await, "an account never loaded is revoked too");
+
+    // b is unaffected.
+    b.flush().await.unwrap();
+    assert_eq!(b.connection_state(), async_nats::connection::State::Connected);
+    assert!(!refused(&nats, &b_creds).await);
+
+    // A restart reads the rewritten fragment: still refused, b still accepted.
+    nats.nats().stop();
+    nats.nats().start_again().await.unwrap();
+    assert!(refused(&nats, &a_creds).await, "a is refused after a server restart");
+    assert!(refused(&nats, &never_creds).await);
+    assert!(!refused(&nats, &b_creds).await);
+
+    // Revoking again is harmless; minting again is refused and writes nothing.
+    revoker.revoke(&agent("a")).await.unwrap();
+    let fresh = nats.creds_dir().join("again.creds");
+    let err = mint_agent_creds(nats.creds_dir(), &agent("a"), DEFAULT_AGENT_TTL, &fresh).unwrap_err().to_string();
+    assert!(err.contains("revoked") && err.contains("agent-a"), "{err}");
+    assert!(!fresh.exists(), "no credential written for a revoked agent");
+    assert!(nats.mint_agent("a").await.is_err());
+}
+
+#[tokio::test]
+async fn a_directory_from_an_older_init_gets_its_system_credential_on_first_need() {
+    let nats = NatsJwt::start().await.unwrap();
+    let creds = nats.mint_agent("a").await.unwrap();
+    let system = nats.creds_dir().join(hyperhive_nats_creds::files::SYSTEM_CREDS);
+    std::fs::remove_file(&system).unwrap();
+    Revoker::new(nats.creds_dir().to_path_buf(), nats.url()).revoke(&agent("a")).await.unwrap();
+    assert!(system.is_file(), "made from system.seed");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&system).unwrap().permissions().mode() & 0o777, 0o600);
+    assert!(refused(&nats, &creds).await);
+}
