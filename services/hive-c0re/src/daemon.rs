@@ -51,7 +51,7 @@ async fn run_with<R: Runner>(
     let board = Board::default();
     let (stop, stop_rx) = watch::channel(false);
     let registry =
-        Registry::start(config.nats_url.clone(), config.declared, Arc::new(runner), state, board.clone(), stop_rx);
+        Registry::new(config.nats_url.clone(), config.declared, Arc::new(runner), state, board.clone(), stop_rx);
     let registry = Arc::new(Mutex::new(registry));
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(crate::wanted::run(js.clone(), config.hive.clone(), registry.clone()));

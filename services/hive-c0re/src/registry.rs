@@ -50,11 +50,13 @@ pub struct Registry<R: Runner> {
     state: StateDir,
     board: Board,
     shutdown: watch::Receiver<bool>,
+    /// Whether supervisors run yet (see [`Registry::start_all`]).
+    started: bool,
 }
 
 impl<R: Runner> Registry<R> {
-    /// Loads the records and starts a supervisor for every known agent.
-    pub fn start(
+    /// Loads the records; no agent starts until [`Registry::start_all`].
+    pub fn new(
         nats_url: String,
         declared: BTreeMap<AgentName, DeclaredAgent>,
         runner: Arc<R>,
@@ -63,7 +65,7 @@ impl<R: Runner> Registry<R> {
         shutdown: watch::Receiver<bool>,
     ) -> Self {
         let records = state.records();
-        let mut registry = Self {
+        Self {
             nats_url,
             declared,
             records,
@@ -73,11 +75,21 @@ impl<R: Runner> Registry<R> {
             state,
             board,
             shutdown,
-        };
-        for agent in registry.known() {
-            registry.converge(&agent, false);
+            started: false,
         }
-        registry
+    }
+
+    /// Starts a supervisor for every known agent (once; later calls do nothing). Called once
+    /// the wanted states were read from NATS, so an agent whose local record was lost does not
+    /// run first on its default and stop a moment later.
+    pub fn start_all(&mut self) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        for agent in self.known() {
+            self.converge(&agent, false);
+        }
     }
 
     /// Every agent this hive runs or may run: declared or deployed.
@@ -142,6 +154,9 @@ impl<R: Runner> Registry<R> {
     /// `restart` makes a running agent restart (new spec or credentials).
     fn converge(&mut self, agent: &AgentName, restart: bool) {
         let Some(origin) = self.origin(agent) else { return };
+        if !self.started {
+            return;
+        }
         if let Some(tx) = self.supervisors.get(agent) {
             let generation = tx.borrow().generation + u64::from(restart);
             let desired = self.desired(agent, origin, generation);

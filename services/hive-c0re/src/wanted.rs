@@ -20,12 +20,21 @@ use crate::runner::Runner;
 /// Pause before trying again after a NATS error.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
 
-/// Reads every known agent's key, then consumes changes, forever.
+/// How long the agents wait at start for their wanted states to be read from NATS; after that
+/// (NATS down) they start on their local records and the reads go on in the background.
+const START_PATIENCE: Duration = Duration::from_secs(10);
+
+/// Reads every known agent's key, starts the agents, then consumes changes, forever.
 pub async fn run<R: Runner>(js: jetstream::Context, hive: HiveName, registry: Arc<Mutex<Registry<R>>>) {
+    let patience = tokio::time::Instant::now() + START_PATIENCE;
     while let Err(e) = read_all(&js, &hive, &registry).await {
         warn!("cannot read the wanted states at start, retrying: {e}");
+        if tokio::time::Instant::now() >= patience {
+            registry.lock().await.start_all();
+        }
         tokio::time::sleep(RETRY_DELAY).await;
     }
+    registry.lock().await.start_all();
     loop {
         if let Err(e) = consume(&js, &hive, &registry).await {
             warn!("wanted-state consumer stopped, retrying in {RETRY_DELAY:?}: {e}");

@@ -422,3 +422,108 @@ async fn deploys_run_with_the_sealed_credential_once_and_refusals_change_nothing
     assert!(!log.contains(&jwt) && !log.contains("NATS USER JWT") && !log.contains("SEED"), "a secret in the log");
     hive.stop().await;
 }
+
+#[tokio::test]
+async fn a_wanted_state_waits_for_its_agent_and_survives_a_lost_state_dir() {
+    let mut hive = Hive::new(&[("a", true)], 1).await;
+    // Written before the agent is deployed: kept, and applied on deploy (not the paused default).
+    hive.put_wanted("e", WantedState::Up).await;
+    hive.put_wanted("a", WantedState::Offline).await;
+    hive.start().await;
+    hive.wait_actual("a", ActualState::Stopped).await;
+    hive.deploy("e", 1).await;
+    hive.wait_actual("e", ActualState::Running).await;
+    hive.stop().await;
+
+    // The records are lost; a's wanted state is read again by direct get at start.
+    std::fs::remove_dir_all(hive.state_dir().join("records")).unwrap();
+    hive.start().await;
+    let status = hive.wait_agent("a", "offline from NATS", |s| s.wanted == WantedState::Offline).await;
+    assert_eq!(status.actual, ActualState::Stopped);
+    hive.no_agent_process("a").await;
+    // Not even for a moment on its default (up): it never wrote a log line.
+    assert!(!hive.state_dir().join("agents/a/agent.log").exists(), "a ran");
+    hive.stop().await;
+}
+
+#[tokio::test]
+async fn the_status_is_published_at_once_on_a_change_and_on_every_interval() {
+    // An interval far longer than the test: every publish after the first is a change's.
+    let mut hive = Hive::new(&[("a", true)], 3600).await;
+    hive.start().await;
+    hive.wait_actual("a", ActualState::Running).await;
+    hive.put_wanted("a", WantedState::Paused).await;
+    hive.wait_actual("a", ActualState::Paused).await;
+    hive.stop().await;
+
+    // An interval of 1 s with nothing changing: the status is published again and again.
+    hive.status_secs = 1;
+    hive.start().await;
+    hive.wait_actual("a", ActualState::Paused).await;
+    let first = hive.status.entry(HIVE).await.unwrap().unwrap().revision;
+    wait_until("three more publishes", PATIENCE, || async {
+        (hive.status.entry(HIVE).await.ok()??.revision >= first + 3).then_some(())
+    })
+    .await
+    .unwrap();
+    let status = hive.read_status().await.unwrap();
+    assert_eq!(status.hive.as_str(), HIVE);
+    assert!(status.load.iter().all(|l| *l >= 0.0));
+    hive.stop().await;
+}
+
+#[tokio::test]
+async fn another_hive_cannot_write_this_status_or_read_its_wanted_states() {
+    let mut hive = Hive::new(&[("a", true)], 1).await;
+    hive.put_wanted("a", WantedState::Up).await;
+    hive.start().await;
+    hive.wait_actual("a", ActualState::Running).await;
+
+    let intruder = async_nats::ConnectOptions::with_credentials_file(hive.nats.mint_hive("h2", &[]).await.unwrap())
+        .await
+        .unwrap()
+        .custom_inbox_prefix("_INBOX_hive-h2")
+        .request_timeout(Some(Duration::from_secs(2)))
+        .connect(hive.nats.url())
+        .await
+        .unwrap();
+    let js = jetstream::new(intruder.clone());
+    let forged = js.publish(format!("$KV.hive-status.{HIVE}"), "{}".into()).await;
+    let stored = match forged {
+        Ok(ack) => ack.await.is_ok(),
+        Err(_) => false,
+    };
+    assert!(!stored, "another hive's status put was stored");
+    let read =
+        intruder.request(format!("$JS.API.DIRECT.GET.KV_agent-wanted.$KV.agent-wanted.{HIVE}.a"), "".into()).await;
+    assert!(read.is_err(), "another hive read this hive's wanted state: {read:?}");
+    // Its own are fine: the refusals above are the permissions, not a broken connection.
+    let own = intruder.request("$JS.API.DIRECT.GET.KV_hive-status.$KV.hive-status.h2", "".into()).await;
+    assert!(own.is_ok(), "{own:?}");
+    assert_eq!(hive.read_status().await.unwrap().hive.as_str(), HIVE, "the status is still this hive's own");
+    hive.stop().await;
+}
+
+#[tokio::test]
+async fn bad_settings_are_all_reported_one_line_each() {
+    let mut c0re = Process::builder(env!("CARGO_BIN_EXE_hive-c0re"))
+        .env("HIVE_C0RE_HIVE", "Not.A.Hive")
+        .env("HIVE_C0RE_NATS_URL", "localhost:4222")
+        .env("HIVE_C0RE_RUNNER", "docker")
+        .env("HIVE_C0RE_STATUS_SECS", "soon")
+        .env_remove("HIVE_C0RE_NATS_CREDS")
+        .start("hive-c0re")
+        .unwrap();
+    let status = c0re.wait_exit(PATIENCE).await.unwrap();
+    assert!(!status.success());
+    let log = c0re.log();
+    for needle in [
+        "hive-c0re: HIVE_C0RE_HIVE: invalid hive name",
+        "hive-c0re: HIVE_C0RE_NATS_URL \"localhost:4222\" is not a NATS URL",
+        "hive-c0re: HIVE_C0RE_NATS_CREDS is not set",
+        "hive-c0re: HIVE_C0RE_RUNNER \"docker\" is not a runner",
+        "hive-c0re: HIVE_C0RE_STATUS_SECS \"soon\" must be a whole number",
+    ] {
+        assert!(log.contains(needle), "{needle:?} not in:\n{log}");
+    }
+}
