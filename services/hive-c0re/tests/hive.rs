@@ -418,6 +418,22 @@ async fn deploys_run_with_the_sealed_credential_once_and_refusals_change_nothing
     assert_eq!((status.revision, status.restarts), (Some(1), 0));
     assert_eq!(hive.agent_pids("d"), [pid], "not restarted");
     assert_eq!(std::fs::read_to_string(hive.state_dir().join("agents/d/secrets/nats.creds")).unwrap(), secret);
+
+    // New credentials: written in place of the old, and the agent restarts to use them.
+    let renewed = hive.deploy_to(&hive.public, HIVE, "d", DeployKind::Credentials, 2).await;
+    hive.publish_deploy(renewed, "d:credentials:2").await;
+    let status = hive.wait_agent("d", "revision 2", |s| s.revision == Some(2) && s.actual == ActualState::Running).await;
+    assert_eq!(status.restarts, 0, "a restart for new credentials is not a crash");
+    wait_until("a new process of d", PATIENCE, || async {
+        let pids = hive.agent_pids("d");
+        (pids.len() == 1 && pids[0] != pid).then_some(())
+    })
+    .await
+    .unwrap();
+    assert_ne!(std::fs::read_to_string(hive.state_dir().join("agents/d/secrets/nats.creds")).unwrap(), secret);
+    hive.publish_todo("d", "t2", "renewed").await;
+    assert_eq!(hive.wait_turns("d", 2).await[1], "renewed t2");
+
     let log = hive.c0re().log();
     assert!(!log.contains(&jwt) && !log.contains("NATS USER JWT") && !log.contains("SEED"), "a secret in the log");
     hive.stop().await;
