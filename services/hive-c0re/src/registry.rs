@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::board::{Board, Entry};
-use crate::runner::{Launch, Runner};
+use crate::runner::{Launch, Runner, Running};
 use crate::state::{AgentRecord, CREDS_FILE, Deployed, StateDir};
 use crate::supervisor::{Desired, Supervisor};
 
@@ -87,8 +87,21 @@ impl<R: Runner> Registry<R> {
             return;
         }
         self.started = true;
-        for agent in self.known() {
-            self.converge(&agent, false);
+        let known = self.known();
+        for agent in &known {
+            self.converge(agent, false);
+        }
+        // An agent this hive no longer knows (removed from the agents file) may still run from
+        // before a crash of hive-c0re: recover it only to stop it.
+        for agent in self.state.agent_dirs() {
+            if !known.contains(&agent) {
+                let runner = self.runner.clone();
+                self.tasks.spawn(async move {
+                    if let Some(left) = runner.recover(&agent).await {
+                        left.stop().await;
+                    }
+                });
+            }
         }
     }
 

@@ -89,6 +89,12 @@ impl StateDir {
         self.agent_dir(agent).join("secrets")
     }
 
+    /// Every agent with a directory under `agents/`.
+    pub fn agent_dirs(&self) -> Vec<AgentName> {
+        let Ok(entries) = std::fs::read_dir(self.root.join("agents")) else { return Vec::new() };
+        entries.flatten().filter_map(|e| AgentName::parse(e.file_name().to_str()?).ok()).collect()
+    }
+
     fn record_path(&self, agent: &AgentName) -> PathBuf {
         self.root.join("records").join(format!("{agent}.json"))
     }

@@ -358,19 +358,27 @@ async fn a_killed_agent_is_restarted_and_a_crash_loop_ends_failed() {
 
 #[tokio::test]
 async fn a_killed_c0re_leaves_no_orphan_and_runs_no_agent_twice() {
-    let mut hive = Hive::new(&[("a", true)], 1).await;
+    let mut hive = Hive::new(&[("a", true), ("x", true)], 1).await;
     hive.start().await;
     hive.wait_actual("a", ActualState::Running).await;
     hive.publish_todo("a", "t1", "one").await;
     assert_eq!(hive.wait_turns("a", 1).await, ["one t1"]);
     let before = hive.wait_one_agent_process("a").await;
+    let x = hive.wait_one_agent_process("x").await;
 
     hive.c0re().kill();
     assert_eq!(hive.agent_pids("a"), [before], "SIGKILL leaves the agent running until the next start");
+    // x is no longer declared when hive-c0re comes back: what it left running must still end.
+    let text = std::fs::read_to_string(&hive.agents_file).unwrap();
+    let mut declared: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&text).unwrap();
+    declared.remove("x");
+    std::fs::write(&hive.agents_file, serde_json::to_vec(&declared).unwrap()).unwrap();
     hive.start().await;
-    hyperhive_testkit::wait_until_none_running(&[nix::unistd::Pid::from_raw(before)], PATIENCE).await.unwrap();
+    let leftovers = [nix::unistd::Pid::from_raw(before), nix::unistd::Pid::from_raw(x)];
+    hyperhive_testkit::wait_until_none_running(&leftovers, PATIENCE).await.unwrap();
     let after = hive.wait_one_agent_process("a").await;
     assert_ne!(before, after);
+    hive.no_agent_process("x").await;
     hive.wait_actual("a", ActualState::Running).await;
     hive.publish_todo("a", "t2", "two").await;
     assert_eq!(hive.wait_turns("a", 2).await, ["one t1", "two t2"]);
@@ -422,7 +430,8 @@ async fn deploys_run_with_the_sealed_credential_once_and_refusals_change_nothing
     // New credentials: written in place of the old, and the agent restarts to use them.
     let renewed = hive.deploy_to(&hive.public, HIVE, "d", DeployKind::Credentials, 2).await;
     hive.publish_deploy(renewed, "d:credentials:2").await;
-    let status = hive.wait_agent("d", "revision 2", |s| s.revision == Some(2) && s.actual == ActualState::Running).await;
+    let status =
+        hive.wait_agent("d", "revision 2", |s| s.revision == Some(2) && s.actual == ActualState::Running).await;
     assert_eq!(status.restarts, 0, "a restart for new credentials is not a crash");
     wait_until("a new process of d", PATIENCE, || async {
         let pids = hive.agent_pids("d");
