@@ -15,7 +15,10 @@ pub const PRIVATE: u32 = 0o600;
 /// # Errors
 /// The failing step's I/O error, naming the path.
 pub fn replace(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    let temp = path.with_extension("tmp");
+    // A leading dot: no record, pause file or secret name (they start with [a-z0-9]) can be
+    // this name, so a write never clobbers a neighbour.
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let temp = path.with_file_name(format!(".{name}.tmp"));
     let named = |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", path.display()));
     let _ = std::fs::remove_file(&temp);
     let mut file = OpenOptions::new().write(true).create_new(true).mode(mode).open(&temp).map_err(named)?;

@@ -191,5 +191,12 @@ mod tests {
         assert!(!dir.secrets_dir(&a).join("token").exists(), "a secret not sent again is removed");
         assert_eq!(std::fs::metadata(&creds).unwrap().permissions().mode() & 0o777, 0o600);
         assert_eq!(std::fs::metadata(dir.secrets_dir(&a)).unwrap().permissions().mode() & 0o777, 0o700);
+
+        // Writing one file never clobbers a neighbour named like its temp file.
+        let names = BTreeMap::from([("k.json".into(), "json".into()), ("k.tmp".into(), "tmp".into())]);
+        dir.write_secrets(&a, &names).unwrap();
+        for (name, content) in &names {
+            assert_eq!(&std::fs::read_to_string(dir.secrets_dir(&a).join(name)).unwrap(), content);
+        }
     }
 }
