@@ -116,7 +116,28 @@ impl Config {
                     problem(format!("HIVE_C0RE_AGENTS_FILE: cannot read {s}: {e}"));
                     None
                 }
-                Ok(text) => parse_declared(&text).map_err(|e| problem(format!("HIVE_C0RE_AGENTS_FILE {s}: {e}"))).ok(),
+                Ok(text) => match parse_declared(&text) {
+                    Err(e) => {
+                        problem(format!("HIVE_C0RE_AGENTS_FILE {s}: {e}"));
+                        None
+                    }
+                    Ok(declared) => {
+                        let missing: Vec<String> = declared
+                            .iter()
+                            .filter(|(_, a)| !a.creds_file.is_file())
+                            .map(|(name, a)| format!("agent {name}: creds_file {}", a.creds_file.display()))
+                            .collect();
+                        if missing.is_empty() {
+                            Some(declared)
+                        } else {
+                            problem(format!(
+                                "HIVE_C0RE_AGENTS_FILE {s}: no such file: {}; mint it with `swarm-controller nats agent-creds`",
+                                missing.join(", ")
+                            ));
+                            None
+                        }
+                    }
+                },
             },
         };
         let agent_bin = match var("HIVE_C0RE_AGENT_BIN") {
@@ -224,6 +245,23 @@ mod tests {
         }
         assert_eq!(problems.len(), 9, "{problems:#?}");
         assert!(!problems.iter().any(|l| l.contains("SXnotakey")), "a seed never appears in an error");
+    }
+
+    #[test]
+    fn a_declared_agent_without_its_credential_file_is_a_bad_setting() {
+        let dir = tempfile::tempdir().unwrap();
+        let agents = dir.path().join("agents.json");
+        std::fs::write(&agents, r#"{"a": {"spec": {"turn_command": "cat"}, "creds_file": "/nonexistent/a.creds"}}"#)
+            .unwrap();
+        let path = agents.display().to_string();
+        let problems = Config::from_env(|name| (name == "HIVE_C0RE_AGENTS_FILE").then(|| path.clone())).unwrap_err();
+        assert!(
+            problems
+                .iter()
+                .any(|l| l.starts_with("HIVE_C0RE_AGENTS_FILE")
+                    && l.contains("agent a: creds_file /nonexistent/a.creds")),
+            "{problems:#?}"
+        );
     }
 
     #[test]

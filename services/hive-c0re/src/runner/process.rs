@@ -7,6 +7,7 @@
 //! start ends every recorded group that is still the same process (a pid reused by something
 //! else has another start time and is left alone) before any agent is started.
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -87,6 +88,7 @@ impl Runner for ProcessRunner {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(files::PRIVATE)
             .open(&log_path)
             .map_err(|e| fail(format!("cannot open {}: {e}", log_path.display())))?;
         let log_err = log.try_clone().map_err(|e| fail(e.to_string()))?;
