@@ -70,7 +70,7 @@ impl Publisher {
                 (agent, status)
             })
             .collect();
-        let mut status = HiveStatus {
+        let status = HiveStatus {
             hive: self.hive.clone(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
             started_at: self.started_at.clone(),
@@ -78,14 +78,19 @@ impl Publisher {
             load: load(),
             agents,
         };
-        let mut bytes = serde_json::to_vec(&status).expect("a status serializes");
-        if bytes.len() > MAX_STATUS_BYTES {
-            warn!(bytes = bytes.len(), "the hive status is over 1 MiB; leaving out the log tails");
-            status.agents.values_mut().for_each(|a| a.log_tail.clear());
-            bytes = serde_json::to_vec(&status).expect("a status serializes");
-        }
-        bytes
+        within_limit(status)
     }
+}
+
+/// Serializes `status`, leaving out the log tails if it would exceed [`MAX_STATUS_BYTES`].
+fn within_limit(mut status: HiveStatus) -> Vec<u8> {
+    let bytes = serde_json::to_vec(&status).expect("a status serializes");
+    if bytes.len() <= MAX_STATUS_BYTES {
+        return bytes;
+    }
+    warn!(bytes = bytes.len(), "the hive status is over 1 MiB; leaving out the log tails");
+    status.agents.values_mut().for_each(|a| a.log_tail.clear());
+    serde_json::to_vec(&status).expect("a status serializes")
 }
 
 /// The 1, 5 and 15 minute load averages (zeros if `/proc/loadavg` cannot be read).
@@ -93,4 +98,46 @@ fn load() -> [f64; 3] {
     let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let mut fields = text.split_whitespace().map(|f| f.parse().unwrap_or(0.0));
     [fields.next().unwrap_or(0.0), fields.next().unwrap_or(0.0), fields.next().unwrap_or(0.0)]
+}
+
+#[cfg(test)]
+mod tests {
+    use hyperhive_hive_proto::AgentName;
+    use hyperhive_hive_proto::roster::Origin;
+    use hyperhive_hive_proto::status::{AgentStatus, LOG_TAIL_BYTES};
+    use hyperhive_hive_proto::wanted::WantedState;
+
+    use super::*;
+
+    #[test]
+    fn log_tails_are_dropped_first_when_the_status_would_pass_one_mib() {
+        let agent = |tail: &str| AgentStatus {
+            origin: Origin::Created,
+            wanted: WantedState::Up,
+            actual: ActualState::Failed,
+            since: crate::now(),
+            restarts: 4,
+            last_exit: None,
+            log_tail: vec![tail.to_owned()],
+            turn: None,
+            revision: Some(1),
+        };
+        let status = |agents: usize| HiveStatus {
+            hive: HiveName::parse("h").unwrap(),
+            version: "0".into(),
+            started_at: crate::now(),
+            published_at: crate::now(),
+            load: [0.0; 3],
+            agents: (0..agents)
+                .map(|i| (AgentName::parse(&format!("a{i}")).unwrap(), agent(&"x".repeat(LOG_TAIL_BYTES))))
+                .collect(),
+        };
+        let small: HiveStatus = serde_json::from_slice(&within_limit(status(3))).unwrap();
+        assert!(small.agents.values().all(|a| !a.log_tail.is_empty()), "a small status keeps its tails");
+        let big = within_limit(status(1000));
+        assert!(big.len() <= MAX_STATUS_BYTES, "{}", big.len());
+        let big: HiveStatus = serde_json::from_slice(&big).unwrap();
+        assert_eq!(big.agents.len(), 1000, "every agent is still there");
+        assert!(big.agents.values().all(|a| a.log_tail.is_empty()));
+    }
 }
