@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+use hyperhive_hive_proto::agent_files::PAUSE_FILE_VAR;
 use hyperhive_schedule::AgentName;
 
 /// How one agent runs. Every setting is required except the tick and the turn timeout.
@@ -37,6 +38,10 @@ pub struct Config {
     #[arg(long = "turn-timeout", env = "HIVE_AGENT_TURN_TIMEOUT", default_value = "1h",
           value_parser = parse_turn_timeout)]
     pub turn_timeout: Duration,
+    /// An absolute path (set by hive-c0re): while a file exists there the agent takes no todo
+    /// and fires no slot; a turn already running finishes. Unset: never paused.
+    #[arg(long = "pause-file", env = PAUSE_FILE_VAR, value_parser = parse_pause_file)]
+    pub pause_file: Option<PathBuf>,
 }
 
 /// Clap names only the flag in its error; the variable is what an operator actually set.
@@ -76,6 +81,18 @@ fn parse_turn_timeout(s: &str) -> Result<Duration, String> {
 
 fn parse_duration(s: &str, example: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration ({e}); write e.g. {example}"))
+}
+
+/// Relative would depend on the working directory, which differs between the process runner and
+/// systemd, so the agent and hive-c0re could look at different files.
+fn parse_pause_file(s: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(s);
+    if !path.is_absolute() {
+        return Err(format!(
+            "{s:?} is not an absolute path; {PAUSE_FILE_VAR} must be absolute, e.g. /var/lib/hive-c0re/pause/NAME"
+        ));
+    }
+    Ok(path)
 }
 
 fn parse_command(s: &str) -> Result<String, String> {
@@ -120,6 +137,8 @@ mod tests {
         assert_eq!(parse(&["--schedule-tick", "250ms"]).unwrap().schedule_tick, Duration::from_millis(250));
         assert_eq!(parse(&[]).unwrap().turn_timeout, Duration::from_secs(3600));
         assert_eq!(parse(&["--turn-timeout", "90m"]).unwrap().turn_timeout, Duration::from_secs(5400));
+        assert_eq!(parse(&[]).unwrap().pause_file, None);
+        assert_eq!(parse(&["--pause-file", "/p/a"]).unwrap().pause_file, Some(PathBuf::from("/p/a")));
     }
 
     #[test]
@@ -133,6 +152,7 @@ mod tests {
             (&["--turn-timeout", "forever"], "not a duration"),
             (&["--turn-timeout", "500ms"], "between 1s and 7days"),
             (&["--turn-timeout", "8days"], "HIVE_AGENT_TURN_TIMEOUT"),
+            (&["--pause-file", "pause/a"], "HIVE_AGENT_PAUSE_FILE must be absolute"),
         ] {
             let err = parse(args).unwrap_err();
             assert!(err.contains(why), "{args:?}: {err}");

@@ -16,18 +16,19 @@ use tracing::{error, info, warn};
 
 use crate::clock::Clock;
 use crate::error::{LoopError, nats};
+use crate::pause::Pause;
 use crate::state::State;
 use crate::turn::{TurnEnd, run_turn};
+use crate::turn_file::TurnReporter;
 
 /// How long the server waits for an ack before redelivering; a running turn keeps extending
 /// it with progress acks every third of it.
 const ACK_WAIT: Duration = Duration::from_secs(60);
-/// Each pull request lives this long; a new one follows, so a pull lost in a server restart is
-/// replaced within this time at the latest.
-const PULL_EXPIRES: Duration = Duration::from_secs(20);
-/// The server's idle heartbeat on a pending pull: two missed ones end the stream with an error
-/// and the consumer is re-created (the client's default, 15 s, makes a restart cost 30 s).
-const PULL_HEARTBEAT: Duration = Duration::from_secs(5);
+/// Each fetch (a pull request for one todo) lives this long, and the client gives up on it 5 s
+/// later; a new one follows, so a pull lost in a server restart is replaced within 10 s. Short,
+/// because a fetch is not watched by heartbeats (the client's fetch does not act on them), and
+/// cheap: one request per agent every 5 s while idle.
+const PULL_EXPIRES: Duration = Duration::from_secs(5);
 /// Acks tried before giving up on confirmation (the todo is then redelivered after `ACK_WAIT`
 /// and, being recorded as finished, acked without a turn).
 const ACK_ATTEMPTS: u32 = 20;
@@ -47,6 +48,10 @@ pub struct Consumer {
     pub(crate) turn_timeout: Duration,
     /// Set once when the agent stops.
     pub(crate) stop: watch::Receiver<bool>,
+    /// While paused, no todo is fetched.
+    pub(crate) pause: Pause,
+    /// Where the turn state is reported.
+    pub(crate) reporter: TurnReporter,
 }
 
 impl Consumer {
@@ -79,23 +84,38 @@ impl Consumer {
             })
             .await
             .map_err(nats("creating its durable consumer"))?;
-        let mut messages = consumer
-            .stream()
-            .max_messages_per_batch(1)
-            .expires(PULL_EXPIRES)
-            .heartbeat(PULL_HEARTBEAT)
-            .messages()
-            .await
-            .map_err(nats("pulling todos"))?;
         info!(consumer = %agent_durable_name(&self.agent), "consuming todos");
         let mut stop = self.stop.clone();
         loop {
-            let message = tokio::select! {
+            // One fetch of one todo at a time, and only while not paused: a pull request left
+            // open across a pause would hand the agent a todo it must not take. Biased: once
+            // stopping, no new fetch may take (and strand) a todo another agent should get.
+            tokio::select! {
+                biased;
                 () = stopped(&mut stop) => return Ok(()),
-                message = messages.next() => message,
+                () = self.pause.wait_unpaused() => {}
+            }
+            let mut batch = consumer
+                .fetch()
+                .max_messages(1)
+                .expires(PULL_EXPIRES)
+                .messages()
+                .await
+                .map_err(nats("pulling todos"))?;
+            let message = tokio::select! {
+                biased;
+                () = stopped(&mut stop) => return Ok(()),
+                message = batch.next() => message,
             };
-            let Some(message) = message else { return Ok(()) };
-            self.handle(message.map_err(nats("receiving a todo"))?).await?;
+            let Some(message) = message else { continue };
+            let message = message.map_err(nats("receiving a todo"))?;
+            if self.pause.check() {
+                // Paused while the fetch waited: handed back at once, first in line again
+                // (one todo in flight), so it runs first on resume.
+                message.double_ack_with(AckKind::Nak(None)).await.map_err(nats("handing back a todo while paused"))?;
+                continue;
+            }
+            self.handle(message).await?;
         }
     }
 
@@ -118,7 +138,15 @@ impl Consumer {
             return Ok(());
         }
         info!(todo = %todo.id, source = %todo.source, "turn started");
-        let turn = run_turn(&self.turn_command, &self.agent, &todo, self.turn_timeout);
+        self.reporter.working(&todo.id);
+        let result = self.run_turn_of(&message, &todo).await;
+        self.reporter.idle();
+        result
+    }
+
+    /// Runs the todo's turn, records it as finished and acks it (or hands it back on a stop).
+    async fn run_turn_of(&self, message: &Message, todo: &Todo) -> Result<(), LoopError> {
+        let turn = run_turn(&self.turn_command, &self.agent, todo, self.turn_timeout);
         tokio::pin!(turn);
         let mut progress = tokio::time::interval(ACK_WAIT / 3);
         progress.tick().await;
@@ -172,7 +200,7 @@ impl Consumer {
         };
         // Recorded before the ack: a crash in between redelivers a todo that is then skipped.
         self.state.record_finished(&todo.id, self.clock.now(), code)?;
-        confirmed_ack(&message, &todo.id).await?;
+        confirmed_ack(message, &todo.id).await?;
         Ok(())
     }
 }

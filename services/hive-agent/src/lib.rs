@@ -8,6 +8,8 @@
 //! - [`ticker`]: reads the agent's schedules by direct get and fires due slots.
 //! - [`consumer`]: the durable pull consumer, one todo at a time.
 //! - [`turn`]: runs the turn command.
+//! - [`pause`]: the pause file hive-c0re writes: while it exists, no todo and no slot.
+//! - [`turn_file`]: `turn.json`, what the agent is doing, for hive-c0re to report.
 //! - [`error`]: why a tick or a consumer pass failed.
 //! - [`clock`]: the injected wall clock.
 
@@ -16,9 +18,11 @@ pub mod config;
 pub mod connect;
 pub mod consumer;
 pub mod error;
+pub mod pause;
 pub mod state;
 pub mod ticker;
 pub mod turn;
+pub mod turn_file;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,8 +34,10 @@ use tokio::task::JoinHandle;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::consumer::Consumer;
+use crate::pause::Pause;
 use crate::state::{State, StateError};
 use crate::ticker::Ticker;
+use crate::turn_file::TurnReporter;
 
 /// Why the agent cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +59,7 @@ pub enum AgentError {
 pub struct Agent {
     ticker: JoinHandle<()>,
     consumer: JoinHandle<()>,
+    pause_watch: JoinHandle<()>,
     ticks: watch::Receiver<u64>,
     stop: watch::Sender<bool>,
 }
@@ -71,6 +78,9 @@ impl Agent {
         let js = jetstream::new(client);
         let (ticks_tx, ticks) = watch::channel(0);
         let (stop, stop_rx) = watch::channel(false);
+        let reporter = TurnReporter::new(&config.state_dir);
+        let pause = Pause::new(config.pause_file.clone(), reporter.clone());
+        let pause_watch = tokio::spawn(pause.clone().watch());
         let ticker = tokio::spawn(
             Ticker {
                 agent: config.name.clone(),
@@ -81,6 +91,7 @@ impl Agent {
                 period: config.schedule_tick,
                 ticks: ticks_tx,
                 older_streak: Default::default(),
+                pause: pause.clone(),
             }
             .run(),
         );
@@ -93,11 +104,13 @@ impl Agent {
                 turn_command: config.turn_command.clone(),
                 turn_timeout: config.turn_timeout,
                 stop: stop_rx,
+                pause,
+                reporter,
             }
             .run(),
         );
         tracing::info!(agent = %config.name, tick = ?config.schedule_tick, "hive-agent started");
-        Ok(Self { ticker, consumer, ticks, stop })
+        Ok(Self { ticker, consumer, pause_watch, ticks, stop })
     }
 
     /// The number of finished schedule ticks (to wait for "n more ticks" in tests).
@@ -114,6 +127,7 @@ impl Agent {
             self.consumer.abort();
         }
         self.ticker.abort();
+        self.pause_watch.abort();
         let _ = (&mut self.ticker).await;
     }
 }
@@ -123,5 +137,6 @@ impl Drop for Agent {
     fn drop(&mut self) {
         self.ticker.abort();
         self.consumer.abort();
+        self.pause_watch.abort();
     }
 }

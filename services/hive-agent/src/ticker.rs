@@ -20,6 +20,7 @@ use tracing::{debug, info, warn};
 
 use crate::clock::Clock;
 use crate::error::{LoopError, nats};
+use crate::pause::Pause;
 use crate::state::State;
 
 /// The `Nats-Msg-Id` of a slot's todo: its id and an HMAC-SHA256 of it under this agent's own
@@ -49,6 +50,8 @@ pub struct Ticker {
     pub(crate) ticks: watch::Sender<u64>,
     /// Consecutive ticks that read a revision older than the one applied.
     pub(crate) older_streak: AtomicU32,
+    /// While paused, no slot fires; on resume the slot rule fires the latest missed one once.
+    pub(crate) pause: Pause,
 }
 
 /// A lagging replica answers with an older revision for seconds; an older revision for this
@@ -71,6 +74,9 @@ impl Ticker {
     }
 
     async fn tick(&self) -> Result<(), LoopError> {
+        if self.pause.check() {
+            return Ok(());
+        }
         let Some(doc) = self.read_schedules().await? else {
             return Ok(());
         };

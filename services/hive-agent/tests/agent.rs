@@ -9,6 +9,7 @@ use async_nats::jetstream::{self, kv};
 use hive_agent::Agent;
 use hive_agent::clock::FakeClock;
 use hive_agent::config::Config;
+use hyperhive_hive_proto::agent_files::Turn;
 use hyperhive_nats_creds::Validity;
 use hyperhive_schedule::{AgentName, AgentSchedule, AgentSchedules, Todo};
 use hyperhive_testkit::{NatsJwt, Process, wait_until, wait_until_none_running};
@@ -53,6 +54,7 @@ impl Swarm {
             // One write per turn, so a reader never sees half a line.
             turn_command: format!("echo \"$(cat) $HIVE_TODO_ID\" >> {}", self.turns_file(agent).display()),
             turn_timeout: Duration::from_secs(3600),
+            pause_file: None,
         }
     }
 
@@ -493,4 +495,88 @@ async fn sigterm_mid_turn_leaves_no_process_of_the_turn_behind() {
     let status = agent.wait_exit(TIMEOUT).await.unwrap();
     assert!(status.success(), "{status}: {}", agent.log());
     wait_until_none_running(&pids, TIMEOUT).await.unwrap();
+}
+
+/// The turn file's state, once it is readable.
+fn turn_state(swarm: &Swarm, agent: &str) -> Option<hyperhive_hive_proto::agent_files::TurnState> {
+    let path = swarm.dir.path().join(agent).join(hyperhive_hive_proto::agent_files::TURN_FILE);
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+async fn wait_turn_state(swarm: &Swarm, agent: &str, turn: Turn, todo: Option<&str>) {
+    wait_until(&format!("turn.json showing {turn:?} {todo:?}"), TIMEOUT, || async {
+        let state = turn_state(swarm, agent)?;
+        (state.turn == turn && state.todo_id.as_deref() == todo).then_some(())
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_paused_agent_takes_no_todo_and_runs_them_in_order_on_resume() {
+    let swarm = Swarm::start().await;
+    let file = swarm.turns_file("a");
+    let (pause, go) = (swarm.dir.path().join("pause"), swarm.dir.path().join("go"));
+    let mut config = swarm.config("a").await;
+    config.pause_file = Some(pause.clone());
+    // A turn with the body `hold` waits for the test, so a pause can land mid-turn.
+    config.turn_command = format!(
+        "read body; echo \"$body\" >> {file}; while [ \"$body\" = hold ] && [ ! -e {go} ]; do sleep 0.05; done",
+        file = file.display(),
+        go = go.display()
+    );
+    std::fs::write(&pause, "").unwrap();
+    let agent = Agent::start(config, Arc::new(FakeClock::new(T0))).await.unwrap();
+    wait_turn_state(&swarm, "a", Turn::Paused, None).await;
+    for (id, body) in [("t1", "hold"), ("t2", "two"), ("t3", "three")] {
+        publish_todo(&swarm, id, body).await;
+    }
+    // Ten ticks of 50 ms span two pause polls: had the consumer fetched, a turn would have run.
+    let ticks = agent.ticks();
+    let start = *ticks.borrow();
+    wait_until("ticks while paused", TIMEOUT, || async { (*ticks.borrow() >= start + 10).then_some(()) })
+        .await
+        .unwrap();
+    assert!(turns(&file).is_empty(), "a paused agent ran {:?}", turns(&file));
+    assert_eq!(swarm.queued_todos().await, 3);
+
+    // Resumed: t1 runs; a pause mid-turn lets it finish but takes nothing more.
+    std::fs::remove_file(&pause).unwrap();
+    assert_eq!(wait_turns(&file, 1).await, ["hold"]);
+    wait_turn_state(&swarm, "a", Turn::Working, Some("t1")).await;
+    std::fs::write(&pause, "").unwrap();
+    std::fs::write(&go, "").unwrap();
+    wait_turn_state(&swarm, "a", Turn::Paused, None).await;
+    wait_until("t1 acked", TIMEOUT, || async { (swarm.queued_todos().await == 2).then_some(()) }).await.unwrap();
+    assert_eq!(turns(&file), ["hold"]);
+
+    std::fs::remove_file(&pause).unwrap();
+    assert_eq!(wait_turns(&file, 3).await, ["hold", "two", "three"]);
+    wait_turn_state(&swarm, "a", Turn::Idle, None).await;
+    settle(&swarm, &agent, 2).await;
+    assert_eq!(turns(&file).len(), 3, "each todo ran once");
+    agent.stop().await;
+}
+
+#[tokio::test]
+async fn a_slot_missed_while_paused_fires_once_on_resume() {
+    let swarm = Swarm::start().await;
+    let file = swarm.turns_file("a");
+    let pause = swarm.dir.path().join("pause");
+    let mut config = swarm.config("a").await;
+    config.pause_file = Some(pause.clone());
+    let clock = FakeClock::new(T0 - time::Duration::seconds(30));
+    swarm.put_schedules("a", vec![hourly("s1", "hello")]).await;
+    std::fs::write(&pause, "").unwrap();
+    let agent = Agent::start(config, Arc::new(clock.clone())).await.unwrap();
+    // Three slots pass while paused.
+    clock.set(T0 + time::Duration::minutes(2 * 60 + 5));
+    settle(&swarm, &agent, 5).await;
+    assert!(turns(&file).is_empty(), "a paused agent fired {:?}", turns(&file));
+
+    std::fs::remove_file(&pause).unwrap();
+    assert_eq!(wait_turns(&file, 1).await, ["hello schedule:s1:a:2026-11-30T11:00:00Z"]);
+    settle(&swarm, &agent, 3).await;
+    assert_eq!(turns(&file).len(), 1, "the latest missed slot fires once");
+    agent.stop().await;
 }

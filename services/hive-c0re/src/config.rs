@@ -1,0 +1,274 @@
+//! Configuration, read once at start from the environment (the NixOS module sets it). Every
+//! setting is checked before anything starts, and every bad one is reported, one line each, so an
+//! operator fixes them in one round.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hyperhive_hive_proto::spec::{DeclaredAgent, parse_declared};
+use hyperhive_hive_proto::{AgentName, HiveName};
+use nkeys::XKey;
+
+/// Which runner starts the agents (see [`crate::runner`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunnerKind {
+    /// Child processes of hive-c0re.
+    Process,
+    /// Transient systemd units `hive-agent-<name>`.
+    Systemd,
+}
+
+/// hive-c0re's settings, all checked.
+#[derive(Debug)]
+pub struct Config {
+    /// `HIVE_C0RE_HIVE`.
+    pub hive: HiveName,
+    /// `HIVE_C0RE_NATS_URL`, also given to the agents.
+    pub nats_url: String,
+    /// `HIVE_C0RE_NATS_CREDS`: the hive's credential.
+    pub nats_creds: PathBuf,
+    /// `HIVE_C0RE_XKEY_FILE`, read: the hive's sealing key. Without it deploys are refused.
+    pub xkey: Option<XKey>,
+    /// `HIVE_C0RE_STATE_DIR`.
+    pub state_dir: PathBuf,
+    /// `HIVE_C0RE_RUNNER`.
+    pub runner: RunnerKind,
+    /// `HIVE_C0RE_AGENTS_FILE`, parsed: the agents declared in the host's configuration.
+    pub declared: BTreeMap<AgentName, DeclaredAgent>,
+    /// `HIVE_C0RE_AGENT_BIN`: the hive-agent executable.
+    pub agent_bin: PathBuf,
+    /// `HIVE_C0RE_STATUS_SECS`: how often the status is published when nothing changes.
+    pub status_every: Duration,
+}
+
+/// The default state directory.
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/hive-c0re";
+/// The default status interval, in seconds.
+pub const DEFAULT_STATUS_SECS: u64 = 15;
+
+impl Config {
+    /// Reads every setting through `var` (the process environment in production).
+    ///
+    /// # Errors
+    /// One line per bad setting, saying what is wrong and how to fix it.
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Self, Vec<String>> {
+        let mut problems = Vec::new();
+        let mut problem = |line: String| problems.push(line);
+
+        let hive = match var("HIVE_C0RE_HIVE") {
+            None => {
+                problem(
+                    "HIVE_C0RE_HIVE is not set; set it to this hive's name (as in the swarm's hive directory)".into(),
+                );
+                None
+            }
+            Some(s) => HiveName::parse(&s).map_err(|e| problem(format!("HIVE_C0RE_HIVE: {e}"))).ok(),
+        };
+        let nats_url = match var("HIVE_C0RE_NATS_URL") {
+            None => {
+                problem(
+                    "HIVE_C0RE_NATS_URL is not set; set it to the swarm's NATS server, e.g. nats://nats:4222".into(),
+                );
+                None
+            }
+            Some(s) if is_nats_url(&s) => Some(s),
+            Some(s) => {
+                problem(format!(
+                    "HIVE_C0RE_NATS_URL {s:?} is not a NATS URL; write it as nats://HOST:PORT (or tls://, ws://, wss://)"
+                ));
+                None
+            }
+        };
+        let nats_creds = match var("HIVE_C0RE_NATS_CREDS") {
+            None => {
+                problem("HIVE_C0RE_NATS_CREDS is not set; set it to the hive's .creds file (`swarm-controller nats hive-creds`)".into());
+                None
+            }
+            Some(s) => match hyperhive_nats_creds::read_creds_jwt(Path::new(&s)) {
+                Ok(_) => Some(PathBuf::from(s)),
+                Err(e) => {
+                    problem(format!("HIVE_C0RE_NATS_CREDS: {e}"));
+                    None
+                }
+            },
+        };
+        let xkey = match var("HIVE_C0RE_XKEY_FILE") {
+            None => None,
+            Some(s) => read_xkey(Path::new(&s)).map_err(|e| problem(format!("HIVE_C0RE_XKEY_FILE: {e}"))).ok(),
+        };
+        let state_dir = PathBuf::from(var("HIVE_C0RE_STATE_DIR").unwrap_or_else(|| DEFAULT_STATE_DIR.into()));
+        if !state_dir.is_absolute() {
+            problem(format!("HIVE_C0RE_STATE_DIR {:?} must be an absolute path", state_dir.display()));
+        }
+        let runner = match var("HIVE_C0RE_RUNNER").as_deref() {
+            None | Some("process") => Some(RunnerKind::Process),
+            Some("systemd") => Some(RunnerKind::Systemd),
+            Some(other) => {
+                problem(format!("HIVE_C0RE_RUNNER {other:?} is not a runner; use process or systemd"));
+                None
+            }
+        };
+        let declared = match var("HIVE_C0RE_AGENTS_FILE") {
+            None => Some(BTreeMap::new()),
+            Some(s) => match std::fs::read_to_string(&s) {
+                Err(e) => {
+                    problem(format!("HIVE_C0RE_AGENTS_FILE: cannot read {s}: {e}"));
+                    None
+                }
+                Ok(text) => match parse_declared(&text) {
+                    Err(e) => {
+                        problem(format!("HIVE_C0RE_AGENTS_FILE {s}: {e}"));
+                        None
+                    }
+                    Ok(declared) => {
+                        let missing: Vec<String> = declared
+                            .iter()
+                            .filter(|(_, a)| !a.creds_file.is_file())
+                            .map(|(name, a)| format!("agent {name}: creds_file {}", a.creds_file.display()))
+                            .collect();
+                        if missing.is_empty() {
+                            Some(declared)
+                        } else {
+                            problem(format!(
+                                "HIVE_C0RE_AGENTS_FILE {s}: no such file: {}; mint it with `swarm-controller nats agent-creds`",
+                                missing.join(", ")
+                            ));
+                            None
+                        }
+                    }
+                },
+            },
+        };
+        let agent_bin = match var("HIVE_C0RE_AGENT_BIN") {
+            Some(s) => Some(PathBuf::from(s)),
+            None => std::env::current_exe().ok().and_then(|exe| exe.parent().map(|dir| dir.join("hive-agent"))),
+        };
+        let agent_bin = match agent_bin {
+            Some(path) if path.is_file() => Some(path),
+            Some(path) => {
+                problem(format!(
+                    "HIVE_C0RE_AGENT_BIN: {} is not a file; set it to the hive-agent executable (default: beside hive-c0re)",
+                    path.display()
+                ));
+                None
+            }
+            None => {
+                problem("HIVE_C0RE_AGENT_BIN is not set and hive-c0re's own path is unknown; set it to the hive-agent executable".into());
+                None
+            }
+        };
+        let status_every = match var("HIVE_C0RE_STATUS_SECS") {
+            None => Some(Duration::from_secs(DEFAULT_STATUS_SECS)),
+            Some(s) => match s.parse::<u64>() {
+                Ok(secs @ 1..=3600) => Some(Duration::from_secs(secs)),
+                _ => {
+                    problem(format!("HIVE_C0RE_STATUS_SECS {s:?} must be a whole number of seconds from 1 to 3600"));
+                    None
+                }
+            },
+        };
+        match (hive, nats_url, nats_creds, runner, declared, agent_bin, status_every) {
+            (
+                Some(hive),
+                Some(nats_url),
+                Some(nats_creds),
+                Some(runner),
+                Some(declared),
+                Some(agent_bin),
+                Some(status_every),
+            ) if problems.is_empty() => {
+                Ok(Self { hive, nats_url, nats_creds, xkey, state_dir, runner, declared, agent_bin, status_every })
+            }
+            _ => Err(problems),
+        }
+    }
+}
+
+fn is_nats_url(s: &str) -> bool {
+    ["nats://", "tls://", "ws://", "wss://"].iter().any(|p| s.starts_with(p)) && !s.contains(char::is_whitespace)
+}
+
+/// Reads an xkey seed file (`hive-c0re keygen`). The error never holds the file's content.
+///
+/// # Errors
+/// An unreadable file or one that holds no curve seed.
+pub fn read_xkey(path: &Path) -> Result<XKey, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    XKey::from_seed(text.trim()).map_err(|_| {
+        format!(
+            "{} holds no xkey seed (SX...); make one with `hive-c0re keygen --out {}`",
+            path.display(),
+            path.display()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_bad_setting_is_reported_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad_agents = dir.path().join("agents.json");
+        std::fs::write(&bad_agents, "[]").unwrap();
+        let bad_key = dir.path().join("key");
+        std::fs::write(&bad_key, "SXnotakey").unwrap();
+        let vars = BTreeMap::from([
+            ("HIVE_C0RE_HIVE", "Bad.Hive".to_owned()),
+            ("HIVE_C0RE_NATS_URL", "localhost:4222".to_owned()),
+            ("HIVE_C0RE_NATS_CREDS", "/nonexistent.creds".to_owned()),
+            ("HIVE_C0RE_XKEY_FILE", bad_key.display().to_string()),
+            ("HIVE_C0RE_STATE_DIR", "relative".to_owned()),
+            ("HIVE_C0RE_RUNNER", "docker".to_owned()),
+            ("HIVE_C0RE_AGENTS_FILE", bad_agents.display().to_string()),
+            ("HIVE_C0RE_AGENT_BIN", "/nonexistent/hive-agent".to_owned()),
+            ("HIVE_C0RE_STATUS_SECS", "0".to_owned()),
+        ]);
+        let problems = Config::from_env(|name| vars.get(name).cloned()).unwrap_err();
+        for (var, why) in [
+            ("HIVE_C0RE_HIVE", "invalid hive name"),
+            ("HIVE_C0RE_NATS_URL", "not a NATS URL"),
+            ("HIVE_C0RE_NATS_CREDS", "nonexistent.creds"),
+            ("HIVE_C0RE_XKEY_FILE", "holds no xkey seed"),
+            ("HIVE_C0RE_STATE_DIR", "absolute"),
+            ("HIVE_C0RE_RUNNER", "process or systemd"),
+            ("HIVE_C0RE_AGENTS_FILE", "JSON object"),
+            ("HIVE_C0RE_AGENT_BIN", "not a file"),
+            ("HIVE_C0RE_STATUS_SECS", "from 1 to 3600"),
+        ] {
+            assert!(
+                problems.iter().any(|line| line.starts_with(var) && line.contains(why)),
+                "{var} ({why}) not in {problems:#?}"
+            );
+        }
+        assert_eq!(problems.len(), 9, "{problems:#?}");
+        assert!(!problems.iter().any(|l| l.contains("SXnotakey")), "a seed never appears in an error");
+    }
+
+    #[test]
+    fn a_declared_agent_without_its_credential_file_is_a_bad_setting() {
+        let dir = tempfile::tempdir().unwrap();
+        let agents = dir.path().join("agents.json");
+        std::fs::write(&agents, r#"{"a": {"spec": {"turn_command": "cat"}, "creds_file": "/nonexistent/a.creds"}}"#)
+            .unwrap();
+        let path = agents.display().to_string();
+        let problems = Config::from_env(|name| (name == "HIVE_C0RE_AGENTS_FILE").then(|| path.clone())).unwrap_err();
+        assert!(
+            problems
+                .iter()
+                .any(|l| l.starts_with("HIVE_C0RE_AGENTS_FILE")
+                    && l.contains("agent a: creds_file /nonexistent/a.creds")),
+            "{problems:#?}"
+        );
+    }
+
+    #[test]
+    fn the_required_settings_are_named_when_missing() {
+        let problems = Config::from_env(|_| None).unwrap_err();
+        for var in ["HIVE_C0RE_HIVE is not set", "HIVE_C0RE_NATS_URL is not set", "HIVE_C0RE_NATS_CREDS is not set"] {
+            assert!(problems.iter().any(|l| l.starts_with(var)), "{var} not in {problems:#?}");
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! The deploy consumer: the hive's durable pull consumer `hive-<hive>` on `DEPLOY`, filtered on
+//! `deploy.<hive>`. Each message is opened with the hive's xkey and applied through the
+//! registry, which saves it durably before it is acked. A refused message (a bad seal, another
+//! hive, malformed, a destroyed agent, an invalid spec) is terminated with one log line saying
+//! why; the line never holds a secret. Without an xkey (`HIVE_C0RE_XKEY_FILE`) the consumer does
+//! not run: messages wait in the stream until the hive has its key.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, AckKind, consumer::pull, message::Message};
+use futures::StreamExt;
+use hyperhive_hive_proto::HiveName;
+use hyperhive_hive_proto::deploy::open;
+use hyperhive_nats_creds::{DEPLOY_STREAM, deploy_subject, hive_durable_name};
+use nkeys::XKey;
+use tokio::sync::Mutex;
+use tracing::{error, info, warn};
+
+use crate::registry::{Applied, NotApplied, Registry};
+use crate::runner::Runner;
+
+/// Pause before trying again after a NATS error.
+const RETRY_DELAY: Duration = Duration::from_secs(1);
+
+/// Consumes deploy messages forever.
+pub async fn run<R: Runner>(js: jetstream::Context, hive: HiveName, key: XKey, registry: Arc<Mutex<Registry<R>>>) {
+    loop {
+        if let Err(e) = consume(&js, &hive, &key, &registry).await {
+            warn!("deploy consumer stopped, retrying in {RETRY_DELAY:?}: {e}");
+        }
+        tokio::time::sleep(RETRY_DELAY).await;
+    }
+}
+
+async fn consume<R: Runner>(
+    js: &jetstream::Context,
+    hive: &HiveName,
+    key: &XKey,
+    registry: &Mutex<Registry<R>>,
+) -> anyhow::Result<()> {
+    let stream = js.get_stream_no_info(DEPLOY_STREAM).await?;
+    let consumer = stream
+        .create_consumer(pull::Config {
+            durable_name: Some(hive_durable_name(hive)),
+            filter_subject: deploy_subject(hive),
+            ack_policy: jetstream::consumer::AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await?;
+    let mut messages = consumer.messages().await?;
+    info!("consuming deploy messages");
+    while let Some(message) = messages.next().await {
+        handle(message.map_err(|e| anyhow::anyhow!(e))?, hive, key, registry).await?;
+    }
+    Ok(())
+}
+
+async fn handle<R: Runner>(
+    message: Message,
+    hive: &HiveName,
+    key: &XKey,
+    registry: &Mutex<Registry<R>>,
+) -> anyhow::Result<()> {
+    let payload = match open(&message.payload, hive, key) {
+        Ok(payload) => payload,
+        Err(e) => return refuse(&message, &e.to_string()).await,
+    };
+    let (agent, kind, revision) = (payload.agent.clone(), payload.kind, payload.revision);
+    let applied = registry.lock().await.deploy(payload);
+    match applied {
+        Ok(Applied::Changed) => info!(agent = %agent, kind = kind.as_str(), revision, "deploy applied"),
+        Ok(Applied::AlreadyApplied) => {
+            info!(agent = %agent, kind = kind.as_str(), revision, "deploy revision already applied; nothing to do");
+        }
+        Err(NotApplied::Refused(why)) => return refuse(&message, &why).await,
+        Err(NotApplied::Failed(why)) => {
+            error!(agent = %agent, "deploy not applied, handing it back to retry: {why}");
+            message.ack_with(AckKind::Nak(Some(RETRY_DELAY))).await.map_err(|e| anyhow::anyhow!(e))?;
+            return Ok(());
+        }
+    }
+    message.double_ack().await.map_err(|e| anyhow::anyhow!(e))?;
+    Ok(())
+}
+
+/// Terminates a refused message (it is never redelivered) with one line saying why.
+async fn refuse(message: &Message, why: &str) -> anyhow::Result<()> {
+    error!("deploy message refused: {why}");
+    message.ack_with(AckKind::Term).await.map_err(|e| anyhow::anyhow!(e))
+}

@@ -1,0 +1,297 @@
+//! The registry: every agent this hive knows (declared in the host's configuration, or deployed),
+//! its record, and the channel to its supervisor. The wanted-state watcher and the deploy
+//! consumer change agents only through it, and it saves each change before returning, so the
+//! message that caused it is acked only once it is durable.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use hyperhive_hive_proto::AgentName;
+use hyperhive_hive_proto::deploy::{DeployKind, Payload};
+use hyperhive_hive_proto::roster::Origin;
+use hyperhive_hive_proto::spec::DeclaredAgent;
+use hyperhive_hive_proto::status::{ActualState, AgentStatus};
+use hyperhive_hive_proto::wanted::{Wanted, WantedState, default_wanted};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::board::{Board, Entry};
+use crate::runner::{Launch, Runner, Running};
+use crate::state::{AgentRecord, CREDS_FILE, Deployed, StateDir};
+use crate::supervisor::{Desired, Supervisor};
+
+/// What a deploy message did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// Applied and saved.
+    Changed,
+    /// A revision already applied: nothing to do.
+    AlreadyApplied,
+}
+
+/// Why a deploy message was not applied.
+#[derive(Debug, PartialEq, Eq)]
+pub enum NotApplied {
+    /// Refused for good: the message is terminated.
+    Refused(String),
+    /// A local failure (a write): the message is handed back to be tried again.
+    Failed(String),
+}
+
+/// The registry.
+#[derive(Debug)]
+pub struct Registry<R: Runner> {
+    nats_url: String,
+    declared: BTreeMap<AgentName, DeclaredAgent>,
+    records: BTreeMap<AgentName, AgentRecord>,
+    supervisors: BTreeMap<AgentName, watch::Sender<Desired>>,
+    tasks: JoinSet<()>,
+    runner: Arc<R>,
+    state: StateDir,
+    board: Board,
+    shutdown: watch::Receiver<bool>,
+    /// Whether supervisors run yet (see [`Registry::start_all`]).
+    started: bool,
+}
+
+impl<R: Runner> Registry<R> {
+    /// Loads the records; no agent starts until [`Registry::start_all`].
+    pub fn new(
+        nats_url: String,
+        declared: BTreeMap<AgentName, DeclaredAgent>,
+        runner: Arc<R>,
+        state: StateDir,
+        board: Board,
+        shutdown: watch::Receiver<bool>,
+    ) -> Self {
+        let records = state.records();
+        Self {
+            nats_url,
+            declared,
+            records,
+            supervisors: BTreeMap::new(),
+            tasks: JoinSet::new(),
+            runner,
+            state,
+            board,
+            shutdown,
+            started: false,
+        }
+    }
+
+    /// Starts a supervisor for every known agent (once; later calls do nothing). Called once
+    /// the wanted states were read from NATS, so an agent whose local record was lost does not
+    /// run first on its default and stop a moment later.
+    pub fn start_all(&mut self) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        let known = self.known();
+        for agent in &known {
+            self.converge(agent, false);
+        }
+        // An agent this hive no longer knows (removed from the agents file) may still run from
+        // before a crash of hive-c0re: recover it only to stop it.
+        for agent in self.state.agent_dirs() {
+            if !known.contains(&agent) {
+                let runner = self.runner.clone();
+                self.tasks.spawn(async move {
+                    if let Some(left) = runner.recover(&agent).await {
+                        left.stop().await;
+                    }
+                });
+            }
+        }
+    }
+
+    /// Every agent this hive runs or may run: declared or deployed.
+    pub fn known(&self) -> Vec<AgentName> {
+        let deployed = self.records.iter().filter(|(_, r)| r.deployed.is_some()).map(|(a, _)| a.clone());
+        let mut all: Vec<AgentName> = self.declared.keys().cloned().chain(deployed).collect();
+        all.sort();
+        all.dedup();
+        all
+    }
+
+    fn origin(&self, agent: &AgentName) -> Option<Origin> {
+        if self.declared.contains_key(agent) {
+            Some(Origin::Declared)
+        } else if self.records.get(agent).is_some_and(|r| r.deployed.is_some()) {
+            Some(Origin::Created)
+        } else {
+            None
+        }
+    }
+
+    fn desired(&self, agent: &AgentName, origin: Origin, generation: u64) -> Desired {
+        let record = self.records.get(agent).cloned().unwrap_or_default();
+        let wanted = record.wanted.as_ref().map_or(default_wanted(origin), |w| w.state);
+        let launch = match (self.declared.get(agent), &record.deployed) {
+            (Some(declared), _) => Some(Launch {
+                agent: agent.clone(),
+                nats_url: self.nats_url.clone(),
+                creds: declared.creds_file.clone(),
+                secret_files: Vec::new(),
+                pause_file: self.state.pause_file(agent),
+                spec: declared.spec.clone(),
+            }),
+            (None, Some(deployed)) => {
+                let secrets = self.state.secrets_dir(agent);
+                let secret_files = std::fs::read_dir(&secrets)
+                    .map(|entries| {
+                        let mut files: Vec<(String, std::path::PathBuf)> = entries
+                            .flatten()
+                            .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+                            .filter(|(name, _)| name != CREDS_FILE)
+                            .collect();
+                        files.sort();
+                        files
+                    })
+                    .unwrap_or_default();
+                Some(Launch {
+                    agent: agent.clone(),
+                    nats_url: self.nats_url.clone(),
+                    creds: secrets.join(CREDS_FILE),
+                    secret_files,
+                    pause_file: self.state.pause_file(agent),
+                    spec: deployed.spec.clone(),
+                })
+            }
+            (None, None) => None,
+        };
+        Desired { wanted, launch, generation }
+    }
+
+    /// Tells `agent`'s supervisor (starting one if it has none) what it should be doing now;
+    /// `restart` makes a running agent restart (new spec or credentials).
+    fn converge(&mut self, agent: &AgentName, restart: bool) {
+        let Some(origin) = self.origin(agent) else { return };
+        if !self.started {
+            return;
+        }
+        if let Some(tx) = self.supervisors.get(agent) {
+            let generation = tx.borrow().generation + u64::from(restart);
+            let desired = self.desired(agent, origin, generation);
+            tx.send_if_modified(|current| {
+                let changed = *current != desired;
+                *current = desired;
+                changed
+            });
+            self.board.update(agent, |s| {
+                s.revision = self.records.get(agent).and_then(|r| r.deployed.as_ref()).map(|d| d.revision)
+            });
+            return;
+        }
+        let desired = self.desired(agent, origin, 0);
+        self.board.insert(
+            agent.clone(),
+            Entry {
+                status: AgentStatus {
+                    origin,
+                    wanted: desired.wanted,
+                    actual: ActualState::Stopped,
+                    since: crate::now(),
+                    restarts: 0,
+                    last_exit: None,
+                    log_tail: Vec::new(),
+                    turn: None,
+                    revision: self.records.get(agent).and_then(|r| r.deployed.as_ref()).map(|d| d.revision),
+                },
+                turn_file: self.runner.agent_state_dir(agent).join(hyperhive_hive_proto::agent_files::TURN_FILE),
+            },
+        );
+        let (tx, rx) = watch::channel(desired);
+        self.supervisors.insert(agent.clone(), tx);
+        let supervisor = Supervisor {
+            agent: agent.clone(),
+            runner: self.runner.clone(),
+            state: self.state.clone(),
+            board: self.board.clone(),
+            desired: rx,
+            shutdown: self.shutdown.clone(),
+        };
+        self.tasks.spawn(supervisor.run());
+    }
+
+    /// Records `agent`'s wanted state (`None`: its key was deleted, so the default applies) and
+    /// converges to it. A wanted state for an agent this hive does not know is kept for when it
+    /// is deployed.
+    ///
+    /// # Errors
+    /// The record could not be saved (the message must then not be acked).
+    pub fn set_wanted(&mut self, agent: &AgentName, wanted: Option<Wanted>) -> std::io::Result<()> {
+        let mut record = self.records.get(agent).cloned().unwrap_or_default();
+        if record.wanted.as_ref().is_some_and(|w| w.state == WantedState::Destroyed)
+            && wanted.as_ref().is_none_or(|w| w.state != WantedState::Destroyed)
+        {
+            tracing::warn!(agent = %agent, "ignoring a wanted state after destroyed: destroyed is final");
+            return Ok(());
+        }
+        if record.wanted == wanted {
+            return Ok(());
+        }
+        record.wanted = wanted;
+        self.state.save(agent, &record)?;
+        self.records.insert(agent.clone(), record);
+        self.converge(agent, false);
+        Ok(())
+    }
+
+    /// Applies an opened deploy message: `deploy` saves the spec and secrets, `credentials`
+    /// replaces the secrets and restarts the agent if it runs. Idempotent per revision.
+    ///
+    /// # Errors
+    /// Why it is not applied (nothing changed), in words that hold no secret.
+    pub fn deploy(&mut self, payload: Payload) -> Result<Applied, NotApplied> {
+        let agent = payload.agent.clone();
+        if self.declared.contains_key(&agent) {
+            return Err(NotApplied::Refused(format!(
+                "agent {agent} is declared in this host's configuration; it cannot be deployed"
+            )));
+        }
+        let mut record = self.records.get(&agent).cloned().unwrap_or_default();
+        if record.wanted.as_ref().is_some_and(|w| w.state == WantedState::Destroyed) {
+            return Err(NotApplied::Refused(format!("agent {agent} was destroyed on this hive; destroyed is final")));
+        }
+        if let Some(deployed) = &record.deployed
+            && payload.revision <= deployed.revision
+        {
+            return Ok(Applied::AlreadyApplied);
+        }
+        let spec = match (payload.kind, payload.spec, &record.deployed) {
+            (DeployKind::Deploy, Some(spec), _) => spec,
+            (DeployKind::Credentials, _, Some(deployed)) => deployed.spec.clone(),
+            (DeployKind::Credentials, _, None) => {
+                return Err(NotApplied::Refused(format!(
+                    "credentials for agent {agent}, which was never deployed here"
+                )));
+            }
+            (DeployKind::Deploy, None, _) => {
+                return Err(NotApplied::Refused(format!("a deploy of {agent} without a spec")));
+            }
+        };
+        let mut secrets = payload.secrets.files.clone();
+        if let Some(creds) = &payload.secrets.nats_creds {
+            secrets.insert(CREDS_FILE.to_owned(), creds.clone());
+        } else if let Ok(existing) = std::fs::read_to_string(self.state.secrets_dir(&agent).join(CREDS_FILE)) {
+            // A message without a NATS credential keeps the one the agent has.
+            secrets.insert(CREDS_FILE.to_owned(), existing);
+        }
+        self.state
+            .write_secrets(&agent, &secrets)
+            .map_err(|e| NotApplied::Failed(format!("cannot write agent {agent}'s secrets: {e}")))?;
+        record.deployed = Some(Deployed { spec, revision: payload.revision });
+        self.state
+            .save(&agent, &record)
+            .map_err(|e| NotApplied::Failed(format!("cannot save agent {agent}'s record: {e}")))?;
+        self.records.insert(agent.clone(), record);
+        self.converge(&agent, true);
+        Ok(Applied::Changed)
+    }
+
+    /// Waits for every supervisor to finish (after shutdown was signalled).
+    pub async fn join(&mut self) {
+        while self.tasks.join_next().await.is_some() {}
+    }
+}

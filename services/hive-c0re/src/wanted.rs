@@ -1,0 +1,124 @@
+//! Watching the wanted state: the hive's durable pull consumer `hive-<hive>` on `KV_agent-wanted`,
+//! filtered on `$KV.agent-wanted.<hive>.*`, delivering the last value per key. Each value is
+//! recorded locally (and converged to) before it is acked. At start every known agent's key is
+//! also read by direct get, so a hive whose local state was lost converges too.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, AckKind, consumer::pull, message::Message, stream::DirectGetErrorKind};
+use futures::StreamExt;
+use hyperhive_hive_proto::wanted::{Wanted, parse_wanted_key, wanted_key};
+use hyperhive_hive_proto::{AgentName, HiveName};
+use hyperhive_nats_creds::{AGENT_WANTED_BUCKET, hive_durable_name, hive_wanted_filter};
+use tokio::sync::Mutex;
+use tracing::{error, info, warn};
+
+use crate::registry::Registry;
+use crate::runner::Runner;
+
+/// Pause before trying again after a NATS error.
+const RETRY_DELAY: Duration = Duration::from_secs(1);
+
+/// How long the agents wait at start for their wanted states to be read from NATS; after that
+/// (NATS down) they start on their local records and the reads go on in the background.
+const START_PATIENCE: Duration = Duration::from_secs(10);
+
+/// Reads every known agent's key, starts the agents, then consumes changes, forever.
+pub async fn run<R: Runner>(js: jetstream::Context, hive: HiveName, registry: Arc<Mutex<Registry<R>>>) {
+    let patience = tokio::time::Instant::now() + START_PATIENCE;
+    while let Err(e) = read_all(&js, &hive, &registry).await {
+        warn!("cannot read the wanted states at start, retrying: {e}");
+        if tokio::time::Instant::now() >= patience {
+            registry.lock().await.start_all();
+        }
+        tokio::time::sleep(RETRY_DELAY).await;
+    }
+    registry.lock().await.start_all();
+    loop {
+        if let Err(e) = consume(&js, &hive, &registry).await {
+            warn!("wanted-state consumer stopped, retrying in {RETRY_DELAY:?}: {e}");
+        }
+        tokio::time::sleep(RETRY_DELAY).await;
+    }
+}
+
+fn stream_name() -> String {
+    format!("KV_{AGENT_WANTED_BUCKET}")
+}
+
+async fn read_all<R: Runner>(
+    js: &jetstream::Context,
+    hive: &HiveName,
+    registry: &Mutex<Registry<R>>,
+) -> anyhow::Result<()> {
+    let stream = js.get_stream_no_info(stream_name()).await?;
+    let known: Vec<AgentName> = registry.lock().await.known();
+    for agent in known {
+        let key = format!("$KV.{AGENT_WANTED_BUCKET}.{}", wanted_key(hive, &agent));
+        let wanted = match stream.direct_get_last_for_subject(&key).await {
+            Ok(message) => parse(&message.headers, &message.payload).map_err(|e| anyhow::anyhow!("{key}: {e}"))?,
+            Err(e) if e.kind() == DirectGetErrorKind::NotFound => None,
+            Err(e) => return Err(e.into()),
+        };
+        registry.lock().await.set_wanted(&agent, wanted)?;
+    }
+    Ok(())
+}
+
+/// A value (`None` for a deleted or purged key).
+fn parse(headers: &async_nats::HeaderMap, payload: &[u8]) -> Result<Option<Wanted>, String> {
+    let deleted = headers.get("KV-Operation").is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE");
+    if deleted {
+        return Ok(None);
+    }
+    serde_json::from_slice(payload).map(Some).map_err(|e| format!("not a wanted-state document: {e}"))
+}
+
+async fn consume<R: Runner>(
+    js: &jetstream::Context,
+    hive: &HiveName,
+    registry: &Mutex<Registry<R>>,
+) -> anyhow::Result<()> {
+    let stream = js.get_stream_no_info(stream_name()).await?;
+    let consumer = stream
+        .create_consumer(pull::Config {
+            durable_name: Some(hive_durable_name(hive)),
+            filter_subject: hive_wanted_filter(hive),
+            deliver_policy: jetstream::consumer::DeliverPolicy::LastPerSubject,
+            ack_policy: jetstream::consumer::AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await?;
+    let mut messages = consumer.messages().await?;
+    info!("watching wanted states");
+    while let Some(message) = messages.next().await {
+        handle(message.map_err(|e| anyhow::anyhow!(e))?, hive, registry).await?;
+    }
+    Ok(())
+}
+
+async fn handle<R: Runner>(message: Message, hive: &HiveName, registry: &Mutex<Registry<R>>) -> anyhow::Result<()> {
+    let key = message.subject.strip_prefix(&format!("$KV.{AGENT_WANTED_BUCKET}.")).unwrap_or_default();
+    let agent = match parse_wanted_key(key) {
+        Some((for_hive, agent)) if &for_hive == hive => agent,
+        _ => {
+            error!(subject = %message.subject, "ignoring a wanted-state key that is not <this hive>.<agent>");
+            message.ack_with(AckKind::Term).await.map_err(|e| anyhow::anyhow!(e))?;
+            return Ok(());
+        }
+    };
+    let empty = async_nats::HeaderMap::new();
+    let wanted = match parse(message.headers.as_ref().unwrap_or(&empty), &message.payload) {
+        Ok(wanted) => wanted,
+        Err(e) => {
+            error!(agent = %agent, "ignoring wanted state: {e}");
+            message.ack_with(AckKind::Term).await.map_err(|e| anyhow::anyhow!(e))?;
+            return Ok(());
+        }
+    };
+    info!(agent = %agent, wanted = ?wanted.as_ref().map(|w| w.state), "wanted state");
+    registry.lock().await.set_wanted(&agent, wanted)?;
+    message.double_ack().await.map_err(|e| anyhow::anyhow!(e))?;
+    Ok(())
+}
