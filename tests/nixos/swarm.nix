@@ -38,8 +38,8 @@ let
         for agent in alpha beta; do
           swarm-controller nats agent-creds "$agent" --from "$out" --out "$out/$agent.creds" --ttl 3650d
         done
-        swarm-controller nats hive-creds hive1 --from "$out" --out "$out/hive1.creds" --agent alpha
-        swarm-controller nats hive-creds hive2 --from "$out" --out "$out/hive2.creds" --agent beta
+        swarm-controller nats hive-creds hive1 --from "$out" --out "$out/hive1.creds" --agent alpha --ttl 3650d
+        swarm-controller nats hive-creds hive2 --from "$out" --out "$out/hive2.creds" --agent beta --ttl 3650d
         for hive in hive1 hive2; do
           hive-c0re keygen --out "$out/$hive.xk" > "$out/$hive.xkey.pub"
         done

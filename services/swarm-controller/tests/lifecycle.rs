@@ -183,7 +183,7 @@ fn agent_processes(agent: &str, under: &Path) -> Vec<u32> {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
         let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
         let vars: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
-        let has = |needle: &str| vars.iter().any(|v| *v == needle.as_bytes());
+        let has = |needle: &str| vars.contains(&needle.as_bytes());
         let state_under = vars.iter().any(|v| {
             v.starts_with(b"HIVE_AGENT_STATE_DIR=")
                 && String::from_utf8_lossy(&v[21..]).starts_with(&*under.to_string_lossy())
@@ -308,7 +308,8 @@ async fn destroyed_removes_the_state_refuses_the_credential_and_is_final() {
     })
     .await
     .expect("a connect attempt with the destroyed agent's credential ends");
-    let error = refused.err().expect("the destroyed agent's credential still connects").to_string();
+    let Err(error) = refused else { panic!("the destroyed agent's credential still connects") };
+    let error = error.to_string();
     assert!(error.to_lowercase().contains("authorization"), "{error}");
 
     let again = swarm.swarmctl(&["agent", "state", "hive1", "alpha", "up"]).unwrap_err();
