@@ -19,12 +19,7 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_millis(500);
 
 async fn controller(server: &NatsJwt) -> async_nats::Client {
-    ConnectOptions::with_credentials_file(server.controller_creds())
-        .await
-        .unwrap()
-        .connect(server.url())
-        .await
-        .expect("the controller credential is accepted")
+    server.controller_client().await.expect("the controller credential is accepted")
 }
 
 /// Connects as `agent` and returns the client plus the server's permission-violation messages.

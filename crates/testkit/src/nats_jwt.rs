@@ -69,6 +69,16 @@ impl NatsJwt {
         self.creds.path().join(files::CONTROLLER_CREDS)
     }
 
+    /// A connection with the controller's credential: what an operator (or a test standing in
+    /// for the controller) uses to reach every stream and bucket.
+    ///
+    /// # Errors
+    /// When the credential cannot be read or the server refuses it.
+    pub async fn controller_client(&self) -> anyhow::Result<async_nats::Client> {
+        let options = async_nats::ConnectOptions::with_credentials_file(self.controller_creds()).await?;
+        Ok(options.connect(self.url()).await?)
+    }
+
     /// Mints `agent`'s credential (default lifetime), loads its account into the server if it
     /// is new, and returns the credential's path.
     ///

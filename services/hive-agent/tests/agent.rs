@@ -93,13 +93,7 @@ impl Swarm {
 }
 
 async fn controller_js(server: &NatsJwt) -> jetstream::Context {
-    let client = async_nats::ConnectOptions::with_credentials_file(server.controller_creds())
-        .await
-        .unwrap()
-        .connect(server.url())
-        .await
-        .unwrap();
-    jetstream::new(client)
+    jetstream::new(server.controller_client().await.unwrap())
 }
 
 /// A credential validity from `from` to `until` seconds relative to now.

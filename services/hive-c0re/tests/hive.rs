@@ -223,13 +223,7 @@ fn spec_for(dir: &Path, agent: &str) -> AgentSpec {
 }
 
 async fn controller_js(nats: &NatsJwt) -> jetstream::Context {
-    let client = async_nats::ConnectOptions::with_credentials_file(nats.controller_creds())
-        .await
-        .unwrap()
-        .connect(nats.url())
-        .await
-        .unwrap();
-    jetstream::new(client)
+    jetstream::new(nats.controller_client().await.unwrap())
 }
 
 /// Live (not zombie) processes of this user whose environment holds a variable starting with

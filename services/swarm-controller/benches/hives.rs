@@ -233,13 +233,7 @@ async fn main() {
         .start("swarm-controller")
         .unwrap();
     wait_until("the controller's socket", PATIENCE, || async { socket.exists().then_some(()) }).await.unwrap();
-    let client = async_nats::ConnectOptions::with_credentials_file(nats.controller_creds())
-        .await
-        .unwrap()
-        .connect(nats.url())
-        .await
-        .unwrap();
-    let js = jetstream::new(client);
+    let js = jetstream::new(nats.controller_client().await.unwrap());
     let bucket = js.get_key_value("hive-status").await.unwrap();
     let account = hive_account(nats.creds_dir());
     println!("one hive, {} agents, process runner; idle window {:?}", options.agents, options.window);

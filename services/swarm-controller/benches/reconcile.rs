@@ -146,11 +146,7 @@ async fn main() -> anyhow::Result<()> {
     // imports (the path every agent takes now).
     let mut shared = Vec::with_capacity(POLLING_AGENTS);
     for agent in &agents {
-        let client = async_nats::ConnectOptions::with_credentials_file(server.controller_creds())
-            .await?
-            .connect(server.url())
-            .await?;
-        shared.push((agent.clone(), jetstream::new(client)));
+        shared.push((agent.clone(), jetstream::new(server.controller_client().await?)));
     }
     let single_account = poll_at_cadence(shared, rounds).await?;
     report("single account (baseline)", &single_account, &baseline, None);

@@ -64,12 +64,7 @@ impl Swarm {
             ],
         )
         .await;
-        let client = async_nats::ConnectOptions::with_credentials_file(nats.controller_creds())
-            .await
-            .unwrap()
-            .connect(nats.url())
-            .await
-            .unwrap();
+        let client = nats.controller_client().await.unwrap();
         let mut swarm = Self { nats, dir, socket, controller, hives: Vec::new(), js: jetstream::new(client) };
         for (hive, _) in HIVES {
             swarm.start_hive(hive);
