@@ -176,9 +176,18 @@ pub fn agent_permissions(agent: &AgentName) -> Permissions {
     tenant_permissions(agent_imports(agent), agent_inbox_prefix(agent))
 }
 
-/// The rights of `hive`'s user, and nothing broader.
+/// The rights of `hive`'s user: its imports, except that its agents' todo queues are one
+/// `todo.*` rather than one grant per agent. A client sends its user JWT in its CONNECT line,
+/// which nats-server caps at 4 KiB by default, and a hive of a few dozen agents would not fit;
+/// the account's imports, which name each agent, remain the boundary: a todo for any other agent
+/// goes nowhere in the hive's account. It also lets a hive's agent set change without a new user
+/// credential.
 pub fn hive_permissions(hive: &HiveName, agents: &[AgentName]) -> Permissions {
-    tenant_permissions(hive_imports(hive, agents), hive_inbox_prefix(hive))
+    let mut grants = hive_imports(hive, &[]);
+    if !agents.is_empty() {
+        grants.push("todo.*".to_owned());
+    }
+    tenant_permissions(grants, hive_inbox_prefix(hive))
 }
 
 /// Whether `subject` (possibly with wildcards) lies within `pattern`, by NATS matching rules:
@@ -244,10 +253,11 @@ mod tests {
                 "$JS.API.CONSUMER.INFO.DEPLOY.hive-h",
                 "$JS.API.CONSUMER.MSG.NEXT.DEPLOY.hive-h",
                 "$JS.ACK.DEPLOY.hive-h.>",
-                "todo.a",
+                "todo.*",
             ]
         );
         assert_eq!(p.subscribe_allow, ["_INBOX_hive-h.>"]);
+        assert_eq!(hive_imports(&HiveName::parse("h").unwrap(), &[agent("a")]).last().unwrap(), "todo.a");
     }
 
     #[test]

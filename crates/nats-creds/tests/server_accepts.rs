@@ -180,3 +180,26 @@ async fn an_expired_credential_is_refused() {
         .await
         .expect("an unexpired credential of the same agent is accepted");
 }
+
+/// The user JWT travels in the CONNECT line, which nats-server caps at 4 KiB by default: a hive
+/// running many agents must still connect, and still queue todos only for its own agents.
+#[tokio::test]
+async fn a_hive_of_five_hundred_agents_connects_and_queues_only_for_its_own() {
+    let server = NatsJwt::start().await.unwrap();
+    let names: Vec<String> = (0..500).map(|i| format!("agent-{i:03}")).collect();
+    let agents: Vec<&str> = names.iter().map(String::as_str).collect();
+    let creds = server.mint_hive("big", &agents).await.unwrap();
+    let js = swarm_objects(server.controller_client().await.unwrap()).await;
+    let hive = ConnectOptions::with_credentials_file(&creds)
+        .await
+        .unwrap()
+        .custom_inbox_prefix("_INBOX_hive-big")
+        .connect(server.url())
+        .await
+        .expect("a hive with 500 agents connects");
+    let hive_js = jetstream::new(hive);
+    hive_js.publish("todo.agent-499", "work".into()).await.unwrap().await.expect("its own agent's queue");
+    assert!(hive_js.publish("todo.other", "not its agent".into()).await.unwrap().await.is_err());
+    let mut todo = js.get_stream("TODO").await.unwrap();
+    assert_eq!(todo.info().await.unwrap().state.messages, 1);
+}
