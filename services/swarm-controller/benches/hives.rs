@@ -177,7 +177,8 @@ async fn http_get(url: &str) -> String {
     let rest = url.strip_prefix("http://").unwrap();
     let (host, path) = rest.split_once('/').unwrap();
     let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
-    let request = format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    // HTTP/1.0: the body comes whole, never chunked.
+    let request = format!("GET /{path} HTTP/1.0\r\nHost: {host}\r\n\r\n");
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut answer = String::new();
     stream.read_to_string(&mut answer).await.unwrap();
@@ -198,7 +199,12 @@ fn hive_account(creds_dir: &Path) -> String {
 /// lifecycle's figures are compared with.
 async fn nats_round_trip(js: &jetstream::Context) -> Duration {
     let bucket = js
-        .create_key_value(kv::Config { bucket: "bench-round-trip".into(), history: 1, ..Default::default() })
+        .create_key_value(kv::Config {
+            bucket: "bench-round-trip".into(),
+            history: 1,
+            max_bytes: 1 << 20,
+            ..Default::default()
+        })
         .await
         .unwrap();
     let mut times = Vec::new();
