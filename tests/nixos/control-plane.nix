@@ -17,18 +17,8 @@ let
   controlKey = pkgs.runCommand "test-control-key" { } ''
     echo 'TGm-tmaJMFvUjY605DGGe2LFHuwwrADMG2g4wuy_gY8=' | tr '_-' '/+' | base64 -d > "$out"
   '';
-  bucketUser = "hyperhive-test";
-  bucketPassword = "hyperhive-test-secret";
-  minioEnv = pkgs.writeText "minio.env" ''
-    MINIO_ROOT_USER=${bucketUser}
-    MINIO_ROOT_PASSWORD=${bucketPassword}
-  '';
-  # The bucket keys as an AWS shared credentials file (the module's store.credentialsFile).
-  bucketCredentials = pkgs.writeText "bucket-credentials" ''
-    [default]
-    aws_access_key_id = ${bucketUser}
-    aws_secret_access_key = ${bucketPassword}
-  '';
+  # The bucket node and its keys (tests/nixos/minio.nix, shared with the swarm test).
+  minio = import ./minio.nix { inherit pkgs; };
 
   # fixtures/proxy.crt is self-signed for the name `proxy`; this is its pin (the base64url SHA-256
   # of its SubjectPublicKeyInfo, as `agents-control pin --cert fixtures/proxy.crt` prints it).
@@ -62,7 +52,7 @@ let
         mode = "0400";
       };
       environment.etc."hyperhive/bucket-credentials" = {
-        source = bucketCredentials;
+        source = minio.credentials;
         mode = "0400";
       };
       environment.systemPackages = [ pkgs.curl ];
@@ -88,38 +78,7 @@ in
   defaults.documentation.enable = false;
 
   nodes = {
-    minio =
-      { ... }:
-      {
-        environment.etc."minio.env".source = minioEnv;
-        services.minio = {
-          enable = true;
-          rootCredentialsFile = "/etc/minio.env";
-        };
-        networking.firewall.allowedTCPPorts = [ 9000 ];
-        virtualisation.diskSize = 2048;
-        virtualisation.memorySize = 2048;
-        # The bucket, made once MinIO answers.
-        systemd.services.minio-bucket = {
-          wantedBy = [ "multi-user.target" ];
-          requires = [ "minio.service" ];
-          after = [ "minio.service" ];
-          path = [ pkgs.minio-client ];
-          environment.HOME = "/run/minio-bucket";
-          serviceConfig = {
-            Type = "oneshot";
-            RemainAfterExit = true;
-            RuntimeDirectory = "minio-bucket";
-            EnvironmentFile = "/etc/minio.env";
-          };
-          script = ''
-            until mc alias set local http://127.0.0.1:9000 "$MINIO_ROOT_USER" "$MINIO_ROOT_PASSWORD"; do
-              sleep 1
-            done
-            mc mb --ignore-existing local/hyperhive
-          '';
-        };
-      };
+    minio = minio.node;
 
     cp1 = copy;
     cp2 = copy;

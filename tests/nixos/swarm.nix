@@ -6,8 +6,10 @@
 # killed and restarted refires nothing; an agent's credential reads its own schedules and not
 # another agent's; only root and the socket's group reach the API; `swarmctl hives` lists both
 # hives and their status; an agent paused takes no todo until it is up again, and an agent taken
-# offline has its unit stopped until it is up again. tests/nixos/README.md names the end-to-end
-# tests this mirrors.
+# offline has its unit stopped until it is up again. The control plane runs beside the swarm, as a
+# whole deployment does: an agents-control copy on the controller's machine with its store on a
+# MinIO node, so MinIO and NATS boot together; it makes a host code. tests/nixos/README.md names
+# the end-to-end tests this mirrors.
 { self }:
 { pkgs, lib, ... }:
 let
@@ -53,6 +55,12 @@ let
       echo 'jetstream { store_dir: "/var/lib/nats", max_file_store: 4GB }'
       cat ${nats-init}/nats-server.conf
     } > "$out"
+  '';
+
+  # The control plane's bucket (tests/nixos/minio.nix) and its key: test-only, as above.
+  minio = import ./minio.nix { inherit pkgs; };
+  controlKey = pkgs.runCommand "test-control-key" { } ''
+    head -c 32 /dev/zero | tr '\0' 'k' > "$out"
   '';
 
   secret = file: {
@@ -157,6 +165,28 @@ in
             fi
           '';
         };
+        # The control plane beside the swarm: one copy, its store on MinIO.
+        environment.etc."hyperhive/control-key" = {
+          source = controlKey;
+          mode = "0400";
+        };
+        environment.etc."hyperhive/bucket-credentials" = {
+          source = minio.credentials;
+          mode = "0400";
+        };
+        environment.systemPackages = [ pkgs.curl ];
+        services.hyperhive.deploy.agents-control = {
+          enable = true;
+          store = {
+            url = "s3://hyperhive/control";
+            endpoint = "http://minio:9000";
+            pathStyle = true;
+            credentialsFile = "/etc/hyperhive/bucket-credentials";
+          };
+          keyFile = "/etc/hyperhive/control-key";
+          url = "https://controller";
+          name = "swarm VM test";
+        };
         # An operator in the socket's group, and a user who is not.
         users.users.swarm-operator = {
           isNormalUser = true;
@@ -167,6 +197,7 @@ in
 
     hive1 = hive "hive1" "alpha";
     hive2 = hive "hive2" "beta";
+    minio = minio.node;
   };
 
   testScript = ''
@@ -282,5 +313,12 @@ in
         wait_status("hive1", "alpha", "running")
         # The other hive's agent was never touched.
         hive2.succeed("systemctl is-active hive-agent-beta.service")
+
+    with subtest("the control plane beside the swarm reaches its bucket on MinIO and makes a code"):
+        minio.wait_for_unit("minio-bucket.service")
+        controller.wait_for_unit("agents-control.service")
+        controller.wait_until_succeeds("curl -sf http://127.0.0.1:8791/readyz", timeout=120)
+        code = controller.succeed("agents-control code --host --name swarm-host").strip()
+        assert code.startswith("hhcode1."), code
   '';
 }

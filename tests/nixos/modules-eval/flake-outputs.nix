@@ -201,13 +201,16 @@ let
         lib.hasInfix "https://proxy {" proxyCaddyfile
         && lib.hasInfix "health_uri /readyz" proxyCaddyfile
         && lib.hasInfix "handle_errors 503" proxyCaddyfile;
-      "${system}: the swarm VM test has nats, controller, hive1 and hive2" =
+      "${system}: the swarm VM test has nats, controller, hive1, hive2 and minio" =
         names swarm.nodes == [
           "controller"
           "hive1"
           "hive2"
+          "minio"
           "nats"
         ]
+        && (swarm.nodes.controller { }).services.hyperhive.deploy.agents-control.store.endpoint == "http://minio:9000"
+        && lib.hasInfix "agents-control code --host" swarm.testScript
         && lib.hasInfix "swarmctl schedule add" swarm.testScript
         && lib.hasInfix "start_all()" controlPlane.testScript;
       "${system}: its hives run hive-c0re (systemd runner) with their agent declared, and the controller knows both hives" =
