@@ -313,3 +313,64 @@ async fn destroyed_removes_the_state_refuses_the_credential_and_is_final() {
     swarm.queue("beta", "b1").await;
     swarm.wait_turns("beta", &["b1"]).await;
 }
+
+/// The controller's deploy sender to a hive-c0re, end to end: the agent runs on its hive with the
+/// credential that travelled sealed, joins the roster as `created`, waits paused until declared
+/// `up`, then works; credentials for an agent never deployed there are refused and change nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deploy_sent_by_the_controller_runs_the_agent_on_its_hive() {
+    use hyperhive_hive_proto::deploy::{DeployKind, Payload, Secrets};
+    use hyperhive_hive_proto::spec::AgentSpec;
+    use hyperhive_hive_proto::{AgentName as Agent, HiveName};
+
+    let swarm = Swarm::start().await;
+    let directory = hyperhive_hive_proto::directory::parse_directory(
+        &std::fs::read_to_string(swarm.dir.path().join("hives.json")).unwrap(),
+    )
+    .unwrap();
+    let creds = std::fs::read_to_string(swarm.nats.mint_agent("gamma").await.unwrap()).unwrap();
+    let turn = format!("printf '%s\\t%s\\n' \"$HIVE_TODO_ID\" \"$(cat)\" >> {}", swarm.turns_file("gamma").display());
+    let payload = |kind, agent: &str, spec: Option<AgentSpec>, creds: &str| Payload {
+        kind,
+        hive: HiveName::parse("hive1").unwrap(),
+        agent: Agent::parse(agent).unwrap(),
+        revision: 1,
+        spec,
+        secrets: Secrets { nats_creds: Some(creds.to_owned()), files: Default::default() },
+    };
+    let spec = AgentSpec { turn_command: turn, schedule_tick: None, turn_timeout: None, env: Default::default() };
+    let sent = swarm_controller::deploy::send(
+        &swarm.js,
+        &directory,
+        &payload(DeployKind::Deploy, "gamma", Some(spec), &creds),
+    )
+    .await
+    .unwrap();
+    assert!(!sent.duplicate);
+
+    // Deployed through the swarm, it waits paused; on the roster as created, under its hive.
+    let actual = swarm.wait_actual("gamma", "paused").await;
+    assert_eq!(actual["origin"], "created", "{actual}");
+    swarm.queue("gamma", "g1").await;
+    swarm.set_state("hive1", "gamma", "up");
+    swarm.wait_turns("gamma", &["g1"]).await;
+    assert_eq!(agent_processes("gamma", swarm.dir.path()).len(), 1);
+
+    // Credentials for an agent hive1 never ran: refused (terminated), nothing started.
+    swarm_controller::deploy::send(&swarm.js, &directory, &payload(DeployKind::Credentials, "delta", None, &creds))
+        .await
+        .unwrap();
+    wait_until("the refused message to leave the deploy queue", PATIENCE, || async {
+        let mut stream = swarm.js.get_stream("DEPLOY").await.ok()?;
+        (stream.info().await.ok()?.state.messages == 0).then_some(())
+    })
+    .await
+    .unwrap();
+    assert!(swarm.actual("delta").is_none(), "an agent appeared from credentials alone");
+    assert!(agent_processes("delta", swarm.dir.path()).is_empty());
+    wait_until("the refusal logged with its reason", PATIENCE, || async {
+        swarm.hives[0].1.log().contains("never deployed").then_some(())
+    })
+    .await
+    .unwrap();
+}
