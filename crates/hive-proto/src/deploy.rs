@@ -187,7 +187,14 @@ pub fn open(bytes: &[u8], this: &HiveName, own: &XKey) -> Result<Payload, Deploy
     let sealed =
         STANDARD.decode(&envelope.sealed).map_err(|_| DeployError::Malformed("sealed is not base64".into()))?;
     let plain = own.open(&sealed, &sender).map_err(|_| DeployError::BadSeal)?;
-    let payload: Payload = serde_json::from_slice(&plain).map_err(|e| DeployError::Malformed(e.to_string()))?;
+    // serde's message may quote a value, and inside the seal a value may be a secret: say only where.
+    let payload: Payload = serde_json::from_slice(&plain).map_err(|e| {
+        DeployError::Malformed(format!(
+            "the sealed payload is not a deploy payload (line {}, column {})",
+            e.line(),
+            e.column()
+        ))
+    })?;
     let address = |kind: DeployKind, hive: &HiveName, agent: &AgentName, revision: u64| {
         format!("{} {hive}/{agent} revision {revision}", kind.as_str())
     };
@@ -278,6 +285,24 @@ mod tests {
         for junk in [&b"{}"[..], b"not json", b""] {
             assert!(matches!(open(junk, &this, &key), Err(DeployError::Malformed(_))));
         }
+    }
+
+    #[test]
+    fn a_malformed_sealed_payload_is_refused_without_quoting_it() {
+        let (hive, sender) = (XKey::new(), XKey::new());
+        let recipient = XKey::from_public_key(&hive.public_key()).unwrap();
+        let plain = br#"{"kind":"deploy","hive":"h1","agent":"a","revision":"SECRET-TOKEN-1234","secrets":{}}"#;
+        let envelope = Envelope {
+            kind: DeployKind::Deploy,
+            hive: HiveName::parse("h1").unwrap(),
+            agent: AgentName::parse("a").unwrap(),
+            revision: 1,
+            sender: sender.public_key(),
+            sealed: STANDARD.encode(sender.seal(plain, &recipient).unwrap()),
+        };
+        let err = open(&serde_json::to_vec(&envelope).unwrap(), &HiveName::parse("h1").unwrap(), &hive).unwrap_err();
+        assert!(matches!(err, DeployError::Malformed(_)), "{err}");
+        assert!(!err.to_string().contains("SECRET-TOKEN"), "{err}");
     }
 
     #[test]
