@@ -45,6 +45,8 @@ pub fn copy_env(store: &str, control_url: &str, extra: Vec<(String, String)>) ->
         ("AGENTS_STORE".to_owned(), store.to_owned()),
         ("AGENTS_CONTROL_KEY".to_owned(), encoding::encode(&SEED)),
         ("AGENTS_CONTROL_URL".to_owned(), control_url.to_owned()),
+        // The copies are reached over loopback only, without a TLS proxy in front.
+        ("AGENTS_CONTROL_ALLOW_HTTP".to_owned(), "1".to_owned()),
         // Connections are logged at info: at 10,000 devices that is the copy's main work.
         ("RUST_LOG".to_owned(), "warn".to_owned()),
         // Thousands of devices paired a moment before, all on 127.0.0.1, connect at once: each
