@@ -61,7 +61,11 @@ async fn a_copy_without_the_control_key_is_refused_at_pairing_and_at_connecting(
 
     // The impostor wrote a membership record like any copy; the copies refuse to link with it
     // (each either dials it and refuses its proof, or is dialed and refuses its hello).
+    // The copies link with each other in the background, so the count is waited for; a
+    // registry read after it holds another round of dialing every member, the impostor too.
     cluster.wait_metric("agents_control_peer_handshakes_refused_total", |refused| refused >= 1).await;
+    cluster.wait_peers(2).await;
+    cluster.wait_registry_read().await;
     for index in 0..3 {
         assert_eq!(cluster.metric(index, "agents_control_peers").await, Some(2), "copy {index} linked the impostor");
     }
