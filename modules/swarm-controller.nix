@@ -131,6 +131,19 @@ in
       };
     };
 
+    secretsKeyFile = mkOption {
+      type = types.nullOr types.path;
+      default = null;
+      example = "/run/secrets/swarm-secrets.key";
+      description = ''
+        The secret store's key (`SWARM_SECRETS_KEY_FILE`, made by
+        `swarm-controller secrets-key --out FILE`): every password, token and key of a provisioned
+        agent is sealed under it in the `swarm-secrets` bucket. Handed to the unit with
+        `LoadCredential=`; not in the Nix store. Keep a copy offline: a lost key loses every stored
+        secret. Unset, the controller cannot provision agents.
+      '';
+    };
+
     reconcileInterval = mkOption {
       type = types.ints.positive;
       default = 60;
@@ -146,6 +159,7 @@ in
     assertions = [
       (hyperhive.notInStore "services.hyperhive.deploy.swarm-controller.nats.credentialsFile" cfg.nats.credentialsFile)
       (hyperhive.notInStore "services.hyperhive.deploy.swarm-controller.nats.signingDir" cfg.nats.signingDir)
+      (hyperhive.notInStore "services.hyperhive.deploy.swarm-controller.secretsKeyFile" cfg.secretsKeyFile)
       {
         assertion = !(lib.elem socketDir sharedSocketDirs) && !lib.hasPrefix "/run/hyperhive/" socketDir;
         message = ''
@@ -190,6 +204,7 @@ in
       // lib.optionalAttrs (cfg.nats.signingDir != null) {
         SWARM_NATS_DIR = hyperhive.literalForSystemd (toString cfg.nats.signingDir);
       }
+      // lib.optionalAttrs (cfg.secretsKeyFile != null) { SWARM_SECRETS_KEY_FILE = "%d/secrets-key"; }
       // lib.optionalAttrs (hives != { }) { SWARM_HIVES_FILE = "${hivesFile}"; };
 
       serviceConfig = hyperhive.serviceConfig // {
@@ -199,7 +214,9 @@ in
         DynamicUser = false;
         User = "swarm-controller";
         Group = cfg.group;
-        LoadCredential = lib.optional (cfg.nats.credentialsFile != null) "nats-creds:${cfg.nats.credentialsFile}";
+        LoadCredential =
+          lib.optional (cfg.nats.credentialsFile != null) "nats-creds:${cfg.nats.credentialsFile}"
+          ++ lib.optional (cfg.secretsKeyFile != null) "secrets-key:${cfg.secretsKeyFile}";
         # The socket's directory: created by systemd, group-traversable, and kept across restarts so
         # clients holding its path never see it vanish; the daemon unlinks its own stale socket at
         # start (services/swarm-controller/README.md).

@@ -22,6 +22,8 @@ SWARM_HIVES_FILE         the hive directory, JSON {\"<hive>\": {description, lab
 without it the swarm has no hives)\n  \
 SWARM_NATS_DIR           the directory `nats init` wrote (optional; needed to destroy an agent,\n                           \
 which revokes its credentials)\n  \
+SWARM_SECRETS_KEY_FILE   the secret store's key, from `swarm-controller secrets-key` (optional;\n                           \
+needed to provision agents)\n  \
 RUST_LOG                 log filter (default info)"
 )]
 pub struct Cli {
@@ -38,6 +40,24 @@ pub enum Command {
     /// Make NATS credentials for the swarm.
     #[command(subcommand)]
     Nats(NatsCommand),
+    /// Write a new key for the secret store (KV `swarm-secrets`) to FILE, mode 0600, for
+    /// SWARM_SECRETS_KEY_FILE. Refuses to replace an existing file: every stored secret is sealed
+    /// under the key, and a lost key loses them all, so keep a copy offline.
+    SecretsKey {
+        /// The file to write (must not exist).
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
+}
+
+/// Runs `swarm-controller secrets-key --out FILE`.
+///
+/// # Errors
+/// The file could not be written (or exists).
+pub fn write_secrets_key(out: &std::path::Path) -> Result<(), String> {
+    crate::secrets::SecretsKey::generate().write_new(out).map_err(|e| e.to_string())?;
+    println!("wrote a new secret-store key to {} (mode 0600); set SWARM_SECRETS_KEY_FILE to it", out.display());
+    Ok(())
 }
 
 /// `swarm-controller nats ...`.

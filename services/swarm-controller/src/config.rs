@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use hyperhive_hive_proto::directory::{HiveDirectory, parse_directory};
 
+use crate::secrets::SecretsKey;
+
 /// Where the API socket lives when `SWARM_CONTROLLER_SOCKET` is not set.
 pub const DEFAULT_SOCKET: &str = "/run/swarm-controller/controller.sock";
 /// How often the reconcile pass runs when `SWARM_RECONCILE_SECS` is not set.
@@ -28,6 +30,8 @@ pub mod vars {
     /// The directory `swarm-controller nats init` wrote (optional; needed to revoke a destroyed
     /// agent's credentials).
     pub const NATS_DIR: &str = "SWARM_NATS_DIR";
+    /// The secret store's key file (optional; provisioning agents needs it).
+    pub const SECRETS_KEY_FILE: &str = "SWARM_SECRETS_KEY_FILE";
 }
 
 /// The daemon's settings.
@@ -45,6 +49,8 @@ pub struct Config {
     pub hives: HiveDirectory,
     /// The `nats init` directory holding the signing keys, if given.
     pub nats_dir: Option<PathBuf>,
+    /// The key the secret store seals under, read from `SWARM_SECRETS_KEY_FILE` at start.
+    pub secrets_key: Option<SecretsKey>,
 }
 
 /// A missing or malformed setting; the message names the variable and the fix.
@@ -110,7 +116,11 @@ impl Config {
             None => None,
             Some(path) => Some(parse_nats_dir(&path)?),
         };
-        Ok(Self { socket, nats_url, nats_creds, reconcile_every, hives, nats_dir })
+        let secrets_key = match lookup(vars::SECRETS_KEY_FILE) {
+            None => None,
+            Some(path) => Some(read_secrets_key(&path)?),
+        };
+        Ok(Self { socket, nats_url, nats_creds, reconcile_every, hives, nats_dir, secrets_key })
     }
 }
 
@@ -122,6 +132,16 @@ fn read_hives(path: &str) -> Result<HiveDirectory, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|e| problem(format!("cannot read {path}: {e}")))?;
     // One line: the parser's message may quote the file.
     parse_directory(&text).map_err(|e| problem(format!("{path}: {}", e.to_string().replace('\n', " "))))
+}
+
+fn read_secrets_key(path: &str) -> Result<SecretsKey, ConfigError> {
+    if path.trim().is_empty() {
+        return Err(ConfigError::new(
+            vars::SECRETS_KEY_FILE,
+            "is empty; set it to the file `swarm-controller secrets-key --out FILE` wrote, or unset it",
+        ));
+    }
+    SecretsKey::load(Path::new(path)).map_err(|e| ConfigError::new(vars::SECRETS_KEY_FILE, e.to_string()))
 }
 
 fn parse_nats_dir(path: &str) -> Result<PathBuf, ConfigError> {
@@ -271,6 +291,21 @@ mod tests {
     }
 
     #[test]
+    fn the_secrets_key_is_read_at_start_and_an_exposed_one_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        let key = SecretsKey::generate();
+        key.write_new(&path).unwrap();
+        let shown = path.to_str().unwrap();
+        let url = (vars::NATS_URL, "nats://127.0.0.1:4222");
+        assert_eq!(config(&[url, (vars::SECRETS_KEY_FILE, shown)]).unwrap().secrets_key, Some(key));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let err = config(&[url, (vars::SECRETS_KEY_FILE, shown)]).unwrap_err().to_string();
+        assert!(err.starts_with(vars::SECRETS_KEY_FILE) && err.contains("chmod 600"), "{err}");
+    }
+
+    #[test]
     fn missing_or_bad_values_name_the_variable() {
         let url = (vars::NATS_URL, "nats://127.0.0.1:4222");
         type Case<'a> = (Vec<(&'a str, &'a str)>, &'a str, &'a str);
@@ -284,6 +319,8 @@ mod tests {
             (vec![url, (vars::RECONCILE_SECS, "0")], vars::RECONCILE_SECS, ">= 1"),
             (vec![url, (vars::RECONCILE_SECS, "1m")], vars::RECONCILE_SECS, ">= 1"),
             (vec![url, (vars::RECONCILE_SECS, "-3")], vars::RECONCILE_SECS, ">= 1"),
+            (vec![url, (vars::SECRETS_KEY_FILE, "")], vars::SECRETS_KEY_FILE, "empty"),
+            (vec![url, (vars::SECRETS_KEY_FILE, "/nonexistent/key")], vars::SECRETS_KEY_FILE, "cannot read"),
         ];
         for (env, variable, needle) in cases {
             let err = config(&env).unwrap_err().to_string();

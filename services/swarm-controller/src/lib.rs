@@ -26,6 +26,7 @@ pub mod reconcile;
 pub mod revoke;
 pub mod roster;
 pub mod schedules;
+pub mod secrets;
 pub mod socket;
 pub mod swarmctl;
 pub mod wanted;

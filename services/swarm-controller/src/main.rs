@@ -15,6 +15,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         None | Some(Command::Serve) => serve(),
         Some(Command::Nats(command)) => command.run(),
+        Some(Command::SecretsKey { out }) => swarm_controller::cli::write_secrets_key(&out),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -11,6 +11,8 @@ use hyperhive_hive_proto::AGENTS_BUCKET;
 use hyperhive_nats_creds::{AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, limits};
 use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, SCHEDULE_DEFINITIONS_BUCKET, TODO_STREAM};
 
+use crate::secrets::SWARM_SECRETS_BUCKET;
+
 /// JetStream drops a second message with the same id within this window; a fired slot's todo has
 /// one id however often it is published, so this is how long a double publish is absorbed.
 pub const TODO_DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
@@ -85,10 +87,12 @@ pub struct Buckets {
     pub agent_wanted: kv::Store,
     /// agent name -> its roster entry.
     pub agents: kv::Store,
+    /// record key -> a sealed secret (see [`crate::secrets`]).
+    pub secrets: kv::Store,
 }
 
 /// Creates every stream and bucket of the swarm when absent (`schedule-definitions`,
-/// `agent-schedules` with direct get, `hive-status`, `agent-wanted`, `agents`, `TODO`, `DEPLOY`), sets the
+/// `agent-schedules` with direct get, `hive-status`, `agent-wanted`, `agents`, `swarm-secrets`, `TODO`, `DEPLOY`), sets the
 /// limits each must hold to (see `hyperhive_nats_creds::limits`) on existing ones, and refuses
 /// existing ones whose settings would break the design.
 ///
@@ -103,9 +107,11 @@ pub async fn ensure_objects(js: &jetstream::Context) -> Result<Buckets, NatsErro
         ensure_bucket(js, AGENT_WANTED_BUCKET, "<hive>.<agent> -> the agent's wanted state", true).await?;
     // No tenant reads the roster, so it is read from the leader only, like the definitions.
     let agents = ensure_bucket(js, AGENTS_BUCKET, "agent name -> its roster entry", false).await?;
+    // Only the controller reads it; no tenant imports it.
+    let secrets = ensure_bucket(js, SWARM_SECRETS_BUCKET, "record key -> a sealed secret", false).await?;
     ensure_queue(js, todo_stream_config()).await?;
     ensure_queue(js, deploy_stream_config()).await?;
-    Ok(Buckets { definitions, agent_schedules, hive_status, agent_wanted, agents })
+    Ok(Buckets { definitions, agent_schedules, hive_status, agent_wanted, agents, secrets })
 }
 
 /// Makes `bucket` if absent, bounds its size, and settles its direct get: buckets tenants read

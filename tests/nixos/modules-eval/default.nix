@@ -259,6 +259,10 @@ let
       };
       expect = "swarm-controller.nats.signingDir is in the Nix store";
     }
+    {
+      change.deploy.swarm-controller = controller // { secretsKeyFile = ./default.nix; };
+      expect = "swarm-controller.secretsKeyFile is in the Nix store";
+    }
   ];
 
   ok = evaluate { values = good; };
@@ -275,6 +279,11 @@ let
   keyFileUnit = withKeyFile.units.agents-control;
   adminText = result: (b.head (b.filter (p: p.name == "agents-control") result.packages)).text;
   controllerUnit = ok.units.swarm-controller;
+  withSecretsKey = evaluate {
+    values = good // {
+      deploy.swarm-controller = controller // { secretsKeyFile = "/run/secrets/swarm-secrets.key"; };
+    };
+  };
   agentUnit = ok.units.hive-agent-alpha;
   swarmctl = b.head (b.filter (p: p.name == "swarmctl-0.1.0") ok.packages);
 
@@ -391,6 +400,12 @@ let
         SWARM_NATS_CREDS = "%d/nats-creds";
         SWARM_RECONCILE_SECS = "60";
       };
+    "the secret store's key arrives through LoadCredential" =
+      withSecretsKey.units.swarm-controller.environment.SWARM_SECRETS_KEY_FILE == "%d/secrets-key"
+      && withSecretsKey.units.swarm-controller.serviceConfig.LoadCredential == [
+        "nats-creds:/run/secrets/controller.creds"
+        "secrets-key:/run/secrets/swarm-secrets.key"
+      ];
     "the socket's directory is the unit's own, group-traversable and preserved" =
       controllerUnit.serviceConfig.RuntimeDirectory == "swarm-controller"
       && controllerUnit.serviceConfig.RuntimeDirectoryMode == "0750"

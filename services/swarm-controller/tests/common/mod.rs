@@ -73,6 +73,7 @@ pub fn config(nats: &NatsJwt, socket: PathBuf, reconcile_secs: u64) -> Config {
         reconcile_every: Duration::from_secs(reconcile_secs),
         hives: Default::default(),
         nats_dir: None,
+        secrets_key: None,
     }
 }
 
