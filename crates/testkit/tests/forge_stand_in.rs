@@ -97,9 +97,12 @@ async fn admin_routes_check_scopes_and_sign_in() {
         StatusCode::UNAUTHORIZED,
         "token is required",
     );
-    // The deprecated query parameter signs in too.
+    let unknown = api.request(Method::GET, &format!("/users/{ADMIN_USER}")).bearer_auth("0123456789abcdef");
+    assert_error(answer(unknown).await, StatusCode::UNAUTHORIZED, "invalid username, password or token");
+    // The deprecated query parameter signs in too, and is looked at before the header.
     let path = format!("/admin/users?access_token={}", api.stand_in.admin_token());
-    assert_eq!(answer(api.request(Method::POST, &path).json(&new_user("a"))).await.0, StatusCode::CREATED);
+    let both = api.request(Method::POST, &path).bearer_auth("0123456789abcdef").json(&new_user("a"));
+    assert_eq!(answer(both).await.0, StatusCode::CREATED);
 }
 
 #[tokio::test]
@@ -118,7 +121,11 @@ async fn token_routes_take_only_the_users_own_basic_auth_or_an_admins() {
     };
     assert_error(answer(list(None)).await, StatusCode::FORBIDDEN, "doer should be the site admin");
     assert_error(answer(list(Some(("bob", "bob-password")))).await, StatusCode::FORBIDDEN, "doer should be");
-    assert_error(answer(list(Some(("ann", "wrong")))).await, StatusCode::UNAUTHORIZED, "password is invalid");
+    assert_error(
+        answer(list(Some(("ann", "wrong")))).await,
+        StatusCode::UNAUTHORIZED,
+        "invalid username, password or token",
+    );
     assert_error(
         answer(api.request(Method::GET, "/users/ann/tokens").bearer_auth(&anns_token)).await,
         StatusCode::UNAUTHORIZED,

@@ -41,7 +41,8 @@ use crate::secret::Secret;
 #[async_trait]
 pub trait Forge: Send + Sync {
     /// The user called `name`, or `None` when there is none (a name that only redirects to a
-    /// renamed user counts as none: the forge lets a new user take it).
+    /// renamed user counts as none: the forge lets a new user take it). A wrong admin token is
+    /// an error (401), never a quiet anonymous answer.
     async fn user(&self, name: &str) -> Result<Option<ForgeUser>, ForgeError>;
 
     /// Creates a user who may sign in with `password` at once (no forced password change, no
@@ -89,6 +90,8 @@ pub trait Forge: Send + Sync {
     /// Deletes `user`'s token called `token_name`; a token already gone is success.
     async fn delete_token(&self, user: &str, password: &Secret, token_name: &str) -> Result<(), ForgeError>;
 
-    /// Whether `token` still signs someone in, and whom.
+    /// Whether `token` still signs someone in, and whom: `Invalid` when the forge answers 401.
+    /// Any other refusal is an error, because the forge could not say: 403 when the token
+    /// lacks the `read:user` scope or its user is barred from signing in, 503 when it is down.
     async fn check_token(&self, token: &Secret) -> Result<TokenCheck, ForgeError>;
 }

@@ -85,28 +85,31 @@ impl Doer {
     }
 }
 
-/// Signs the request in the way the forge's auth middleware does: a token from the
-/// `Authorization` header (`token`/`bearer`) or the `access_token`/`token` query parameter, or
-/// basic auth with a user's password. An unknown token leaves the request anonymous (the
-/// route then says 401); a failed basic auth is 401 at once. A signed-in user who must change
-/// their password is refused everywhere with 403, and `Sudo` lets an administrator act as
-/// another user (403 for anyone else).
+/// Signs the request in the way the forge's auth middleware does (`parseToken`, then basic
+/// auth): a token from the `token` or `access_token` query parameter (looked at first), or
+/// from the `Authorization` header (`token`/`bearer`), or basic auth with a user's password.
+/// An unknown token, an unknown user or a wrong password is 401 at once, on every route. A
+/// signed-in user who must change their password is refused everywhere with 403, and `Sudo`
+/// lets an administrator act as another user (403 for anyone else).
 pub(super) fn sign_in(state: &State, request: &Request) -> Result<Option<Doer>, Reply> {
-    let mut doer = None;
-    if let Some(value) = request.header("authorization") {
+    let query_token = ["token", "access_token"].iter().find_map(|k| request.query.get(*k).filter(|t| !t.is_empty()));
+    let doer = if let Some(token) = query_token {
+        Some(token_doer(state, token)?)
+    } else if let Some(value) = request.header("authorization") {
         let (scheme, credential) = value.split_once(' ').unwrap_or((value, ""));
         let credential = credential.trim();
         match scheme.to_ascii_lowercase().as_str() {
-            "token" | "bearer" => doer = token_doer(state, credential),
-            "basic" => doer = Some(basic_doer(state, credential)?),
-            _ => {}
+            "token" | "bearer" => Some(token_doer(state, credential)?),
+            "basic" => Some(basic_doer(state, credential)?),
+            _ => None,
         }
-    } else if let Some(token) = request.query.get("access_token").or_else(|| request.query.get("token")) {
-        doer = token_doer(state, token);
-    }
+    } else {
+        None
+    };
+    let mut doer = doer;
     if let Some(signed) = &doer {
         let Some(user) = state.user(&signed.user) else {
-            return Err(error(state, StatusCode::UNAUTHORIZED, "user does not exist"));
+            return Err(error(state, StatusCode::UNAUTHORIZED, AUTH_FAILED));
         };
         if user.must_change_password {
             let message = format!("You must change your password. Change it at: {}/user/change_password", state.base);
@@ -132,9 +135,16 @@ pub(super) fn sign_in(state: &State, request: &Request) -> Result<Option<Doer>, 
     Ok(doer)
 }
 
-fn token_doer(state: &State, value: &str) -> Option<Doer> {
-    let token = state.tokens.iter().find(|t| !value.is_empty() && t.value == value)?;
-    Some(Doer { user: token.owner.clone(), via: Via::Token { scopes: token.scopes.clone() } })
+/// What the forge says to any failed sign-in (`apiAuth`).
+const AUTH_FAILED: &str = "invalid username, password or token";
+
+fn token_doer(state: &State, value: &str) -> Result<Doer, Reply> {
+    let token = state
+        .tokens
+        .iter()
+        .find(|t| !value.is_empty() && t.value == value)
+        .ok_or_else(|| error(state, StatusCode::UNAUTHORIZED, AUTH_FAILED))?;
+    Ok(Doer { user: token.owner.clone(), via: Via::Token { scopes: token.scopes.clone() } })
 }
 
 fn basic_doer(state: &State, credential: &str) -> Result<Doer, Reply> {
@@ -142,16 +152,13 @@ fn basic_doer(state: &State, credential: &str) -> Result<Doer, Reply> {
         .decode(credential)
         .ok()
         .and_then(|bytes| String::from_utf8(bytes).ok())
-        .ok_or_else(|| error(state, StatusCode::UNAUTHORIZED, "invalid basic authentication"))?;
+        .ok_or_else(|| error(state, StatusCode::UNAUTHORIZED, AUTH_FAILED))?;
     let (name, password) = decoded.split_once(':').unwrap_or((&decoded, ""));
-    let user =
-        state.user(name).or_else(|| state.users.values().find(|u| u.email.eq_ignore_ascii_case(name))).ok_or_else(
-            || error(state, StatusCode::UNAUTHORIZED, &format!("user does not exist [uid: 0, name: {name}]")),
-        )?;
-    if user.password != password {
-        let message = format!("user's password is invalid [uid: {}, name: {}]", user.id, user.login);
-        return Err(error(state, StatusCode::UNAUTHORIZED, &message));
-    }
+    let user = state
+        .user(name)
+        .or_else(|| state.users.values().find(|u| u.email.eq_ignore_ascii_case(name)))
+        .filter(|user| user.password == password)
+        .ok_or_else(|| error(state, StatusCode::UNAUTHORIZED, AUTH_FAILED))?;
     Ok(Doer { user: user.login.to_ascii_lowercase(), via: Via::Basic })
 }
 

@@ -7,9 +7,11 @@
 //! of the OpenAPI document `templates/swagger/v1_json.tmpl`, and the route guards of
 //! `routers/api/v1/api.go` for what the document leaves out):
 //!
-//! - **Authentication** (`securityDefinitions`): `Authorization: token <t>` (or `bearer`), the
-//!   deprecated `access_token`/`token` query parameters, and `BasicAuth`. An unknown token
-//!   leaves the request anonymous; a wrong password or unknown user in basic auth is 401. A user
+//! - **Authentication** (`securityDefinitions`, and `parseToken` of `services/auth/oauth2.go`):
+//!   the deprecated `token`/`access_token` query parameters (looked at first), then
+//!   `Authorization: token <t>` (or `bearer`), then `BasicAuth`. An unknown token, an unknown
+//!   user or a wrong password is 401 "invalid username, password or token" on every route (as
+//!   current Gitea; older versions let an unknown token through as anonymous). A user
 //!   created without `must_change_password: false` is refused everywhere with 403 "You must
 //!   change your password" (the forge's sign-in check). `Sudo`/`sudo` lets an administrator act
 //!   as another user; anyone else gets 403.
