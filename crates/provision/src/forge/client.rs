@@ -420,12 +420,14 @@ impl Call<'_> {
 
 /// `<base>/api/v1/` from what the operator wrote.
 fn api_url(base_url: &str) -> Result<Url, String> {
-    let mut url = Url::parse(base_url.trim()).map_err(|e| format!("forge URL {base_url:?} is not a URL: {e}"))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!("forge URL {url} must start with http:// or https://"));
-    }
+    // A URL with user info may hold a password: it is never repeated in an error.
+    let shown = if base_url.contains('@') { "(with user info, not shown)".to_owned() } else { format!("{base_url:?}") };
+    let mut url = Url::parse(base_url.trim()).map_err(|e| format!("forge URL {shown} is not a URL: {e}"))?;
     if !url.username().is_empty() || url.password().is_some() {
         return Err("forge URL must not carry a user or password; the admin token is given apart".into());
+    }
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("forge URL {url} must start with http:// or https://"));
     }
     if url.query().is_some() || url.fragment().is_some() {
         return Err(format!("forge URL {url} must not have a query or a fragment"));
@@ -487,9 +489,12 @@ mod tests {
             ("ftp://forge.example", "http:// or https://"),
             ("https://root:pw@forge.example", "must not carry a user"),
             ("https://forge.example/?a=b", "query"),
+            ("ftp://root:hunter22@forge.example", "must not carry a user"),
+            ("https://root:hunter22@[bad", "with user info, not shown"),
         ] {
             let err = api_url(given).unwrap_err();
             assert!(err.contains(says), "{given}: {err}");
+            assert!(!err.contains("hunter22"), "{err}");
         }
     }
 
