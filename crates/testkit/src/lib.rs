@@ -9,12 +9,14 @@
 //! - [`nats`], [`s3`], [`caddy`]: `nats-server` (JetStream), an S3 server (moto or SeaweedFS), Caddy.
 //! - [`chaos`]: an in-process TCP proxy that can pass, stall or cut traffic.
 //! - [`mitm`]: an in-process WebSocket man in the middle that records, injects and rewrites.
+//! - [`forge`]: an in-process stand-in for a Forgejo/Gitea server's v1 API (no forge installs here).
 //!
 //! Every handle kills its process (SIGKILL, then reaps it) and removes its temp dir on drop,
 //! also while a test panics; a panicking test gets the tail of each process log on stderr.
 
 pub mod caddy;
 pub mod chaos;
+pub mod forge;
 pub mod liveness;
 pub mod mitm;
 pub mod nats;
@@ -28,6 +30,7 @@ pub mod wait;
 
 pub use caddy::Caddy;
 pub use chaos::ChaosProxy;
+pub use forge::ForgeStandIn;
 pub use liveness::{is_running, wait_until_none_running};
 pub use mitm::{Toward, WsMitm};
 pub use nats::Nats;

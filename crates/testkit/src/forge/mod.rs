@@ -1,0 +1,238 @@
+//! A stand-in for a Forgejo/Gitea server's v1 REST API, in process, on a loopback port.
+//!
+//! No forge installs on the machines the tests run on, so this answers the operations the
+//! forge adapter (`hyperhive_provision::forge`) calls, checking what the real server checks.
+//! It is a stand-in: it keeps everything in memory, has no git content, no organisations and
+//! no web UI. What it checks, and where each rule comes from (the operation ids and definitions
+//! of the OpenAPI document `templates/swagger/v1_json.tmpl`, and the route guards of
+//! `routers/api/v1/api.go` for what the document leaves out):
+//!
+//! - **Authentication** (`securityDefinitions`, and `parseToken` of `services/auth/oauth2.go`):
+//!   the deprecated `token`/`access_token` query parameters (looked at first), then
+//!   `Authorization: token <t>` (or `bearer`), then `BasicAuth`. An unknown token, an unknown
+//!   user or a wrong password is 401 "invalid username, password or token" on every route (as
+//!   current Gitea; older versions let an unknown token through as anonymous). A user
+//!   created without `must_change_password: false` is refused everywhere with 403 "You must
+//!   change your password" (the forge's sign-in check). `Sudo`/`sudo` lets an administrator act
+//!   as another user; anyone else gets 403.
+//! - **Token scopes** (`tokenRequiresScopes`): a token must hold `all`, or `write:<category>`,
+//!   or for GET `read:<category>`: `admin` for `/admin/*`, `user` for `/user` and `/users/*`,
+//!   `repository` for `/repos/*`; 403 otherwise.
+//! - `adminCreateUser` (`POST /admin/users`, `CreateUserOption`): site administrator only (403),
+//!   401 anonymous; `username` and `email` required, username format and at most 40 characters,
+//!   email format, `visibility` one of public/limited/private (all 422 "[Field]: rule"); a
+//!   password shorter than 8 is 400; reserved names, a taken name or email 422; 201 `User`.
+//!   `must_change_password` defaults to true as on the forge.
+//! - `adminDeleteUser` (`DELETE /admin/users/{username}`): 204; 404; 422 for oneself or a user
+//!   who still owns repositories.
+//! - `userGet` (`GET /users/{username}`): 200 `User` (email shown to administrators and the user
+//!   only), 404. `userGetCurrent` (`GET /user`): 200 `User`, 401 anonymous.
+//! - `userGetTokens`, `userCreateToken`, `userDeleteAccessToken` (`/users/{username}/tokens`):
+//!   the user themself or an administrator (403), over basic auth only (401 "auth required").
+//!   Listing pages with `page`/`limit` (limit cut to `MAX_RESPONSE_ITEMS`, 50, or what
+//!   [`ForgeStandIn::set_max_page`] says) and sets `X-Total-Count`; creating needs `name` (422),
+//!   refuses a taken name (400), unknown scopes (400) and no scope (400), and answers 201
+//!   `AccessToken` with the value in `sha1` (only then); deleting takes an id or a name (a
+//!   `{token}` that parses as an integer is an id), 404 for none, 422 for several.
+//! - `repoGet` (`GET /repos/{owner}/{repo}`): 200 `Repository`, 404 (also for a private one the
+//!   caller may not see).
+//! - `generateRepo` (`POST /repos/{template_owner}/{template_repo}/generate`,
+//!   `GenerateRepoOption`): 404 unknown template, 401 anonymous, `owner`/`name` required and
+//!   name format (422), 422 "this is not a template repo", 422 "must select at least one
+//!   template item", 404 `{"error": ...}` for an unknown owner, 403 for a non-administrator
+//!   generating for another user, 409 for a taken name, 201 `Repository`.
+//! - Error bodies are `APIError` (`{"message", "url"}`), 404 adds `errors`.
+//!
+//! For tests it also: counts what it was asked to create and delete ([`Counts`]), answers 503 to
+//! everything while [`ForgeStandIn::set_down`], answers every success with a body that is not
+//! the documented JSON while [`ForgeStandIn::set_malformed`], and lets a test set up users,
+//! templates, repositories and tokens, or revoke a token, directly.
+
+mod http;
+mod routes;
+mod rules;
+mod state;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use anyhow::Context;
+use warp::Filter;
+use warp::http::{HeaderMap, Method};
+
+pub use state::{Counts, StandInRepo};
+
+use http::Request;
+use state::State;
+
+/// The site administrator every stand-in starts with.
+pub const ADMIN_USER: &str = "forge-admin";
+const ADMIN_PASSWORD: &str = "forge-admin-password";
+
+/// A running stand-in forge; stops when dropped.
+#[derive(Debug)]
+pub struct ForgeStandIn {
+    addr: SocketAddr,
+    admin_token: String,
+    state: Arc<Mutex<State>>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+/// What a test may check of a user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserFacts {
+    pub login: String,
+    pub email: String,
+    pub full_name: String,
+    pub is_admin: bool,
+    pub must_change_password: bool,
+    pub visibility: String,
+}
+
+impl ForgeStandIn {
+    /// Starts the stand-in on a free loopback port, with the administrator [`ADMIN_USER`]
+    /// holding one token of scope `all` ([`ForgeStandIn::admin_token`]).
+    ///
+    /// # Errors
+    /// When no loopback port can be bound.
+    pub async fn start() -> anyhow::Result<Self> {
+        // Bound here and handed to the server, so no other socket can take the port between.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.context("binding the forge stand-in")?;
+        let addr = listener.local_addr().context("the forge stand-in's address")?;
+        let mut state = State::new(format!("http://{addr}"));
+        state.insert_user(ADMIN_USER, "forge-admin@stand-in.invalid", ADMIN_PASSWORD, true);
+        let admin_token = state.insert_token(ADMIN_USER, "stand-in-admin", vec!["all".into()]).value;
+        let state = Arc::new(Mutex::new(state));
+        let shared = state.clone();
+        let route = warp::method()
+            .and(warp::path::full())
+            .and(warp::query::raw().or(warp::any().map(String::new)).unify())
+            .and(warp::header::headers_cloned())
+            .and(warp::body::bytes())
+            .map(
+                move |method: Method,
+                      path: warp::path::FullPath,
+                      query: String,
+                      headers: HeaderMap,
+                      body: bytes::Bytes| {
+                    let request = Request::new(method, path.as_str(), &query, headers, body.to_vec());
+                    routes::answer(&mut lock(&shared), &request).into_response()
+                },
+            );
+        let server = tokio::spawn(warp::serve(route).incoming(listener).run());
+        Ok(Self { addr, admin_token, state, server })
+    }
+
+    /// The forge's base URL, `http://127.0.0.1:<port>` (the API is under `/api/v1`).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A token of [`ADMIN_USER`] with scope `all`.
+    pub fn admin_token(&self) -> String {
+        self.admin_token.clone()
+    }
+
+    /// Adds a user who may sign in with `password` at once.
+    pub fn add_user(&self, name: &str, password: &str, is_admin: bool) {
+        let email = format!("{}@stand-in.invalid", name.to_ascii_lowercase());
+        lock(&self.state).insert_user(name, &email, password, is_admin);
+    }
+
+    /// Sets whether `name` must change their password before any API call.
+    pub fn set_must_change_password(&self, name: &str, must: bool) {
+        if let Some(user) = lock(&self.state).users.get_mut(&name.to_ascii_lowercase()) {
+            user.must_change_password = must;
+        }
+    }
+
+    /// Adds a token for `user` and returns its value.
+    pub fn add_token(&self, user: &str, name: &str, scopes: &[&str]) -> String {
+        lock(&self.state).insert_token(user, name, scopes.iter().map(|s| (*s).to_owned()).collect()).value
+    }
+
+    /// Adds a public template repository `owner/name` with content, and its owner if absent.
+    pub fn add_template(&self, owner: &str, name: &str) {
+        self.add_repo(owner, name, true, false);
+    }
+
+    /// Adds a repository `owner/name` with content, and its owner if absent.
+    pub fn add_repo(&self, owner: &str, name: &str, template: bool, private: bool) {
+        let mut state = lock(&self.state);
+        if state.user(owner).is_none() {
+            let email = format!("{}@stand-in.invalid", owner.to_ascii_lowercase());
+            state.insert_user(owner, &email, "owner-password-not-for-tests", false);
+        }
+        state.insert_repo(owner, name, private, template, false);
+    }
+
+    /// Deletes `user`'s token called `name` as if someone revoked it; whether there was one.
+    pub fn revoke_token(&self, user: &str, name: &str) -> bool {
+        let mut state = lock(&self.state);
+        let owner = user.to_ascii_lowercase();
+        let before = state.tokens.len();
+        state.tokens.retain(|t| !(t.owner == owner && t.name == name));
+        state.tokens.len() != before
+    }
+
+    /// While `down`, every request is answered 503 (as a proxy in front of a stopped forge).
+    pub fn set_down(&self, down: bool) {
+        lock(&self.state).down = down;
+    }
+
+    /// While `on`, every success is answered with a body that is not the documented JSON.
+    pub fn set_malformed(&self, on: bool) {
+        lock(&self.state).malformed = on;
+    }
+
+    /// The largest page a list answers (`MAX_RESPONSE_ITEMS`; 50 by default).
+    pub fn set_max_page(&self, items: usize) {
+        lock(&self.state).max_page = items.max(1);
+    }
+
+    /// What has been created and deleted through the API, and how many requests came.
+    pub fn counts(&self) -> Counts {
+        lock(&self.state).counts
+    }
+
+    /// The user `name`, if there is one.
+    pub fn user(&self, name: &str) -> Option<UserFacts> {
+        lock(&self.state).user(name).map(|u| UserFacts {
+            login: u.login.clone(),
+            email: u.email.clone(),
+            full_name: u.full_name.clone(),
+            is_admin: u.is_admin,
+            must_change_password: u.must_change_password,
+            visibility: u.visibility.clone(),
+        })
+    }
+
+    /// The repository `owner/name`, if there is one.
+    pub fn repo(&self, owner: &str, name: &str) -> Option<StandInRepo> {
+        lock(&self.state).repo(owner, name).cloned()
+    }
+
+    /// The names of `user`'s tokens, oldest first.
+    pub fn token_names(&self, user: &str) -> Vec<String> {
+        let owner = user.to_ascii_lowercase();
+        lock(&self.state).tokens.iter().filter(|t| t.owner == owner).map(|t| t.name.clone()).collect()
+    }
+
+    /// The scopes of `user`'s token `name`.
+    pub fn token_scopes(&self, user: &str, name: &str) -> Option<Vec<String>> {
+        let owner = user.to_ascii_lowercase();
+        lock(&self.state).tokens.iter().find(|t| t.owner == owner && t.name == name).map(|t| t.scopes.clone())
+    }
+}
+
+impl Drop for ForgeStandIn {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+/// The state stays consistent even if a test thread panicked while holding it: every change is
+/// made under one lock, and a panicking test fails anyway.
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(PoisonError::into_inner)
+}

@@ -1,0 +1,237 @@
+//! The forge stand-in's own checks, over raw HTTP: the rules of the forge's v1 API that the
+//! adapter's well-formed requests never meet (the adapter's tests cover the rest).
+
+use hyperhive_testkit::forge::{ADMIN_USER, ForgeStandIn};
+use reqwest::{Client, Method, RequestBuilder, StatusCode};
+use serde_json::{Value, json};
+
+struct Api {
+    stand_in: ForgeStandIn,
+    http: Client,
+}
+
+impl Api {
+    async fn start() -> Self {
+        let stand_in = ForgeStandIn::start().await.expect("start the stand-in");
+        stand_in.add_template("ops", "template");
+        Self { stand_in, http: Client::new() }
+    }
+
+    fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        self.http.request(method, format!("{}/api/v1{path}", self.stand_in.url()))
+    }
+
+    fn admin(&self, method: Method, path: &str) -> RequestBuilder {
+        self.request(method, path).header("authorization", format!("token {}", self.stand_in.admin_token()))
+    }
+}
+
+async fn answer(request: RequestBuilder) -> (StatusCode, Value) {
+    let response = request.send().await.expect("the stand-in answers");
+    let status = response.status();
+    let text = response.text().await.expect("body");
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+#[track_caller]
+fn assert_error(got: (StatusCode, Value), status: StatusCode, says: &str) {
+    assert_eq!(got.0, status, "{:?}", got.1);
+    let message = got.1["message"].as_str().unwrap_or_else(|| panic!("APIError has a message: {:?}", got.1));
+    assert!(message.contains(says), "{message:?} should say {says:?}");
+    assert!(got.1["url"].as_str().is_some_and(|u| u.ends_with("/api/swagger")), "APIError has a url: {:?}", got.1);
+}
+
+fn new_user(name: &str) -> Value {
+    json!({ "username": name, "email": format!("{name}@x.example"), "password": "a-long-password", "must_change_password": false })
+}
+
+#[tokio::test]
+async fn a_user_created_without_must_change_password_false_is_barred_from_the_api() {
+    let api = Api::start().await;
+    let body = json!({ "username": "eve", "email": "eve@x.example", "password": "a-long-password" });
+    let (status, user) = answer(api.admin(Method::POST, "/admin/users").json(&body)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(
+        (user["login"].as_str(), user["id"].is_i64(), user["is_admin"].as_bool()),
+        (Some("eve"), true, Some(false))
+    );
+    let got = answer(api.request(Method::GET, "/user").basic_auth("eve", Some("a-long-password"))).await;
+    assert_eq!(got.0, StatusCode::FORBIDDEN);
+    assert!(got.1["message"].as_str().unwrap().starts_with("You must change your password. Change it at: "));
+}
+
+#[tokio::test]
+async fn create_user_checks_the_bindings() {
+    let api = Api::start().await;
+    for (body, says) in [
+        (json!({ "email": "a@x.example", "password": "a-long-password" }), "[Username]: Required"),
+        (json!({ "username": "a", "password": "a-long-password" }), "[Email]: Required"),
+        (json!({ "username": "a", "email": "not-an-email", "password": "a-long-password" }), "[Email]: Email"),
+        (json!({ "username": "a--b", "email": "a@x.example", "password": "a-long-password" }), "[Username]"),
+        (
+            json!({ "username": "a", "email": "a@x.example", "password": "a-long-password", "visibility": "secret" }),
+            "[Visibility]",
+        ),
+        (json!({ "username": 5 }), "cannot decode"),
+    ] {
+        assert_error(
+            answer(api.admin(Method::POST, "/admin/users").json(&body)).await,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            says,
+        );
+    }
+    assert_eq!(api.stand_in.counts().users_created, 0);
+}
+
+#[tokio::test]
+async fn admin_routes_check_scopes_and_sign_in() {
+    let api = Api::start().await;
+    let read_user = api.stand_in.add_token(ADMIN_USER, "read-user", &["read:user"]);
+    let got = answer(api.request(Method::POST, "/admin/users").bearer_auth(&read_user).json(&new_user("a"))).await;
+    assert_error(got, StatusCode::FORBIDDEN, "required scope(s): [write:admin]");
+    let repo_only = api.stand_in.add_token(ADMIN_USER, "repo-only", &["write:repository"]);
+    let got = answer(api.request(Method::GET, &format!("/users/{ADMIN_USER}")).bearer_auth(&repo_only)).await;
+    assert_error(got, StatusCode::FORBIDDEN, "[read:user]");
+    assert_error(
+        answer(api.request(Method::POST, "/admin/users").json(&new_user("a"))).await,
+        StatusCode::UNAUTHORIZED,
+        "token is required",
+    );
+    let unknown = api.request(Method::GET, &format!("/users/{ADMIN_USER}")).bearer_auth("0123456789abcdef");
+    assert_error(answer(unknown).await, StatusCode::UNAUTHORIZED, "invalid username, password or token");
+    // The deprecated query parameter signs in too, and is looked at before the header.
+    let path = format!("/admin/users?access_token={}", api.stand_in.admin_token());
+    let both = api.request(Method::POST, &path).bearer_auth("0123456789abcdef").json(&new_user("a"));
+    assert_eq!(answer(both).await.0, StatusCode::CREATED);
+}
+
+#[tokio::test]
+async fn token_routes_take_only_the_users_own_basic_auth_or_an_admins() {
+    let api = Api::start().await;
+    api.stand_in.add_user("ann", "ann-password", false);
+    api.stand_in.add_user("bob", "bob-password", false);
+    let anns_token = api.stand_in.add_token("ann", "all", &["all"]);
+
+    let list = |who: Option<(&str, &str)>| {
+        let request = api.request(Method::GET, "/users/ann/tokens");
+        match who {
+            Some((user, password)) => request.basic_auth(user, Some(password)),
+            None => request,
+        }
+    };
+    assert_error(answer(list(None)).await, StatusCode::FORBIDDEN, "doer should be the site admin");
+    assert_error(answer(list(Some(("bob", "bob-password")))).await, StatusCode::FORBIDDEN, "doer should be");
+    assert_error(
+        answer(list(Some(("ann", "wrong")))).await,
+        StatusCode::UNAUTHORIZED,
+        "invalid username, password or token",
+    );
+    assert_error(
+        answer(api.request(Method::GET, "/users/ann/tokens").bearer_auth(&anns_token)).await,
+        StatusCode::UNAUTHORIZED,
+        "auth required",
+    );
+    let (status, tokens) = answer(list(Some(("ann", "ann-password")))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        tokens,
+        json!([{ "id": tokens[0]["id"], "name": "all", "sha1": "", "token_last_eight": &anns_token[32..], "scopes": ["all"] }])
+    );
+    assert_eq!(answer(list(Some((ADMIN_USER, "forge-admin-password")))).await.0, StatusCode::OK);
+
+    let create = |body: Value| {
+        api.request(Method::POST, "/users/ann/tokens").basic_auth("ann", Some("ann-password")).json(&body)
+    };
+    assert_error(
+        answer(create(json!({ "scopes": ["all"] }))).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "[Name]: Required",
+    );
+    assert_error(answer(create(json!({ "name": "t" }))).await, StatusCode::BAD_REQUEST, "must have a scope");
+    assert_error(
+        answer(create(json!({ "name": "t", "scopes": ["repo"] }))).await,
+        StatusCode::BAD_REQUEST,
+        "invalid access token scope",
+    );
+    assert_error(
+        answer(create(json!({ "name": "all", "scopes": ["all"] }))).await,
+        StatusCode::BAD_REQUEST,
+        "has been used already",
+    );
+    let (status, minted) = answer(create(json!({ "name": "t", "scopes": ["read:user"] }))).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(minted["sha1"].as_str().map(str::len), Some(40));
+
+    // A number is read as an id.
+    let id = minted["id"].as_i64().unwrap();
+    let delete = |token: String| {
+        api.request(Method::DELETE, &format!("/users/ann/tokens/{token}")).basic_auth("ann", Some("ann-password"))
+    };
+    assert_eq!(answer(delete(id.to_string())).await.0, StatusCode::NO_CONTENT);
+    assert_eq!(answer(delete(id.to_string())).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(answer(delete("all".into())).await.0, StatusCode::NO_CONTENT);
+    assert_eq!(api.stand_in.token_names("ann"), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn sudo_is_for_administrators_only() {
+    let api = Api::start().await;
+    api.stand_in.add_user("ann", "ann-password", false);
+    let (status, user) = answer(api.admin(Method::GET, "/user").header("sudo", "ann")).await;
+    assert_eq!((status, user["login"].as_str()), (StatusCode::OK, Some("ann")));
+    let got =
+        answer(api.request(Method::GET, "/user").basic_auth("ann", Some("ann-password")).header("sudo", ADMIN_USER))
+            .await;
+    assert_eq!(got, (StatusCode::FORBIDDEN, json!({ "message": "Only administrators allowed to sudo." })));
+}
+
+#[tokio::test]
+async fn generate_checks_items_owner_and_permission() {
+    let api = Api::start().await;
+    api.stand_in.add_user("ann", "ann-password", false);
+    api.stand_in.add_user("bob", "bob-password", false);
+    let generate = |body: Value| api.admin(Method::POST, "/repos/ops/template/generate").json(&body);
+    assert_error(
+        answer(generate(json!({ "owner": "ann", "name": "c" }))).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "at least one template item",
+    );
+    assert_error(
+        answer(generate(json!({ "owner": "ann", "git_content": true }))).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "[Name]: Required",
+    );
+    assert_error(
+        answer(generate(json!({ "owner": "ann", "name": "a b", "git_content": true }))).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "AlphaDashDot",
+    );
+    let got = answer(generate(json!({ "owner": "nobody", "name": "c", "git_content": true }))).await;
+    assert_eq!(got, (StatusCode::NOT_FOUND, json!({ "error": "request owner `nobody` does not exist" })));
+    let as_ann = api
+        .request(Method::POST, "/repos/ops/template/generate")
+        .basic_auth("ann", Some("ann-password"))
+        .json(&json!({ "owner": "bob", "name": "c", "git_content": true }));
+    assert_error(answer(as_ann).await, StatusCode::FORBIDDEN, "Only admin can generate repository for other user.");
+    let (status, repo) =
+        answer(generate(json!({ "owner": "ann", "name": "c", "git_content": true, "private": true }))).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(
+        (repo["owner"]["login"].as_str(), repo["full_name"].as_str(), repo["private"].as_bool()),
+        (Some("ann"), Some("ann/c"), Some(true))
+    );
+    // A private repository is not there for someone else.
+    let as_bob = api.request(Method::GET, "/repos/ann/c").basic_auth("bob", Some("bob-password"));
+    assert_eq!(answer(as_bob).await.0, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn down_answers_503_to_everything_and_counts_requests() {
+    let api = Api::start().await;
+    api.stand_in.set_down(true);
+    let got = answer(api.admin(Method::GET, "/user")).await;
+    assert_eq!(got.0, StatusCode::SERVICE_UNAVAILABLE);
+    api.stand_in.set_down(false);
+    assert_eq!(answer(api.admin(Method::GET, "/user")).await.0, StatusCode::OK);
+    assert_eq!(api.stand_in.counts().requests, 2);
+}
