@@ -316,3 +316,16 @@ fn rfc3339(at: SystemTime) -> String {
         .and_then(|offset| offset.format(&time::format_description::well_known::Rfc3339).ok())
         .unwrap_or_else(|| format!("{at:?}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ca_can_be_shared_between_tasks() {
+        fn shared<T: Send + Sync + 'static>() {}
+        shared::<StoreCa>();
+        shared::<Issued>();
+        shared::<crate::matrix::SynapseClient>();
+    }
+}
