@@ -7,10 +7,12 @@
 //! - [`forge`]: the forge user, config repo and token (Forgejo/Gitea v1 REST API).
 //! - [`matrix`]: the agent's matrix account (Synapse).
 //! - [`store_ca`]: the agent's short-lived X.509 client certificate from the swarm's store CA.
-//! - [`secret`]: [`secret::Secret`], a password or token whose `Debug` is redacted.
+//! - [`secret`]: [`Secret`], a string that never shows in logs, errors or `Debug`.
 
 pub mod forge;
 pub mod matrix;
 pub mod secret;
 pub mod sso;
 pub mod store_ca;
+
+pub use secret::Secret;

@@ -6,7 +6,7 @@
 use std::fmt;
 
 /// A password or token. Cloning copies the value; dropping it does not wipe memory.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
 
 impl Secret {

@@ -7,6 +7,7 @@
 //! - [`liveness`]: whether processes (e.g. what a child started) are still running.
 //! - [`wait`]: polling a condition with a deadline (never a sleep standing in for a condition).
 //! - [`nats`], [`s3`], [`caddy`]: `nats-server` (JetStream), an S3 server (moto or SeaweedFS), Caddy.
+//! - [`synapse`]: Synapse, a Matrix homeserver, with an admin account for the admin API.
 //! - [`chaos`]: an in-process TCP proxy that can pass, stall or cut traffic.
 //! - [`mitm`]: an in-process WebSocket man in the middle that records, injects and rewrites.
 //! - [`forge`]: an in-process stand-in for a Forgejo/Gitea server's v1 API (no forge installs here).
@@ -25,6 +26,7 @@ pub mod ports;
 pub mod process;
 pub mod s3;
 mod seaweedfs;
+pub mod synapse;
 pub mod tools;
 pub mod wait;
 
@@ -39,5 +41,6 @@ pub use nix::sys::signal::Signal;
 pub use ports::free_port;
 pub use process::{Process, ProcessBuilder};
 pub use s3::{S3, S3Server};
+pub use synapse::Synapse;
 pub use tools::{project_binary, tool, workspace_root};
 pub use wait::wait_until;

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
-use hyperhive_testkit::{Caddy, ChaosProxy, Nats, Process, S3, S3Server, Signal, free_port, tool, wait_until};
+use hyperhive_testkit::{Caddy, ChaosProxy, Nats, Process, S3, S3Server, Signal, Synapse, free_port, tool, wait_until};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::Message;
@@ -238,6 +238,30 @@ async fn chaos_proxy_passes_stalls_and_cuts_mid_stream() {
     proxy.pass();
     let mut again = TcpStream::connect(proxy.addr()).await.expect("connect after pass");
     assert_eq!(round_trip(&mut again, b"again").await.expect("pass again"), b"again");
+}
+
+#[tokio::test]
+async fn synapse_serves_the_client_api_and_leaves_nothing_behind() {
+    let started = Instant::now();
+    let mut synapse = Synapse::start().await.expect("start synapse");
+    eprintln!("synapse ready (admin registered) in {:?}", started.elapsed());
+    let versions: serde_json::Value = reqwest::get(format!("{}/_matrix/client/versions", synapse.base_url()))
+        .await
+        .expect("versions")
+        .json()
+        .await
+        .expect("json");
+    assert!(versions["versions"].as_array().is_some_and(|v| !v.is_empty()), "{versions}");
+    assert_eq!(synapse.user_id("a"), format!("@a:{}", synapse.server_name()));
+    let err = synapse.deactivate(&synapse.user_id("nobody")).await.expect_err("no such user");
+    assert!(err.to_string().contains("admin API answered 404"), "{err:#}");
+
+    let pid = synapse.process().pid();
+    let dir = synapse.dir().to_path_buf();
+    assert!(dir.join("homeserver.db").exists());
+    drop(synapse);
+    assert!(!process_exists(pid), "synapse {pid} outlived its handle");
+    assert!(!dir.exists(), "{} outlived its handle", dir.display());
 }
 
 #[tokio::test]
