@@ -7,8 +7,12 @@
 //! - [`forge`]: the forge user, config repo and token (Forgejo/Gitea v1 REST API).
 //! - [`matrix`]: the agent's matrix account (Synapse).
 //! - [`store_ca`]: the agent's short-lived X.509 client certificate from the swarm's store CA.
+//! - [`secret`]: [`Secret`], a string that `Debug` never shows.
 
 pub mod forge;
 pub mod matrix;
+pub mod secret;
 pub mod sso;
 pub mod store_ca;
+
+pub use secret::Secret;

@@ -7,12 +7,14 @@
 //! - [`liveness`]: whether processes (e.g. what a child started) are still running.
 //! - [`wait`]: polling a condition with a deadline (never a sleep standing in for a condition).
 //! - [`nats`], [`s3`], [`caddy`]: `nats-server` (JetStream), an S3 server (moto or SeaweedFS), Caddy.
+//! - [`authelia_bridge`]: `swarm-authelia-bridge` with its users and token files.
 //! - [`chaos`]: an in-process TCP proxy that can pass, stall or cut traffic.
 //! - [`mitm`]: an in-process WebSocket man in the middle that records, injects and rewrites.
 //!
 //! Every handle kills its process (SIGKILL, then reaps it) and removes its temp dir on drop,
 //! also while a test panics; a panicking test gets the tail of each process log on stderr.
 
+pub mod authelia_bridge;
 pub mod caddy;
 pub mod chaos;
 pub mod liveness;
@@ -26,6 +28,7 @@ mod seaweedfs;
 pub mod tools;
 pub mod wait;
 
+pub use authelia_bridge::AutheliaBridge;
 pub use caddy::Caddy;
 pub use chaos::ChaosProxy;
 pub use liveness::{is_running, wait_until_none_running};
