@@ -57,6 +57,8 @@ pub enum Upserted {
     Created,
     /// A managed user was changed.
     Updated,
+    /// A managed user already was exactly so: nothing to write.
+    Unchanged,
 }
 
 /// What refused a change.
@@ -210,10 +212,15 @@ impl Database {
                     return Err(Refused::Unmanaged);
                 }
                 // `insert` on an existing key keeps its position, so the entry reads as before.
-                user.insert(key("displayname"), Value::String(fields.displayname));
-                user.insert(key("password"), Value::String(fields.password_hash));
-                user.insert(key("email"), Value::String(fields.email));
-                user.insert(key("groups"), groups);
+                let mut changed = user.clone();
+                changed.insert(key("displayname"), Value::String(fields.displayname));
+                changed.insert(key("password"), Value::String(fields.password_hash));
+                changed.insert(key("email"), Value::String(fields.email));
+                changed.insert(key("groups"), groups);
+                if changed == *user {
+                    return Ok(Upserted::Unchanged);
+                }
+                *user = changed;
                 Ok(Upserted::Updated)
             }
             Some(_) => Err(Refused::Unmanaged),
@@ -258,6 +265,8 @@ fn has_group(user: &Mapping, group: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     const MANAGED: &str = "hyperhive-agents";
@@ -328,6 +337,7 @@ other_top_level: kept
 
         assert_eq!(db.upsert(&name("agent-a"), MANAGED, fields("h1")), Ok(Upserted::Created));
         assert_eq!(db.upsert(&name("agent-a"), MANAGED, fields("h2")), Ok(Upserted::Updated));
+        assert_eq!(db.upsert(&name("agent-a"), MANAGED, fields("h2")), Ok(Upserted::Unchanged));
         assert_eq!(db.managed_hash(&name("agent-a"), MANAGED), Ok(Some("h2".into())));
         let reread = Database::parse(&db.to_yaml().unwrap()).unwrap();
         let view = reread.user(&name("agent-a"), MANAGED).unwrap().unwrap();
@@ -341,6 +351,104 @@ other_top_level: kept
         let mut removed = reread;
         removed.remove(&name("agent-a"), MANAGED).unwrap();
         assert_eq!(Database::parse(&removed.to_yaml().unwrap()).unwrap(), before);
+    }
+
+    /// Strings that YAML could read as something else, or that need quoting or escaping.
+    fn tricky_text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "\\PC{0,16}",
+            prop::sample::select(vec![
+                "yes",
+                "No",
+                "on",
+                "OFF",
+                "y",
+                "~",
+                "null",
+                "NULL",
+                "true",
+                "012",
+                "0x1F",
+                "0o17",
+                "1e3",
+                ".inf",
+                "-.nan",
+                " lead",
+                "trail ",
+                "a: b",
+                "#c",
+                "- x",
+                "? q",
+                "two\nlines",
+                "'q'",
+                "\"dq\"",
+                "*alias",
+                "&anchor",
+                "!tag",
+                "%d",
+                "@at",
+                "`tick",
+                "{}",
+                "[]",
+                "",
+                "\t",
+                "é\u{2028}x",
+                "$argon2id$v=19$m=65536,t=3,p=4$abc$def",
+            ])
+            .prop_map(str::to_owned),
+        ]
+    }
+
+    fn yaml_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            tricky_text().prop_map(Value::String),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| Value::Number(n.into())),
+            Just(Value::Null),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Sequence),
+                prop::collection::vec((tricky_text(), inner), 0..4)
+                    .prop_map(|pairs| Value::Mapping(pairs.into_iter().map(|(k, v)| (Value::String(k), v)).collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// Whatever people keep in the file comes back with the same meaning after the bridge
+        /// adds and removes its own user.
+        #[test]
+        fn other_users_survive_a_write_whatever_they_hold(
+            users in prop::collection::btree_map("[a-z]{1,8}", prop::collection::vec((tricky_text(), yaml_value()), 0..6), 0..5),
+            top in prop::collection::vec(("[a-z]{1,6}", yaml_value()), 0..3),
+        ) {
+            let mut root = Mapping::new();
+            let users: Mapping = users
+                .into_iter()
+                .map(|(name, fields)| {
+                    let user: Mapping = fields.into_iter().map(|(k, v)| (Value::String(k), v)).collect();
+                    (Value::String(name), Value::Mapping(user))
+                })
+                .collect();
+            root.insert(key("users"), Value::Mapping(users));
+            for (k, v) in top {
+                if k != "users" {
+                    root.insert(Value::String(k), v);
+                }
+            }
+            let text = yaml_serde::to_string(&root).unwrap();
+            let mut db = Database::parse(&text).unwrap();
+            prop_assert_eq!(&db.root, &root);
+            prop_assert_eq!(db.upsert(&name("agent-x"), MANAGED, fields("h")), Ok(Upserted::Created));
+            let written = Database::parse(&db.to_yaml().unwrap()).unwrap();
+            let mut without = written.clone();
+            without.remove(&name("agent-x"), MANAGED).unwrap();
+            prop_assert_eq!(&without.root, &root);
+            prop_assert!(written.is_managed(&name("agent-x"), MANAGED) == Some(true));
+        }
     }
 
     #[test]

@@ -216,6 +216,13 @@ async fn verify_password_proves_ownership_and_an_update_keeps_disabled() {
     assert_eq!(client.verify("agent-a", "pw-0123456789-abcdefghiJ").await, (StatusCode::OK, json!({"matches": false})));
     assert_eq!(client.verify("agent-b", PASSWORD).await.0, StatusCode::NOT_FOUND);
 
+    // The same PUT again (a retried provisioning step) is a 200 that writes nothing.
+    let bytes = std::fs::read(bridge.users_file()).unwrap();
+    let modified = std::fs::metadata(bridge.users_file()).unwrap().modified().unwrap();
+    assert_eq!(client.put("agent-a", &[]).await.0, StatusCode::OK);
+    assert_eq!(std::fs::read(bridge.users_file()).unwrap(), bytes);
+    assert_eq!(std::fs::metadata(bridge.users_file()).unwrap().modified().unwrap(), modified);
+
     // An operator disables the agent's user by hand; a repeated PUT changes its fields, not that.
     let text = std::fs::read_to_string(bridge.users_file()).unwrap().replace("disabled: false", "disabled: true");
     std::fs::write(bridge.users_file(), text).unwrap();
@@ -287,11 +294,7 @@ async fn bad_input_is_a_clear_4xx_and_changes_nothing() {
         ("/v1/users/Agent", Some(good.clone()), "user name \"Agent\" is not accepted"),
         ("/v1/users/-a", Some(good.clone()), "is not accepted"),
         ("/v1/users/a%2Fb", Some(good.clone()), "is not accepted"),
-        (
-            "/v1/users/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
-            Some(good.clone()),
-            "1 to 64",
-        ),
+        ("/v1/users/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", Some(good.clone()), "1 to 64"),
         ("/v1/users/a", Some(with("email", json!("not-an-address"))), "is not an e-mail address"),
         ("/v1/users/a", Some(with("email", json!("a@b c"))), "is not an e-mail address"),
         ("/v1/users/a", Some(with("displayname", json!("two\nlines"))), "control character"),

@@ -85,25 +85,35 @@ impl App {
         if groups.len() > MAX_GROUPS {
             return Err(ApiError::BadRequest(format!("more than {MAX_GROUPS} groups; give fewer")));
         }
-        // Refuse an unmanaged user before paying for a hash; the check is made again under the
-        // write lock below, which is the one that counts.
-        if self.users.read().await?.is_managed(&name, &self.managed_group) == Some(false) {
-            return Err(self.unmanaged(&name, "change"));
-        }
-        let password_hash =
-            self.hasher.hash(request.password.0).await.map_err(|e| ApiError::Internal(e.to_string()))?;
+        // Refuse an unmanaged user before paying for a hash (the check is made again under the
+        // write lock below, which is the one that counts). A managed user that already has this
+        // password keeps its hash, so repeating a PUT rewrites nothing and Authelia reloads
+        // nothing.
+        let kept_hash = match self.users.read().await?.managed_hash(&name, &self.managed_group) {
+            Err(Refused::Unmanaged) => return Err(self.unmanaged(&name, "change")),
+            Err(Refused::Unknown) | Ok(None) => None,
+            Ok(Some(stored)) => {
+                let matches = self.hasher.verify(request.password.0.clone(), stored.clone()).await;
+                matches.then_some(stored)
+            }
+        };
+        let password_hash = match kept_hash {
+            Some(stored) => stored,
+            None => self.hasher.hash(request.password.0).await.map_err(|e| ApiError::Internal(e.to_string()))?,
+        };
         let fields = NewFields { displayname: request.displayname, email: request.email, groups, password_hash };
         let managed_group = self.managed_group.clone();
         let upserted = self
             .users
             .update(|database| match database.upsert(&name, &managed_group, fields) {
-                Ok(upserted) => Ok((upserted, true)),
+                Ok(upserted) => Ok((upserted, upserted != Upserted::Unchanged)),
                 Err(_) => Err(self.unmanaged(&name, "change")),
             })
             .await?;
         let (status, verb) = match upserted {
             Upserted::Created => (StatusCode::CREATED, "created"),
             Upserted::Updated => (StatusCode::OK, "updated"),
+            Upserted::Unchanged => (StatusCode::OK, "unchanged"),
         };
         tracing::info!(user = %name, "{verb}");
         self.get_user(name.as_str()).await.map(|mut response| {
