@@ -179,10 +179,18 @@ struct Matches {
     matches: bool,
 }
 
+/// The bridge's error body: a stable `code` and a message for people.
 #[derive(Deserialize)]
 struct ErrorBody {
+    #[serde(default)]
+    code: String,
     error: String,
 }
+
+/// The bridge's `code` for "no such user" (a 404 without it is a wrong route or another server).
+const UNKNOWN_USER: &str = "unknown_user";
+/// The bridge's `code` for "the user is not in the managed group".
+const UNMANAGED_USER: &str = "unmanaged_user";
 
 impl BridgeClient {
     /// A client of the bridge at `base_url` (e.g. `https://auth.example.com:9092`), sending
@@ -256,15 +264,34 @@ impl BridgeClient {
         Ok((status, text))
     }
 
+    /// The bridge's `code` in an error body, if it is one.
+    fn code(text: &str) -> Option<String> {
+        serde_json::from_str::<ErrorBody>(text).ok().map(|body| body.code)
+    }
+
+    /// Whether an answer is the bridge saying it has no such user.
+    fn is_unknown_user(status: StatusCode, text: &str) -> bool {
+        status == StatusCode::NOT_FOUND && Self::code(text).as_deref() == Some(UNKNOWN_USER)
+    }
+
     /// Turns an answer that is not one of the call's successes into its error.
     fn failure(call: &str, name: &str, status: StatusCode, text: &str) -> SsoError {
-        let message =
-            serde_json::from_str::<ErrorBody>(text).map(|body| body.error).unwrap_or_else(|_| text.trim().to_owned());
+        let (code, message) = match serde_json::from_str::<ErrorBody>(text) {
+            Ok(body) => (body.code, body.error),
+            Err(_) => (String::new(), text.trim().to_owned()),
+        };
         let message: String = message.chars().take(MAX_MESSAGE_CHARS).collect();
         let call = call.to_owned();
         match status {
-            StatusCode::CONFLICT => SsoError::Unmanaged { call, name: name.to_owned(), message },
-            StatusCode::NOT_FOUND => SsoError::UnknownUser { call, name: name.to_owned() },
+            StatusCode::CONFLICT if code == UNMANAGED_USER => {
+                SsoError::Unmanaged { call, name: name.to_owned(), message }
+            }
+            StatusCode::NOT_FOUND if code == UNKNOWN_USER => SsoError::UnknownUser { call, name: name.to_owned() },
+            StatusCode::NOT_FOUND => SsoError::Unexpected {
+                call,
+                status: 404,
+                message: format!("no such route ({message}); is the base URL the bridge's?"),
+            },
             s if s.is_server_error() => SsoError::Unavailable { call, status: s.as_u16(), message },
             s if s.is_client_error() => SsoError::Rejected { call, status: s.as_u16(), message },
             s => SsoError::Unexpected { call, status: s.as_u16(), message },
@@ -287,7 +314,7 @@ impl Sso for BridgeClient {
         let (status, text) = self.send(&call, Method::GET, self.user_url(name, None), None).await?;
         match status {
             StatusCode::OK => Self::parse(&call, status, &text).map(Some),
-            StatusCode::NOT_FOUND => Ok(None),
+            s if Self::is_unknown_user(s, &text) => Ok(None),
             _ => Err(Self::failure(&call, name, status, &text)),
         }
     }
@@ -325,7 +352,8 @@ impl Sso for BridgeClient {
         let call = format!("DELETE user {name}");
         let (status, text) = self.send(&call, Method::DELETE, self.user_url(name, None), None).await?;
         match status {
-            StatusCode::NO_CONTENT | StatusCode::NOT_FOUND => Ok(()),
+            StatusCode::NO_CONTENT => Ok(()),
+            s if Self::is_unknown_user(s, &text) => Ok(()),
             _ => Err(Self::failure(&call, name, status, &text)),
         }
     }
@@ -356,12 +384,22 @@ mod tests {
 
     #[test]
     fn answers_map_to_errors_that_say_what_failed() {
-        let err = BridgeClient::failure("PUT user a", "a", StatusCode::CONFLICT, r#"{"error":"not ours"}"#);
+        let err = BridgeClient::failure(
+            "PUT user a",
+            "a",
+            StatusCode::CONFLICT,
+            r#"{"code":"unmanaged_user","error":"not ours"}"#,
+        );
         assert_eq!(err.to_string(), "SSO bridge: PUT user a: user a is not managed by the bridge (HTTP 409): not ours");
         let err = BridgeClient::failure("PUT user a", "a", StatusCode::SERVICE_UNAVAILABLE, "plain text");
         assert!(err.is_retryable() && err.to_string().contains("HTTP 503: plain text"), "{err}");
         let err = BridgeClient::failure("GET user a", "a", StatusCode::UNAUTHORIZED, r#"{"error":"token"}"#);
         assert!(!err.is_retryable() && matches!(err, SsoError::Rejected { status: 401, .. }));
+        let err = BridgeClient::failure("GET user a", "a", StatusCode::NOT_FOUND, "<html>404</html>");
+        assert!(matches!(err, SsoError::Unexpected { status: 404, .. }), "a 404 from another server is no answer");
+        assert!(err.to_string().contains("is the base URL the bridge's?"), "{err}");
+        assert!(BridgeClient::is_unknown_user(StatusCode::NOT_FOUND, r#"{"code":"unknown_user","error":"no user a"}"#));
+        assert!(!BridgeClient::is_unknown_user(StatusCode::NOT_FOUND, r#"{"code":"no_route","error":"no route"}"#));
         let long = "x".repeat(5000);
         let err = BridgeClient::failure("c", "a", StatusCode::BAD_REQUEST, &long);
         assert!(err.to_string().len() < 700);

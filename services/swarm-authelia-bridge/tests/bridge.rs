@@ -348,9 +348,12 @@ async fn bad_input_is_a_clear_4xx_and_changes_nothing() {
     assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
     let response = raw(reqwest::Method::GET, "/v2/users").send().await.unwrap();
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
-    assert!(response.text().await.unwrap().contains("no route GET /v2/users"));
-    let (status, _) = client.call(reqwest::Method::DELETE, "/v1/users/nobody", None).await;
+    let answer: Json = response.json().await.unwrap();
+    assert_eq!(answer["code"], json!("no_route"));
+    assert!(answer["error"].as_str().unwrap().contains("no route GET /v2/users"), "{answer}");
+    let (status, answer) = client.call(reqwest::Method::DELETE, "/v1/users/nobody", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(answer, json!({"code": "unknown_user", "error": "no user nobody in the users file"}));
 
     assert_eq!(std::fs::read(bridge.users_file()).unwrap(), before, "nothing was written");
 }

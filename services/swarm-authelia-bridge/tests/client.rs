@@ -80,6 +80,13 @@ async fn failures_name_the_call_and_status_and_never_the_token_or_password() {
     assert!(err.is_retryable() && matches!(err, SsoError::Unavailable { status: 503, .. }), "{err}");
     assert!(err.to_string().contains("not valid YAML"), "{err}");
 
+    // A base URL that is not the bridge's root: its 404s are no "no such user".
+    let elsewhere =
+        BridgeClient::new(&format!("{}/not-the-bridge", bridge.url()), Secret::new(bridge.token())).unwrap();
+    let err = elsewhere.user("agent-a").await.unwrap_err();
+    assert!(matches!(err, SsoError::Unexpected { status: 404, .. }), "{err}");
+    assert!(matches!(elsewhere.delete("agent-a").await, Err(SsoError::Unexpected { status: 404, .. })));
+
     // The bridge gone: a transport error, retryable, naming the address.
     let url = bridge.url();
     bridge.process().kill();

@@ -98,7 +98,7 @@ impl App {
             }
             (["v1", "users", _], _) => Err(not_allowed(method, path, "GET, PUT, DELETE")),
             (["v1", "users", _, "verify-password"], _) => Err(not_allowed(method, path, "POST")),
-            _ => Err(ApiError::NotFound(format!(
+            _ => Err(ApiError::NoRoute(format!(
                 "no route {method} {path}; the bridge serves /healthz, /v1/users/{{name}} and \
                  /v1/users/{{name}}/verify-password"
             ))),

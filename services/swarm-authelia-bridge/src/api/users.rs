@@ -46,7 +46,7 @@ const VERIFY_SHAPE: &str = r#"{"password": "..."}"#;
 
 impl App {
     fn unmanaged(&self, name: &UserName, doing: &str) -> ApiError {
-        ApiError::Conflict(format!(
+        ApiError::Unmanaged(format!(
             "user {name} exists but is not in the group {group}, so the bridge did not make it and will not {doing} it; \
              pick another name, or add the group to the user in the users file if it should be managed here",
             group = self.managed_group
@@ -54,7 +54,7 @@ impl App {
     }
 
     fn unknown(name: &UserName) -> ApiError {
-        ApiError::NotFound(format!("no user {name} in the users file"))
+        ApiError::UnknownUser(format!("no user {name} in the users file"))
     }
 
     pub(super) async fn get_user(&self, name: &str) -> Result<Response, ApiError> {
