@@ -107,10 +107,13 @@ impl BearerToken {
         Self { digest: Sha256::digest(token.as_bytes()).into() }
     }
 
-    /// Whether `Authorization` header value `header` is `Bearer <this token>`, in constant time
-    /// with respect to the token.
+    /// Whether `Authorization` header value `header` is `Bearer <this token>` (the scheme's case
+    /// does not matter, as HTTP says), in constant time with respect to the token.
     pub fn admits(&self, header: Option<&[u8]>) -> bool {
-        let Some(offered) = header.and_then(|h| h.strip_prefix(b"Bearer ")) else {
+        let Some(offered) = header
+            .and_then(|h| h.split_at_checked(7))
+            .and_then(|(scheme, rest)| scheme.eq_ignore_ascii_case(b"Bearer ").then_some(rest))
+        else {
             return false;
         };
         let offered: [u8; 32] = Sha256::digest(offered).into();
@@ -138,7 +141,10 @@ mod tests {
         assert!(token.admits(Some(b"Bearer 0123456789abcdef-token")));
         assert!(!token.admits(Some(b"Bearer 0123456789abcdef-toke")));
         assert!(!token.admits(Some(b"Bearer 0123456789abcdef-token ")));
-        assert!(!token.admits(Some(b"bearer 0123456789abcdef-token")));
+        assert!(token.admits(Some(b"bearer 0123456789abcdef-token")));
+        assert!(!token.admits(Some(b"Bearer  0123456789abcdef-token")));
+        assert!(!token.admits(Some(b"Basic 0123456789abcdef-token")));
+        assert!(!token.admits(Some(b"Bearer")));
         assert!(!token.admits(Some(b"0123456789abcdef-token")));
         assert!(!token.admits(None));
         assert_eq!(format!("{token:?}"), "BearerToken(<redacted>)");

@@ -255,7 +255,7 @@ async fn without_the_right_token_every_route_is_401_and_the_token_is_never_echoe
     let headers: [Option<String>; 5] = [
         None,
         Some(format!("Bearer {near_miss}")),
-        Some(format!("bearer {}", bridge.token())),
+        Some(format!("Bearer  {}", bridge.token())),
         Some(format!("Basic {}", bridge.token())),
         Some(bridge.token().to_owned()),
     ];
