@@ -448,3 +448,12 @@ async fn bad_settings_stop_the_bridge_at_start_with_a_line_naming_each() {
     let log = process.log();
     assert!(log.contains("is empty") && log.contains("its directory does not exist"), "{log}");
 }
+
+#[tokio::test]
+async fn sigterm_stops_the_bridge_cleanly() {
+    let mut bridge = start(None).await;
+    bridge.process().signal(hyperhive_testkit::Signal::SIGTERM).unwrap();
+    let status = bridge.process().wait_exit(Duration::from_secs(20)).await.unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(bridge.process().log().contains("stopped"));
+}
