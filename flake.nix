@@ -29,6 +29,7 @@
             swarm-controller
             hive-agent
             hive-c0re
+            swarm-authelia-bridge
             daemon-bins
             ;
           default = hyperhive.all;
@@ -46,6 +47,7 @@
         swarm-controller = ./modules/swarm-controller.nix;
         hive-agent = ./modules/hive-agent.nix;
         hive-c0re = ./modules/hive-c0re.nix;
+        swarm-authelia-bridge = ./modules/swarm-authelia-bridge.nix;
         default = ./modules;
       };
 

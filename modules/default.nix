@@ -7,5 +7,6 @@
     ./c0re.nix
     ./hive-agent.nix
     ./hive-c0re.nix
+    ./swarm-authelia-bridge.nix
   ];
 }

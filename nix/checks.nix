@@ -13,6 +13,7 @@ in
     swarm-controller
     hive-agent
     hive-c0re
+    swarm-authelia-bridge
     daemon-bins
     ;
   cargo-tests = hyperhive.cargo-tests;

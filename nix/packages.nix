@@ -104,6 +104,12 @@ lib.fix (self: {
     description = "hyperhive hive supervisor: runs a hive's agents in the state the swarm wants, reports its status";
   };
 
+  swarm-authelia-bridge = daemon {
+    pname = "swarm-authelia-bridge";
+    bins = [ "swarm-authelia-bridge" ];
+    description = "hyperhive SSO bridge: the swarm's agent users in Authelia's file user database, behind a bearer token";
+  };
+
   # The hive-side daemons (nix/daemon-bins.nix), and their bundle: the default of
   # services.hyperhive.c0re.package.
   daemonBins = import ./daemon-bins.nix self;
@@ -124,9 +130,10 @@ lib.fix (self: {
       self.swarm-controller
       self.hive-agent
       self.hive-c0re
+      self.swarm-authelia-bridge
     ];
     meta = meta // {
-      description = "Every hyperhive program: agents-control, swarm-controller, swarmctl, hive-agent, hive-c0re";
+      description = "Every hyperhive program: agents-control, swarm-controller, swarmctl, hive-agent, hive-c0re, swarm-authelia-bridge";
       mainProgram = "swarmctl";
     };
   };

@@ -8,6 +8,7 @@
 //! - [`wait`]: polling a condition with a deadline (never a sleep standing in for a condition).
 //! - [`nats`], [`s3`], [`caddy`]: `nats-server` (JetStream), an S3 server (moto or SeaweedFS), Caddy.
 //! - [`synapse`]: Synapse, a Matrix homeserver, with an admin account for the admin API.
+//! - [`authelia_bridge`]: `swarm-authelia-bridge` with its users and token files.
 //! - [`chaos`]: an in-process TCP proxy that can pass, stall or cut traffic.
 //! - [`mitm`]: an in-process WebSocket man in the middle that records, injects and rewrites.
 //! - [`forge`]: an in-process stand-in for a Forgejo/Gitea server's v1 API (no forge installs here).
@@ -15,6 +16,7 @@
 //! Every handle kills its process (SIGKILL, then reaps it) and removes its temp dir on drop,
 //! also while a test panics; a panicking test gets the tail of each process log on stderr.
 
+pub mod authelia_bridge;
 pub mod caddy;
 pub mod chaos;
 pub mod forge;
@@ -30,6 +32,7 @@ pub mod synapse;
 pub mod tools;
 pub mod wait;
 
+pub use authelia_bridge::AutheliaBridge;
 pub use caddy::Caddy;
 pub use chaos::ChaosProxy;
 pub use forge::ForgeStandIn;

@@ -27,6 +27,7 @@ let
       agents-control = placeholder "agents-control";
       swarm-controller = placeholder "swarm-controller";
       daemon-bins = placeholder "daemon-bins";
+      swarm-authelia-bridge = placeholder "swarm-authelia-bridge";
     };
     bash = placeholder "bash";
     coreutils = placeholder "coreutils";
@@ -46,6 +47,7 @@ let
     "c0re.nix"
     "hive-agent.nix"
     "hive-c0re.nix"
+    "swarm-authelia-bridge.nix"
   ];
 
   merge =
@@ -137,9 +139,14 @@ let
     credentialsFile = "/run/secrets/alpha.creds";
     turnCommand = "printf '%s\\n' done";
   };
+  bridge = {
+    enable = true;
+    tokenFile = "/run/secrets/authelia-bridge-token";
+  };
   good = {
     deploy.agents-control = copy;
     deploy.swarm-controller = controller;
+    deploy.authelia-bridge = bridge;
     agents.alpha = agent;
     agents.off = agent // { enable = false; };
   };
@@ -183,6 +190,18 @@ let
 
   # One bad setting on top of `good` (or of `base`), and a text the refusal must contain.
   refusals = [
+    {
+      change.deploy.authelia-bridge = bridge // { tokenFile = ./default.nix; };
+      expect = "authelia-bridge.tokenFile is in the Nix store, or is a Nix path literal";
+    }
+    {
+      change.deploy.authelia-bridge = bridge // { usersFile = "/nix/store/00000000000000000000000000000000-users.yml"; };
+      expect = "authelia-bridge.usersFile is /nix/store/";
+    }
+    {
+      change.deploy.authelia-bridge = bridge // { user = "root"; };
+      expect = "authelia-bridge.user is root";
+    }
     {
       change.deploy.agents-control = copy // { keyFile = "/nix/store/00000000000000000000000000000000-key"; };
       expect = "agents-control.keyFile is in the Nix store";
@@ -284,6 +303,7 @@ let
       deploy.swarm-controller = controller // { secretsKeyFile = "/run/secrets/swarm-secrets.key"; };
     };
   };
+  bridgeUnit = ok.units.swarm-authelia-bridge;
   agentUnit = ok.units.hive-agent-alpha;
   swarmctl = b.head (b.filter (p: p.name == "swarmctl-0.1.0") ok.packages);
 
@@ -336,6 +356,7 @@ let
     "services.hyperhive.swarm.hives.<name>."
     "services.hyperhive.agents.<name>."
     "services.hyperhive.c0re."
+    "services.hyperhive.deploy.authelia-bridge."
   ];
   relative = path: b.foldl' (rest: prefix: lib.removePrefix prefix rest) path sections;
   guide = b.readFile ../../../docs/nixos.md;
@@ -446,7 +467,52 @@ let
       && unit.serviceConfig.UMask == "0077"
       && b.elem "AF_UNIX" unit.serviceConfig.RestrictAddressFamilies
       && unit.serviceConfig.SystemCallFilter != [ ]
-    ) [ copyUnit controllerUnit agentUnit ];
+    ) [ copyUnit controllerUnit agentUnit bridgeUnit ];
+    "swarm-authelia-bridge gets exactly its four variables, the token through LoadCredential" =
+      bridgeUnit.environment == {
+        AUTHELIA_BRIDGE_LISTEN = "127.0.0.1:9092";
+        AUTHELIA_BRIDGE_USERS_FILE = "/var/lib/authelia-main/users_database.yml";
+        AUTHELIA_BRIDGE_TOKEN_FILE = "%d/token";
+        AUTHELIA_BRIDGE_MANAGED_GROUP = "hyperhive-agents";
+      }
+      && bridgeUnit.serviceConfig.LoadCredential == [ "token:/run/secrets/authelia-bridge-token" ];
+    "swarm-authelia-bridge runs as the users file's owner and may write only its directory" =
+      bridgeUnit.serviceConfig.ExecStart == "${pkgs.hyperhive.swarm-authelia-bridge}/bin/swarm-authelia-bridge"
+      && bridgeUnit.serviceConfig.DynamicUser == false
+      && bridgeUnit.serviceConfig.User == "authelia-main"
+      && bridgeUnit.serviceConfig.Group == "authelia-main"
+      && bridgeUnit.serviceConfig.ReadWritePaths == [ "/var/lib/authelia-main" ]
+      && bridgeUnit.serviceConfig.CapabilityBoundingSet == ""
+      && bridgeUnit.serviceConfig.ProtectSystem == "strict";
+    "swarm-authelia-bridge's settings reach its variables; openFirewall opens its port" =
+      let
+        result = evaluate {
+          values = good // {
+            deploy = good.deploy // {
+              authelia-bridge = bridge // {
+                listenAddress = "::1";
+                port = 9100;
+                usersFile = "/srv/authelia/users.yml";
+                managedGroup = "swarm-agents";
+                user = "authelia";
+                group = "authelia";
+                openFirewall = true;
+              };
+            };
+          };
+        };
+        unit = result.units.swarm-authelia-bridge;
+      in
+      result.failed == [ ]
+      && unit.environment.AUTHELIA_BRIDGE_LISTEN == "[::1]:9100"
+      && unit.environment.AUTHELIA_BRIDGE_USERS_FILE == "/srv/authelia/users.yml"
+      && unit.environment.AUTHELIA_BRIDGE_MANAGED_GROUP == "swarm-agents"
+      && unit.serviceConfig.User == "authelia"
+      && unit.serviceConfig.ReadWritePaths == [ "/srv/authelia" ]
+      && result.ports == [
+        8791
+        9100
+      ];
     "hive-c0re gets the HIVE_C0RE_* variables by name and value" =
       b.removeAttrs c0reUnit.environment [ "HIVE_C0RE_AGENTS_FILE" ] == {
         HIVE_C0RE_HIVE = "hive1";

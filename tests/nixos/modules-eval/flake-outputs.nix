@@ -132,13 +132,14 @@ let
       shellTools = names' outputs.devShells.${system}.default.attrs.packages;
     in
     {
-      "${system}: packages are exactly agents-control, swarm-controller, hive-agent, hive-c0re, daemon-bins, default" =
+      "${system}: packages are exactly agents-control, swarm-controller, hive-agent, hive-c0re, swarm-authelia-bridge, daemon-bins, default" =
         names packages == [
           "agents-control"
           "daemon-bins"
           "default"
           "hive-agent"
           "hive-c0re"
+          "swarm-authelia-bridge"
           "swarm-controller"
         ];
       "${system}: each package is its own derivation with meta.mainProgram" =
@@ -146,7 +147,8 @@ let
         && packages.agents-control.meta.mainProgram == "agents-control"
         && packages.swarm-controller.meta.mainProgram == "swarm-controller"
         && packages.hive-agent.meta.mainProgram == "hive-agent"
-        && packages.hive-c0re.meta.mainProgram == "hive-c0re";
+        && packages.hive-c0re.meta.mainProgram == "hive-c0re"
+        && packages.swarm-authelia-bridge.meta.mainProgram == "swarm-authelia-bridge";
       "${system}: each daemon builds only its own cargo package; swarmctl ships with swarm-controller" =
         hasArgs (daemon "agents-control") [ "--package" "agents-control" ]
         && hasArgs (daemon "hive-agent") [ "--package" "hive-agent" ]
@@ -154,6 +156,8 @@ let
         && hasArgs (daemon "hive-c0re") [ "--bin" "hive-c0re" ]
         && hasArgs (daemon "swarm-controller") [ "--package" "swarm-controller" ]
         && hasArgs (daemon "swarm-controller") [ "--bin" "swarmctl" ]
+        && hasArgs (daemon "swarm-authelia-bridge") [ "--package" "swarm-authelia-bridge" ]
+        && hasArgs (daemon "swarm-authelia-bridge") [ "--bin" "swarm-authelia-bridge" ]
         && !(hasArgs (daemon "hive-agent") [ "--bin" "swarmctl" ]);
       "${system}: daemon-bins holds the hive-side daemons, hive-agent and hive-c0re, never swarm-controller" =
         names' packages.daemon-bins.paths == [
@@ -166,6 +170,7 @@ let
           "swarm-controller-0.1.0"
           "hive-agent-0.1.0"
           "hive-c0re-0.1.0"
+          "swarm-authelia-bridge-0.1.0"
         ];
       # The cargo tests' inputs are every program the tests start: the servers of the test kit
       # (crates/testkit), moto's Python, and openssl (services/agents-control/tests/cli.rs).
@@ -176,6 +181,7 @@ let
           "daemon-bins"
           "hive-agent"
           "hive-c0re"
+          "swarm-authelia-bridge"
           "swarm-controller"
           "vm-control-plane"
           "vm-swarm"
@@ -281,12 +287,13 @@ in
       "overlays"
       "packages"
     ];
-  "nixosModules are agents-control, swarm-controller, hive-agent, hive-c0re and default, each a file here" =
+  "nixosModules are agents-control, swarm-controller, hive-agent, hive-c0re, swarm-authelia-bridge and default, each a file here" =
     names outputs.nixosModules == [
       "agents-control"
       "default"
       "hive-agent"
       "hive-c0re"
+      "swarm-authelia-bridge"
       "swarm-controller"
     ]
     && b.all (name: b.pathExists outputs.nixosModules.${name}) (names outputs.nixosModules);
