@@ -54,6 +54,18 @@ pub(crate) fn resolver_dir(dir: &Path) -> Result<PathBuf, CredsError> {
     }
 }
 
+/// Brings a directory from an older `init` (whose fragment ran `resolver: MEMORY` and which has
+/// no `resolver-dir`) to the full resolver: records [`DEFAULT_RESOLVER_DIR`] and rewrites the
+/// fragment. Every mint and revocation calls it, so the next one upgrades the directory.
+pub(crate) fn upgrade(dir: &Path) -> Result<(), CredsError> {
+    let path = dir.join(RESOLVER_DIR);
+    if path.exists() {
+        return Ok(());
+    }
+    creds::create_new(&path, &format!("{DEFAULT_RESOLVER_DIR}\n"), false)?;
+    write(dir)
+}
+
 /// Every account JWT in `dir`: system, swarm, no-jetstream, then the tenants in name order.
 pub(crate) fn all_accounts(dir: &Path) -> Result<Vec<AccountJwt>, CredsError> {
     let mut paths = vec![dir.join(SYSTEM_JWT), dir.join(SWARM_JWT), dir.join(NO_JETSTREAM_JWT)];

@@ -15,6 +15,8 @@
 //! # Layout
 //! - [`jwt`]: operator, account and user JWTs (nats-io/jwt v2 encoding) and their verification.
 //! - `fragment`: the `nats-server` config fragment and the resolver's directory.
+//! - `tenant`: an agent's or a hive's account, written only when its grants change, and its users.
+//! - `minted`: what minting returns ([`AccountJwt`], [`Minted`], [`NewAgent`], [`SecretCreds`]).
 //! - [`permissions`]: what each tenant imports and may publish, and the subject names involved.
 //! - [`limits`]: the limits of every account and what the swarm's streams must hold to.
 //! - [`creds`]: the `.creds` format and secret files.
@@ -24,7 +26,9 @@ mod error;
 mod fragment;
 pub mod jwt;
 pub mod limits;
+mod minted;
 pub mod permissions;
+mod tenant;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -36,13 +40,15 @@ use nkeys::{KeyPair, KeyPairType};
 pub use creds::{SECRET_MODE, read_creds_jwt};
 pub use error::CredsError;
 pub use fragment::DEFAULT_RESOLVER_DIR;
+use jwt::AccountSpec;
 pub use jwt::Validity;
-use jwt::{AccountSpec, ServiceImport};
+pub use minted::{AccountJwt, Minted, NewAgent, SecretCreds};
 pub use permissions::{
     AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, Permissions, agent_durable_name, agent_inbox_prefix,
     agent_permissions, agent_schedule_direct_get_subject, agent_terminal_subject, agent_turn_subject, deploy_subject,
     hive_durable_name, hive_inbox_prefix, hive_permissions, hive_status_subject, hive_wanted_filter,
 };
+use tenant::{Tenant, agent_tenant, hive_agents, hive_tenant, signing_keys};
 
 /// Default lifetime of an agent's or a hive's credential.
 pub const DEFAULT_AGENT_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -69,9 +75,9 @@ pub mod files {
     /// or changed.
     pub const SERVER_CONF: &str = "nats-server.conf";
     /// The path of the full resolver's directory on the NATS host, as given to `init` (one line).
-    /// An older `init` did not write it; the fragment then names
-    /// [`crate::DEFAULT_RESOLVER_DIR`]. Edit it (an absolute path) and mint or revoke anything to
-    /// have the fragment rewritten with another directory.
+    /// An older `init` (memory resolver) did not write it: the next mint or revocation writes
+    /// [`crate::DEFAULT_RESOLVER_DIR`] and rewrites the fragment for the full resolver. Write
+    /// another absolute path here before, to choose it.
     pub const RESOLVER_DIR: &str = "resolver-dir";
     /// The controller's own credential (0600), unrestricted inside the swarm account.
     pub const CONTROLLER_CREDS: &str = "controller.creds";
@@ -98,89 +104,6 @@ pub struct InitSummary {
     pub server_conf: PathBuf,
     /// The controller's credential.
     pub controller_creds: PathBuf,
-}
-
-/// An account JWT as the server must hold it. Public: it carries no secret.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AccountJwt {
-    /// The account's public key (`A...`).
-    pub account: String,
-    /// The account's name (`agent-<name>`, `hive-<name>`, `swarm`, `SYS`, `no-jetstream`).
-    pub name: String,
-    /// The operator-signed JWT.
-    pub jwt: String,
-}
-
-impl AccountJwt {
-    /// Reads the key and name of a JWT this crate made, checking its signature.
-    ///
-    /// # Errors
-    /// [`CredsError::BadJwt`] when it is not a valid account JWT.
-    pub fn from_token(token: &str) -> Result<Self, CredsError> {
-        let claims = jwt::verified_claims(token)?;
-        let field = |name: &str| {
-            claims[name].as_str().map(str::to_owned).ok_or_else(|| CredsError::BadJwt(format!("the JWT has no {name}")))
-        };
-        Ok(Self { account: field("sub")?, name: field("name")?, jwt: token.trim().to_owned() })
-    }
-}
-
-/// What minting changed in the accounts.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Minted {
-    /// Every account JWT that was added or changed (and so written into the fragment): the
-    /// running server must be given each ([`AccountJwt`]) before the new credentials work. Empty
-    /// when every account already granted the same: the credentials work at once.
-    pub changed: Vec<AccountJwt>,
-}
-
-impl Minted {
-    /// Whether an account was added or changed.
-    pub fn changed_accounts(&self) -> bool {
-        !self.changed.is_empty()
-    }
-}
-
-/// A `.creds` text (a user JWT and its nkey seed) held in memory. A secret: its `Debug` shows
-/// nothing of it, and it is never written or logged by this crate.
-#[derive(Clone, PartialEq, Eq)]
-pub struct SecretCreds(String);
-
-impl SecretCreds {
-    /// The `.creds` text, to hand to its holder (e.g. sealed in a deploy message).
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-
-    /// Writes it to `path`, mode 0600, replacing an older file atomically.
-    ///
-    /// # Errors
-    /// An I/O error.
-    pub fn write_to(&self, path: &Path) -> Result<(), CredsError> {
-        creds::replace_file(path, &self.0, true)
-    }
-}
-
-impl std::fmt::Debug for SecretCreds {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SecretCreds(<redacted>)")
-    }
-}
-
-/// An agent made while the swarm runs ([`mint_agent_of_hive`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewAgent {
-    /// The agent's user credential.
-    pub creds: SecretCreds,
-    /// When it expires (unix seconds).
-    pub expires_at: u64,
-    /// The agent's and its hive's account JWTs as they now stand: what the running server must
-    /// hold before the credential works. Giving it an unchanged JWT again is harmless, so a
-    /// caller whose earlier push failed can push these.
-    pub accounts: Vec<AccountJwt>,
-    /// Those of [`NewAgent::accounts`] written by this call (and so into the fragment): the
-    /// agent's when it is new, its hive's when its imports gained the agent's queue.
-    pub changed: Vec<AccountJwt>,
 }
 
 /// [`init_with_resolver_dir`] with the resolver's directory at [`DEFAULT_RESOLVER_DIR`].
@@ -313,6 +236,7 @@ pub fn mint_agent_of_hive(
     let at = validity_for(ttl)?;
     check_layout(from)?;
     let _lock = lock_accounts(from)?;
+    fragment::upgrade(from)?;
     let agent_tenant = agent_tenant(agent);
     refuse_revoked(from, &agent_tenant)?;
     let mut agents = hive_agents(from, hive)?;
@@ -359,46 +283,6 @@ pub fn operator_public_key(from: &Path) -> Result<String, CredsError> {
         .as_str()
         .map(str::to_owned)
         .ok_or_else(|| CredsError::BadJwt(format!("{} names no operator", path.display())))
-}
-
-fn agent_tenant(agent: &AgentName) -> Tenant {
-    Tenant {
-        account_name: format!("agent-{agent}"),
-        user_name: agent.to_string(),
-        imports: permissions::agent_imports(agent),
-        account_limits: limits::agent_account(),
-        permissions: agent_permissions(agent),
-    }
-}
-
-fn hive_tenant(hive: &HiveName, agents: &[AgentName]) -> Tenant {
-    Tenant {
-        account_name: format!("hive-{hive}"),
-        user_name: format!("hive-{hive}"),
-        imports: permissions::hive_imports(hive, agents),
-        account_limits: limits::hive_account(),
-        permissions: hive_permissions(hive),
-    }
-}
-
-/// The agents whose todo queues `hive`'s account imports now (none when it has no account).
-fn hive_agents(from: &Path, hive: &HiveName) -> Result<Vec<AgentName>, CredsError> {
-    let path = from.join(files::ACCOUNTS_DIR).join(format!("hive-{hive}.jwt"));
-    let token = match fs::read_to_string(&path) {
-        Ok(token) => token,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(CredsError::io("read", &path)(e)),
-    };
-    let claims = jwt::verified_claims(token.trim())?;
-    let imports = claims["nats"]["imports"].as_array().cloned().unwrap_or_default();
-    let queues = imports.iter().filter_map(|import| import["subject"].as_str()?.strip_prefix("todo."));
-    queues
-        .map(|name| {
-            AgentName::parse(name).map_err(|_| {
-                CredsError::BadJwt(format!("{} imports the todo queue of {name:?}, not an agent name", path.display()))
-            })
-        })
-        .collect()
 }
 
 /// Mints `hive`'s credential into `out` (0600, replacing an older one), valid for `ttl`. The hive
@@ -464,6 +348,7 @@ pub struct Revocation {
 pub fn revoke_agent(from: &Path, agent: &AgentName) -> Result<Revocation, CredsError> {
     check_layout(from)?;
     let _lock = lock_accounts(from)?;
+    fragment::upgrade(from)?;
     let tenant = agent_tenant(agent);
     let jwt_path = from.join(files::ACCOUNTS_DIR).join(format!("{}.jwt", tenant.account_name));
     if let Some(revoked_before) = revoked_before(&jwt_path)? {
@@ -503,20 +388,12 @@ fn validity_for(ttl: Duration) -> Result<Validity, CredsError> {
     Ok(Validity { issued_at, expires_at: Some(expires_at.ok_or(CredsError::TtlTooLong)?) })
 }
 
-/// An agent or a hive: its own account importing `imports` from the swarm account, and one user.
-struct Tenant {
-    account_name: String,
-    user_name: String,
-    imports: Vec<String>,
-    account_limits: jwt::AccountLimits,
-    permissions: Permissions,
-}
-
 /// Makes or updates each tenant's account, rewrites the fragment once if any account changed,
 /// and writes each tenant's user credential.
 fn mint_all(from: &Path, tenants: Vec<(Tenant, PathBuf)>, at: Validity) -> Result<Minted, CredsError> {
     check_layout(from)?;
     let _lock = lock_accounts(from)?;
+    fragment::upgrade(from)?;
     // Checked for all before anything is written, so a refused batch changes nothing.
     for (tenant, _) in &tenants {
         refuse_revoked(from, tenant)?;
@@ -549,104 +426,6 @@ fn lock_accounts(from: &Path) -> Result<fs::File, CredsError> {
     Ok(lock)
 }
 
-/// The operator key (signs tenant accounts), the swarm account's and the no-JetStream account's
-/// public keys (tenants import from them).
-struct SigningKeys {
-    operator: KeyPair,
-    swarm: String,
-    no_jetstream: String,
-}
-
-fn signing_keys(from: &Path) -> Result<SigningKeys, CredsError> {
-    Ok(SigningKeys {
-        operator: read_seed(&from.join(files::OPERATOR_SEED), KeyPairType::Operator, "operator")?,
-        swarm: read_seed(&from.join(files::SWARM_SEED), KeyPairType::Account, "account")?.public_key(),
-        no_jetstream: account_key_of(&from.join(files::NO_JETSTREAM_JWT))?,
-    })
-}
-
-impl Tenant {
-    /// The tenant's account key (made on first use), and its account JWT when it was written:
-    /// left alone when it already grants the same, else (re)written.
-    fn write_account(
-        &self,
-        from: &Path,
-        keys: &SigningKeys,
-        revoked_before: Option<u64>,
-    ) -> Result<(KeyPair, Option<AccountJwt>), CredsError> {
-        let accounts = from.join(files::ACCOUNTS_DIR);
-        let seed_path = accounts.join(format!("{}.seed", self.account_name));
-        let account = match fs::read_to_string(&seed_path) {
-            Ok(_) => read_seed(&seed_path, KeyPairType::Account, "account")?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let fresh = KeyPair::new_account();
-                creds::create_new(&seed_path, &format!("{}\n", seed(&fresh)?), true)?;
-                fresh
-            }
-            Err(e) => return Err(CredsError::io("read", &seed_path)(e)),
-        };
-        let own = |subject: &String| ServiceImport { account: keys.swarm.clone(), subject: subject.clone() };
-        let spec = AccountSpec {
-            jetstream: None,
-            limits: self.account_limits,
-            exports: Vec::new(),
-            imports: std::iter::once(ServiceImport {
-                account: keys.no_jetstream.clone(),
-                subject: permissions::JS_INFO.to_owned(),
-            })
-            .chain(self.imports.iter().map(own))
-            .collect(),
-            revoked_before,
-        };
-        let jwt_path = accounts.join(format!("{}.jwt", self.account_name));
-        let existing = fs::read_to_string(&jwt_path).ok().and_then(|t| jwt::verified_claims(t.trim()).ok());
-        let issued_at = later_than(existing.as_ref().and_then(|c| c["iat"].as_u64()));
-        let at = Validity { issued_at, expires_at: None };
-        let account_jwt = jwt::account_jwt(&keys.operator, &account.public_key(), &self.account_name, &spec, at)?;
-        if existing.is_some_and(|before| same_grants(&before, &account_jwt)) {
-            return Ok((account, None));
-        }
-        creds::replace_file(&jwt_path, &format!("{account_jwt}\n"), false)?;
-        Ok((account, Some(AccountJwt::from_token(&account_jwt)?)))
-    }
-
-    /// The tenant's account JWT as written.
-    fn current_jwt(&self, from: &Path) -> Result<AccountJwt, CredsError> {
-        let path = from.join(files::ACCOUNTS_DIR).join(format!("{}.jwt", self.account_name));
-        AccountJwt::from_token(&fs::read_to_string(&path).map_err(CredsError::io("read", &path))?)
-    }
-
-    /// A user credential in this tenant's account, limited to the tenant's own subjects.
-    fn user_creds(&self, account: &KeyPair, at: Validity) -> Result<SecretCreds, CredsError> {
-        let user = KeyPair::new_user();
-        let user_jwt = jwt::user_jwt(account, &user.public_key(), &self.user_name, Some(&self.permissions), at)?;
-        Ok(SecretCreds(creds::format_creds(&user_jwt, &seed(&user)?)))
-    }
-}
-
-/// An issue time after `previous`, the issue time of the JWT being replaced. nats-server's
-/// resolver keeps the newer of two JWTs of one account by issue time (seconds) and replaces an
-/// equal one, so a stale fragment preloaded at a restart could put back a JWT written in the
-/// same second as its successor; a strictly later time rules that out.
-fn later_than(previous: Option<u64>) -> u64 {
-    let now = unix_now();
-    previous.map_or(now, |previous| now.max(previous + 1))
-}
-
-/// Whether the account JWT `wanted` grants what the existing claims `before` grant (same key,
-/// name and claims, so re-minting a user credential leaves the server's configuration alone).
-fn same_grants(before: &serde_json::Value, wanted: &str) -> bool {
-    let Ok(after) = jwt::verified_claims(wanted) else { return false };
-    let grants = |c: &serde_json::Value| (c["iss"].clone(), c["sub"].clone(), c["name"].clone(), c["nats"].clone());
-    grants(before) == grants(&after)
-}
-
-/// The public key of the account whose JWT is at `path`.
-fn account_key_of(path: &Path) -> Result<String, CredsError> {
-    let token = fs::read_to_string(path).map_err(CredsError::io("read", path))?;
-    Ok(AccountJwt::from_token(&token)?.account)
-}
-
 /// Refuses a directory that is not an [`init`] directory of this layout, saying what to do.
 fn check_layout(from: &Path) -> Result<(), CredsError> {
     if from.join(files::LEGACY_ACCOUNT_SEED).exists() && !from.join(files::SWARM_SEED).exists() {
@@ -659,7 +438,7 @@ fn check_layout(from: &Path) -> Result<(), CredsError> {
     Ok(())
 }
 
-fn read_seed(path: &Path, kind: KeyPairType, expected: &'static str) -> Result<KeyPair, CredsError> {
+pub(crate) fn read_seed(path: &Path, kind: KeyPairType, expected: &'static str) -> Result<KeyPair, CredsError> {
     let text = fs::read_to_string(path).map_err(CredsError::io("read", path))?;
     let bad = || CredsError::BadSeed { path: path.to_path_buf(), expected };
     let key = KeyPair::from_seed(text.trim()).map_err(|_| bad())?;
@@ -669,10 +448,10 @@ fn read_seed(path: &Path, kind: KeyPairType, expected: &'static str) -> Result<K
     Ok(key)
 }
 
-fn seed(key: &KeyPair) -> Result<String, CredsError> {
+pub(crate) fn seed(key: &KeyPair) -> Result<String, CredsError> {
     key.seed().map_err(|e| CredsError::Key(e.to_string()))
 }
 
-fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }

@@ -202,17 +202,20 @@ fn init_records_the_resolver_directory_and_refuses_one_the_config_cannot_hold() 
 }
 
 #[test]
-fn a_fragment_of_the_memory_resolver_is_rewritten_for_the_full_one_on_the_next_mint() {
+fn a_directory_of_the_memory_resolver_is_upgraded_to_the_full_one_by_the_next_mint() {
     let dir = tempfile::tempdir().unwrap();
     let summary = init(dir.path()).unwrap();
     mint_agent_creds(dir.path(), &agent("a"), Duration::from_secs(60), &dir.path().join("a.creds")).unwrap();
     // What an older `init` left: no resolver-dir, a memory-resolver fragment.
     fs::remove_file(dir.path().join(files::RESOLVER_DIR)).unwrap();
     fs::write(&summary.server_conf, "resolver: MEMORY\nresolver_preload: {}\n").unwrap();
-    mint_agent_creds(dir.path(), &agent("b"), Duration::from_secs(60), &dir.path().join("b.creds")).unwrap();
+    // Even a mint that changes no account (a rotation) upgrades it.
+    let minted = mint_agent_creds(dir.path(), &agent("a"), Duration::from_secs(60), &dir.path().join("a.creds"));
+    assert!(!minted.unwrap().changed_accounts());
     let conf = fs::read_to_string(&summary.server_conf).unwrap();
     assert!(conf.contains(&format!("dir: \"{DEFAULT_RESOLVER_DIR}\"")) && !conf.contains("MEMORY"), "{conf}");
-    assert!(conf.contains("# agent-a") && conf.contains("# agent-b"), "every account preloaded: {conf}");
+    assert!(conf.contains("# agent-a") && conf.contains("# SYS"), "every account preloaded: {conf}");
+    assert_eq!(fs::read_to_string(dir.path().join(files::RESOLVER_DIR)).unwrap().trim(), DEFAULT_RESOLVER_DIR);
 }
 
 #[test]

@@ -1,8 +1,11 @@
 //! `nats-server` in decentralized JWT mode: the operator, the system account and the swarm account
 //! from [`hyperhive_nats_creds::init`], the controller's credential, and agents' and hives'
 //! credentials (each in an account of its own) minted on demand. The server includes the
-//! fragment `init` wrote by path, so a mint that adds an account is followed by a reload. Every
-//! client must present a credential.
+//! fragment `init` wrote by path and runs the full account resolver with its directory in a temp
+//! dir of its own (kept across [`Nats::start_again`]). A mint here that adds an account is followed
+//! by a reload, as an operator using `nats agent-creds` may do; tests of accounts given to the
+//! running server through the system account (what the controller does) use
+//! `swarm_controller::accounts` instead. Every client must present a credential.
 
 use std::path::{Path, PathBuf};
 
