@@ -217,7 +217,7 @@ pub fn mint_many_agent_creds(
 /// its hive's account gaining the agent's todo queue among its imports (made, with that agent
 /// only, if the hive has none yet), and the agent's user credential, valid for `ttl`, returned
 /// in memory. Nothing needs a reload: the server must be given each JWT of
-/// [`NewAgent::changed`] (through the system account) before the credential works. The fragment
+/// [`NewAgent::accounts`] (through the system account) before the credential works. The fragment
 /// is rewritten when an account changed, so a server started with it knows the agent too.
 /// Minting again for the same agent and hive changes no account and only renews the credential.
 ///
