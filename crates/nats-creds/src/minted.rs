@@ -72,7 +72,7 @@ impl std::fmt::Debug for SecretCreds {
     }
 }
 
-/// An agent made while the swarm runs ([`mint_agent_of_hive`]).
+/// An agent made while the swarm runs ([`crate::mint_agent_of_hive`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewAgent {
     /// The agent's user credential.
