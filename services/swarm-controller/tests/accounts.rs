@@ -310,3 +310,22 @@ async fn a_jwt_the_operator_did_not_sign_is_not_sent_and_one_the_server_refuses_
     assert!(text.contains("nats-server refused the account JWT of invalid") && text.contains("validation"), "{text}");
     assert!(!stored(&account.public_key()));
 }
+
+#[tokio::test]
+async fn agents_created_at_once_on_one_hive_all_reach_the_server_and_the_hive() {
+    let (nats, js) = swarm().await;
+    let h1_creds = nats.mint_hive("h1", &[]).await.unwrap();
+    let accounts = Accounts::new(nats.creds_dir().to_path_buf(), nats.url());
+    let names = ["b", "c", "d", "e"];
+    // Each changes the hive's account; the server must end with the last one written.
+    let (h1_name, agents) = (hive("h1"), names.map(agent));
+    let made = futures::future::join_all(agents.iter().map(|a| accounts.create_agent(&h1_name, a, TTL))).await;
+    let (h1, _) = connect_file(&nats, &h1_creds, hive_inbox_prefix(&hive("h1"))).await;
+    let h1_js = jetstream::new(h1);
+    for (name, made) in names.iter().zip(made) {
+        let made = made.unwrap();
+        connect(&nats, made.creds.expose(), agent_inbox_prefix(&agent(name))).await.expect("each agent connects");
+        h1_js.publish(format!("todo.{name}"), "from h1".into()).await.unwrap().await.unwrap();
+        assert_eq!(held(&js, &format!("todo.{name}")).await, 1, "h1 reaches {name}'s queue");
+    }
+}
