@@ -122,8 +122,10 @@ in
         example = "/var/lib/swarm-nats";
         description = ''
           The directory `swarm-controller nats init --out DIR` wrote, with the account signing keys
-          (`SWARM_NATS_DIR`): the controller mints and revokes credentials with them, and rewrites
-          files in it when it revokes a destroyed agent's credential. So it is not handed over with
+          (`SWARM_NATS_DIR`): the controller mints and revokes credentials with them, rewrites
+          files in it when it adds an agent's account or revokes a destroyed agent's credential,
+          and gives each new or changed account to the running nats-server with its `system.creds`
+          (the server runs the full account resolver, so no reload). So it is not handed over with
           `LoadCredential=` but made writable for the unit (`ReadWritePaths=`): it must exist,
           belong to the user `swarm-controller` (mode 0700) and not be in the Nix store. Unset, the
           controller can neither mint nor revoke credentials.

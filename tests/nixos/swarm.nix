@@ -36,7 +36,7 @@ let
         ];
       }
       ''
-        swarm-controller nats init --out "$out"
+        swarm-controller nats init --out "$out" --resolver-dir /var/lib/nats/jwt
         for agent in alpha beta; do
           swarm-controller nats agent-creds "$agent" --from "$out" --out "$out/$agent.creds" --ttl 3650d
         done
@@ -47,8 +47,10 @@ let
         done
       '';
 
-  # `nats init`, `nats agent-creds` and `nats hive-creds` write a fragment (operator, accounts,
-  # memory resolver); the server's own config adds listen and JetStream.
+  # `nats init`, `nats agent-creds` and `nats hive-creds` write a fragment (operator, every
+  # account preloaded, the full resolver keeping the accounts it is given in /var/lib/nats/jwt,
+  # inside the unit's StateDirectory, so they survive a restart; nats-server creates it); the
+  # server's own config adds listen and JetStream.
   nats-conf = pkgs.runCommand "nats.conf" { } ''
     {
       echo 'listen: "0.0.0.0:4222"'
@@ -116,6 +118,8 @@ in
           serviceConfig = {
             ExecStart = "${lib.getExe pkgs.nats-server} -c ${nats-conf}";
             DynamicUser = true;
+            # JetStream's store and the account resolver's directory (/var/lib/nats/jwt), where
+            # the accounts the controller gives the running server are kept.
             StateDirectory = "nats";
           };
         };

@@ -69,6 +69,17 @@ pub enum CredsError {
          a credential again. Use a new agent name"
     )]
     Revoked(String),
+    /// The resolver directory given to `init` cannot stand in the server's config.
+    #[error(
+        "{dir} cannot be the NATS resolver's directory: {why}; give an absolute path on the NATS \
+         host (e.g. /var/lib/nats/jwt)"
+    )]
+    BadResolverDir {
+        /// The path given.
+        dir: PathBuf,
+        /// What is wrong with it.
+        why: &'static str,
+    },
     /// The expiry lies beyond what a JWT can say.
     #[error("the credential lifetime is too long; use a --ttl of at most a few years")]
     TtlTooLong,

@@ -3,24 +3,32 @@
 //!
 //! [`init`] makes the operator, the system account and the **swarm account** (JetStream, every
 //! stream and bucket, exports; its only user is the controller), a `nats-server` config fragment
-//! and the controller's credential. [`mint_agent_creds`] and [`mint_hive_creds`] then give each
-//! agent and each hive an **account of its own** that imports only its own subjects, and a user
-//! credential in it with an expiry. A new tenant account is added to the fragment, which the
-//! server must then load again (`nats-server --signal reload` or a restart). [`revoke_agent`]
-//! revokes every credential of a destroyed agent in its account JWT and the fragment; the
-//! controller then sends that JWT to the running server with the system user ([`system_creds`]).
+//! (the full account resolver, with every account preloaded) and the controller's credential.
+//! [`mint_agent_creds`] and [`mint_hive_creds`] then give each agent and each hive an **account
+//! of its own** that imports only its own subjects, and a user credential in it with an expiry;
+//! [`mint_agent_of_hive`] does it for an agent created while the swarm runs, in memory.
+//! Every account JWT that changed is returned ([`AccountJwt`]): the controller sends each to the
+//! running server as a user of the system account ([`system_creds`]), which needs no reload; the
+//! fragment is rewritten too, so a server started with it knows the account. [`revoke_agent`]
+//! revokes every credential of a destroyed agent in its account JWT, sent the same way.
 //!
 //! # Layout
 //! - [`jwt`]: operator, account and user JWTs (nats-io/jwt v2 encoding) and their verification.
+//! - `fragment`: the `nats-server` config fragment and the resolver's directory.
+//! - `tenant`: an agent's or a hive's account, written only when its grants change, and its users.
+//! - `minted`: what minting returns ([`AccountJwt`], [`Minted`], [`NewAgent`], [`SecretCreds`]).
 //! - [`permissions`]: what each tenant imports and may publish, and the subject names involved.
 //! - [`limits`]: the limits of every account and what the swarm's streams must hold to.
 //! - [`creds`]: the `.creds` format and secret files.
 
 pub mod creds;
 mod error;
+mod fragment;
 pub mod jwt;
 pub mod limits;
+mod minted;
 pub mod permissions;
+mod tenant;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -31,13 +39,16 @@ use nkeys::{KeyPair, KeyPairType};
 
 pub use creds::{SECRET_MODE, read_creds_jwt};
 pub use error::CredsError;
+pub use fragment::DEFAULT_RESOLVER_DIR;
+use jwt::AccountSpec;
 pub use jwt::Validity;
-use jwt::{AccountSpec, ServiceImport};
+pub use minted::{AccountJwt, Minted, NewAgent, SecretCreds};
 pub use permissions::{
     AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, Permissions, agent_durable_name, agent_inbox_prefix,
     agent_permissions, agent_schedule_direct_get_subject, agent_terminal_subject, agent_turn_subject, deploy_subject,
     hive_durable_name, hive_inbox_prefix, hive_permissions, hive_status_subject, hive_wanted_filter,
 };
+use tenant::{Tenant, agent_tenant, hive_agents, hive_tenant, signing_keys};
 
 /// Default lifetime of an agent's or a hive's credential.
 pub const DEFAULT_AGENT_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -60,12 +71,18 @@ pub mod files {
     /// An account with no users and no JetStream: tenants import `$JS.API.INFO` from it (see
     /// [`crate::permissions::JS_INFO`]).
     pub const NO_JETSTREAM_JWT: &str = "no-jetstream.jwt";
-    /// The `nats-server` config fragment to `include`; rewritten when a tenant account is added.
+    /// The `nats-server` config fragment to `include`; rewritten when a tenant account is added
+    /// or changed.
     pub const SERVER_CONF: &str = "nats-server.conf";
+    /// The path of the full resolver's directory on the NATS host, as given to `init` (one line).
+    /// An older `init` (memory resolver) did not write it: the next mint or revocation writes
+    /// [`crate::DEFAULT_RESOLVER_DIR`] and rewrites the fragment for the full resolver. Write
+    /// another absolute path here before, to choose it.
+    pub const RESOLVER_DIR: &str = "resolver-dir";
     /// The controller's own credential (0600), unrestricted inside the swarm account.
     pub const CONTROLLER_CREDS: &str = "controller.creds";
-    /// A user of the system account (0600): the controller sends updated account JWTs (a
-    /// revocation) to the running server with it. An older `init` did not write it;
+    /// A user of the system account (0600): the controller sends new and updated account JWTs
+    /// (an agent created at run time, a revocation) to the running server with it. An older `init` did not write it;
     /// [`crate::system_creds`] makes it from `system.seed` on first need.
     pub const SYSTEM_CREDS: &str = "system.creds";
     /// Tenant accounts: `agent-<name>.seed` (0600) and `.jwt`, `hive-<name>.seed` and `.jwt`.
@@ -89,25 +106,25 @@ pub struct InitSummary {
     pub controller_creds: PathBuf,
 }
 
-/// What minting a tenant's credential did to the server's configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Minted {
-    /// The tenant's account was already in the fragment with these grants: the credential works
-    /// at once.
-    AccountUnchanged,
-    /// The tenant's account was added or its grants changed: the fragment was rewritten and the
-    /// server must load it again before the credential works.
-    AccountWritten,
+/// [`init_with_resolver_dir`] with the resolver's directory at [`DEFAULT_RESOLVER_DIR`].
+///
+/// # Errors
+/// As [`init_with_resolver_dir`].
+pub fn init(out: &Path) -> Result<InitSummary, CredsError> {
+    init_with_resolver_dir(out, Path::new(DEFAULT_RESOLVER_DIR))
 }
 
 /// Writes everything a `nats-server` and the controller need into `out` (created if absent).
-/// The config fragment holds `operator`, `system_account`, `resolver: MEMORY` and
-/// `resolver_preload`; the includer sets `listen` and `jetstream`.
+/// The config fragment holds `operator`, `system_account`, the full account resolver keeping its
+/// JWTs in `resolver_dir` (a path on the NATS host, which nats-server creates if it can) and a
+/// `resolver_preload` of every account; the includer sets `listen` and `jetstream`.
 ///
 /// # Errors
+/// [`CredsError::BadResolverDir`] for a relative `resolver_dir` or one the config cannot quote,
 /// [`CredsError::Exists`] if any of the files exists (nothing is written then), or an I/O error.
-pub fn init(out: &Path) -> Result<InitSummary, CredsError> {
+pub fn init_with_resolver_dir(out: &Path, resolver_dir: &Path) -> Result<InitSummary, CredsError> {
     use files::*;
+    let resolver_dir = fragment::check_resolver_dir(resolver_dir)?;
     fs::create_dir_all(out).map_err(CredsError::io("create directory", out))?;
     let all = [
         OPERATOR_SEED,
@@ -120,6 +137,7 @@ pub fn init(out: &Path) -> Result<InitSummary, CredsError> {
         SERVER_CONF,
         CONTROLLER_CREDS,
         SYSTEM_CREDS,
+        RESOLVER_DIR,
         ACCOUNTS_DIR,
         LEGACY_ACCOUNT_SEED,
     ];
@@ -150,8 +168,9 @@ pub fn init(out: &Path) -> Result<InitSummary, CredsError> {
     creds::create_new(&out.join(SWARM_JWT), &format!("{swarm_jwt}\n"), false)?;
     creds::create_new(&out.join(SYSTEM_JWT), &format!("{system_jwt}\n"), false)?;
     creds::create_new(&out.join(NO_JETSTREAM_JWT), &format!("{no_jetstream_jwt}\n"), false)?;
+    creds::create_new(&out.join(RESOLVER_DIR), &format!("{resolver_dir}\n"), false)?;
     fs::create_dir(out.join(ACCOUNTS_DIR)).map_err(CredsError::io("create directory", &out.join(ACCOUNTS_DIR)))?;
-    write_server_conf(out)?;
+    fragment::write(out)?;
     creds::create_new(&out.join(CONTROLLER_CREDS), &creds::format_creds(&controller_jwt, &seed(&controller)?), true)?;
     write_system_creds(out, &system)?;
     Ok(InitSummary {
@@ -194,19 +213,82 @@ pub fn mint_many_agent_creds(
     mint_all(from, tenants, validity_for(ttl)?)
 }
 
-fn agent_tenant(agent: &AgentName) -> Tenant {
-    Tenant {
-        account_name: format!("agent-{agent}"),
-        user_name: agent.to_string(),
-        imports: permissions::agent_imports(agent),
-        account_limits: limits::agent_account(),
-        permissions: agent_permissions(agent),
+/// Mints `agent`, run by `hive`, while the swarm runs: the agent's account (made on first use),
+/// its hive's account gaining the agent's todo queue among its imports (made, with that agent
+/// only, if the hive has none yet), and the agent's user credential, valid for `ttl`, returned
+/// in memory. Nothing needs a reload: the server must be given each JWT of
+/// [`NewAgent::accounts`] (through the system account) before the credential works. The fragment
+/// is rewritten when an account changed, so a server started with it knows the agent too.
+/// Minting again for the same agent and hive changes no account and only renews the credential.
+///
+/// The hive's user credential needs nothing new: it may publish to `todo.*`, and its account's
+/// imports decide which queues that reaches ([`hive_permissions`]).
+///
+/// # Errors
+/// [`CredsError::Revoked`] for a destroyed agent, a directory not written by [`init`], an I/O
+/// error, or a `ttl` beyond what a JWT holds.
+pub fn mint_agent_of_hive(
+    from: &Path,
+    hive: &HiveName,
+    agent: &AgentName,
+    ttl: Duration,
+) -> Result<NewAgent, CredsError> {
+    let at = validity_for(ttl)?;
+    check_layout(from)?;
+    let _lock = lock_accounts(from)?;
+    fragment::upgrade(from)?;
+    let agent_tenant = agent_tenant(agent);
+    refuse_revoked(from, &agent_tenant)?;
+    let mut agents = hive_agents(from, hive)?;
+    if !agents.contains(agent) {
+        agents.push(agent.clone());
     }
+    let keys = signing_keys(from)?;
+    let hive_tenant = hive_tenant(hive, &agents);
+    let mut changed = Vec::new();
+    let (account, written) = agent_tenant.write_account(from, &keys, None)?;
+    changed.extend(written);
+    let (_, written) = hive_tenant.write_account(from, &keys, None)?;
+    changed.extend(written);
+    if !changed.is_empty() {
+        fragment::write(from)?;
+    }
+    let accounts =
+        [&agent_tenant, &hive_tenant].iter().map(|tenant| tenant.current_jwt(from)).collect::<Result<Vec<_>, _>>()?;
+    let creds = agent_tenant.user_creds(&account, at)?;
+    Ok(NewAgent { creds, expires_at: at.expires_at.unwrap_or_default(), accounts, changed })
+}
+
+/// Every account JWT the directory holds (system, swarm, no-jetstream, every tenant): what the
+/// fragment preloads, and what a server that lost its resolver directory must be given again.
+///
+/// # Errors
+/// A directory not written by [`init`], or an I/O error.
+pub fn all_account_jwts(from: &Path) -> Result<Vec<AccountJwt>, CredsError> {
+    check_layout(from)?;
+    fragment::all_accounts(from)
+}
+
+/// The public key of the operator that signs every account of the directory: the only signer
+/// whose account JWTs may be given to the server.
+///
+/// # Errors
+/// A directory not written by [`init`], or an I/O error.
+pub fn operator_public_key(from: &Path) -> Result<String, CredsError> {
+    check_layout(from)?;
+    let path = from.join(files::OPERATOR_JWT);
+    let token = fs::read_to_string(&path).map_err(CredsError::io("read", &path))?;
+    let claims = jwt::verified_claims(token.trim())?;
+    claims["sub"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| CredsError::BadJwt(format!("{} names no operator", path.display())))
 }
 
 /// Mints `hive`'s credential into `out` (0600, replacing an older one), valid for `ttl`. The hive
 /// may publish to the todo queues of `agents` (the agents it runs); minting again with another
-/// list changes its account's grants.
+/// list changes its account's grants, to exactly that list (an agent added by
+/// [`mint_agent_of_hive`] and not named is dropped).
 ///
 /// # Errors
 /// As [`mint_agent_creds`].
@@ -217,14 +299,7 @@ pub fn mint_hive_creds(
     ttl: Duration,
     out: &Path,
 ) -> Result<Minted, CredsError> {
-    let tenant = Tenant {
-        account_name: format!("hive-{hive}"),
-        user_name: format!("hive-{hive}"),
-        imports: permissions::hive_imports(hive, agents),
-        account_limits: limits::hive_account(),
-        permissions: hive_permissions(hive, agents),
-    };
-    mint_all(from, vec![(tenant, out.to_path_buf())], validity_for(ttl)?)
+    mint_all(from, vec![(hive_tenant(hive, agents), out.to_path_buf())], validity_for(ttl)?)
 }
 
 /// `from`'s system-account user credential, made from `system.seed` when an older [`init`]
@@ -254,74 +329,36 @@ fn write_system_creds(dir: &Path, system: &KeyPair) -> Result<(), CredsError> {
 }
 
 /// An agent's revoked account, to be sent to the running server.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Revocation {
-    /// The account's public key (`$SYS.REQ.ACCOUNT.<account>.CLAIMS.UPDATE`).
-    pub account: String,
-    /// The account JWT carrying the revocation (public: it holds no secret).
-    pub jwt: String,
+    /// The account JWT carrying the revocation.
+    pub account: AccountJwt,
     /// Users issued at or before this unix time are refused.
     pub revoked_before: u64,
-    /// A `.creds` text of a one-off user of the account, issued at `revoked_before` (so the
-    /// revocation covers it) and allowed no real subject. Connecting with it makes a server
-    /// running `resolver: MEMORY` load the account, which it must have loaded to apply the
-    /// update. A secret: held in memory only, never written or logged.
-    pub loader_creds: String,
 }
-
-impl std::fmt::Debug for Revocation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Revocation")
-            .field("account", &self.account)
-            .field("revoked_before", &self.revoked_before)
-            .field("loader_creds", &"<redacted>")
-            .finish_non_exhaustive()
-    }
-}
-
-/// The subject the loader user may use: nothing listens or answers there.
-const LOADER_SUBJECT: &str = "_hyperhive_revocation_loader";
 
 /// Revokes every credential ever minted for `agent`: its account JWT gets `revocations:
-/// {"*": now}` and the server's fragment is rewritten (so a restarted or reloaded server refuses
-/// them too). Revoking again keeps the first revocation and writes nothing. An agent that never
-/// had an account gets one, revoked, so no credential can be minted for the name later. The
-/// running server learns of it only when the returned JWT is sent to it.
+/// {"*": now}` and the server's fragment is rewritten (so a server started with it refuses them
+/// too). Revoking again keeps the first revocation and writes nothing. An agent that never had
+/// an account gets one, revoked, so no credential can be minted for the name later. The running
+/// server learns of it only when the returned JWT is sent to it.
 ///
 /// # Errors
 /// A directory not written by [`init`], or an I/O error.
 pub fn revoke_agent(from: &Path, agent: &AgentName) -> Result<Revocation, CredsError> {
     check_layout(from)?;
     let _lock = lock_accounts(from)?;
+    fragment::upgrade(from)?;
     let tenant = agent_tenant(agent);
-    let accounts = from.join(files::ACCOUNTS_DIR);
-    let jwt_path = accounts.join(format!("{}.jwt", tenant.account_name));
-    let (account, jwt, revoked_before) = match revoked_before(&jwt_path)? {
-        Some(at) => {
-            let seed_path = accounts.join(format!("{}.seed", tenant.account_name));
-            let account = read_seed(&seed_path, KeyPairType::Account, "account")?;
-            let jwt = fs::read_to_string(&jwt_path).map_err(CredsError::io("read", &jwt_path))?.trim().to_owned();
-            (account, jwt, at)
-        }
-        None => {
-            let (operator, swarm, no_jetstream) = signing_keys(from)?;
-            let now = unix_now();
-            let (account, jwt) = tenant.write_account(from, &operator, &swarm, &no_jetstream, Some(now))?;
-            write_server_conf(from)?;
-            (account, jwt, now)
-        }
-    };
-    let loader = KeyPair::new_user();
-    let inert =
-        Permissions { publish_allow: vec![LOADER_SUBJECT.into()], subscribe_allow: vec![LOADER_SUBJECT.into()] };
-    let at = Validity { issued_at: revoked_before, expires_at: None };
-    let loader_jwt = jwt::user_jwt(&account, &loader.public_key(), "revocation-loader", Some(&inert), at)?;
-    Ok(Revocation {
-        account: account.public_key(),
-        jwt,
-        revoked_before,
-        loader_creds: creds::format_creds(&loader_jwt, &seed(&loader)?),
-    })
+    let jwt_path = from.join(files::ACCOUNTS_DIR).join(format!("{}.jwt", tenant.account_name));
+    if let Some(revoked_before) = revoked_before(&jwt_path)? {
+        let token = fs::read_to_string(&jwt_path).map_err(CredsError::io("read", &jwt_path))?;
+        return Ok(Revocation { account: AccountJwt::from_token(&token)?, revoked_before });
+    }
+    let now = unix_now();
+    tenant.write_account(from, &signing_keys(from)?, Some(now))?;
+    fragment::write(from)?;
+    Ok(Revocation { account: tenant.current_jwt(from)?, revoked_before: now })
 }
 
 /// When the account JWT at `path` revokes all its users, if it does (`None` also when absent).
@@ -335,19 +372,20 @@ fn revoked_before(path: &Path) -> Result<Option<u64>, CredsError> {
     Ok(claims["nats"]["revocations"]["*"].as_u64())
 }
 
+/// Refuses a revoked tenant: minting for it again would write its account without the
+/// revocation and lift it silently.
+fn refuse_revoked(from: &Path, tenant: &Tenant) -> Result<(), CredsError> {
+    let path = from.join(files::ACCOUNTS_DIR).join(format!("{}.jwt", tenant.account_name));
+    match revoked_before(&path)? {
+        Some(_) => Err(CredsError::Revoked(tenant.account_name.clone())),
+        None => Ok(()),
+    }
+}
+
 fn validity_for(ttl: Duration) -> Result<Validity, CredsError> {
     let issued_at = unix_now();
     let expires_at = issued_at.checked_add(ttl.as_secs()).filter(|&t| t < i64::MAX as u64);
     Ok(Validity { issued_at, expires_at: Some(expires_at.ok_or(CredsError::TtlTooLong)?) })
-}
-
-/// An agent or a hive: its own account importing `imports` from the swarm account, and one user.
-struct Tenant {
-    account_name: String,
-    user_name: String,
-    imports: Vec<String>,
-    account_limits: jwt::AccountLimits,
-    permissions: Permissions,
 }
 
 /// Makes or updates each tenant's account, rewrites the fragment once if any account changed,
@@ -355,28 +393,20 @@ struct Tenant {
 fn mint_all(from: &Path, tenants: Vec<(Tenant, PathBuf)>, at: Validity) -> Result<Minted, CredsError> {
     check_layout(from)?;
     let _lock = lock_accounts(from)?;
-    let accounts = from.join(files::ACCOUNTS_DIR);
+    fragment::upgrade(from)?;
     // Checked for all before anything is written, so a refused batch changes nothing.
     for (tenant, _) in &tenants {
-        if revoked_before(&accounts.join(format!("{}.jwt", tenant.account_name)))?.is_some() {
-            return Err(CredsError::Revoked(tenant.account_name.clone()));
-        }
+        refuse_revoked(from, tenant)?;
     }
-    let (operator, swarm, no_jetstream) = signing_keys(from)?;
-    let mut minted = Minted::AccountUnchanged;
+    let keys = signing_keys(from)?;
+    let mut minted = Minted::default();
     for (tenant, out) in tenants {
-        let jwt_path = accounts.join(format!("{}.jwt", tenant.account_name));
-        let before = fs::read_to_string(&jwt_path).ok();
-        let (account, written) = tenant.write_account(from, &operator, &swarm, &no_jetstream, None)?;
-        if before.as_deref().map(str::trim) != Some(written.as_str()) {
-            minted = Minted::AccountWritten;
-        }
-        let user = KeyPair::new_user();
-        let user_jwt = jwt::user_jwt(&account, &user.public_key(), &tenant.user_name, Some(&tenant.permissions), at)?;
-        creds::replace_file(&out, &creds::format_creds(&user_jwt, &seed(&user)?), true)?;
+        let (account, written) = tenant.write_account(from, &keys, None)?;
+        minted.changed.extend(written);
+        tenant.user_creds(&account, at)?.write_to(&out)?;
     }
-    if minted == Minted::AccountWritten {
-        write_server_conf(from)?;
+    if minted.changed_accounts() {
+        fragment::write(from)?;
     }
     Ok(minted)
 }
@@ -396,84 +426,6 @@ fn lock_accounts(from: &Path) -> Result<fs::File, CredsError> {
     Ok(lock)
 }
 
-/// The operator key (signs tenant accounts), the swarm account's and the no-JetStream account's
-/// public keys (tenants import from them).
-fn signing_keys(from: &Path) -> Result<(KeyPair, String, String), CredsError> {
-    let operator = read_seed(&from.join(files::OPERATOR_SEED), KeyPairType::Operator, "operator")?;
-    let swarm = read_seed(&from.join(files::SWARM_SEED), KeyPairType::Account, "account")?.public_key();
-    let no_jetstream = account_key_of(&from.join(files::NO_JETSTREAM_JWT))?;
-    Ok((operator, swarm, no_jetstream))
-}
-
-impl Tenant {
-    /// The tenant's account key (made on first use) and its account JWT as it now stands: left
-    /// alone when it already grants the same, else (re)written.
-    fn write_account(
-        &self,
-        from: &Path,
-        operator: &KeyPair,
-        swarm: &str,
-        no_jetstream: &str,
-        revoked_before: Option<u64>,
-    ) -> Result<(KeyPair, String), CredsError> {
-        let accounts = from.join(files::ACCOUNTS_DIR);
-        let seed_path = accounts.join(format!("{}.seed", self.account_name));
-        let account = match fs::read_to_string(&seed_path) {
-            Ok(_) => read_seed(&seed_path, KeyPairType::Account, "account")?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let fresh = KeyPair::new_account();
-                creds::create_new(&seed_path, &format!("{}\n", seed(&fresh)?), true)?;
-                fresh
-            }
-            Err(e) => return Err(CredsError::io("read", &seed_path)(e)),
-        };
-        let own = |subject: &String| ServiceImport { account: swarm.to_owned(), subject: subject.clone() };
-        let spec = AccountSpec {
-            jetstream: None,
-            limits: self.account_limits,
-            exports: Vec::new(),
-            imports: std::iter::once(ServiceImport {
-                account: no_jetstream.to_owned(),
-                subject: permissions::JS_INFO.to_owned(),
-            })
-            .chain(self.imports.iter().map(own))
-            .collect(),
-            revoked_before,
-        };
-        let now = Validity { issued_at: unix_now(), expires_at: None };
-        let account_jwt = jwt::account_jwt(operator, &account.public_key(), &self.account_name, &spec, now)?;
-        let jwt_path = accounts.join(format!("{}.jwt", self.account_name));
-        if let Some(existing) = same_grants(&jwt_path, &account_jwt) {
-            return Ok((account, existing));
-        }
-        creds::replace_file(&jwt_path, &format!("{account_jwt}\n"), false)?;
-        Ok((account, account_jwt))
-    }
-}
-
-/// The account JWT at `path` if it grants what `wanted` grants (same key, name and claims, so
-/// re-minting a user credential leaves the server's configuration alone).
-fn same_grants(path: &Path, wanted: &str) -> Option<String> {
-    let existing = fs::read_to_string(path).ok()?.trim().to_owned();
-    let grants = |token: &str| {
-        jwt::verified_claims(token)
-            .ok()
-            .map(|c| (c["iss"].clone(), c["sub"].clone(), c["name"].clone(), c["nats"].clone()))
-    };
-    let before = grants(&existing);
-    (before.is_some() && before == grants(wanted)).then_some(existing)
-}
-
-/// The public key of the account whose JWT is at `path`.
-fn account_key_of(path: &Path) -> Result<String, CredsError> {
-    let token = fs::read_to_string(path).map_err(CredsError::io("read", path))?;
-    let claims = jwt::verified_claims(token.trim())?;
-    claims["sub"]
-        .as_str()
-        .map(str::to_owned)
-        .ok_or_else(|| CredsError::BadJwt(format!("{} names no account", path.display())))
-}
-
 /// Refuses a directory that is not an [`init`] directory of this layout, saying what to do.
 fn check_layout(from: &Path) -> Result<(), CredsError> {
     if from.join(files::LEGACY_ACCOUNT_SEED).exists() && !from.join(files::SWARM_SEED).exists() {
@@ -486,49 +438,7 @@ fn check_layout(from: &Path) -> Result<(), CredsError> {
     Ok(())
 }
 
-/// Writes the fragment from the operator, system and swarm JWTs and every tenant account JWT in
-/// `accounts/`, in name order, replacing the old one atomically.
-fn write_server_conf(dir: &Path) -> Result<(), CredsError> {
-    use files::*;
-    let read_jwt = |path: &Path| -> Result<String, CredsError> {
-        Ok(fs::read_to_string(path).map_err(CredsError::io("read", path))?.trim().to_owned())
-    };
-    let operator = read_jwt(&dir.join(OPERATOR_JWT))?;
-    let mut accounts =
-        vec![read_jwt(&dir.join(SYSTEM_JWT))?, read_jwt(&dir.join(SWARM_JWT))?, read_jwt(&dir.join(NO_JETSTREAM_JWT))?];
-    let tenants_dir = dir.join(ACCOUNTS_DIR);
-    let mut tenants: Vec<PathBuf> = fs::read_dir(&tenants_dir)
-        .map_err(CredsError::io("read directory", &tenants_dir))?
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "jwt"))
-        .collect();
-    tenants.sort();
-    for path in &tenants {
-        accounts.push(read_jwt(path)?);
-    }
-    let mut preload = String::new();
-    let mut system = String::new();
-    for token in &accounts {
-        let claims = jwt::verified_claims(token)?;
-        let (key, name) = (claims["sub"].as_str().unwrap_or_default(), claims["name"].as_str().unwrap_or_default());
-        if name == "SYS" {
-            system = key.to_owned();
-        }
-        preload.push_str(&format!("  # {name}\n  {key}: {token}\n"));
-    }
-    let conf = format!(
-        "# Written by `swarm-controller nats init` and rewritten by `nats agent-creds` and\n\
-         # `nats hive-creds` when they add an account: decentralized JWT auth for the swarm.\n\
-         # Include it from a config that sets `listen` and `jetstream`.\n\
-         operator: {operator}\n\
-         system_account: {system}\n\
-         resolver: MEMORY\n\
-         resolver_preload: {{\n{preload}}}\n"
-    );
-    creds::replace_file(&dir.join(SERVER_CONF), &conf, false)
-}
-
-fn read_seed(path: &Path, kind: KeyPairType, expected: &'static str) -> Result<KeyPair, CredsError> {
+pub(crate) fn read_seed(path: &Path, kind: KeyPairType, expected: &'static str) -> Result<KeyPair, CredsError> {
     let text = fs::read_to_string(path).map_err(CredsError::io("read", path))?;
     let bad = || CredsError::BadSeed { path: path.to_path_buf(), expected };
     let key = KeyPair::from_seed(text.trim()).map_err(|_| bad())?;
@@ -538,10 +448,10 @@ fn read_seed(path: &Path, kind: KeyPairType, expected: &'static str) -> Result<K
     Ok(key)
 }
 
-fn seed(key: &KeyPair) -> Result<String, CredsError> {
+pub(crate) fn seed(key: &KeyPair) -> Result<String, CredsError> {
     key.seed().map_err(|e| CredsError::Key(e.to_string()))
 }
 
-fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }

@@ -181,12 +181,11 @@ pub fn agent_permissions(agent: &AgentName) -> Permissions {
 /// which nats-server caps at 4 KiB by default, and a hive of a few dozen agents would not fit;
 /// the account's imports, which name each agent, remain the boundary: a todo for any other agent
 /// goes nowhere in the hive's account. It also lets a hive's agent set change without a new user
-/// credential.
-pub fn hive_permissions(hive: &HiveName, agents: &[AgentName]) -> Permissions {
+/// credential, which is why a hive with no agent yet gets it too: an agent added while the swarm
+/// runs changes only the hive's account.
+pub fn hive_permissions(hive: &HiveName) -> Permissions {
     let mut grants = hive_imports(hive, &[]);
-    if !agents.is_empty() {
-        grants.push("todo.*".to_owned());
-    }
+    grants.push("todo.*".to_owned());
     tenant_permissions(grants, hive_inbox_prefix(hive))
 }
 
@@ -238,7 +237,7 @@ mod tests {
 
     #[test]
     fn the_hive_grant_is_exactly_this() {
-        let p = hive_permissions(&HiveName::parse("h").unwrap(), &[agent("a")]);
+        let p = hive_permissions(&HiveName::parse("h").unwrap());
         assert_eq!(
             p.publish_allow,
             [

@@ -5,7 +5,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use hyperhive_nats_creds::{
-    AgentName, HiveName, Minted, files, init, jwt, mint_agent_creds, mint_hive_creds, read_creds_jwt,
+    AgentName, DEFAULT_RESOLVER_DIR, HiveName, files, init, init_with_resolver_dir, jwt, mint_agent_creds,
+    mint_agent_of_hive, mint_hive_creds, read_creds_jwt,
 };
 
 fn mode(path: &std::path::Path) -> u32 {
@@ -27,7 +28,8 @@ fn init_writes_secrets_0600_and_a_fragment_without_listen_or_jetstream() {
         assert_eq!(mode(&out.join(secret)), 0o600, "{secret}");
     }
     let conf = fs::read_to_string(&summary.server_conf).unwrap();
-    assert!(conf.contains("resolver: MEMORY"));
+    assert!(conf.contains("type: full") && conf.contains(&format!("dir: \"{DEFAULT_RESOLVER_DIR}\"")), "{conf}");
+    assert!(conf.contains("allow_delete: false") && !conf.contains("MEMORY"), "{conf}");
     assert!(conf.contains(&format!("system_account: {}", summary.system_account)));
     assert!(conf.contains(&format!("{}: ey", summary.swarm_account)));
     let settings: Vec<&str> = conf.lines().filter(|l| !l.trim_start().starts_with('#')).collect();
@@ -64,7 +66,7 @@ fn each_agent_gets_an_account_of_its_own_added_to_the_fragment_once() {
     let summary = init(dir.path()).unwrap();
     let out = dir.path().join("a.creds");
     let minted = mint_agent_creds(dir.path(), &agent("a"), Duration::from_secs(3600), &out).unwrap();
-    assert_eq!(minted, Minted::AccountWritten);
+    assert_eq!(minted.changed.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(), ["agent-a"]);
     assert_eq!(mode(&out), 0o600);
     assert_eq!(mode(&dir.path().join("accounts/agent-a.seed")), 0o600);
 
@@ -79,13 +81,15 @@ fn each_agent_gets_an_account_of_its_own_added_to_the_fragment_once() {
     let imports: Vec<&str> =
         account["nats"]["imports"].as_array().unwrap().iter().map(|i| i["subject"].as_str().unwrap()).collect();
     assert!(imports.contains(&"todo.a") && !imports.iter().any(|s| s.contains(".b")), "{imports:?}");
+    assert_eq!(minted.changed[0].jwt, account_jwt.trim(), "the changed JWT is the one written");
+    assert_eq!(minted.changed[0].account, account["sub"]);
     let conf = fs::read_to_string(&summary.server_conf).unwrap();
     assert!(conf.contains(account_jwt.trim()), "the fragment preloads a's account");
 
     // Minting again rotates the user credential but leaves the account and the fragment alone.
     let conf_before = fs::read_to_string(&summary.server_conf).unwrap();
     let minted = mint_agent_creds(dir.path(), &agent("a"), Duration::from_secs(60), &out).unwrap();
-    assert_eq!(minted, Minted::AccountUnchanged);
+    assert!(!minted.changed_accounts(), "{minted:?}");
     assert_ne!(read_creds_jwt(&out).unwrap(), user.to_string());
     assert_eq!(fs::read_to_string(&summary.server_conf).unwrap(), conf_before);
     let again = jwt::verified_claims(&read_creds_jwt(&out).unwrap()).unwrap();
@@ -113,21 +117,12 @@ fn a_hive_account_follows_its_agent_list() {
             .map(|i| i["subject"].as_str().unwrap().to_owned())
             .collect::<Vec<_>>()
     };
-    assert_eq!(
-        mint_hive_creds(dir.path(), &hive, &[agent("a")], Duration::from_secs(60), &out).unwrap(),
-        Minted::AccountWritten
-    );
+    let mint = |agents: &[AgentName]| mint_hive_creds(dir.path(), &hive, agents, Duration::from_secs(60), &out);
+    assert!(mint(&[agent("a")]).unwrap().changed_accounts());
     assert!(imports().contains(&"todo.a".to_owned()));
     assert!(imports().contains(&"$KV.hive-status.h1".to_owned()));
-    assert_eq!(
-        mint_hive_creds(dir.path(), &hive, &[agent("a")], Duration::from_secs(60), &out).unwrap(),
-        Minted::AccountUnchanged
-    );
-    assert_eq!(
-        mint_hive_creds(dir.path(), &hive, &[agent("a"), agent("b")], Duration::from_secs(60), &out).unwrap(),
-        Minted::AccountWritten,
-        "a new agent changes the hive's grants"
-    );
+    assert!(!mint(&[agent("a")]).unwrap().changed_accounts());
+    assert!(mint(&[agent("a"), agent("b")]).unwrap().changed_accounts(), "a new agent changes the hive's grants");
     assert!(imports().contains(&"todo.b".to_owned()));
     let user = jwt::verified_claims(&read_creds_jwt(&out).unwrap()).unwrap();
     assert_eq!(user["nats"]["sub"]["allow"], serde_json::json!(["_INBOX_hive-h1.>"]));
@@ -171,16 +166,101 @@ fn a_revocation_is_written_into_the_account_and_the_fragment_and_kept() {
     let creds = dir.path().join("a.creds");
     mint_agent_creds(dir.path(), &agent("a"), Duration::from_secs(3600), &creds).unwrap();
     let first = hyperhive_nats_creds::revoke_agent(dir.path(), &agent("a")).unwrap();
-    let claims = jwt::verified_claims(&first.jwt).unwrap();
+    let claims = jwt::verified_claims(&first.account.jwt).unwrap();
     assert_eq!(claims["nats"]["revocations"]["*"], first.revoked_before);
-    assert_eq!(claims["sub"], first.account);
+    assert_eq!(claims["sub"], first.account.account);
+    assert_eq!(first.account.name, "agent-a");
     let conf = fs::read_to_string(dir.path().join(files::SERVER_CONF)).unwrap();
-    assert!(conf.contains(&format!("{}: {}", first.account, first.jwt)), "the fragment carries the revoked JWT");
-    assert!(!format!("{first:?}").contains("NKEY"), "the loader credential is not shown");
+    let preloaded = format!("{}: {}", first.account.account, first.account.jwt);
+    assert!(conf.contains(&preloaded), "the fragment carries the revoked JWT");
     let again = hyperhive_nats_creds::revoke_agent(dir.path(), &agent("a")).unwrap();
-    assert_eq!((again.jwt, again.revoked_before), (first.jwt, first.revoked_before), "revoking again keeps the first");
+    assert_eq!(again, first, "revoking again keeps the first");
     // An agent that never had an account gets a revoked one, so its name can never be minted.
     hyperhive_nats_creds::revoke_agent(dir.path(), &agent("never")).unwrap();
     let err = mint_agent_creds(dir.path(), &agent("never"), Duration::from_secs(3600), &creds).unwrap_err();
     assert!(err.to_string().contains("revoked"), "{err}");
+}
+
+#[test]
+fn init_records_the_resolver_directory_and_refuses_one_the_config_cannot_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("nats");
+    let summary = init_with_resolver_dir(&out, std::path::Path::new("/srv/nats state/jwt")).unwrap();
+    let conf = fs::read_to_string(&summary.server_conf).unwrap();
+    assert!(conf.contains("dir: \"/srv/nats state/jwt\""), "{conf}");
+    assert_eq!(fs::read_to_string(out.join(files::RESOLVER_DIR)).unwrap().trim(), "/srv/nats state/jwt");
+    // Kept when the fragment is rewritten.
+    mint_agent_creds(&out, &agent("a"), Duration::from_secs(60), &out.join("a.creds")).unwrap();
+    assert!(fs::read_to_string(&summary.server_conf).unwrap().contains("dir: \"/srv/nats state/jwt\""));
+
+    for (bad, why) in [("jwt", "not absolute"), ("/a\"b", "quote"), ("/a\nb", "control"), ("/$HOME", "'$'")] {
+        let fresh = dir.path().join("refused");
+        let err = init_with_resolver_dir(&fresh, std::path::Path::new(bad)).unwrap_err().to_string();
+        assert!(err.contains(why) && err.contains("absolute path on the NATS host"), "{bad}: {err}");
+        assert!(!fresh.exists(), "nothing written for {bad:?}");
+    }
+}
+
+#[test]
+fn a_directory_of_the_memory_resolver_is_upgraded_to_the_full_one_by_the_next_mint() {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = init(dir.path()).unwrap();
+    mint_agent_creds(dir.path(), &agent("a"), Duration::from_secs(60), &dir.path().join("a.creds")).unwrap();
+    // What an older `init` left: no resolver-dir, a memory-resolver fragment.
+    fs::remove_file(dir.path().join(files::RESOLVER_DIR)).unwrap();
+    fs::write(&summary.server_conf, "resolver: MEMORY\nresolver_preload: {}\n").unwrap();
+    // Even a mint that changes no account (a rotation) upgrades it.
+    let minted = mint_agent_creds(dir.path(), &agent("a"), Duration::from_secs(60), &dir.path().join("a.creds"));
+    assert!(!minted.unwrap().changed_accounts());
+    let conf = fs::read_to_string(&summary.server_conf).unwrap();
+    assert!(conf.contains(&format!("dir: \"{DEFAULT_RESOLVER_DIR}\"")) && !conf.contains("MEMORY"), "{conf}");
+    assert!(conf.contains("# agent-a") && conf.contains("# SYS"), "every account preloaded: {conf}");
+    assert_eq!(fs::read_to_string(dir.path().join(files::RESOLVER_DIR)).unwrap().trim(), DEFAULT_RESOLVER_DIR);
+}
+
+#[test]
+fn an_agent_made_at_run_time_changes_its_own_and_its_hives_account_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = init(dir.path()).unwrap();
+    let hive = HiveName::parse("h1").unwrap();
+    mint_hive_creds(dir.path(), &hive, &[agent("a")], Duration::from_secs(60), &dir.path().join("h1.creds")).unwrap();
+    let hive_jwt = || fs::read_to_string(dir.path().join("accounts/hive-h1.jwt")).unwrap().trim().to_owned();
+    let before = hive_jwt();
+
+    let new = mint_agent_of_hive(dir.path(), &hive, &agent("b"), Duration::from_secs(3600)).unwrap();
+    let names: Vec<&str> = new.changed.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["agent-b", "hive-h1"]);
+    assert_eq!(new.changed[1].jwt, hive_jwt(), "the hive's new JWT is returned and written");
+    let claims = jwt::verified_claims(&hive_jwt()).unwrap();
+    let imports: Vec<&str> =
+        claims["nats"]["imports"].as_array().unwrap().iter().map(|i| i["subject"].as_str().unwrap()).collect();
+    assert!(imports.contains(&"todo.a") && imports.contains(&"todo.b"), "a is kept, b added: {imports:?}");
+    let iat = |token: &str| jwt::verified_claims(token).unwrap()["iat"].as_u64().unwrap();
+    assert!(iat(&hive_jwt()) > iat(&before), "a replacing JWT is strictly newer");
+    let conf = fs::read_to_string(&summary.server_conf).unwrap();
+    assert!(conf.contains(&new.changed[0].jwt) && conf.contains(&hive_jwt()), "both preloaded");
+
+    // The credential is in memory only, shown nowhere, and is a user of b's own account.
+    assert!(!dir.path().join("agent-b.creds").exists());
+    let seed = new.creds.expose().lines().find(|l| l.starts_with("SU")).expect("a user seed").to_owned();
+    assert!(!format!("{new:?}").contains(&seed), "the seed is not shown");
+    let creds = dir.path().join("b.creds");
+    new.creds.write_to(&creds).unwrap();
+    assert_eq!(mode(&creds), 0o600);
+    let user = jwt::verified_claims(&read_creds_jwt(&creds).unwrap()).unwrap();
+    assert_eq!(user["iss"], new.changed[0].account);
+    assert_eq!(user["exp"].as_u64(), Some(new.expires_at));
+
+    // Again: a new credential, no account changed.
+    let again = mint_agent_of_hive(dir.path(), &hive, &agent("b"), Duration::from_secs(3600)).unwrap();
+    assert!(again.changed.is_empty(), "{again:?}");
+    assert_ne!(again.creds, new.creds);
+
+    // A hive without an account gets one naming the agent; a revoked agent is refused.
+    let other = HiveName::parse("h2").unwrap();
+    let made = mint_agent_of_hive(dir.path(), &other, &agent("c"), Duration::from_secs(60)).unwrap();
+    assert_eq!(made.changed.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(), ["agent-c", "hive-h2"]);
+    hyperhive_nats_creds::revoke_agent(dir.path(), &agent("c")).unwrap();
+    let err = mint_agent_of_hive(dir.path(), &other, &agent("c"), Duration::from_secs(60)).unwrap_err().to_string();
+    assert!(err.contains("revoked"), "{err}");
 }

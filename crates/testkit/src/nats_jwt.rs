@@ -1,8 +1,11 @@
 //! `nats-server` in decentralized JWT mode: the operator, the system account and the swarm account
 //! from [`hyperhive_nats_creds::init`], the controller's credential, and agents' and hives'
 //! credentials (each in an account of its own) minted on demand. The server includes the
-//! fragment `init` wrote by path, so a mint that adds an account is followed by a reload. Every
-//! client must present a credential.
+//! fragment `init` wrote by path and runs the full account resolver with its directory in a temp
+//! dir of its own (kept across [`Nats::start_again`]). A mint here that adds an account is followed
+//! by a reload, as an operator using `nats agent-creds` may do; tests of accounts given to the
+//! running server through the system account (what the controller does) use
+//! `swarm_controller::accounts` instead. Every client must present a credential.
 
 use std::path::{Path, PathBuf};
 
@@ -15,9 +18,11 @@ use crate::nats::Nats;
 /// A running JWT-mode `nats-server` and the directory `nats init` wrote for it.
 #[derive(Debug)]
 pub struct NatsJwt {
-    // Field order is drop order: the server is stopped before the credentials are removed.
+    // Field order is drop order: the server is stopped before its directories are removed.
     nats: Nats,
     creds: TempDir,
+    /// The full resolver's directory: the server's own, kept across a restart.
+    resolver: TempDir,
 }
 
 impl NatsJwt {
@@ -39,14 +44,18 @@ impl NatsJwt {
             .prefix("hyperhive-nats-creds-")
             .tempdir()
             .context("creating the credentials temp dir")?;
-        let summary = hyperhive_nats_creds::init(creds.path())?;
+        let resolver = tempfile::Builder::new()
+            .prefix("hyperhive-nats-resolver-")
+            .tempdir()
+            .context("creating the resolver temp dir")?;
+        let summary = hyperhive_nats_creds::init_with_resolver_dir(creds.path(), resolver.path())?;
         // nats-server resolves `include` relative to the including file, which lies in the
         // server's own temp dir beside this one.
         let conf_name = summary.server_conf.file_name().context("the fragment has a file name")?;
         let creds_name = creds.path().file_name().context("the temp dir has a name")?;
         let include = Path::new("..").join(creds_name).join(conf_name);
         let nats = Nats::start_with_config(&format!("include \"{}\"\n{extra}", include.display())).await?;
-        Ok(Self { nats, creds })
+        Ok(Self { nats, creds, resolver })
     }
 
     /// `nats://127.0.0.1:PORT`.
@@ -62,6 +71,11 @@ impl NatsJwt {
     /// The directory `init` wrote (what `nats agent-creds --from` takes).
     pub fn creds_dir(&self) -> &Path {
         self.creds.path()
+    }
+
+    /// The full resolver's directory, where the server keeps every account JWT it was given.
+    pub fn resolver_dir(&self) -> &Path {
+        self.resolver.path()
     }
 
     /// The controller's credential: everything inside the swarm account.
@@ -131,10 +145,7 @@ impl NatsJwt {
     }
 
     async fn load(&self, minted: Minted) -> anyhow::Result<()> {
-        match minted {
-            Minted::AccountUnchanged => Ok(()),
-            Minted::AccountWritten => self.nats.reload().await,
-        }
+        if minted.changed_accounts() { self.nats.reload().await } else { Ok(()) }
     }
 
     fn creds_path(&self, name: &str) -> PathBuf {

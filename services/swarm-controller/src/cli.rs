@@ -63,17 +63,35 @@ pub fn write_secrets_key(out: &std::path::Path) -> Result<(), String> {
 /// `swarm-controller nats ...`.
 #[derive(Debug, Subcommand)]
 pub enum NatsCommand {
-    /// Write the operator, system and swarm account keys and JWTs, a nats-server config fragment,
-    /// controller.creds, system.creds (a system-account user, to revoke destroyed agents) and an
-    /// empty accounts/ directory into DIR (secrets 0600); refuses to overwrite. Keep DIR offline: its operator.seed signs every agent's and hive's account.
+    /// Write the operator, system and swarm account keys and JWTs, a nats-server config fragment
+    /// (the full account resolver, keeping its JWTs in --resolver-dir, with every account
+    /// preloaded), controller.creds, system.creds (a system-account user, to give the running
+    /// server new and revoked accounts) and an empty accounts/ directory into DIR (secrets 0600);
+    /// refuses to overwrite. Keep DIR offline: its operator.seed signs every agent's and hive's
+    /// account.
     Init {
         /// Directory to write into (created if absent; must not already hold these files).
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
+        /// Where nats-server keeps the account JWTs it is given, on the NATS host: an absolute
+        /// path it may create and write (kept across restarts).
+        #[arg(long, value_name = "PATH", default_value = hyperhive_nats_creds::DEFAULT_RESOLVER_DIR)]
+        resolver_dir: PathBuf,
+    },
+    /// Give the running nats-server every account in DIR, as DIR's system user (what a server
+    /// needs after `agent-creds` or `hive-creds` changed an account, instead of a reload).
+    PushAccounts {
+        /// The directory `nats init` wrote.
+        #[arg(long, value_name = "DIR")]
+        from: PathBuf,
+        /// The NATS server, e.g. nats://127.0.0.1:4222.
+        #[arg(long, value_name = "URL")]
+        url: String,
     },
     /// Mint AGENT's credential, in an account of its own that reaches only its own todo queue,
     /// inbox, terminal and turn subjects and the direct get of its own agent-schedules key. A new
-    /// agent's account is added to DIR's nats-server.conf, which nats-server must then reload.
+    /// agent's account is added to DIR's nats-server.conf; the running server must be given it
+    /// (`nats push-accounts`, a reload or a restart).
     AgentCreds {
         /// The agent's name (^[a-z][a-z0-9-]{0,31}$).
         agent: AgentName,
@@ -90,8 +108,8 @@ pub enum NatsCommand {
     /// Mint HIVE's credential (for its hive-c0re), in an account of its own that reaches only its
     /// own hive-status key, its own agents' agent-wanted keys (read and watched through its own
     /// consumer), its own deploy queue, and the todo queues of the agents named with --agent.
-    /// A new or changed account is written to DIR's nats-server.conf, which nats-server must then
-    /// reload.
+    /// A new or changed account is written to DIR's nats-server.conf; the running server must be
+    /// given it (`nats push-accounts`, a reload or a restart).
     HiveCreds {
         /// The hive's name (^[a-z][a-z0-9-]{0,31}$).
         hive: HiveName,
@@ -117,17 +135,28 @@ impl NatsCommand {
     /// The credential library's error, as one line.
     pub fn run(self) -> Result<(), String> {
         match self {
-            Self::Init { out } => {
-                let summary = hyperhive_nats_creds::init(&out).map_err(|e| e.to_string())?;
+            Self::Init { out, resolver_dir } => {
+                let summary =
+                    hyperhive_nats_creds::init_with_resolver_dir(&out, &resolver_dir).map_err(|e| e.to_string())?;
                 println!("wrote the swarm's NATS credentials to {}", out.display());
                 println!("  nats-server config fragment: {}", summary.server_conf.display());
+                println!("  resolver directory (on the NATS host): {}", resolver_dir.display());
                 println!("  controller credential:       {}", summary.controller_creds.display());
                 println!(
-                    "  system user credential:      {} (revokes destroyed agents; SWARM_NATS_DIR={})",
+                    "  system user credential:      {} (adds and revokes accounts; SWARM_NATS_DIR={})",
                     out.join(hyperhive_nats_creds::files::SYSTEM_CREDS).display(),
                     out.display()
                 );
                 println!("  swarm account:               {}", summary.swarm_account);
+            }
+            Self::PushAccounts { from, url } => {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| format!("starting tokio: {e}"))?;
+                let accounts = crate::accounts::Accounts::new(from, url.clone());
+                let pushed = runtime.block_on(accounts.push_all()).map_err(|e| e.to_string())?;
+                println!("gave {url} all {pushed} accounts");
             }
             Self::AgentCreds { agent, from, out, ttl } => {
                 let minted =
@@ -146,11 +175,13 @@ impl NatsCommand {
 
 fn report_minted(who: &str, from: &std::path::Path, out: &std::path::Path, ttl: Duration, minted: Minted) {
     println!("wrote {who}'s credential to {} (valid for {})", out.display(), humantime::format_duration(ttl));
-    if minted == Minted::AccountWritten {
+    if minted.changed_accounts() {
         println!(
-            "{who}'s account was added to {}: reload nats-server (`nats-server --signal reload`, or \
-             restart it) before the credential is used",
-            from.join(hyperhive_nats_creds::files::SERVER_CONF).display()
+            "{who}'s account was written to {}: give it to the running nats-server before the \
+             credential is used (`swarm-controller nats push-accounts --from {} --url URL`, or \
+             reload or restart nats-server with the new file)",
+            from.join(hyperhive_nats_creds::files::SERVER_CONF).display(),
+            from.display()
         );
     }
 }
@@ -173,6 +204,13 @@ mod tests {
     fn parses_the_documented_commands() {
         let cli = Cli::try_parse_from(["swarm-controller"]).unwrap();
         assert!(cli.command.is_none());
+        let cli = Cli::try_parse_from(["swarm-controller", "nats", "init", "--out", "/d"]).unwrap();
+        match cli.command {
+            Some(Command::Nats(NatsCommand::Init { resolver_dir, .. })) => {
+                assert_eq!(resolver_dir, PathBuf::from(hyperhive_nats_creds::DEFAULT_RESOLVER_DIR));
+            }
+            other => panic!("{other:?}"),
+        }
         let cli = Cli::try_parse_from(["swarm-controller", "nats", "agent-creds", "a1", "--from", "/d", "--out", "/f"])
             .unwrap();
         match cli.command {

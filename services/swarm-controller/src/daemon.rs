@@ -6,6 +6,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use crate::accounts::Accounts;
 use crate::api::{self, App};
 use crate::clock::Clock;
 use crate::config::Config;
@@ -67,7 +68,10 @@ pub async fn run(
         hives: Arc::new(config.hives),
         roster: Roster::new(js.clone(), buckets.agents),
         wanted: WantedStore::new(js, buckets.agent_wanted),
-        revoker: config.nats_dir.map(|dir| Arc::new(Revoker::new(dir, config.nats_url.clone()))),
+        // One `Accounts` for every account change, so changes reach the server in order.
+        revoker: config
+            .nats_dir
+            .map(|dir| Arc::new(Revoker::with_accounts(Arc::new(Accounts::new(dir, config.nats_url.clone()))))),
     });
     let watch = tokio::spawn(watch_statuses(buckets.hive_status, app.roster.clone(), app.hives.clone(), clock));
     let periodic = tokio::spawn(reconcile_periodically(app.clone(), config.reconcile_every));

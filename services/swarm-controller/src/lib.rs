@@ -10,10 +10,14 @@
 //! - [`hives`]: hive statuses and their age; [`roster`]: the roster and its sync from statuses;
 //!   [`wanted`]: wanted state, one compare-and-set per change; [`revoke`]: revoking a destroyed
 //!   agent's credentials; [`deploy`]: sending sealed deploy messages to a hive.
+//! - [`accounts`]: NATS accounts changed while the swarm runs (an agent created or revoked),
+//!   given to the running server by [`claims`] through the system account.
 //! - [`api`]: the HTTP routes.
 //! - [`daemon`]: wires them together ([`daemon::run`]).
 //! - [`cli`]: the `swarm-controller` command line; [`swarmctl`]: the `swarmctl` one.
+pub mod accounts;
 pub mod api;
+pub mod claims;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -81,8 +81,20 @@ fn help_explains_every_setting() {
 async fn nats_init_agent_creds_and_hive_creds_make_credentials_a_server_accepts() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("nats");
-    let init = Command::new(CONTROLLER).args(["nats", "init", "--out"]).arg(&out).output().unwrap();
-    assert!(stdout(&init).contains("controller credential"));
+    let resolver = dir.path().join("resolver");
+    let init = Command::new(CONTROLLER)
+        .args(["nats", "init", "--out"])
+        .arg(&out)
+        .arg("--resolver-dir")
+        .arg(&resolver)
+        .output()
+        .unwrap();
+    assert!(stdout(&init).contains("controller credential"), "{}", stderr(&init));
+    // The server starts with the fragment as init wrote it; every account minted later reaches it
+    // through `nats push-accounts`, without a reload.
+    let fragment = std::fs::read_to_string(out.join("nats-server.conf")).unwrap();
+    assert!(fragment.contains(&format!("dir: \"{}\"", resolver.display())), "{fragment}");
+    let nats = Nats::start_with_config(&fragment).await.unwrap();
     let mode = std::fs::metadata(out.join("swarm.seed")).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     let again = Command::new(CONTROLLER).args(["nats", "init", "--out"]).arg(&out).output().unwrap();
@@ -97,7 +109,7 @@ async fn nats_init_agent_creds_and_hive_creds_make_credentials_a_server_accepts(
         .output()
         .unwrap();
     assert!(stdout(&mint).contains("valid for 1h"));
-    assert!(stdout(&mint).contains("reload nats-server"), "a new account needs a reload: {}", stdout(&mint));
+    assert!(stdout(&mint).contains("nats push-accounts"), "a new account must reach the server: {}", stdout(&mint));
     let again = Command::new(CONTROLLER)
         .args(["nats", "agent-creds", "a", "--from"])
         .arg(&out)
@@ -105,7 +117,7 @@ async fn nats_init_agent_creds_and_hive_creds_make_credentials_a_server_accepts(
         .arg(&creds)
         .output()
         .unwrap();
-    assert!(!stdout(&again).contains("reload"), "rotating a credential changes no account: {}", stdout(&again));
+    assert!(!stdout(&again).contains("push-accounts"), "rotating a credential changes no account: {}", stdout(&again));
     assert_eq!(std::fs::metadata(&creds).unwrap().permissions().mode() & 0o777, 0o600);
     let bad = Command::new(CONTROLLER)
         .args(["nats", "agent-creds", "A!", "--from"])
@@ -123,7 +135,8 @@ async fn nats_init_agent_creds_and_hive_creds_make_credentials_a_server_accepts(
         .arg(&hive_creds)
         .output()
         .unwrap();
-    assert!(stdout(&hive).contains("hive h1's credential") && stdout(&hive).contains("reload"), "{}", stdout(&hive));
+    let said = stdout(&hive);
+    assert!(said.contains("hive h1's credential") && said.contains("push-accounts"), "{said}");
     let bad = Command::new(CONTROLLER)
         .args(["nats", "hive-creds", "H1", "--from"])
         .arg(&out)
@@ -144,8 +157,13 @@ async fn nats_init_agent_creds_and_hive_creds_make_credentials_a_server_accepts(
     assert!(!refused.status.success());
     assert!(stderr(&refused).contains("older `nats init`"), "{}", stderr(&refused));
 
-    let fragment = std::fs::read_to_string(out.join("nats-server.conf")).unwrap();
-    let nats = Nats::start_with_config(&fragment).await.unwrap();
+    let push = Command::new(CONTROLLER)
+        .args(["nats", "push-accounts", "--from"])
+        .arg(&out)
+        .args(["--url", &nats.url()])
+        .output()
+        .unwrap();
+    assert!(push.status.success() && stdout(&push).contains("all 5 accounts"), "{}{}", stdout(&push), stderr(&push));
     for (file, inbox) in [(creds, "_INBOX_a"), (hive_creds, "_INBOX_hive-h1"), (out.join("controller.creds"), "_INBOX")]
     {
         let client = async_nats::ConnectOptions::with_credentials_file(&file)

@@ -1,6 +1,7 @@
-//! Revoking an agent's credentials against a real nats-server running `resolver: MEMORY`: the
-//! agent is cut off at once whether or not its account was loaded, stays cut off after a server
-//! restart, others are unaffected, and no credential can be minted for it again.
+//! Revoking an agent's credentials against a real nats-server running the full account resolver:
+//! the agent is cut off at once whether or not its account was loaded, stays cut off after a
+//! server restart (even one with the fragment from before the revocation: the resolver's own
+//! directory holds it), others are unaffected, and no credential can be minted for it again.
 
 use std::path::Path;
 use std::time::Duration;
@@ -56,6 +57,9 @@ async fn a_revoked_agent_is_cut_off_and_stays_out_while_others_work() {
     let b_creds = nats.mint_agent("b").await.unwrap();
     let never_creds = nats.mint_agent("never").await.unwrap();
     let revoker = Revoker::new(nats.creds_dir().to_path_buf(), nats.url());
+    // The fragment as deployed on the NATS host before the revocation.
+    let fragment = nats.creds_dir().join(hyperhive_nats_creds::files::SERVER_CONF);
+    let deployed = std::fs::read_to_string(&fragment).unwrap();
 
     // a is connected (its account loaded); "never" has never connected (its account unloaded).
     let (a, mut a_events) = connect(&nats, &a_creds).await.expect("a connects before");
@@ -80,7 +84,10 @@ async fn a_revoked_agent_is_cut_off_and_stays_out_while_others_work() {
     assert_eq!(b.connection_state(), async_nats::connection::State::Connected);
     assert!(!refused(&nats, &b_creds).await);
 
-    // A restart reads the rewritten fragment: still refused, b still accepted.
+    // A restart with the fragment from before the revocation: the resolver's directory keeps the
+    // revoked JWTs (the preload's older ones do not replace them), so still refused; b accepted.
+    assert!(std::fs::read_to_string(&fragment).unwrap() != deployed, "the directory's fragment has the revocation");
+    std::fs::write(&fragment, &deployed).unwrap();
     nats.nats().stop();
     nats.nats().start_again().await.unwrap();
     assert!(refused(&nats, &a_creds).await, "a is refused after a server restart");

@@ -141,7 +141,7 @@ def main(wanted):
         creds = os.path.join(work, "creds")
         controller_bin = os.path.join(TARGET, "swarm-controller")
         Machine("build", env).succeed(
-            f"{controller_bin} nats init --out {creds} && for agent in alpha beta; do "
+            f"{controller_bin} nats init --out {creds} --resolver-dir {work}/jwt && for agent in alpha beta; do "
             f'{controller_bin} nats agent-creds "$agent" --from {creds} --out {creds}/$agent.creds --ttl 3650d; done'
         )
         port = free_port()
