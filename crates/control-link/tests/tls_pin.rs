@@ -3,20 +3,14 @@
 //! certificate), a wrong pin is refused with an error saying so, and without a pin the web PKI
 //! roots refuse it.
 
-use std::sync::Arc;
-use std::time::Duration;
+mod tls_support;
 
-use anyhow::Context;
+use std::sync::Arc;
+
 use hyperhive_control_link::{Pin, tls_client_config};
 use hyperhive_testkit::{Caddy, free_port};
 use rustls::ClientConfig;
-use rustls::pki_types::ServerName;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
-
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-const BODY: &str = "behind the pinned proxy";
+use tls_support::{BODY, get, site};
 
 /// Caddy on a free port with a fresh self-signed certificate for `localhost`, and its pin.
 struct PinnedProxy {
@@ -34,26 +28,8 @@ async fn pinned_proxy() -> anyhow::Result<PinnedProxy> {
     std::fs::write(&key_path, certified.signing_key.serialize_pem())?;
     let pin = Pin::of_certificate(certified.cert.der())?;
     let port = free_port();
-    let site = format!(
-        "https://localhost:{port} {{\n\ttls {} {}\n\trespond \"{BODY}\" 200\n}}",
-        cert_path.display(),
-        key_path.display()
-    );
-    let caddy = Caddy::start(&site, &[port]).await?;
+    let caddy = Caddy::start(&site(port, &cert_path, &key_path), &[port]).await?;
     Ok(PinnedProxy { caddy, port, pin, _certificate_dir: dir })
-}
-
-/// One HTTPS GET through `config`; the response text, or the TLS error.
-async fn get(config: Arc<ClientConfig>, port: u16) -> anyhow::Result<String> {
-    let exchange = async {
-        let tcp = TcpStream::connect(("127.0.0.1", port)).await.context("TCP connect")?;
-        let mut tls = TlsConnector::from(config).connect(ServerName::try_from("localhost")?, tcp).await?;
-        tls.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await?;
-        let mut response = String::new();
-        tls.read_to_string(&mut response).await?;
-        anyhow::Ok(response)
-    };
-    tokio::time::timeout(CONNECT_TIMEOUT, exchange).await.context("TLS exchange timed out")?
 }
 
 #[tokio::test]

@@ -4,21 +4,15 @@
 //! connects; one for another name, an expired one and one from an unknown issuer are refused;
 //! and the web PKI roots the device uses by default do not know this CA.
 
-use std::sync::Arc;
-use std::time::Duration;
+mod tls_support;
 
-use anyhow::Context;
+use std::sync::Arc;
+
 use hyperhive_control_link::{tls_client_config, tls_client_config_with_roots};
 use hyperhive_testkit::{Caddy, free_port};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose};
-use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, RootCertStore};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
-
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-const BODY: &str = "behind a publicly trusted proxy";
+use tls_support::{BODY, get, site};
 
 /// A certificate and key in PEM, as Caddy reads them.
 struct Issued {
@@ -59,28 +53,11 @@ async fn serve(certificates: &[Issued], dir: &std::path::Path) -> anyhow::Result
         std::fs::write(&cert, &issued.cert)?;
         std::fs::write(&key, &issued.key)?;
         let port = free_port();
-        sites.push_str(&format!(
-            "https://localhost:{port} {{\n\ttls {} {}\n\trespond \"{BODY}\" 200\n}}\n",
-            cert.display(),
-            key.display()
-        ));
+        sites.push_str(&site(port, &cert, &key));
         ports.push(port);
     }
     let caddy = Caddy::start(&sites, &ports).await?;
     Ok((caddy, ports))
-}
-
-/// One HTTPS GET of `localhost` through `config`; the response text, or the TLS error.
-async fn get(config: Arc<ClientConfig>, port: u16) -> anyhow::Result<String> {
-    let exchange = async {
-        let tcp = TcpStream::connect(("127.0.0.1", port)).await.context("TCP connect")?;
-        let mut tls = TlsConnector::from(config).connect(ServerName::try_from("localhost")?, tcp).await?;
-        tls.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await?;
-        let mut response = String::new();
-        tls.read_to_string(&mut response).await?;
-        anyhow::Ok(response)
-    };
-    tokio::time::timeout(CONNECT_TIMEOUT, exchange).await.context("TLS exchange timed out")?
 }
 
 #[tokio::test]
