@@ -11,7 +11,7 @@
 //!   [`wanted`]: wanted state, one compare-and-set per change; [`revoke`]: revoking a destroyed
 //!   agent's credentials; [`deploy`]: sending sealed deploy messages to a hive.
 //! - [`api`]: the HTTP routes.
-//! - [`daemon`]: wires them together ([`daemon::run`]).
+//! - [`daemon`]: wires them together ([`daemon::run`]) and holds the job graph (`hive-jobq`).
 //! - [`cli`]: the `swarm-controller` command line; [`swarmctl`]: the `swarmctl` one.
 pub mod api;
 pub mod cli;
