@@ -5,11 +5,9 @@
 
 mod tls_support;
 
-use std::sync::Arc;
 
 use hyperhive_control_link::{Pin, tls_client_config};
 use hyperhive_testkit::{Caddy, free_port};
-use rustls::ClientConfig;
 use tls_support::{BODY, get, site};
 
 /// Caddy on a free port with a fresh self-signed certificate for `localhost`, and its pin.

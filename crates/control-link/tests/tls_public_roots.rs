@@ -11,7 +11,7 @@ use std::sync::Arc;
 use hyperhive_control_link::{tls_client_config, tls_client_config_with_roots};
 use hyperhive_testkit::{Caddy, free_port};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose};
-use rustls::{ClientConfig, RootCertStore};
+use rustls::RootCertStore;
 use tls_support::{BODY, get, site};
 
 /// A certificate and key in PEM, as Caddy reads them.

@@ -21,6 +21,17 @@ impl Clock for SystemClock {
     }
 }
 
+/// The controller's clock as the job graph's timestamp source, so the graph's times agree with
+/// the rest of the API (and follow a [`FakeClock`] in tests).
+#[derive(Debug)]
+pub struct JobqClock(pub std::sync::Arc<dyn Clock>);
+
+impl hive_jobq::Clock for JobqClock {
+    fn now(&self) -> OffsetDateTime {
+        self.0.now()
+    }
+}
+
 /// A clock that only moves when told to (tests).
 #[derive(Debug)]
 pub struct FakeClock(Mutex<OffsetDateTime>);

@@ -1,14 +1,18 @@
 //! The daemon: connect to NATS, create what is missing, bind the socket, reconcile once, then
 //! serve the API, watch hive statuses into the roster and reconcile periodically until shutdown.
+//! It holds the job graph (`hive-jobq`, in memory only) that `/api/jobq` serves.
 //! The periodic pass also syncs the roster from every status (repairing a missed watch event)
 //! and retries the revocation of every `destroyed` agent not yet revoked.
 
 use std::future::Future;
 use std::sync::Arc;
 
+use hive_jobq::{Jobq, JobqConfig};
+
 use crate::accounts::Accounts;
+
 use crate::api::{self, App};
-use crate::clock::Clock;
+use crate::clock::{Clock, JobqClock};
 use crate::config::Config;
 use crate::nats::{self, NatsError};
 use crate::reconcile::Reconciler;
@@ -32,13 +36,34 @@ pub enum StartError {
     FirstPass(#[from] StoreError),
 }
 
-/// Runs the daemon until `shutdown` resolves, then drains requests and removes the socket.
+/// Runs the daemon until `shutdown` resolves, then drains requests and removes the socket. The
+/// job graph starts empty, with the default settings, and stops with the daemon.
 ///
 /// # Errors
 /// [`StartError`] when it cannot start; once serving it only logs.
 pub async fn run(
     config: Config,
     clock: Arc<dyn Clock>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), StartError> {
+    let jobq = Jobq::builder(JobqConfig::default())
+        .clock(Arc::new(JobqClock(clock.clone())))
+        .start()
+        .expect("the default job queue configuration is valid");
+    let outcome = run_with_jobq(config, clock, jobq.clone(), shutdown).await;
+    jobq.shutdown().await;
+    outcome
+}
+
+/// [`run`] serving a job graph the caller made and keeps (tests add jobs to it; the daemon
+/// neither adds to it nor stops it).
+///
+/// # Errors
+/// [`StartError`] when it cannot start; once serving it only logs.
+pub async fn run_with_jobq(
+    config: Config,
+    clock: Arc<dyn Clock>,
+    jobq: Jobq,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), StartError> {
     let client = nats::connect(&config.nats_url, config.nats_creds.as_deref()).await?;
@@ -72,6 +97,7 @@ pub async fn run(
         revoker: config
             .nats_dir
             .map(|dir| Arc::new(Revoker::with_accounts(Arc::new(Accounts::new(dir, config.nats_url.clone()))))),
+        jobq,
     });
     let watch = tokio::spawn(watch_statuses(buckets.hive_status, app.roster.clone(), app.hives.clone(), clock));
     let periodic = tokio::spawn(reconcile_periodically(app.clone(), config.reconcile_every));

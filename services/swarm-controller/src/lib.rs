@@ -13,7 +13,7 @@
 //! - [`accounts`]: NATS accounts changed while the swarm runs (an agent created or revoked),
 //!   given to the running server by [`claims`] through the system account.
 //! - [`api`]: the HTTP routes.
-//! - [`daemon`]: wires them together ([`daemon::run`]).
+//! - [`daemon`]: wires them together ([`daemon::run`]) and holds the job graph (`hive-jobq`).
 //! - [`cli`]: the `swarm-controller` command line; [`swarmctl`]: the `swarmctl` one.
 pub mod accounts;
 pub mod api;

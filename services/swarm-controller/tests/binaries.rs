@@ -72,7 +72,7 @@ fn help_explains_every_setting() {
         assert!(help.contains(word), "{word} missing from swarmctl agent state --help");
     }
     let help = stdout(&Command::new(SWARMCTL).arg("--help").output().unwrap());
-    for verb in ["hives", "agents", "agent", "--json"] {
+    for verb in ["hives", "agents", "agent", "jobs", "--json"] {
         assert!(help.contains(verb), "{verb} missing from swarmctl --help");
     }
 }

@@ -18,10 +18,13 @@
 //! | `GET /api/agents` | the roster joined with wanted and actual state |
 //! | `GET /api/agents/status` | the live part per agent |
 //! | `PUT /api/hives/{hive}/agents/{agent}/state` | set the wanted state; honours `If-Match` |
+//! | `GET /api/jobq/graph` | the job graph: nodes and edges; `?agent=NAME` keeps one agent's |
+//! | `POST /api/jobq/jobs/{id}/retry` | retry a failed job (202) |
 
 mod agents;
 mod error;
 mod hives;
+mod jobq;
 mod schedules;
 
 use std::sync::Arc;
@@ -34,6 +37,7 @@ use warp::reply::Response;
 
 pub use error::ApiError;
 
+use hive_jobq::Jobq;
 use hyperhive_hive_proto::directory::HiveDirectory;
 
 use crate::clock::Clock;
@@ -68,21 +72,28 @@ pub struct App {
     pub wanted: WantedStore,
     /// Revokes a destroyed agent's credentials; `None` without `SWARM_NATS_DIR`.
     pub revoker: Option<Arc<Revoker>>,
+    /// The job graph (in memory only).
+    pub jobq: Jobq,
 }
 
 /// The warp filter serving every route.
 pub fn routes(
     app: Arc<App>,
 ) -> impl Filter<Extract = (Response,), Error = warp::Rejection> + Clone + Send + Sync + 'static {
-    warp::method().and(warp::path::full()).and(warp::header::headers_cloned()).and(warp::body::stream()).then(
-        move |method: Method, path: warp::path::FullPath, headers: HeaderMap, body| {
+    // The query string, or "" when there is none (`query::raw` rejects a request without one).
+    let query = warp::query::raw().or(warp::any().map(String::new)).unify();
+    warp::method()
+        .and(warp::path::full())
+        .and(query)
+        .and(warp::header::headers_cloned())
+        .and(warp::body::stream())
+        .then(move |method: Method, path: warp::path::FullPath, query: String, headers: HeaderMap, body| {
             let app = app.clone();
             async move {
-                let outcome = app.handle(&method, path.as_str(), &headers, body).await;
+                let outcome = app.handle(&method, path.as_str(), &query, &headers, body).await;
                 outcome.unwrap_or_else(ApiError::into_response)
             }
-        },
-    )
+        })
 }
 
 impl App {
@@ -90,6 +101,7 @@ impl App {
         &self,
         method: &Method,
         path: &str,
+        query: &str,
         headers: &HeaderMap,
         body: S,
     ) -> Result<Response, ApiError>
@@ -121,16 +133,21 @@ impl App {
                 let body = json_body(headers, body).await?;
                 self.set_state(hive, agent, headers, revision, &body).await
             }
+            (["api", "jobq", "graph"], &Method::GET) => self.jobq_graph(query),
+            (["api", "jobq", "jobs", id, "retry"], &Method::POST) => self.jobq_retry(id),
             (["healthz"], _) => Err(not_allowed(method, path, "GET")),
             (["api", "schedules"], _) => Err(not_allowed(method, path, "GET, POST")),
             (["api", "schedules", _], _) => Err(not_allowed(method, path, "GET, PATCH, DELETE")),
             (["api", "hives"] | ["api", "hives", "status"] | ["api", "hives", _, "status"], _)
             | (["api", "agents"] | ["api", "agents", "status"], _) => Err(not_allowed(method, path, "GET")),
             (["api", "hives", _, "agents", _, "state"], _) => Err(not_allowed(method, path, "PUT")),
+            (["api", "jobq", "graph"], _) => Err(not_allowed(method, path, "GET")),
+            (["api", "jobq", "jobs", _, "retry"], _) => Err(not_allowed(method, path, "POST")),
             _ => Err(ApiError::NotFound(format!(
                 "no route {method} {path}; the API serves /healthz, /api/schedules[/{{id}}], \
                  /api/hives, /api/hives/status, /api/hives/{{hive}}/status, /api/agents, \
-                 /api/agents/status and /api/hives/{{hive}}/agents/{{agent}}/state"
+                 /api/agents/status, /api/hives/{{hive}}/agents/{{agent}}/state, /api/jobq/graph \
+                 and /api/jobq/jobs/{{id}}/retry"
             ))),
         }
     }

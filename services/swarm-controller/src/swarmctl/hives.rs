@@ -11,12 +11,12 @@ use serde_json::{Value, json};
 use super::client::{self, CtlError};
 use super::format::grid;
 
-fn parse(bytes: &[u8]) -> Result<Value, CtlError> {
+pub(super) fn parse(bytes: &[u8]) -> Result<Value, CtlError> {
     serde_json::from_slice(bytes)
         .map_err(|e| CtlError::Protocol(format!("unexpected answer from swarm-controller: {e}")))
 }
 
-fn pretty(value: &Value) -> String {
+pub(super) fn pretty(value: &Value) -> String {
     format!("{}\n", serde_json::to_string_pretty(value).expect("a JSON value serializes"))
 }
 

@@ -3,6 +3,7 @@
 pub mod client;
 mod format;
 mod hives;
+mod jobs;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -18,6 +19,7 @@ pub use format::{format_every, parse_every};
 use crate::clock::Clock;
 use crate::config::DEFAULT_SOCKET;
 use crate::definition::ScheduleView;
+use hive_jobq::JobId;
 use hyperhive_hive_proto::wanted::WantedState;
 use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_schedule::instant::format_instant;
@@ -27,7 +29,7 @@ use hyperhive_schedule::instant::format_instant;
 #[command(
     name = "swarmctl",
     version,
-    about = "Drives swarm-controller's API over its unix socket: scheduled prompts, hives, agents and their wanted state",
+    about = "Drives swarm-controller's API over its unix socket: scheduled prompts, hives, agents, their wanted state and the job graph",
     after_help = "Every command prints a table (or text) by default and the API's JSON with --json; an \
 error from the controller is printed as one line and swarmctl exits non-zero."
 )]
@@ -66,6 +68,37 @@ pub enum Top {
     /// Change one agent.
     #[command(subcommand)]
     Agent(AgentCommand),
+    /// The job graph: each job's id, kind, agent, state (waiting, ready, running, retrying,
+    /// succeeded, failed, blocked, cancelled), attempts, last error and age; `jobs retry ID`
+    /// retries a failed job.
+    #[command(args_conflicts_with_subcommands = true)]
+    Jobs {
+        /// `retry ID`.
+        #[command(subcommand)]
+        command: Option<JobsCommand>,
+        /// Only this agent's jobs.
+        #[arg(long, value_name = "NAME")]
+        agent: Option<AgentName>,
+        /// Redraw whenever the graph changes (asking every second) until interrupted.
+        #[arg(long)]
+        watch: bool,
+        /// Print the API's JSON instead of a table (with --watch: one line per change).
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `swarmctl jobs ...`.
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// Give a failed job a fresh set of attempts; the jobs it blocked wait for it again.
+    Retry {
+        /// The job's id (see `swarmctl jobs`).
+        id: JobId,
+        /// Print the API's JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `swarmctl hives ...`.
@@ -283,6 +316,25 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
         Top::Agents { json } => return hives::agents(socket, json).await,
         Top::Agent(AgentCommand::State { hive, agent, state, if_match, json }) => {
             return hives::set_state(socket, &hive, &agent, state, if_match, json).await;
+        }
+        Top::Jobs { command: Some(JobsCommand::Retry { id, json }), .. } => {
+            return jobs::retry(socket, &id, json).await;
+        }
+        Top::Jobs { command: None, agent, watch: false, json } => {
+            return jobs::list(socket, agent.as_ref(), json, now).await;
+        }
+        Top::Jobs { command: None, agent, watch: true, json } => {
+            use std::io::IsTerminal;
+            let clear = std::io::stdout().is_terminal();
+            let interrupted = async {
+                // Should the handler fail to install, Ctrl-C still ends the process (abruptly).
+                if tokio::signal::ctrl_c().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            let mut out = std::io::stdout();
+            jobs::watch(socket, agent.as_ref(), json, clear, clock, &mut out, interrupted).await?;
+            return Ok(String::new());
         }
     };
     match command {

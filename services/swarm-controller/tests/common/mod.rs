@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use bytes::Bytes;
+use hive_jobq::Jobq;
 use http_body_util::Full;
 use hyper::Request;
 use hyper::http::{Method, StatusCode};
@@ -34,7 +35,8 @@ pub struct Controller {
     pub js: jetstream::Context,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), StartError>>>,
-    options: Options,
+    /// What [`Controller::restart`] starts it with (a test may change it in between).
+    pub options: Options,
     _dir: TempDir,
 }
 
@@ -46,11 +48,13 @@ pub struct Options {
     /// Give it the `nats init` directory (SWARM_NATS_DIR).
     pub nats_dir: bool,
     pub clock: Arc<dyn Clock>,
+    /// Serve this job graph (the test adds jobs to it) instead of a new, empty one.
+    pub jobq: Option<Jobq>,
 }
 
 impl Options {
     pub fn new(reconcile_secs: u64) -> Self {
-        Self { reconcile_secs, hives: HiveDirectory::new(), nats_dir: false, clock: Arc::new(SystemClock) }
+        Self { reconcile_secs, hives: HiveDirectory::new(), nats_dir: false, clock: Arc::new(SystemClock), jobq: None }
     }
 }
 
@@ -105,9 +109,14 @@ impl Controller {
         config.hives = self.options.hives.clone();
         config.nats_dir = self.options.nats_dir.then(|| self.nats.creds_dir().to_path_buf());
         let (stop, stopped) = oneshot::channel::<()>();
-        self.task = Some(tokio::spawn(daemon::run(config, self.options.clock.clone(), async move {
+        let stopped = async move {
             let _ = stopped.await;
-        })));
+        };
+        let clock = self.options.clock.clone();
+        self.task = Some(match self.options.jobq.clone() {
+            Some(jobq) => tokio::spawn(daemon::run_with_jobq(config, clock, jobq, stopped)),
+            None => tokio::spawn(daemon::run(config, clock, stopped)),
+        });
         self.stop = Some(stop);
         let controller = &*self;
         let ready = wait_until("the controller answers /healthz", STARTUP, || async {
