@@ -69,6 +69,7 @@
             pkgs.minio-client
             pkgs.caddy
             pkgs.seaweedfs
+            pkgs.matrix-synapse
             (pkgs.python3.withPackages (
               ps: [ ps.moto ] ++ (ps.moto.optional-dependencies.server or [ ps.flask ps.flask-cors ])
             ))

@@ -10,6 +10,7 @@
   seaweedfs,
   openssl,
   python3,
+  matrix-synapse,
 }:
 let
   workspace = (lib.importTOML ../Cargo.toml).workspace.package;
@@ -139,8 +140,9 @@ lib.fix (self: {
   };
 
   # The workspace's whole test suite, exactly as scripts/test runs it: the end-to-end tests start
-  # real nats-server, moto, SeaweedFS (`weed`) and Caddy on free loopback ports (the sandbox has a
-  # loopback interface), run `openssl` (the pin test compares with it) and run other packages'
+  # real nats-server, moto, SeaweedFS (`weed`), Caddy and Synapse (`synapse_homeserver`, the
+  # provisioning adapters' matrix server) on free loopback ports (the sandbox has a loopback
+  # interface), run `openssl` (the pin test compares with it) and run other packages'
   # binaries from target/debug, so every binary is built first. `sh`, `sleep`, `true`, `tr` and
   # `base64` come with the build environment.
   cargo-tests = rustPlatform.buildRustPackage (
@@ -153,6 +155,7 @@ lib.fix (self: {
         moto
         seaweedfs
         openssl
+        matrix-synapse
       ];
       buildPhase = ''
         runHook preBuild
