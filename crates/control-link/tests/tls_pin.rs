@@ -5,7 +5,6 @@
 
 mod tls_support;
 
-
 use hyperhive_control_link::{Pin, tls_client_config};
 use hyperhive_testkit::{Caddy, free_port};
 use tls_support::{BODY, get, site};

@@ -37,6 +37,18 @@ fn failing(message: &'static str) -> Work {
     work(move || async move { Err(message.to_owned()) })
 }
 
+/// Work whose every attempt succeeds once `gate` is notified.
+fn until_notified(gate: &Arc<Notify>) -> Work {
+    let gate = gate.clone();
+    work(move || {
+        let gate = gate.clone();
+        async move {
+            gate.notified().await;
+            Ok(())
+        }
+    })
+}
+
 /// Work that records when each attempt starts (seconds since `t0`) and sleeps `secs`.
 fn timed(log: &Arc<Mutex<Vec<(String, f64)>>>, name: &str, secs: u64, t0: Instant) -> Work {
     let log = log.clone();
@@ -207,18 +219,7 @@ impl Drop for DropNotify {
 async fn a_running_job_finishes_its_attempt_then_is_cancelled_with_its_dependents() {
     let q = queue(config(8, 3));
     let release = Arc::new(Notify::new());
-    let gate = release.clone();
-    q.add(
-        JobSpec::new(id("slow"), "k"),
-        work(move || {
-            let gate = gate.clone();
-            async move {
-                gate.notified().await;
-                Ok(())
-            }
-        }),
-    )
-    .unwrap();
+    q.add(JobSpec::new(id("slow"), "k"), until_notified(&release)).unwrap();
     q.add(JobSpec::new(id("next"), "k").after(id("slow")), ok()).unwrap();
     q.add(JobSpec::new(id("last"), "k").after(id("next")), ok()).unwrap();
     sleep(Duration::from_millis(10)).await;
@@ -274,18 +275,7 @@ async fn retry_after_failure_lets_the_chain_finish() {
 async fn waiting_names_unknown_jobs_and_times_out_with_what_is_pending() {
     let q = queue(config(8, 1));
     let never = Arc::new(Notify::new());
-    let gate = never.clone();
-    q.add(
-        JobSpec::new(id("stuck"), "k"),
-        work(move || {
-            let gate = gate.clone();
-            async move {
-                gate.notified().await;
-                Ok(())
-            }
-        }),
-    )
-    .unwrap();
+    q.add(JobSpec::new(id("stuck"), "k"), until_notified(&never)).unwrap();
     q.add(JobSpec::new(id("behind"), "k").after(id("stuck")), ok()).unwrap();
     assert_eq!(q.wait_settled(&[id("stuck"), id("ghost")], far()).await, Err(WaitError::UnknownJob(id("ghost"))));
     let err = q.wait_settled(&[id("stuck"), id("behind")], Instant::now() + Duration::from_secs(5)).await.unwrap_err();
@@ -312,18 +302,7 @@ async fn every_change_moves_the_generation() {
 async fn shutdown_cancels_what_is_pending_and_refuses_new_work() {
     let q = queue(config(1, 3));
     let gate = Arc::new(Notify::new());
-    let g = gate.clone();
-    q.add(
-        JobSpec::new(id("running"), "k"),
-        work(move || {
-            let g = g.clone();
-            async move {
-                g.notified().await;
-                Ok(())
-            }
-        }),
-    )
-    .unwrap();
+    q.add(JobSpec::new(id("running"), "k"), until_notified(&gate)).unwrap();
     q.add(JobSpec::new(id("queued"), "k"), ok()).unwrap();
     q.add(JobSpec::new(id("fails"), "k").after(id("queued")), failing("x")).unwrap();
     sleep(Duration::from_millis(10)).await;
