@@ -12,6 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use async_nats::jetstream;
+use futures::StreamExt;
 use hyperhive_schedule::{AgentName, Todo, todo_subject};
 use hyperhive_testkit::{NatsJwt, Process, project_binary, wait_until};
 use serde_json::Value;
@@ -163,10 +164,19 @@ impl Swarm {
         .unwrap_or_else(|e| panic!("{e}; ran {:?}", self.turns(agent)));
     }
 
-    /// Todos waiting for the agent on its durable consumer.
+    /// Todos the queue still holds for the agent: TODO is a work queue, so a todo leaves it only
+    /// when acked. (Not the consumer's pending count: a pull the agent had open when it was
+    /// paused takes one todo, which the agent hands back, and a handed-back todo is not counted
+    /// as pending, though it still waits.)
     async fn waiting(&self, agent: &str) -> u64 {
+        let subject = todo_subject(&AgentName::parse(agent).unwrap());
         let stream = self.js.get_stream("TODO").await.unwrap();
-        stream.consumer_info(format!("agent-{agent}")).await.unwrap().num_pending
+        let mut subjects = stream.info_with_subjects(subject).await.unwrap();
+        let mut held = 0;
+        while let Some(entry) = subjects.next().await {
+            held += entry.unwrap().1;
+        }
+        held as u64
     }
 }
 
