@@ -95,6 +95,7 @@ let
         "minio-client"
         "caddy"
         "seaweedfs"
+        "matrix-synapse"
         "shellcheck"
         "openssl"
         "nixfmt-tree"
@@ -173,7 +174,8 @@ let
           "swarm-authelia-bridge-0.1.0"
         ];
       # The cargo tests' inputs are every program the tests start: the servers of the test kit
-      # (crates/testkit), moto's Python, and openssl (services/agents-control/tests/cli.rs).
+      # (crates/testkit: Synapse for the matrix adapter's tests), moto's Python, and openssl
+      # (services/agents-control/tests/cli.rs).
       "${system}: checks are every package, the cargo tests and both VM tests" =
         names checks == [
           "agents-control"
@@ -193,6 +195,7 @@ let
           "python3-env"
           "seaweedfs"
           "openssl"
+          "matrix-synapse"
         ];
       "${system}: the control-plane VM test has minio, cp1..cp3, proxy and client" =
         names controlPlane.nodes == [
@@ -255,7 +258,7 @@ let
           "swarmctl agent state hive1 alpha offline"
           "swarmctl agent state hive1 alpha up"
         ];
-      "${system}: the dev shell has the toolchain, nats-server, minio, caddy, seaweedfs and openssl" =
+      "${system}: the dev shell has the toolchain, nats-server, minio, caddy, seaweedfs, synapse and openssl" =
         b.all (t: b.elem t shellTools) [
           "cargo"
           "rustc"
@@ -263,6 +266,7 @@ let
           "minio"
           "caddy"
           "seaweedfs"
+          "matrix-synapse"
           "openssl"
         ];
       "${system}: a formatter" = outputs.formatter.${system}.name == "nixfmt-tree";
