@@ -29,8 +29,9 @@ mod schedules;
 
 use std::sync::Arc;
 
-use bytes::{Buf, Bytes, BytesMut};
-use futures::{Stream, StreamExt};
+use bytes::{Buf, Bytes};
+use futures::Stream;
+use hyperhive_json_body::BodyError;
 use warp::Filter;
 use warp::http::{HeaderMap, Method, StatusCode};
 use warp::reply::Response;
@@ -178,42 +179,11 @@ where
     S: Stream<Item = Result<B, warp::Error>> + Send,
     B: Buf,
 {
-    let content_type = headers.get(warp::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-    let essence = content_type.split(';').next().unwrap_or("").trim();
-    if !essence.eq_ignore_ascii_case("application/json") {
-        return Err(ApiError::UnsupportedMediaType(format!(
-            "the body must be JSON sent with Content-Type: application/json (got {:?})",
-            content_type
-        )));
-    }
-    let too_large = || {
-        ApiError::PayloadTooLarge(format!(
-            "the request body is larger than {} KiB; a schedule's body is at most 64 KiB",
-            MAX_REQUEST_BYTES / 1024
-        ))
-    };
-    let declared = headers
-        .get(warp::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > MAX_REQUEST_BYTES) {
-        return Err(too_large());
-    }
-    let mut body = std::pin::pin!(body);
-    let mut buffer = BytesMut::new();
-    while let Some(chunk) = body.next().await {
-        let mut chunk = chunk.map_err(|e| ApiError::BadRequest(format!("reading the request body failed: {e}")))?;
-        if buffer.len() + chunk.remaining() > MAX_REQUEST_BYTES {
-            return Err(too_large());
-        }
-        while chunk.has_remaining() {
-            let piece = chunk.chunk();
-            buffer.extend_from_slice(piece);
-            let n = piece.len();
-            chunk.advance(n);
-        }
-    }
-    Ok(buffer.freeze())
+    hyperhive_json_body::json_body(headers, body, MAX_REQUEST_BYTES).await.map_err(|e| match e {
+        BodyError::NotJson(_) => ApiError::UnsupportedMediaType(e.to_string()),
+        BodyError::TooLarge { .. } => ApiError::PayloadTooLarge(format!("{e}; a schedule's body is at most 64 KiB")),
+        BodyError::Read(_) => ApiError::BadRequest(e.to_string()),
+    })
 }
 
 /// The optional `If-Match: <revision>` header (a bare or quoted number).
