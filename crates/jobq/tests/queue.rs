@@ -49,6 +49,19 @@ fn until_notified(gate: &Arc<Notify>) -> Work {
     })
 }
 
+/// Work whose attempts never end; `dropped` is notified when an attempt is dropped.
+fn never_ending(dropped: &Arc<Notify>) -> Work {
+    let dropped = dropped.clone();
+    work(move || {
+        let guard = DropNotify(dropped.clone());
+        async move {
+            let _guard = guard;
+            std::future::pending::<()>().await;
+            Ok(())
+        }
+    })
+}
+
 /// Work that records when each attempt starts (seconds since `t0`) and sleeps `secs`.
 fn timed(log: &Arc<Mutex<Vec<(String, f64)>>>, name: &str, secs: u64, t0: Instant) -> Work {
     let log = log.clone();
@@ -182,19 +195,7 @@ async fn a_panic_in_the_work_or_in_making_its_future_is_a_failed_attempt() {
 async fn an_attempt_longer_than_the_timeout_is_stopped_and_counts_as_failed() {
     let q = queue(JobqConfig { attempt_timeout: Duration::from_secs(30), ..config(8, 1) });
     let dropped = Arc::new(Notify::new());
-    let guard = dropped.clone();
-    q.add(
-        JobSpec::new(id("hangs"), "k"),
-        work(move || {
-            let guard = DropNotify(guard.clone());
-            async move {
-                let _guard = guard;
-                std::future::pending::<()>().await;
-                Ok(())
-            }
-        }),
-    )
-    .unwrap();
+    q.add(JobSpec::new(id("hangs"), "k"), never_ending(&dropped)).unwrap();
     let t0 = Instant::now();
     let states = q.wait_settled(&[id("hangs")], far()).await.unwrap();
     assert_eq!(states[&id("hangs")], Failed);
@@ -322,19 +323,7 @@ async fn shutdown_cancels_what_is_pending_and_refuses_new_work() {
 async fn dropping_the_last_handle_stops_the_executor_and_drops_the_attempts() {
     let q = queue(config(8, 1));
     let dropped = Arc::new(Notify::new());
-    let guard = dropped.clone();
-    q.add(
-        JobSpec::new(id("forever"), "k"),
-        work(move || {
-            let guard = DropNotify(guard.clone());
-            async move {
-                let _guard = guard;
-                std::future::pending::<()>().await;
-                Ok(())
-            }
-        }),
-    )
-    .unwrap();
+    q.add(JobSpec::new(id("forever"), "k"), never_ending(&dropped)).unwrap();
     let clone = q.clone();
     sleep(Duration::from_millis(10)).await;
     drop(q);
