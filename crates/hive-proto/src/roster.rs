@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::HiveName;
+use crate::spec::AgentSpec;
 
 /// How the agent came to exist.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -33,6 +34,13 @@ pub enum StepProgress {
     Done {
         /// When (RFC 3339).
         at: String,
+    },
+    /// Not needed: the system the step provisions in is not configured for this swarm.
+    Skipped {
+        /// When (RFC 3339).
+        at: String,
+        /// Which setting would enable it.
+        reason: String,
     },
     /// Failed; the text says why and what to do.
     Failed {
@@ -86,6 +94,24 @@ pub struct RosterEntry {
     /// Public parts of its identities.
     #[serde(default)]
     pub identities: Identities,
+    /// How the agent runs, for a created agent (what its deploy message carries; not secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<AgentSpec>,
+    /// The last revision of a deploy or credentials message sent to its hive (0: none yet).
+    /// Raised before each send, so no two messages about the agent share a revision.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub revision: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl StepProgress {
+    /// Whether the step needs no more work (done, or skipped as not configured).
+    pub fn is_finished(&self) -> bool {
+        matches!(self, StepProgress::Done { .. } | StepProgress::Skipped { .. })
+    }
 }
 
 #[cfg(test)]
@@ -103,6 +129,8 @@ mod tests {
                 StepProgress::Done { at: "2026-01-01T00:00:01Z".into() },
             )]),
             identities: Identities { forge_user: Some("a".into()), ..Identities::default() },
+            spec: None,
+            revision: 2,
         };
         let text = serde_json::to_string(&entry).unwrap();
         assert_eq!(serde_json::from_str::<RosterEntry>(&text).unwrap(), entry);

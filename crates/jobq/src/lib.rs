@@ -47,7 +47,7 @@ pub mod queue;
 pub mod snapshot;
 
 pub use clock::{Clock, SystemClock};
-pub use config::{ConfigError, Jitter, JobqConfig};
+pub use config::{ConfigError, Jitter, JobqConfig, MAX_ATTEMPTS, MAX_CONCURRENCY};
 pub use graph::{AddError, CancelError, MAX_ERROR_LEN, RemoveError, RetryError};
 pub use job::{Attempt, InvalidName, JobId, JobSpec, JobState, Work, work};
 pub use queue::{Builder, Jobq, WaitError};

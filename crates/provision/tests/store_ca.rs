@@ -14,14 +14,12 @@ use hyperhive_provision::store_ca::{
     AGENT_URI_PREFIX, BACKDATE, Issued, MAX_LIFETIME, StoreCa, StoreCaError, write_ca_files,
 };
 use hyperhive_schedule::AgentName;
-use hyperhive_testkit::{Caddy, free_port};
-use rcgen::{CertificateParams, KeyPair};
+use hyperhive_testkit::ClientCertSite;
 use x509_parser::extensions::GeneralName;
 use x509_parser::prelude::{FromDer, X509Certificate};
 
 const HOUR: Duration = Duration::from_secs(3600);
 const DAY: Duration = Duration::from_secs(24 * 3600);
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn agent(name: &str) -> AgentName {
     AgentName::parse(name).expect("a valid agent name")
@@ -33,56 +31,9 @@ fn store_ca(dir: &Path, now: SystemTime) -> anyhow::Result<StoreCa> {
     Ok(StoreCa::load(&files.key_file, &files.cert_file)?)
 }
 
-/// Caddy serving HTTPS on a free port with a server certificate for `localhost` and
-/// `127.0.0.1`, answering the client certificate's subject and URIs, and requiring a client
-/// certificate from `client_ca_file`. The site has no host name, so its one TLS policy applies to
-/// every connection, with or without SNI. The server certificate's PEM, to trust.
-async fn caddy_requiring_client_certs(dir: &Path, client_ca_file: &Path) -> anyhow::Result<(Caddy, u16, String)> {
-    let server_key = KeyPair::generate()?;
-    let server_cert =
-        CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])?.self_signed(&server_key)?.pem();
-    let (cert_file, key_file) = (dir.join("server.pem"), dir.join("server.key"));
-    std::fs::write(&cert_file, &server_cert)?;
-    std::fs::write(&key_file, server_key.serialize_pem())?;
-    let port = free_port();
-    let site = format!(
-        "https://:{port} {{\n\ttls {} {} {{\n\t\tclient_auth {{\n\t\t\tmode require_and_verify\n\t\t\ttrust_pool file {}\n\t\t}}\n\t}}\n\trespond \"subject={{tls_client_subject}} uris={{http.request.tls.client.san.uris}}\" 200\n}}\n",
-        cert_file.display(),
-        key_file.display(),
-        client_ca_file.display(),
-    );
-    let caddy = Caddy::start(&site, &[port]).await?;
-    Ok((caddy, port, server_cert))
-}
-
-/// One GET of `https://<host>:<port>/` presenting `identity`; the body, or the whole error chain.
-async fn get(host: &str, port: u16, server_cert: &str, identity: Option<&Issued>) -> anyhow::Result<String> {
-    let mut builder = reqwest::Client::builder()
-        .use_rustls_tls()
-        .tls_built_in_root_certs(false)
-        .add_root_certificate(reqwest::Certificate::from_pem(server_cert.as_bytes())?)
-        .timeout(REQUEST_TIMEOUT);
-    if let Some(issued) = identity {
-        let pem = format!("{}{}", issued.cert_pem, issued.key_pem.expose());
-        builder = builder.identity(reqwest::Identity::from_pem(pem.as_bytes())?);
-    }
-    let response = builder.build()?.get(format!("https://{host}:{port}/")).send().await.map_err(chain)?;
-    let status = response.status();
-    let body = response.text().await.map_err(chain)?;
-    anyhow::ensure!(status == 200, "answered {status}: {body}");
-    Ok(body)
-}
-
-/// An error with its sources, on one line (reqwest hides the TLS alert in a source).
-fn chain(err: reqwest::Error) -> anyhow::Error {
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(&err);
-    while let Some(inner) = source {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    anyhow::anyhow!(text)
+/// The certificate and its key, as a TLS client presents them.
+fn pem(issued: &Issued) -> String {
+    format!("{}{}", issued.cert_pem, issued.key_pem.expose())
 }
 
 fn assert_refused(result: anyhow::Result<String>, alert: &str) {
@@ -99,31 +50,31 @@ async fn caddy_lets_in_only_current_certificates_from_the_store_ca() -> anyhow::
     std::fs::create_dir(&ca_dir)?;
     let ca = store_ca(&ca_dir, now - 30 * DAY)?;
     let ca_file = ca_dir.join("store-ca.pem");
-    let (_caddy, port, server_cert) = caddy_requiring_client_certs(dir.path(), &ca_file).await?;
+    let site = ClientCertSite::start(dir.path(), &ca_file).await?;
 
     let started = std::time::Instant::now();
     let good = ca.issue(&agent("agent-a"), HOUR, now)?;
     let issue_time = started.elapsed();
-    let body = get("localhost", port, &server_cert, Some(&good)).await?;
+    let body = site.get("localhost", Some(&pem(&good))).await?;
     assert!(body.contains("CN=agent-a"), "{body}");
     assert!(body.contains(&format!("{AGENT_URI_PREFIX}agent-a")), "{body}");
     eprintln!("issuing one certificate took {issue_time:?}; Caddy answered {body:?}");
 
     let other_dir = tempfile::tempdir()?;
     let stranger = store_ca(other_dir.path(), now - DAY)?.issue(&agent("agent-a"), HOUR, now)?;
-    assert_refused(get("localhost", port, &server_cert, Some(&stranger)).await, "UnknownCA");
+    assert_refused(site.get("localhost", Some(&pem(&stranger))).await, "UnknownCA");
 
     // Issued for an hour, ten days ago.
     let expired = ca.issue(&agent("agent-a"), HOUR, now - 10 * DAY)?;
     assert!(expired.not_after < now);
-    assert_refused(get("localhost", port, &server_cert, Some(&expired)).await, "CertificateExpired");
+    assert_refused(site.get("localhost", Some(&pem(&expired))).await, "CertificateExpired");
 
-    assert_refused(get("localhost", port, &server_cert, None).await, "CertificateRequired");
+    assert_refused(site.get("localhost", None).await, "CertificateRequired");
     // Without SNI (an address, not a name) the same policy holds.
-    assert_refused(get("127.0.0.1", port, &server_cert, None).await, "CertificateRequired");
+    assert_refused(site.get("127.0.0.1", None).await, "CertificateRequired");
 
     // The good one still works after the refusals.
-    get("localhost", port, &server_cert, Some(&good)).await?;
+    site.get("localhost", Some(&pem(&good))).await?;
     Ok(())
 }
 

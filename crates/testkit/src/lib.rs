@@ -19,6 +19,7 @@
 pub mod authelia_bridge;
 pub mod caddy;
 pub mod chaos;
+pub mod client_cert_site;
 pub mod forge;
 pub mod liveness;
 pub mod mitm;
@@ -35,6 +36,7 @@ pub mod wait;
 pub use authelia_bridge::AutheliaBridge;
 pub use caddy::Caddy;
 pub use chaos::ChaosProxy;
+pub use client_cert_site::ClientCertSite;
 pub use forge::ForgeStandIn;
 pub use liveness::{is_running, wait_until_none_running};
 pub use mitm::{Toward, WsMitm};

@@ -48,6 +48,34 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         out: PathBuf,
     },
+    /// Make the swarm's store CA: store-ca.key (mode 0600, for SWARM_STORE_CA_KEY_FILE) and
+    /// store-ca.pem (its certificate, for SWARM_STORE_CA_CERT_FILE and for every server that
+    /// should accept agents' store certificates) in DIR. Refuses to replace either file.
+    StoreCa {
+        /// Directory to write into (created if absent).
+        #[arg(long, value_name = "DIR")]
+        out_dir: PathBuf,
+        /// The CA certificate's common name.
+        #[arg(long, value_name = "NAME", default_value = "hyperhive store CA")]
+        name: String,
+    },
+}
+
+/// Runs `swarm-controller store-ca --out-dir DIR`.
+///
+/// # Errors
+/// The files could not be written (or exist), or the name is unusable.
+pub fn write_store_ca(out_dir: &std::path::Path, name: &str) -> Result<(), String> {
+    std::fs::create_dir_all(out_dir).map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
+    let files = hyperhive_provision::store_ca::write_ca_files(out_dir, name, std::time::SystemTime::now())
+        .map_err(|e| e.to_string())?;
+    println!(
+        "wrote the store CA's key to {} (mode 0600; set SWARM_STORE_CA_KEY_FILE to it) and its certificate to {} \
+         (SWARM_STORE_CA_CERT_FILE, and the CA servers trust for agents' certificates)",
+        files.key_file.display(),
+        files.cert_file.display()
+    );
+    Ok(())
 }
 
 /// Runs `swarm-controller secrets-key --out FILE`.

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use hyperhive_hive_proto::directory::{HiveDirectory, parse_directory};
 
+use crate::provision::ProvisionSettings;
 use crate::secrets::SecretsKey;
 
 /// Where the API socket lives when `SWARM_CONTROLLER_SOCKET` is not set.
@@ -35,7 +36,7 @@ pub mod vars {
 }
 
 /// The daemon's settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Config {
     /// The unix socket the API is served on.
     pub socket: PathBuf,
@@ -51,6 +52,8 @@ pub struct Config {
     pub nats_dir: Option<PathBuf>,
     /// The key the secret store seals under, read from `SWARM_SECRETS_KEY_FILE` at start.
     pub secrets_key: Option<SecretsKey>,
+    /// The systems agents are provisioned in and the credentials' lifetimes.
+    pub provisioning: ProvisionSettings,
 }
 
 /// A missing or malformed setting; the message names the variable and the fix.
@@ -62,7 +65,7 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    fn new(variable: &'static str, problem: impl Into<String>) -> Self {
+    pub(crate) fn new(variable: &'static str, problem: impl Into<String>) -> Self {
         Self { variable, problem: problem.into() }
     }
 }
@@ -120,7 +123,8 @@ impl Config {
             None => None,
             Some(path) => Some(read_secrets_key(&path)?),
         };
-        Ok(Self { socket, nats_url, nats_creds, reconcile_every, hives, nats_dir, secrets_key })
+        let provisioning = ProvisionSettings::from_lookup(&lookup)?;
+        Ok(Self { socket, nats_url, nats_creds, reconcile_every, hives, nats_dir, secrets_key, provisioning })
     }
 }
 

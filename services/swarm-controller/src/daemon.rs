@@ -7,7 +7,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use hive_jobq::{Jobq, JobqConfig};
+use hive_jobq::Jobq;
 
 use crate::accounts::Accounts;
 
@@ -15,10 +15,14 @@ use crate::api::{self, App};
 use crate::clock::{Clock, JobqClock};
 use crate::config::Config;
 use crate::nats::{self, NatsError};
+use crate::provision::health::HealthBoard;
+use crate::provision::vault::Vault;
+use crate::provision::{Adapters, Provisioner};
 use crate::reconcile::Reconciler;
 use crate::revoke::Revoker;
 use crate::roster::{Roster, watch_statuses};
 use crate::schedules::{Definitions, StoreError};
+use crate::secrets::SecretStore;
 use crate::socket::{self, SocketError};
 use crate::wanted::WantedStore;
 
@@ -34,10 +38,13 @@ pub enum StartError {
     /// The first reconcile pass could not read the buckets.
     #[error("first reconcile pass: {0}")]
     FirstPass(#[from] StoreError),
+    /// A provisioning client could not be built from its settings.
+    #[error("provisioning: {0}")]
+    Provisioning(String),
 }
 
 /// Runs the daemon until `shutdown` resolves, then drains requests and removes the socket. The
-/// job graph starts empty, with the default settings, and stops with the daemon.
+/// job graph starts empty, with `SWARM_JOBQ_*`'s settings, and stops with the daemon.
 ///
 /// # Errors
 /// [`StartError`] when it cannot start; once serving it only logs.
@@ -46,10 +53,10 @@ pub async fn run(
     clock: Arc<dyn Clock>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), StartError> {
-    let jobq = Jobq::builder(JobqConfig::default())
+    let jobq = Jobq::builder(config.provisioning.jobq.clone())
         .clock(Arc::new(JobqClock(clock.clone())))
         .start()
-        .expect("the default job queue configuration is valid");
+        .expect("the job queue settings are checked when they are read");
     let outcome = run_with_jobq(config, clock, jobq.clone(), shutdown).await;
     jobq.shutdown().await;
     outcome
@@ -83,6 +90,36 @@ pub async fn run_with_jobq(
     let listener = socket::bind(&config.socket)?;
     let first = reconciler.pass().await?;
     tracing::info!(?first, "first reconcile pass done");
+    let hives = Arc::new(config.hives);
+    let roster = Roster::new(js.clone(), buckets.agents);
+    let wanted = WantedStore::new(js.clone(), buckets.agent_wanted);
+    // One `Accounts` for every account change, so changes reach the server in order.
+    let accounts = config.nats_dir.map(|dir| Arc::new(Accounts::new(dir, config.nats_url.clone())));
+    let provisioner = match (config.secrets_key, &accounts) {
+        (Some(key), Some(accounts)) => {
+            let adapters = Adapters::from_settings(&config.provisioning).map_err(StartError::Provisioning)?;
+            tracing::info!(?adapters, "agent provisioning enabled");
+            Some(Arc::new(Provisioner {
+                settings: config.provisioning,
+                adapters,
+                vault: Vault::new(SecretStore::new(buckets.secrets, key)),
+                accounts: accounts.clone(),
+                roster: roster.clone(),
+                wanted: wanted.clone(),
+                js: js.clone(),
+                hives: hives.clone(),
+                jobq: jobq.clone(),
+                clock: clock.clone(),
+                health: HealthBoard::default(),
+            }))
+        }
+        _ => {
+            tracing::info!(
+                "agent creation is off: it needs SWARM_SECRETS_KEY_FILE and SWARM_NATS_DIR (POST /api/agents answers 503)"
+            );
+            None
+        }
+    };
 
     let app = Arc::new(App {
         client,
@@ -90,21 +127,23 @@ pub async fn run_with_jobq(
         reconciler,
         clock: clock.clone(),
         js: js.clone(),
-        hives: Arc::new(config.hives),
-        roster: Roster::new(js.clone(), buckets.agents),
-        wanted: WantedStore::new(js, buckets.agent_wanted),
-        // One `Accounts` for every account change, so changes reach the server in order.
-        revoker: config
-            .nats_dir
-            .map(|dir| Arc::new(Revoker::with_accounts(Arc::new(Accounts::new(dir, config.nats_url.clone()))))),
+        hives,
+        roster,
+        wanted,
+        revoker: accounts.map(|accounts| Arc::new(Revoker::with_accounts(accounts))),
         jobq,
+        provisioner: provisioner.clone(),
     });
     let watch = tokio::spawn(watch_statuses(buckets.hive_status, app.roster.clone(), app.hives.clone(), clock));
     let periodic = tokio::spawn(reconcile_periodically(app.clone(), config.reconcile_every));
+    let health = provisioner.map(|p| tokio::spawn(provision_and_check(p)));
     tracing::info!(socket = %config.socket.display(), "serving the API");
     warp::serve(api::routes(app)).incoming(listener).graceful(shutdown).run().await;
     periodic.abort();
     watch.abort();
+    if let Some(health) = health {
+        health.abort();
+    }
     socket::remove(&config.socket);
     tracing::info!("stopped");
     Ok(())
@@ -129,6 +168,30 @@ async fn ensure_objects_patiently(js: &async_nats::jetstream::Context) -> Result
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(std::time::Duration::from_secs(2));
             }
+        }
+    }
+}
+
+/// Resumes the provisioning of every agent left unfinished, then runs the credential health
+/// pass at once and every `SWARM_CREDENTIAL_CHECK_EVERY`.
+async fn provision_and_check(provisioner: Arc<Provisioner>) {
+    match provisioner.resume().await {
+        Ok(0) => {}
+        Ok(resumed) => tracing::info!(resumed, "provisioning resumed"),
+        // The health pass reads the roster too and logs its own failures; the resume is not
+        // retried, so say so.
+        Err(err) => {
+            tracing::error!(%err, "cannot read the roster to resume provisioning; restart the controller to retry")
+        }
+    }
+    let mut ticks = tokio::time::interval(provisioner.settings.check_every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        match provisioner.check_all().await {
+            Ok(report) if report.queued > 0 => tracing::info!(?report, "credential pass queued renewals or repairs"),
+            Ok(report) => tracing::debug!(?report, "credential pass: all healthy"),
+            Err(err) => tracing::warn!(%err, "credential pass failed; retrying at the next tick"),
         }
     }
 }

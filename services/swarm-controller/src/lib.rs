@@ -12,6 +12,8 @@
 //!   agent's credentials; [`deploy`]: sending sealed deploy messages to a hive.
 //! - [`accounts`]: NATS accounts changed while the swarm runs (an agent created or revoked),
 //!   given to the running server by [`claims`] through the system account.
+//! - [`provision`]: creating agents through the job graph (`POST /api/agents`) and keeping
+//!   their credentials healthy; [`secrets`]: the sealed secret store it keeps them in.
 //! - [`api`]: the HTTP routes.
 //! - [`daemon`]: wires them together ([`daemon::run`]) and holds the job graph (`hive-jobq`).
 //! - [`cli`]: the `swarm-controller` command line; [`swarmctl`]: the `swarmctl` one.
@@ -26,6 +28,7 @@ pub mod definition;
 pub mod deploy;
 pub mod hives;
 pub mod nats;
+pub mod provision;
 pub mod reconcile;
 pub mod revoke;
 pub mod roster;

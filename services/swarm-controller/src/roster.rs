@@ -21,6 +21,9 @@ use crate::clock::Clock;
 use crate::hives::parse_status;
 use crate::nats::{NatsError, scan_bucket};
 
+/// How often [`Roster::update`] rereads after losing a race.
+const UPDATE_ATTEMPTS: usize = 10;
+
 /// What one sync did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct SyncReport {
@@ -82,6 +85,43 @@ impl Roster {
             .ok())
     }
 
+    /// Adds `entry` for `agent` unless the roster has it: `Ok(false)` when it does.
+    ///
+    /// # Errors
+    /// NATS errors, as text.
+    pub async fn create(&self, agent: &AgentName, entry: &RosterEntry) -> Result<bool, String> {
+        let bytes = serde_json::to_vec(entry).map_err(|e| e.to_string())?;
+        match self.kv.create(agent.as_str(), bytes.into()).await {
+            Ok(_) => Ok(true),
+            Err(err) if err.kind() == kv::CreateErrorKind::AlreadyExists => Ok(false),
+            Err(err) => Err(err.to_string()),
+        }
+    }
+
+    /// Changes `agent`'s entry with `change`, as a compare-and-set on the revision it read,
+    /// repeated when another write slipped in between; returns the entry as written.
+    ///
+    /// # Errors
+    /// The agent is not on the roster, or NATS errors, as text.
+    pub async fn update(&self, agent: &AgentName, change: impl Fn(&mut RosterEntry)) -> Result<RosterEntry, String> {
+        for _ in 0..UPDATE_ATTEMPTS {
+            let current = self.kv.entry(agent.as_str()).await.map_err(|e| e.to_string())?;
+            let Some(current) = current.filter(|e| e.operation == kv::Operation::Put) else {
+                return Err(format!("agent {agent} is not on the roster"));
+            };
+            let mut entry: RosterEntry = serde_json::from_slice(&current.value)
+                .map_err(|e| format!("agent {agent}'s roster entry is unreadable: {e}"))?;
+            change(&mut entry);
+            let bytes = serde_json::to_vec(&entry).map_err(|e| e.to_string())?;
+            match self.kv.update(agent.as_str(), bytes.into(), current.revision).await {
+                Ok(_) => return Ok(entry),
+                Err(err) if err.kind() == kv::UpdateErrorKind::WrongLastRevision => continue,
+                Err(err) => return Err(err.to_string()),
+            }
+        }
+        Err(format!("agent {agent}'s roster entry keeps changing under this update; it is retried"))
+    }
+
     /// Adds every agent of `status` that is not on the roster yet, if its hive is in `directory`.
     ///
     /// # Errors
@@ -105,6 +145,8 @@ impl Roster {
                 created_at: format_instant(clock.now()),
                 provisioning: BTreeMap::new(),
                 identities: Identities::default(),
+                spec: None,
+                revision: 0,
             };
             let bytes = serde_json::to_vec(&entry).map_err(|e| e.to_string())?;
             match self.kv.create(agent.as_str(), bytes.into()).await {

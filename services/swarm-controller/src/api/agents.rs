@@ -14,6 +14,7 @@ use warp::reply::Response;
 use super::hives::{parse_hive, unavailable};
 use super::{ApiError, App, json};
 use crate::hives::{freshness, read_all};
+use crate::provision::health::AgentHealth;
 use crate::wanted::{Stored, WriteError};
 
 /// How often a change is retried when another write slipped in between its read and its write
@@ -71,6 +72,8 @@ struct LiveView {
     last_exit: Option<ExitInfo>,
     turn: Option<TurnState>,
     stale: bool,
+    /// Credential health from the last pass (created agents only; `null` before the first).
+    credentials: Option<AgentHealth>,
 }
 
 /// The body of a state change.
@@ -124,6 +127,7 @@ impl App {
                     last_exit: actual.as_ref().and_then(|a| a.last_exit.clone()),
                     turn: actual.and_then(|a| a.turn),
                     stale,
+                    credentials: self.provisioner.as_ref().and_then(|p| p.health.get(&name)),
                     hive: entry.hive,
                     name,
                 }

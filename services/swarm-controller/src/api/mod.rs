@@ -16,12 +16,15 @@
 //! | `GET /api/hives/status` | every hive's last status, its age and whether it is stale |
 //! | `GET /api/hives/{hive}/status` | one hive's |
 //! | `GET /api/agents` | the roster joined with wanted and actual state |
+//! | `POST /api/agents` | create an agent: its provisioning jobs are queued (202) |
 //! | `GET /api/agents/status` | the live part per agent |
 //! | `PUT /api/hives/{hive}/agents/{agent}/state` | set the wanted state; honours `If-Match` |
 //! | `GET /api/jobq/graph` | the job graph: nodes and edges; `?agent=NAME` keeps one agent's |
 //! | `POST /api/jobq/jobs/{id}/retry` | retry a failed job (202) |
+//! | `GET /metrics` | Prometheus text: credential checks, renewals, failures |
 
 mod agents;
+mod create;
 mod error;
 mod hives;
 mod jobq;
@@ -42,6 +45,7 @@ use hive_jobq::Jobq;
 use hyperhive_hive_proto::directory::HiveDirectory;
 
 use crate::clock::Clock;
+use crate::provision::Provisioner;
 use crate::reconcile::Reconciler;
 use crate::revoke::Revoker;
 use crate::roster::Roster;
@@ -75,6 +79,9 @@ pub struct App {
     pub revoker: Option<Arc<Revoker>>,
     /// The job graph (in memory only).
     pub jobq: Jobq,
+    /// Creates agents and keeps their credentials healthy; `None` without the secret store's
+    /// key or the NATS directory.
+    pub provisioner: Option<Arc<Provisioner>>,
 }
 
 /// The warp filter serving every route.
@@ -128,6 +135,11 @@ impl App {
             (["api", "hives", "status"], &Method::GET) => self.hive_statuses().await,
             (["api", "hives", hive, "status"], &Method::GET) => self.hive_status(hive).await,
             (["api", "agents"], &Method::GET) => self.list_agents().await,
+            (["api", "agents"], &Method::POST) => {
+                let body = json_body(headers, body).await?;
+                self.create_agent(&body).await
+            }
+            (["metrics"], &Method::GET) => Ok(self.metrics()),
             (["api", "agents", "status"], &Method::GET) => self.agents_status().await,
             (["api", "hives", hive, "agents", agent, "state"], &Method::PUT) => {
                 let revision = if_match(headers)?;
@@ -136,16 +148,17 @@ impl App {
             }
             (["api", "jobq", "graph"], &Method::GET) => self.jobq_graph(query),
             (["api", "jobq", "jobs", id, "retry"], &Method::POST) => self.jobq_retry(id),
-            (["healthz"], _) => Err(not_allowed(method, path, "GET")),
+            (["healthz"] | ["metrics"], _) => Err(not_allowed(method, path, "GET")),
+            (["api", "agents"], _) => Err(not_allowed(method, path, "GET, POST")),
             (["api", "schedules"], _) => Err(not_allowed(method, path, "GET, POST")),
             (["api", "schedules", _], _) => Err(not_allowed(method, path, "GET, PATCH, DELETE")),
             (["api", "hives"] | ["api", "hives", "status"] | ["api", "hives", _, "status"], _)
-            | (["api", "agents"] | ["api", "agents", "status"], _) => Err(not_allowed(method, path, "GET")),
+            | (["api", "agents", "status"], _) => Err(not_allowed(method, path, "GET")),
             (["api", "hives", _, "agents", _, "state"], _) => Err(not_allowed(method, path, "PUT")),
             (["api", "jobq", "graph"], _) => Err(not_allowed(method, path, "GET")),
             (["api", "jobq", "jobs", _, "retry"], _) => Err(not_allowed(method, path, "POST")),
             _ => Err(ApiError::NotFound(format!(
-                "no route {method} {path}; the API serves /healthz, /api/schedules[/{{id}}], \
+                "no route {method} {path}; the API serves /healthz, /metrics, /api/schedules[/{{id}}], \
                  /api/hives, /api/hives/status, /api/hives/{{hive}}/status, /api/agents, \
                  /api/agents/status, /api/hives/{{hive}}/agents/{{agent}}/state, /api/jobq/graph \
                  and /api/jobq/jobs/{{id}}/retry"

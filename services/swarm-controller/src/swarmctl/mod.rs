@@ -1,6 +1,7 @@
 //! swarmctl: drives swarm-controller's API over its unix socket.
 
 pub mod client;
+mod create;
 mod format;
 mod hives;
 mod jobs;
@@ -118,6 +119,10 @@ pub enum HivesCommand {
 /// `swarmctl agent ...`.
 #[derive(Debug, Subcommand)]
 pub enum AgentCommand {
+    /// Create an agent on a hive: the controller provisions its accounts and credentials (SSO,
+    /// forge user, config repo and token, store certificate, matrix account, NATS credential) as
+    /// jobs, declares it paused and deploys it; set it up with `swarmctl agent state`.
+    Create(create::CreateArgs),
     /// Set AGENT's wanted state on HIVE: up (runs and works), paused (runs, takes no todos, fires
     /// no slots), offline (stopped, state and credentials kept) or destroyed (stopped, state
     /// removed, credentials revoked; final, cannot be undone).
@@ -314,6 +319,9 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
             return hives::status(socket, hive.as_ref(), json).await;
         }
         Top::Agents { json } => return hives::agents(socket, json).await,
+        Top::Agent(AgentCommand::Create(args)) => {
+            return create::create(socket, &args, || clock.now()).await;
+        }
         Top::Agent(AgentCommand::State { hive, agent, state, if_match, json }) => {
             return hives::set_state(socket, &hive, &agent, state, if_match, json).await;
         }

@@ -78,6 +78,7 @@ pub fn config(nats: &NatsJwt, socket: PathBuf, reconcile_secs: u64) -> Config {
         hives: Default::default(),
         nats_dir: None,
         secrets_key: None,
+        provisioning: Default::default(),
     }
 }
 

@@ -1,0 +1,171 @@
+//! The steps that make an agent's accounts in external systems: the SSO user, the forge user, its
+//! config repository and token, the matrix account.
+//!
+//! Every account is created with a password the secret store holds before the account exists.
+//! An account of the agent's name that is there already is adopted only when that password works
+//! for it (the bridge's verify-password, forge basic auth, a matrix login): that proves this
+//! swarm made it, perhaps in a run that stopped before recording it. Any other such account
+//! belongs to someone else, and the step fails saying so instead of taking it over.
+
+use hyperhive_hive_proto::AgentName;
+use hyperhive_hive_proto::roster::Identities;
+use hyperhive_provision::forge::{NewForgeUser, TokenCheck, Visibility};
+use hyperhive_provision::matrix::{AccountCheck, MatrixError};
+use hyperhive_provision::sso::NewSsoUser;
+
+use super::settings::vars;
+use super::vault::Kind;
+use super::{IdentityChange, Outcome, Provisioner, not_configured};
+
+/// The mail domain of agents' accounts: `.invalid` is reserved (RFC 2606), so no mail is ever
+/// sent on an agent's behalf to a real mailbox.
+pub const AGENT_EMAIL_DOMAIN: &str = "agents.hyperhive.invalid";
+/// The name of the config repository in the agent's forge account.
+pub const CONFIG_REPO: &str = "config";
+/// The name of the agent's forge token (one per agent; a lost one is deleted and minted again).
+pub const FORGE_TOKEN_NAME: &str = "hyperhive";
+/// What the agent's forge token may do: read its user (which the health check needs), work on
+/// repositories and issues.
+pub const FORGE_TOKEN_SCOPES: &[&str] = &["read:user", "write:repository", "write:issue"];
+
+fn email(agent: &AgentName) -> String {
+    format!("{agent}@{AGENT_EMAIL_DOMAIN}")
+}
+
+fn foreign(system: &str, agent: &AgentName) -> String {
+    format!(
+        "{system} has an account named {agent} that this swarm did not make (its stored password does \
+         not sign it in); remove that account or create the agent under another name"
+    )
+}
+
+fn identities(fill: impl FnOnce(&mut Identities)) -> Outcome {
+    let mut identities = Identities::default();
+    fill(&mut identities);
+    Outcome::Done(IdentityChange(identities))
+}
+
+impl Provisioner {
+    pub(super) async fn sso_user(&self, agent: &AgentName) -> Result<Outcome, String> {
+        let Some(sso) = &self.adapters.sso else { return Ok(not_configured(vars::SSO_BRIDGE_URL)) };
+        let password = self.vault.password(agent, Kind::SsoPassword).await?;
+        let name = agent.as_str();
+        match sso.user(name).await.map_err(|e| e.to_string())? {
+            None => {
+                let user = NewSsoUser {
+                    name: name.to_owned(),
+                    displayname: format!("agent {agent}"),
+                    email: email(agent),
+                    groups: Vec::new(),
+                };
+                sso.create_or_update(&user, &password).await.map_err(|e| e.to_string())?;
+            }
+            Some(existing) => {
+                let ours = existing.managed && sso.verify_password(name, &password).await.map_err(|e| e.to_string())?;
+                if !ours {
+                    return Err(foreign("the SSO user database", agent));
+                }
+            }
+        }
+        Ok(identities(|i| i.sso_user = Some(name.to_owned())))
+    }
+
+    pub(super) async fn forge_user(&self, agent: &AgentName) -> Result<Outcome, String> {
+        let Some(forge) = &self.adapters.forge else { return Ok(not_configured(vars::FORGE_URL)) };
+        let password = self.vault.password(agent, Kind::ForgePassword).await?;
+        let name = agent.as_str();
+        match forge.user(name).await.map_err(|e| e.to_string())? {
+            None => {
+                let user = NewForgeUser {
+                    username: name.to_owned(),
+                    email: email(agent),
+                    full_name: format!("agent {agent}"),
+                    visibility: Visibility::Private,
+                };
+                forge.create_user(&user, &password).await.map_err(|e| e.to_string())?;
+            }
+            Some(_) => {
+                if !forge.password_works(name, &password).await.map_err(|e| e.to_string())? {
+                    return Err(foreign("the forge", agent));
+                }
+            }
+        }
+        Ok(identities(|i| i.forge_user = Some(name.to_owned())))
+    }
+
+    pub(super) async fn config_repo(&self, agent: &AgentName) -> Result<Outcome, String> {
+        let (Some(forge), Some(settings)) = (&self.adapters.forge, &self.settings.forge) else {
+            return Ok(not_configured(vars::FORGE_URL));
+        };
+        // The forge user step proved the account is this swarm's, so whatever it owns is too.
+        let repo = match forge.repo(agent.as_str(), CONFIG_REPO).await.map_err(|e| e.to_string())? {
+            Some(repo) => repo,
+            None => forge
+                .generate_repo(&settings.template_owner, &settings.template_name, agent.as_str(), CONFIG_REPO, true)
+                .await
+                .map_err(|e| e.to_string())?,
+        };
+        Ok(identities(|i| i.config_repo = Some(repo.full_name)))
+    }
+
+    pub(super) async fn forge_token(&self, agent: &AgentName) -> Result<Outcome, String> {
+        let Some(forge) = &self.adapters.forge else { return Ok(not_configured(vars::FORGE_URL)) };
+        if let Some(token) = self.vault.get(agent, Kind::ForgeToken).await?
+            && forge.check_token(&token).await.map_err(|e| e.to_string())?
+                == (TokenCheck::Valid { login: agent.to_string() })
+        {
+            return Ok(Outcome::Done(IdentityChange::none()));
+        }
+        self.mint_forge_token(agent).await?;
+        Ok(Outcome::Done(IdentityChange::none()))
+    }
+
+    /// Mints the agent's token afresh: a token of that name whose value the store does not hold
+    /// (minted by a run that stopped before storing it, or revoked) is deleted first.
+    pub(super) async fn mint_forge_token(&self, agent: &AgentName) -> Result<(), String> {
+        let forge = self.adapters.forge.as_ref().ok_or("the forge is not configured")?;
+        let password =
+            self.vault.get(agent, Kind::ForgePassword).await?.ok_or_else(|| {
+                format!("agent {agent} has no forge password stored; its forge-user step must run first")
+            })?;
+        let name = agent.as_str();
+        let existing = forge.token_names(name, &password).await.map_err(|e| e.to_string())?;
+        if existing.iter().any(|t| t == FORGE_TOKEN_NAME) {
+            forge.delete_token(name, &password, FORGE_TOKEN_NAME).await.map_err(|e| e.to_string())?;
+        }
+        let token =
+            forge.mint_token(name, &password, FORGE_TOKEN_NAME, FORGE_TOKEN_SCOPES).await.map_err(|e| e.to_string())?;
+        self.vault.put(agent, Kind::ForgeToken, &token).await
+    }
+
+    pub(super) async fn matrix_account(&self, agent: &AgentName) -> Result<Outcome, String> {
+        let Some(matrix) = &self.adapters.matrix else { return Ok(not_configured(vars::MATRIX_URL)) };
+        if let Some(token) = self.vault.get(agent, Kind::MatrixToken).await?
+            && let AccountCheck::Valid { user_id } = matrix.whoami(&token).await.map_err(|e| e.to_string())?
+        {
+            return Ok(identities(|i| i.matrix_user = Some(user_id)));
+        }
+        let user_id = self.matrix_session(agent).await?;
+        Ok(identities(|i| i.matrix_user = Some(user_id)))
+    }
+
+    /// Registers the agent's matrix account, or logs in to it when it exists (proving it is
+    /// ours), and stores the new session's token; returns the user id.
+    pub(super) async fn matrix_session(&self, agent: &AgentName) -> Result<String, String> {
+        let matrix = self.adapters.matrix.as_ref().ok_or("matrix is not configured")?;
+        let password = self.vault.password(agent, Kind::MatrixPassword).await?;
+        let name = agent.as_str();
+        let displayname = format!("agent {agent}");
+        let session = match matrix.register(name, &password, Some(&displayname)).await {
+            Ok(session) => session,
+            Err(MatrixError::AlreadyExists { .. }) => match matrix.login(name, &password).await {
+                Ok(session) => session,
+                Err(MatrixError::Forbidden { .. }) => return Err(foreign("the matrix homeserver", agent)),
+                Err(err) => return Err(err.to_string()),
+            },
+            Err(err) => return Err(err.to_string()),
+        };
+        self.vault.put(agent, Kind::MatrixToken, &session.access_token).await?;
+        Ok(session.user_id)
+    }
+}

@@ -1,0 +1,73 @@
+//! Handing a provisioned agent to its hive: the wanted state `paused` (so it starts without
+//! taking todos until someone sets it `up`), then the sealed deploy message; later, sealed
+//! `credentials` messages carrying renewed secrets.
+//!
+//! Revisions: the first deploy is always revision 1, so sending it again (a controller that died
+//! after sending, before recording) repeats the same message, which JetStream's duplicate window
+//! and the hive's per-revision check both absorb. Each credentials message raises the roster's
+//! `revision` first and uses the new value, so no two messages about an agent share one.
+
+use hyperhive_hive_proto::deploy::{DeployKind, Payload};
+use hyperhive_hive_proto::wanted::{Wanted, WantedState};
+use hyperhive_hive_proto::{AgentName, HiveName};
+use hyperhive_schedule::instant::format_instant;
+
+use super::{IdentityChange, Outcome, Provisioner};
+use crate::wanted::WriteError;
+
+/// `set_by` of the wanted state provisioning declares.
+pub const SET_BY: &str = "provisioning";
+/// The revision of an agent's first deploy message.
+const FIRST_REVISION: u64 = 1;
+
+impl Provisioner {
+    /// Declares `paused` unless a wanted state was declared already (by an earlier run, or by
+    /// someone who set the agent's state meanwhile: theirs stands).
+    pub(super) async fn declare_paused(&self, agent: &AgentName, hive: &HiveName) -> Result<Outcome, String> {
+        let wanted =
+            Wanted { state: WantedState::Paused, set_at: format_instant(self.clock.now()), set_by: SET_BY.into() };
+        match self.wanted.put(hive, agent, &wanted, None).await {
+            Ok(_) | Err(WriteError::Conflict) => Ok(Outcome::Done(IdentityChange::none())),
+            Err(WriteError::Nats(err)) => Err(err),
+        }
+    }
+
+    pub(super) async fn deploy(&self, agent: &AgentName) -> Result<Outcome, String> {
+        let entry = self.roster.update(agent, |e| e.revision = e.revision.max(FIRST_REVISION)).await?;
+        let spec = entry.spec.clone().ok_or_else(|| format!("agent {agent} has no spec on the roster"))?;
+        let payload = Payload {
+            kind: DeployKind::Deploy,
+            hive: entry.hive.clone(),
+            agent: agent.clone(),
+            revision: FIRST_REVISION,
+            spec: Some(spec),
+            secrets: self.vault.bundle(agent, self.store_ca_pem()).await?,
+        };
+        crate::deploy::send(&self.js, &self.hives, &payload).await.map_err(|e| e.to_string())?;
+        Ok(Outcome::Done(IdentityChange::none()))
+    }
+
+    /// Sends the agent's current secrets to its hive as a `credentials` message under a new
+    /// revision.
+    ///
+    /// # Errors
+    /// The roster, the secret store or the send failed; nothing is half applied on the hive
+    /// (it applies a message whole or not at all).
+    pub async fn send_credentials(&self, agent: &AgentName) -> Result<u64, String> {
+        let entry = self.roster.update(agent, |e| e.revision = e.revision.max(FIRST_REVISION) + 1).await?;
+        let payload = Payload {
+            kind: DeployKind::Credentials,
+            hive: entry.hive.clone(),
+            agent: agent.clone(),
+            revision: entry.revision,
+            spec: None,
+            secrets: self.vault.bundle(agent, self.store_ca_pem()).await?,
+        };
+        crate::deploy::send(&self.js, &self.hives, &payload).await.map_err(|e| e.to_string())?;
+        Ok(entry.revision)
+    }
+
+    fn store_ca_pem(&self) -> Option<&str> {
+        self.settings.store_ca.as_ref().map(|ca| ca.cert_pem())
+    }
+}

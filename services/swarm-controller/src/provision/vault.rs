@@ -1,0 +1,146 @@
+//! An agent's secrets in the secret store: which records there are, making a password once
+//! (sealed before anything is created with it), and the bundle a deploy or credentials message
+//! carries to the hive.
+
+use std::collections::BTreeMap;
+
+use hyperhive_hive_proto::AgentName;
+use hyperhive_hive_proto::deploy::Secrets;
+use hyperhive_provision::Secret;
+use rand::Rng;
+use rand::distr::Alphanumeric;
+
+use crate::secrets::{Plaintext, RecordKey, SecretStore};
+
+/// One kind of secret an agent has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// The SSO user's password.
+    SsoPassword,
+    /// The forge user's password (the controller signs in with it to mint tokens).
+    ForgePassword,
+    /// The forge API token the agent uses.
+    ForgeToken,
+    /// The matrix account's password.
+    MatrixPassword,
+    /// The matrix access token the agent uses.
+    MatrixToken,
+    /// The store certificate (PEM; public, kept with its key).
+    StoreCert,
+    /// The store certificate's private key (PEM).
+    StoreKey,
+    /// The NATS `.creds` text.
+    QueueCreds,
+}
+
+impl Kind {
+    fn record_name(self) -> &'static str {
+        match self {
+            Kind::SsoPassword => "sso-password",
+            Kind::ForgePassword => "forge-password",
+            Kind::ForgeToken => "forge-token",
+            Kind::MatrixPassword => "matrix-password",
+            Kind::MatrixToken => "matrix-token",
+            Kind::StoreCert => "store-cert",
+            Kind::StoreKey => "store-key",
+            Kind::QueueCreds => "queue-creds",
+        }
+    }
+
+    /// The file the hive writes it to in the agent's secrets directory (`None`: the agent does
+    /// not get it; the NATS credential has a place of its own).
+    fn agent_file(self) -> Option<&'static str> {
+        match self {
+            Kind::ForgeToken => Some("forge-token"),
+            Kind::MatrixToken => Some("matrix-token"),
+            Kind::StoreCert => Some("store-cert.pem"),
+            Kind::StoreKey => Some("store-key.pem"),
+            Kind::SsoPassword | Kind::ForgePassword | Kind::MatrixPassword | Kind::QueueCreds => None,
+        }
+    }
+}
+
+/// The file holding the store CA's certificate in the agent's secrets directory, so the agent
+/// can check the store server's certificate if it is issued by the same CA.
+pub const STORE_CA_FILE: &str = "store-ca.pem";
+
+/// Length of a generated password: 32 alphanumerics, about 190 bits.
+const PASSWORD_LEN: usize = 32;
+
+/// An agent's view of the secret store.
+#[derive(Debug, Clone)]
+pub struct Vault {
+    store: SecretStore,
+}
+
+impl Vault {
+    /// Wraps the store.
+    pub fn new(store: SecretStore) -> Self {
+        Self { store }
+    }
+
+    fn record(agent: &AgentName, kind: Kind) -> RecordKey {
+        RecordKey::agent(agent.as_str(), kind.record_name()).expect("an agent name and a kind make a record key")
+    }
+
+    /// The secret, if stored.
+    ///
+    /// # Errors
+    /// The store's error (a value that does not open is an error, never returned).
+    pub async fn get(&self, agent: &AgentName, kind: Kind) -> Result<Option<Secret>, String> {
+        let value = self.store.get(&Self::record(agent, kind)).await.map_err(|e| e.to_string())?;
+        value
+            .map(|plain| {
+                String::from_utf8(plain.expose().to_vec())
+                    .map(Secret::new)
+                    .map_err(|_| format!("the secret {} is not text", Self::record(agent, kind)))
+            })
+            .transpose()
+    }
+
+    /// Stores the secret, replacing what was there.
+    ///
+    /// # Errors
+    /// The store's error.
+    pub async fn put(&self, agent: &AgentName, kind: Kind, value: &Secret) -> Result<(), String> {
+        let plain = Plaintext::new(value.expose().as_bytes().to_vec());
+        self.store.put(&Self::record(agent, kind), &plain).await.map_err(|e| e.to_string())
+    }
+
+    /// The stored password of `kind`, or a new random one, sealed and stored before it is
+    /// returned: an account is only ever created with a password the store already holds, so a
+    /// controller that dies right after creating it can still prove the account is its own.
+    ///
+    /// # Errors
+    /// The store's error.
+    pub async fn password(&self, agent: &AgentName, kind: Kind) -> Result<Secret, String> {
+        if let Some(existing) = self.get(agent, kind).await? {
+            return Ok(existing);
+        }
+        let fresh: String = rand::rng().sample_iter(&Alphanumeric).take(PASSWORD_LEN).map(char::from).collect();
+        let fresh = Secret::new(fresh);
+        self.put(agent, kind, &fresh).await?;
+        Ok(fresh)
+    }
+
+    /// What the agent's hive gets: its NATS credential and every secret file it has so far, plus
+    /// the store CA's certificate when there is a store identity.
+    ///
+    /// # Errors
+    /// The store's error.
+    pub async fn bundle(&self, agent: &AgentName, store_ca_pem: Option<&str>) -> Result<Secrets, String> {
+        let mut files = BTreeMap::new();
+        for kind in [Kind::ForgeToken, Kind::MatrixToken, Kind::StoreCert, Kind::StoreKey] {
+            if let (Some(file), Some(value)) = (kind.agent_file(), self.get(agent, kind).await?) {
+                files.insert(file.to_owned(), value.expose().to_owned());
+            }
+        }
+        if files.contains_key("store-cert.pem")
+            && let Some(ca) = store_ca_pem
+        {
+            files.insert(STORE_CA_FILE.to_owned(), ca.to_owned());
+        }
+        let nats_creds = self.get(agent, Kind::QueueCreds).await?.map(|c| c.expose().to_owned());
+        Ok(Secrets { nats_creds, files })
+    }
+}
