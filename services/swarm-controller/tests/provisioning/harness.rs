@@ -17,7 +17,7 @@ use std::time::Duration;
 use async_nats::jetstream;
 use hyperhive_schedule::{AgentName, Todo, todo_subject};
 use hyperhive_testkit::{
-    AutheliaBridge, ClientCertSite, ForgeStandIn, NatsJwt, Process, Synapse, project_binary, wait_until,
+    AutheliaBridge, ClientCertSite, ForgeStandIn, HoldProxy, NatsJwt, Process, Synapse, project_binary, wait_until,
 };
 use serde_json::Value;
 use tempfile::TempDir;
@@ -28,8 +28,17 @@ pub const SWARMCTL: &str = env!("CARGO_BIN_EXE_swarmctl");
 pub const CONTROLLER: &str = env!("CARGO_BIN_EXE_swarm-controller");
 pub const PATIENCE: Duration = Duration::from_secs(60);
 pub const HIVE: &str = "hive1";
+/// A hive in the directory without an xkey: nothing can be deployed to it.
+pub const KEYLESS_HIVE: &str = "hive2";
 /// The template every config repository is generated from.
 pub const TEMPLATE: (&str, &str) = ("swarm", "agent-template");
+
+/// One [`HoldProxy`] in front of each HTTP system.
+pub struct Proxies {
+    pub sso: HoldProxy,
+    pub forge: HoldProxy,
+    pub matrix: HoldProxy,
+}
 
 /// Settings a test changes before the controller starts.
 #[derive(Debug, Clone, Default)]
@@ -48,6 +57,8 @@ pub struct Swarm {
     pub forge: ForgeStandIn,
     pub synapse: Synapse,
     pub site: ClientCertSite,
+    /// What the controller reaches the bridge, the forge and Synapse through.
+    pub proxies: Proxies,
     /// The controller's own connection, to queue todos and read buckets as an operator would.
     pub js: jetstream::Context,
     controller_env: Vec<(String, String)>,
@@ -73,7 +84,10 @@ impl Swarm {
         let path = |name: &str| dir.path().join(name);
         nats.mint_hive(HIVE, &[]).await.unwrap();
         let xkey = run(project_binary("hive-c0re").unwrap(), &["keygen", "--out", path("hive.xkey").to_str().unwrap()]);
-        let hives = serde_json::json!({HIVE: {"description": "provisioning test hive", "xkey": xkey.trim()}});
+        let hives = serde_json::json!({
+            HIVE: {"description": "provisioning test hive", "xkey": xkey.trim()},
+            KEYLESS_HIVE: {"description": "a hive without an xkey"},
+        });
         std::fs::write(path("hives.json"), hives.to_string()).unwrap();
         run(CONTROLLER, &["secrets-key", "--out", path("secrets.key").to_str().unwrap()]);
         run(CONTROLLER, &["store-ca", "--out-dir", path("ca").to_str().unwrap()]);
@@ -83,6 +97,11 @@ impl Swarm {
         forge.add_template(TEMPLATE.0, TEMPLATE.1);
         let synapse = Synapse::start().await.unwrap();
         let site = ClientCertSite::start(dir.path(), &path("ca/store-ca.pem")).await.unwrap();
+        let proxies = Proxies {
+            sso: HoldProxy::start(&bridge.url()).await.unwrap(),
+            forge: HoldProxy::start(&forge.url()).await.unwrap(),
+            matrix: HoldProxy::start(&synapse.base_url()).await.unwrap(),
+        };
         secret_file(&path("bridge.token"), bridge.token());
         secret_file(&path("forge.token"), &forge.admin_token());
         secret_file(&path("matrix.secret"), synapse.shared_secret());
@@ -101,10 +120,10 @@ impl Swarm {
         .map(|(k, v)| (k.to_owned(), v.to_str().unwrap().to_owned()))
         .collect();
         controller_env.extend([
-            ("SWARM_SSO_BRIDGE_URL".to_owned(), bridge.url()),
-            ("SWARM_FORGE_URL".to_owned(), forge.url()),
+            ("SWARM_SSO_BRIDGE_URL".to_owned(), proxies.sso.url()),
+            ("SWARM_FORGE_URL".to_owned(), proxies.forge.url()),
             ("SWARM_FORGE_TEMPLATE_REPO".to_owned(), format!("{}/{}", TEMPLATE.0, TEMPLATE.1)),
-            ("SWARM_MATRIX_URL".to_owned(), synapse.base_url()),
+            ("SWARM_MATRIX_URL".to_owned(), proxies.matrix.url()),
             ("SWARM_RECONCILE_SECS".to_owned(), "1".to_owned()),
             ("NO_COLOR".to_owned(), "1".to_owned()),
         ]);
@@ -122,6 +141,7 @@ impl Swarm {
             forge,
             synapse,
             site,
+            proxies,
             controller_env,
             past_logs: Vec::new(),
         };
