@@ -137,7 +137,12 @@ async fn bad_input_is_a_clear_4xx_and_stores_nothing() {
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "application/json",
         ),
-        (vec![json_ct], "x".repeat(600 * 1024), StatusCode::PAYLOAD_TOO_LARGE, "larger than"),
+        (
+            vec![json_ct],
+            "x".repeat(600 * 1024),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "larger than 512 KiB; a schedule's prompt (`body`) is at most 64 KiB",
+        ),
     ];
     for (headers, body, status, needle) in cases {
         let (got, answer) = c.call(Method::POST, "/api/schedules", &headers, body.clone()).await.unwrap();
