@@ -119,9 +119,9 @@ in
       default = 15;
       example = 5;
       description = ''
-        Seconds between the hive's status reports (`HIVE_C0RE_STATUS_SECS`); a change is reported
-        at once as well. The controller marks a status older than three intervals of its default
-        (45 s) stale, so keep it at 15 or below.
+        Seconds between the hive's status reports (`HIVE_C0RE_STATUS_SECS`), 1 to 30; a change is
+        reported at once as well. The controller marks a status older than three intervals of its
+        default (45 s) stale, so an interval above 30 is refused (hive-c0re refuses it too).
       '';
     };
   };
@@ -134,6 +134,14 @@ in
           services.hyperhive.deploy.hive-controller.hive: "${cfg.hive}" is not a hive name. Names are
           1 to 32 characters: a lowercase letter, then lowercase letters, digits or "-" (they are
           NATS subject tokens and KV keys), e.g. "hive1".
+        '';
+      }
+      {
+        assertion = cfg.statusInterval <= 30;
+        message = ''
+          services.hyperhive.deploy.hive-controller.statusInterval is ${toString cfg.statusInterval} seconds; it must be 1 to 30:
+          the controller shows a hive status older than 45 s as stale, so reports must come more
+          often than that, with room for a late one. Keep the default 15.
         '';
       }
       (hyperhive.notInStore "services.hyperhive.deploy.hive-controller.nats.credentialsFile" cfg.nats.credentialsFile)

@@ -20,6 +20,10 @@ pub const TODO_MAX_MSGS_PER_AGENT: i64 = 100;
 /// [`TODO_MAX_MSG_SIZE`] (12.5 MiB) of it, so it takes 80 agents each filling its queue with
 /// the largest todos to fill it.
 pub const TODO_MAX_BYTES: i64 = GIB;
+/// Todos all queues together may hold: the full queues of 10,000 agents. The byte limit alone
+/// would let a swarm of many agents fill `TODO` with millions of tiny todos, each costing the
+/// server its per-message index and bookkeeping whatever its size.
+pub const TODO_MAX_MSGS: i64 = 10_000 * TODO_MAX_MSGS_PER_AGENT;
 /// Bytes each KV bucket may hold.
 pub const BUCKET_MAX_BYTES: i64 = 256 * MIB;
 /// The largest value of any KV bucket.
@@ -28,6 +32,10 @@ pub const BUCKET_MAX_VALUE_SIZE: i32 = 1024 * 1024;
 pub const DEPLOY_MAX_MSGS_PER_HIVE: i64 = 100;
 /// Bytes all deploy queues together may hold.
 pub const DEPLOY_MAX_BYTES: i64 = 256 * MIB;
+/// Deploy messages all queues together may hold: the full queues of 1,000 hives.
+pub const DEPLOY_MAX_MSGS: i64 = 1_000 * DEPLOY_MAX_MSGS_PER_HIVE;
+/// Values each KV bucket keeps per key: the current one only.
+pub const BUCKET_HISTORY: i64 = 1;
 /// What the swarm's streams reserve on the NATS server's disk together (nats-server refuses a
 /// stream whose `max_bytes` does not fit in its `max_file_store`, which defaults to 75% of the
 /// disk space free at its start): the TODO and DEPLOY queues and six buckets

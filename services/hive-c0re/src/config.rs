@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use hyperhive_hive_proto::spec::{DeclaredAgent, parse_declared};
+use hyperhive_hive_proto::status::STALE_AFTER;
 use hyperhive_hive_proto::{AgentName, HiveName};
 use nkeys::XKey;
 
@@ -46,6 +47,10 @@ pub struct Config {
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/hive-c0re";
 /// The default status interval, in seconds.
 pub const DEFAULT_STATUS_SECS: u64 = 15;
+/// The longest status interval, in seconds: the controller shows a status older than
+/// [`STALE_AFTER`] (45 s) as stale, so a report must come well within it, with room for one
+/// that is late or lost.
+pub const MAX_STATUS_SECS: u64 = 30;
 
 impl Config {
     /// Reads every setting through `var` (the process environment in production).
@@ -161,9 +166,14 @@ impl Config {
         let status_every = match var("HIVE_C0RE_STATUS_SECS") {
             None => Some(Duration::from_secs(DEFAULT_STATUS_SECS)),
             Some(s) => match s.parse::<u64>() {
-                Ok(secs @ 1..=3600) => Some(Duration::from_secs(secs)),
+                Ok(secs @ 1..=MAX_STATUS_SECS) => Some(Duration::from_secs(secs)),
                 _ => {
-                    problem(format!("HIVE_C0RE_STATUS_SECS {s:?} must be a whole number of seconds from 1 to 3600"));
+                    problem(format!(
+                        "HIVE_C0RE_STATUS_SECS {s:?} must be a whole number of seconds from 1 to \
+                         {MAX_STATUS_SECS}: the controller shows a status older than {} s as stale, \
+                         so reports must come more often (default {DEFAULT_STATUS_SECS})",
+                        STALE_AFTER.as_secs()
+                    ));
                     None
                 }
             },
@@ -236,7 +246,7 @@ mod tests {
             ("HIVE_C0RE_RUNNER", "process or systemd"),
             ("HIVE_C0RE_AGENTS_FILE", "JSON object"),
             ("HIVE_C0RE_AGENT_BIN", "not a file"),
-            ("HIVE_C0RE_STATUS_SECS", "from 1 to 3600"),
+            ("HIVE_C0RE_STATUS_SECS", "from 1 to 30"),
         ] {
             assert!(
                 problems.iter().any(|line| line.starts_with(var) && line.contains(why)),
@@ -245,6 +255,39 @@ mod tests {
         }
         assert_eq!(problems.len(), 9, "{problems:#?}");
         assert!(!problems.iter().any(|l| l.contains("SXnotakey")), "a seed never appears in an error");
+    }
+
+    #[test]
+    fn a_status_interval_that_leaves_no_room_before_stale_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let creds = dir.path().join("hive.creds");
+        std::fs::write(&creds, "-----BEGIN NATS USER JWT-----\neyJ0\n------END NATS USER JWT------\n").unwrap();
+        let agent_bin = dir.path().join("hive-agent");
+        std::fs::write(&agent_bin, "").unwrap();
+        let with_interval = |secs: &str| {
+            let vars = BTreeMap::from([
+                ("HIVE_C0RE_HIVE", "h1".to_owned()),
+                ("HIVE_C0RE_NATS_URL", "nats://127.0.0.1:4222".to_owned()),
+                ("HIVE_C0RE_NATS_CREDS", creds.display().to_string()),
+                ("HIVE_C0RE_STATE_DIR", dir.path().display().to_string()),
+                ("HIVE_C0RE_AGENT_BIN", agent_bin.display().to_string()),
+                ("HIVE_C0RE_STATUS_SECS", secs.to_owned()),
+            ]);
+            Config::from_env(|name| vars.get(name).cloned())
+        };
+        assert_eq!(with_interval("30").unwrap().status_every, Duration::from_secs(30));
+        for secs in ["31", "60", "3600"] {
+            let problems = with_interval(secs).unwrap_err();
+            assert_eq!(problems.len(), 1, "{problems:#?}");
+            let line = &problems[0];
+            assert!(
+                line.starts_with("HIVE_C0RE_STATUS_SECS")
+                    && line.contains("from 1 to 30")
+                    && line.contains("older than 45 s")
+                    && !line.contains('\n'),
+                "{line}"
+            );
+        }
     }
 
     #[test]

@@ -114,7 +114,8 @@ pub async fn ensure_objects(js: &jetstream::Context) -> Result<Buckets, NatsErro
     Ok(Buckets { definitions, agent_schedules, hive_status, agent_wanted, agents, secrets })
 }
 
-/// Makes `bucket` if absent, bounds its size, and settles its direct get: buckets tenants read
+/// Makes `bucket` if absent, keeps one value per key, bounds its size (also on a bucket that
+/// exists already), and settles its direct get: buckets tenants read
 /// (`agent-schedules`, `hive-status`, `agent-wanted`) must allow it, since a tenant may read a key
 /// only by direct get; `schedule-definitions` and `agents` must not, so every read of them, and
 /// so every compare-and-set, starts from the stream leader rather than from a replica that may lag.
@@ -129,7 +130,7 @@ async fn ensure_bucket(
         js.create_key_value(kv::Config {
             bucket: bucket.to_owned(),
             description: description.to_owned(),
-            history: 1,
+            history: limits::BUCKET_HISTORY,
             max_bytes: limits::BUCKET_MAX_BYTES,
             max_value_size: limits::BUCKET_MAX_VALUE_SIZE,
             ..Default::default()
@@ -149,10 +150,12 @@ async fn ensure_bucket(
     let mut wanted = current.clone();
     // async-nats creates every bucket with direct get allowed.
     wanted.allow_direct = direct_get;
+    // A bucket's history is its stream's messages per subject.
+    wanted.max_messages_per_subject = limits::BUCKET_HISTORY;
     wanted.max_bytes = limits::BUCKET_MAX_BYTES;
     wanted.max_message_size = limits::BUCKET_MAX_VALUE_SIZE;
     if wanted != current {
-        tracing::info!(bucket, "setting the bucket's limits and direct get");
+        tracing::info!(bucket, "setting the bucket's history, limits and direct get");
         js.update_stream(&wanted)
             .await
             .map_err(|e| setup_error(format!("updating KV bucket {bucket}"))(e.to_string()))?;
@@ -162,12 +165,14 @@ async fn ensure_bucket(
 }
 
 /// A work queue of one subject per tenant: a full tenant is refused at its own per-subject limit
-/// (discard new, per subject) while the others keep working.
+/// (discard new, per subject) while the others keep working; the whole stream is bounded in
+/// messages as well as in bytes.
 fn per_tenant_queue(
     name: &str,
     description: &str,
     subjects: &str,
     per_subject: i64,
+    max_messages: i64,
     max_bytes: i64,
     max_message_size: i32,
 ) -> stream::Config {
@@ -180,6 +185,7 @@ fn per_tenant_queue(
         discard: stream::DiscardPolicy::New,
         discard_new_per_subject: true,
         max_messages_per_subject: per_subject,
+        max_messages,
         max_bytes,
         max_message_size,
         ..Default::default()
@@ -193,6 +199,7 @@ pub fn todo_stream_config() -> stream::Config {
         "every agent's todo queue, on todo.<agent>",
         "todo.*",
         limits::TODO_MAX_MSGS_PER_AGENT,
+        limits::TODO_MAX_MSGS,
         limits::TODO_MAX_BYTES,
         limits::TODO_MAX_MSG_SIZE,
     )
@@ -205,6 +212,7 @@ pub fn deploy_stream_config() -> stream::Config {
         "every hive's deploy messages, on deploy.<hive>",
         "deploy.*",
         limits::DEPLOY_MAX_MSGS_PER_HIVE,
+        limits::DEPLOY_MAX_MSGS,
         limits::DEPLOY_MAX_BYTES,
         limits::BUCKET_MAX_VALUE_SIZE,
     )
@@ -231,6 +239,7 @@ async fn ensure_queue(js: &jetstream::Context, wanted: stream::Config) -> Result
         discard: wanted.discard,
         discard_new_per_subject: wanted.discard_new_per_subject,
         max_messages_per_subject: wanted.max_messages_per_subject,
+        max_messages: wanted.max_messages,
         max_bytes: wanted.max_bytes,
         max_message_size: wanted.max_message_size,
         ..current.clone()

@@ -22,6 +22,9 @@ async fn start_creates_the_buckets_and_the_todo_stream() {
     assert_eq!(config.subjects, ["todo.*"]);
     assert_eq!(config.retention, async_nats::jetstream::stream::RetentionPolicy::WorkQueue);
     assert!(config.duplicate_window >= TODO_DUPLICATE_WINDOW);
+    assert_eq!(config.max_messages, hyperhive_nats_creds::limits::TODO_MAX_MSGS);
+    let mut deploy = c.js.get_stream(hyperhive_nats_creds::DEPLOY_STREAM).await.unwrap();
+    assert_eq!(deploy.info().await.unwrap().config.max_messages, hyperhive_nats_creds::limits::DEPLOY_MAX_MSGS);
     let mut agents = c.js.get_stream(format!("KV_{AGENT_SCHEDULES_BUCKET}")).await.unwrap();
     assert!(agents.info().await.unwrap().config.allow_direct);
     let mut definitions = c.js.get_stream(format!("KV_{SCHEDULE_DEFINITIONS_BUCKET}")).await.unwrap();
@@ -30,6 +33,7 @@ async fn start_creates_the_buckets_and_the_todo_stream() {
     let roster = roster.info().await.unwrap().config.clone();
     assert!(!roster.allow_direct, "no tenant reads the roster");
     assert_eq!(roster.max_bytes, hyperhive_nats_creds::limits::BUCKET_MAX_BYTES, "bounded like the others");
+    assert_eq!(roster.max_messages_per_subject, 1, "history 1");
     for bucket in [hyperhive_nats_creds::HIVE_STATUS_BUCKET, hyperhive_nats_creds::AGENT_WANTED_BUCKET] {
         let mut stream = c.js.get_stream(format!("KV_{bucket}")).await.unwrap();
         assert!(stream.info().await.unwrap().config.allow_direct, "{bucket}: hives read their keys by direct get");
@@ -137,7 +141,12 @@ async fn bad_input_is_a_clear_4xx_and_stores_nothing() {
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "application/json",
         ),
-        (vec![json_ct], "x".repeat(600 * 1024), StatusCode::PAYLOAD_TOO_LARGE, "larger than"),
+        (
+            vec![json_ct],
+            "x".repeat(600 * 1024),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "larger than 512 KiB; a schedule's prompt (`body`) is at most 64 KiB",
+        ),
     ];
     for (headers, body, status, needle) in cases {
         let (got, answer) = c.call(Method::POST, "/api/schedules", &headers, body.clone()).await.unwrap();

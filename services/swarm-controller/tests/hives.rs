@@ -216,6 +216,11 @@ async fn bad_state_changes_are_clear_errors_and_store_nothing() {
     let ok = "/api/hives/h1/agents/a/state";
     let json_ct = ("content-type", "application/json");
     let long_set_by = "x".repeat(65);
+    // Well-formed, but padded past the 1 KiB a state change may take.
+    let padded = format!(r#"{{"state": "up"{}}}"#, " ".repeat(2048));
+    let send = r#"send {"state": "up"|"offline"|"paused"|"destroyed"}"#;
+    let not_json = &format!(r#"Content-Type: application/json (got ""); {send}"#);
+    let too_large = &format!("larger than 1 KiB; {send}");
     type Case<'a> = (Method, &'a str, Vec<(&'a str, &'a str)>, String, StatusCode, &'a str);
     let cases: Vec<Case> = vec![
         (
@@ -269,8 +274,19 @@ async fn bad_state_changes_are_clear_errors_and_store_nothing() {
         (Method::PUT, ok, vec![json_ct], r#"{"state":"up","why":1}"#.into(), StatusCode::BAD_REQUEST, "unknown field"),
         (Method::PUT, ok, vec![json_ct], r#"{}"#.into(), StatusCode::BAD_REQUEST, "missing field `state`"),
         (Method::PUT, ok, vec![json_ct], "{not json".into(), StatusCode::BAD_REQUEST, "malformed request body"),
-        (Method::PUT, ok, vec![], r#"{"state":"up"}"#.into(), StatusCode::UNSUPPORTED_MEDIA_TYPE, "application/json"),
-        (Method::PUT, ok, vec![json_ct], "x".repeat(600 * 1024), StatusCode::PAYLOAD_TOO_LARGE, "larger than"),
+        // A body that is not declared as JSON, or larger than any state change, is a 400 saying
+        // what to send, like any other malformed body.
+        (Method::PUT, ok, vec![], r#"{"state":"up"}"#.into(), StatusCode::BAD_REQUEST, not_json),
+        (
+            Method::PUT,
+            ok,
+            vec![("content-type", "text/plain")],
+            r#"{"state":"up"}"#.into(),
+            StatusCode::BAD_REQUEST,
+            send,
+        ),
+        (Method::PUT, ok, vec![json_ct], padded, StatusCode::BAD_REQUEST, too_large),
+        (Method::PUT, ok, vec![json_ct], "x".repeat(600 * 1024), StatusCode::BAD_REQUEST, too_large),
         (
             Method::PUT,
             ok,

@@ -138,3 +138,58 @@ async fn start_refuses_a_todo_stream_that_is_not_a_work_queue() {
     .to_string();
     assert!(err.contains("stream TODO exists") && err.contains("work queue"), "{err}");
 }
+
+#[tokio::test]
+async fn start_sets_the_limits_on_streams_and_buckets_that_exist_already() {
+    use async_nats::jetstream::{kv, stream};
+    use hyperhive_nats_creds::{AGENT_WANTED_BUCKET, DEPLOY_STREAM, limits};
+    let nats = NatsJwt::start().await.unwrap();
+    let client = nats::connect(&nats.url(), Some(&nats.controller_creds())).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    // As an older controller (or an operator) left them: the right kind, looser limits.
+    for (name, subjects) in [("TODO", "todo.*"), (DEPLOY_STREAM, "deploy.*")] {
+        js.create_stream(stream::Config {
+            name: name.into(),
+            subjects: vec![subjects.into()],
+            retention: stream::RetentionPolicy::WorkQueue,
+            duplicate_window: nats::TODO_DUPLICATE_WINDOW,
+            max_bytes: 1 << 20,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    js.create_key_value(kv::Config {
+        bucket: AGENT_WANTED_BUCKET.into(),
+        history: 5,
+        max_bytes: 1 << 20,
+        max_value_size: 1024,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+
+    nats::ensure_objects(&js).await.unwrap();
+
+    for (name, max_messages, per_subject) in [
+        ("TODO", limits::TODO_MAX_MSGS, limits::TODO_MAX_MSGS_PER_AGENT),
+        (DEPLOY_STREAM, limits::DEPLOY_MAX_MSGS, limits::DEPLOY_MAX_MSGS_PER_HIVE),
+    ] {
+        let config = js.get_stream(name).await.unwrap().info().await.unwrap().config.clone();
+        assert_eq!(config.max_messages, max_messages, "{name}: a cap on messages across all subjects");
+        assert_eq!(config.max_messages_per_subject, per_subject, "{name}");
+        assert!(config.max_bytes > 1 << 20, "{name}");
+    }
+    let config = js.get_stream(format!("KV_{AGENT_WANTED_BUCKET}")).await.unwrap().info().await.unwrap().config.clone();
+    assert_eq!(config.max_messages_per_subject, limits::BUCKET_HISTORY, "history 1");
+    assert_eq!((config.max_bytes, config.max_message_size), (limits::BUCKET_MAX_BYTES, limits::BUCKET_MAX_VALUE_SIZE));
+    let store = js.get_key_value(AGENT_WANTED_BUCKET).await.unwrap();
+    store.put("h1.a", "first".into()).await.unwrap();
+    store.put("h1.a", "second".into()).await.unwrap();
+    let mut history = store.history("h1.a").await.unwrap();
+    let mut kept = Vec::new();
+    while let Some(entry) = futures::StreamExt::next(&mut history).await {
+        kept.push(entry.unwrap().value);
+    }
+    assert_eq!(kept, ["second"], "only the current value is kept");
+}

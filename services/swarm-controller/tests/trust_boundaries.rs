@@ -5,7 +5,8 @@
 //!   make, with a reply subject aimed at another tenant's key, queue or definition, must not write
 //!   there (a publish ack, a direct get, an API reply and an ack confirmation are each tried);
 //! - one agent must not exhaust the storage other agents need;
-//! - a hive must neither read, watch nor write another hive's objects, even through replies.
+//! - a hive must neither read, watch nor write another hive's objects, even through replies;
+//! - neither a hive nor an agent may write wanted state, not even its own hive's keys.
 //!
 //! Each attack is followed by the same request with the attacker's own inbox as reply, and the
 //! check waits for that answer: the server has handled the attack by then.
@@ -94,12 +95,13 @@ async fn connect(nats: &NatsJwt, creds: std::path::PathBuf, inbox: String) -> Cl
 
 /// Publishes `payload` to `subject` with the attacker's chosen `reply`, then makes the same
 /// request answered to its own inbox and waits for the answer.
-async fn attack(client: &Client, subject: &str, reply: &str, headers: HeaderMap, payload: &'static [u8]) {
+async fn attack(client: &Client, subject: &str, reply: &str, headers: HeaderMap, payload: &[u8]) {
+    let payload = bytes::Bytes::copy_from_slice(payload);
     client
-        .publish_with_reply_and_headers(subject.to_owned(), reply.to_owned(), headers.clone(), payload.into())
+        .publish_with_reply_and_headers(subject.to_owned(), reply.to_owned(), headers.clone(), payload.clone())
         .await
         .unwrap();
-    let control = client.request_with_headers(subject.to_owned(), headers, payload.into()).await;
+    let control = client.request_with_headers(subject.to_owned(), headers, payload).await;
     assert!(control.is_ok(), "the same request to {subject} with its own reply is answered: {control:?}");
 }
 
@@ -326,4 +328,110 @@ async fn a_hive_reaches_its_own_objects_only() {
     h1_js.publish("todo.a", "from the hive".into()).await.unwrap().await.expect("h1 queues a todo for its agent a");
     assert!(h1_js.publish("todo.c", "not its agent".into()).await.unwrap().await.is_err());
     assert_eq!(swarm.held(TODO_STREAM, "todo.c").await, 0);
+}
+
+/// Wanted state is the controller's to write: a hive reads and watches its own agents' keys, and
+/// neither it nor an agent may write one, not even to undo a `destroyed` of its own.
+#[tokio::test]
+async fn neither_a_hive_nor_an_agent_writes_wanted_state_not_even_its_own() {
+    let swarm = Swarm::start().await;
+    let h1 = swarm.hive("h1", &["a"]).await;
+    let a = swarm.agent("a").await;
+    let h1_name = HiveName::parse("h1").unwrap();
+    let wanted = swarm.bucket(AGENT_WANTED_BUCKET).await;
+    wanted.put("h1.a", r#"{"state":"destroyed","set_at":"2026-11-30T12:00:00Z","set_by":"api"}"#.into()).await.unwrap();
+    wanted.put("h1.b", r#"{"state":"up","set_at":"2026-11-30T12:00:00Z","set_by":"api"}"#.into()).await.unwrap();
+    let key = format!("$KV.{AGENT_WANTED_BUCKET}.h1.a");
+    let destroyed = swarm.entry(AGENT_WANTED_BUCKET, "h1.a").await;
+    assert!(destroyed.is_some());
+    let stream = format!("KV_{AGENT_WANTED_BUCKET}");
+    let last_sequence =
+        || async { swarm.js.get_stream(&stream).await.unwrap().info().await.unwrap().state.last_sequence };
+    let written = last_sequence().await;
+    let undo: &'static [u8] = br#"{"state":"up","set_at":"2026-11-30T12:00:01Z","set_by":"h1"}"#;
+    let own_wanted = format!("$JS.API.DIRECT.GET.{stream}.{key}");
+    let own_schedules = agent_schedule_direct_get_subject(&AgentName::parse("a").unwrap());
+
+    // A direct publish to the key: refused to both (no JetStream ack), and a plain publish, after
+    // which an answered request shows the server has handled it.
+    for (client, own) in [(&h1, &own_wanted), (&a, &own_schedules)] {
+        let js = jetstream::ContextBuilder::new().timeout(ANSWER).build(client.clone());
+        let refused = js.publish(key.clone(), undo.into()).await.unwrap().await;
+        assert!(refused.is_err(), "a tenant's publish to {key} was acked: {refused:?}");
+        client.publish(key.clone(), undo.into()).await.unwrap();
+        let answered = client.request(own.clone(), "".into()).await;
+        assert!(answered.is_ok(), "{own} with the tenant's own reply is answered: {answered:?}");
+    }
+
+    // The hive's own subjects with the key as reply: its status publish ack, the direct get of
+    // its own wanted key (an answer that would rewrite the key with its own value, at a new
+    // revision) and of its status, and the API of its own consumers.
+    let reply = key.as_str();
+    attack(&h1, &hive_status_subject(&h1_name), reply, no_headers(), b"h1").await;
+    attack(&h1, &own_wanted, reply, no_headers(), b"").await;
+    attack(
+        &h1,
+        &format!("$JS.API.DIRECT.GET.KV_{HIVE_STATUS_BUCKET}.$KV.{HIVE_STATUS_BUCKET}.h1"),
+        reply,
+        no_headers(),
+        b"",
+    )
+    .await;
+    let durable = hive_durable_name(&h1_name);
+    let filter = hive_wanted_filter(&h1_name);
+    let config = format!(
+        r#"{{"stream_name":"{stream}","config":{{"durable_name":"{durable}","filter_subject":"{filter}","deliver_policy":"last_per_subject","ack_policy":"explicit"}}}}"#
+    );
+    attack(
+        &h1,
+        &format!("$JS.API.CONSUMER.CREATE.{stream}.{durable}.{filter}"),
+        reply,
+        no_headers(),
+        config.as_bytes(),
+    )
+    .await;
+    attack(&h1, &format!("$JS.API.CONSUMER.INFO.{stream}.{durable}"), reply, no_headers(), b"").await;
+    // A pull whose message would be delivered at the key, then one delivered to h1's own inbox,
+    // whose ack asks for its confirmation at the key.
+    let next = format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}");
+    let pull = || bytes::Bytes::from_static(br#"{"batch":1,"no_wait":true}"#);
+    let inbox = h1.new_inbox();
+    let mut pulled = h1.subscribe(inbox.clone()).await.unwrap();
+    h1.publish_with_reply(next.clone(), key.clone(), pull()).await.unwrap();
+    h1.publish_with_reply(next, inbox, pull()).await.unwrap();
+    let delivered = tokio::time::timeout(ANSWER, pulled.next()).await.unwrap().unwrap();
+    assert!(delivered.subject.starts_with("$KV.agent-wanted.h1."), "{delivered:?}");
+    let h1_js = jetstream::new(h1.clone());
+    let unacked = || async {
+        let mut consumer = h1_js
+            .get_consumer_from_stream::<consumer::pull::Config, _, _>(durable.clone(), stream.clone())
+            .await
+            .unwrap();
+        consumer.info().await.unwrap().num_ack_pending
+    };
+    let pending = unacked().await;
+    assert!(pending > 0, "the pulled message awaits its ack");
+    h1.publish_with_reply(delivered.reply.clone().unwrap(), key.clone(), "+ACK".into()).await.unwrap();
+    hyperhive_testkit::wait_until("h1's ack handled", ANSWER, || async {
+        (unacked().await == pending - 1).then_some(())
+    })
+    .await
+    .unwrap();
+    let deploy = deploy_subject(&h1_name);
+    let config = format!(
+        r#"{{"stream_name":"{DEPLOY_STREAM}","config":{{"durable_name":"{durable}","filter_subject":"{deploy}","ack_policy":"explicit"}}}}"#
+    );
+    let create = format!("$JS.API.CONSUMER.CREATE.{DEPLOY_STREAM}.{durable}.{deploy}");
+    attack(&h1, &create, reply, no_headers(), config.as_bytes()).await;
+
+    // The agent's own subjects with the key as reply: its todo publish ack, the direct get of its
+    // schedules and its consumer's API.
+    attack(&a, "todo.a", reply, no_headers(), b"x").await;
+    attack(&a, &own_schedules, reply, no_headers(), b"").await;
+    let config = br#"{"stream_name":"TODO","config":{"durable_name":"agent-a","filter_subject":"todo.a","ack_policy":"explicit"}}"#;
+    attack(&a, "$JS.API.CONSUMER.CREATE.TODO.agent-a.todo.a", reply, no_headers(), config).await;
+    attack(&a, "$JS.API.CONSUMER.INFO.TODO.agent-a", reply, no_headers(), b"").await;
+
+    assert_eq!(swarm.entry(AGENT_WANTED_BUCKET, "h1.a").await, destroyed, "h1.a is still destroyed, same revision");
+    assert_eq!(last_sequence().await, written, "nothing was written to agent-wanted at all");
 }

@@ -260,6 +260,11 @@ let
     }
     {
       base = hived;
+      change.deploy.hive-controller = hiveController // { statusInterval = 31; };
+      expect = "hive-controller.statusInterval is 31 seconds; it must be 1 to 30";
+    }
+    {
+      base = hived;
       change.agents.alpha = agent // { environmentFile = "/run/secrets/alpha.env"; };
       expect = "agents.alpha.environmentFile is set, but with";
     }

@@ -26,6 +26,8 @@ const SET_BY_HEADER: &str = "x-set-by";
 const DEFAULT_SET_BY: &str = "api";
 /// The longest `X-Set-By`.
 const MAX_SET_BY: usize = 64;
+/// What a refused state change body is told to send instead.
+pub(super) const SEND_STATE: &str = r#"send {"state": "up"|"offline"|"paused"|"destroyed"}"#;
 
 /// A wanted state as the API shows it: the stored one with its revision, or the default an
 /// agent is held in while none was written (`revision`, `set_at`, `set_by` null).
@@ -149,11 +151,8 @@ impl App {
         let hive = parse_hive(hive)?;
         let agent = AgentName::parse(agent).map_err(|e| ApiError::BadRequest(e.to_string()))?;
         let set_by = set_by(headers)?;
-        let request: StateRequest = serde_json::from_slice(body).map_err(|e| {
-            ApiError::BadRequest(format!(
-                "malformed request body: {e}; send {{\"state\": \"up\"|\"offline\"|\"paused\"|\"destroyed\"}}"
-            ))
-        })?;
+        let request: StateRequest = serde_json::from_slice(body)
+            .map_err(|e| ApiError::BadRequest(format!("malformed request body: {e}; {SEND_STATE}")))?;
         let state: WantedState = request
             .state
             .parse()

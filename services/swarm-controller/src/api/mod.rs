@@ -2,7 +2,9 @@
 //!
 //! One catch-all warp filter hands method, path, headers and body to [`App::handle`], which
 //! routes by hand: every outcome, including unknown routes, wrong methods, oversized bodies and
-//! wrong content types, then gets the same JSON error shape from [`ApiError`].
+//! wrong content types, then gets the same JSON error shape from [`ApiError`]. A schedule route
+//! refuses a body that is not JSON with 415 and one over [`MAX_REQUEST_BYTES`] with 413; the state
+//! route answers both with 400, as it does any malformed body.
 //!
 //! | route | does |
 //! |---|---|
@@ -52,9 +54,14 @@ use crate::roster::Roster;
 use crate::schedules::Definitions;
 use crate::wanted::WantedStore;
 
-/// The largest request body read: a 64 KiB prompt written with JSON escapes (up to six bytes per
-/// byte) plus the other fields. Anything larger is refused with 413 before it is buffered.
+/// The largest schedule request body read: a 64 KiB prompt written with JSON escapes (up to six
+/// bytes per byte) plus the other fields. Anything larger is refused with 413 before it is
+/// buffered.
 pub const MAX_REQUEST_BYTES: usize = 512 * 1024;
+
+/// The largest state change body read: `{"state": "destroyed"}` with room to spare. Anything
+/// larger is refused with 400 before it is buffered.
+pub const MAX_STATE_REQUEST_BYTES: usize = 1024;
 
 /// What the handlers share.
 #[derive(Debug, Clone)]
@@ -122,12 +129,12 @@ impl App {
             (["healthz"], &Method::GET) => Ok(self.health()),
             (["api", "schedules"], &Method::GET) => self.list().await,
             (["api", "schedules"], &Method::POST) => {
-                let body = json_body(headers, body).await?;
+                let body = schedule_body(headers, body).await?;
                 self.create(&body).await
             }
             (["api", "schedules", id], &Method::GET) => self.get(id).await,
             (["api", "schedules", id], &Method::PATCH) => {
-                let body = json_body(headers, body).await?;
+                let body = schedule_body(headers, body).await?;
                 self.patch(id, if_match(headers)?, &body).await
             }
             (["api", "schedules", id], &Method::DELETE) => self.delete(id, if_match(headers)?).await,
@@ -143,7 +150,7 @@ impl App {
             (["api", "agents", "status"], &Method::GET) => self.agents_status().await,
             (["api", "hives", hive, "agents", agent, "state"], &Method::PUT) => {
                 let revision = if_match(headers)?;
-                let body = json_body(headers, body).await?;
+                let body = state_body(headers, body).await?;
                 self.set_state(hive, agent, headers, revision, &body).await
             }
             (["api", "jobq", "graph"], &Method::GET) => self.jobq_graph(query),
@@ -186,17 +193,32 @@ fn json(status: StatusCode, value: &impl serde::Serialize) -> Response {
     warp::reply::with_status(warp::reply::json(value), status).into_response()
 }
 
-/// The request body, provided it is declared as JSON and no larger than [`MAX_REQUEST_BYTES`].
-async fn json_body<S, B>(headers: &HeaderMap, body: S) -> Result<Bytes, ApiError>
+/// A schedule's request body (create or change), provided it is declared as JSON (else 415) and
+/// no larger than [`MAX_REQUEST_BYTES`] (else 413).
+async fn schedule_body<S, B>(headers: &HeaderMap, body: S) -> Result<Bytes, ApiError>
 where
     S: Stream<Item = Result<B, warp::Error>> + Send,
     B: Buf,
 {
     hyperhive_json_body::json_body(headers, body, MAX_REQUEST_BYTES).await.map_err(|e| match e {
         BodyError::NotJson(_) => ApiError::UnsupportedMediaType(e.to_string()),
-        BodyError::TooLarge { .. } => ApiError::PayloadTooLarge(format!("{e}; a schedule's body is at most 64 KiB")),
+        BodyError::TooLarge { .. } => {
+            ApiError::PayloadTooLarge(format!("{e}; a schedule's prompt (`body`) is at most 64 KiB"))
+        }
         BodyError::Read(_) => ApiError::BadRequest(e.to_string()),
     })
+}
+
+/// A state change's body, provided it is declared as JSON and no larger than
+/// [`MAX_STATE_REQUEST_BYTES`]; any other is a 400 saying what to send, like a malformed one.
+async fn state_body<S, B>(headers: &HeaderMap, body: S) -> Result<Bytes, ApiError>
+where
+    S: Stream<Item = Result<B, warp::Error>> + Send,
+    B: Buf,
+{
+    hyperhive_json_body::json_body(headers, body, MAX_STATE_REQUEST_BYTES)
+        .await
+        .map_err(|e| ApiError::BadRequest(format!("{e}; {}", agents::SEND_STATE)))
 }
 
 /// The optional `If-Match: <revision>` header (a bare or quoted number).
