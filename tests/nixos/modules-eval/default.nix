@@ -8,9 +8,9 @@
 #   nix-instantiate --eval --strict tests/nixos/modules-eval     # prints true, or throws the failures
 #
 # With flake-outputs.nix it also evaluates flake.nix's outputs (packages, overlay, modules, checks
-# and both VM tests' definitions, dev shell, formatter) against a stand-in nixpkgs.
+# and the three VM tests' definitions, dev shell, formatter) against a stand-in nixpkgs.
 #
-# scripts/test runs it. The VM tests (../control-plane.nix, ../swarm.nix) check the same modules
+# scripts/test runs it. The VM tests (../control-plane.nix, ../swarm.nix, ../provisioning.nix) check the same modules
 # against real nixpkgs where a Nix store and KVM exist.
 let
   b = builtins;

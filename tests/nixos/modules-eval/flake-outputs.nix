@@ -1,10 +1,10 @@
-# Evaluates flake.nix's `outputs` (and nix/*.nix, and the two VM tests' definitions) against a
+# Evaluates flake.nix's `outputs` (and nix/*.nix, and the three VM tests' definitions) against a
 # stand-in nixpkgs whose builders only record their arguments, and returns named checks of what
 # the flake exposes: the outputs docs/nixos.md lists, one derivation per package with its
 # `meta.mainProgram` and its cargo flags (swarmctl with swarm-controller), the hive-side bundle
 # (hive-agent and hive-c0re, without swarm-controller), the overlay, the modules, the checks
-# (every package, the cargo tests, both VM tests with their nodes, the swarm test's hives under
-# hive-c0re), the dev shell's tools and the formatter. default.nix runs these with the module
+# (every package, the cargo tests, the three VM tests with their nodes, the swarm test's hives under
+# hive-c0re, the provisioning test's services and controller settings), the dev shell's tools and the formatter. default.nix runs these with the module
 # checks; nothing here builds anything.
 let
   b = builtins;
