@@ -27,6 +27,70 @@ let
   );
   inherit (lib) mkOption types;
 
+  # Agent provisioning (`POST /api/agents`): each external system is on when its URL (the store
+  # CA: its key) is set.
+  prov = cfg.provisioning;
+  provisions = prov.sso.url != null || prov.forge.url != null || prov.matrix.url != null || prov.storeCa.keyFile != null;
+  # Its files, each handed to the unit with LoadCredential= under `name` and named to the daemon
+  # by `variable` as %d/<name>. `secret`: refused in the Nix store (the CA's certificate is public).
+  provisioningFiles = [
+    {
+      name = "sso-bridge-token";
+      option = "sso.tokenFile";
+      file = prov.sso.tokenFile;
+      variable = "SWARM_SSO_BRIDGE_TOKEN_FILE";
+      secret = true;
+    }
+    {
+      name = "forge-admin-token";
+      option = "forge.adminTokenFile";
+      file = prov.forge.adminTokenFile;
+      variable = "SWARM_FORGE_ADMIN_TOKEN_FILE";
+      secret = true;
+    }
+    {
+      name = "matrix-shared-secret";
+      option = "matrix.sharedSecretFile";
+      file = prov.matrix.sharedSecretFile;
+      variable = "SWARM_MATRIX_SHARED_SECRET_FILE";
+      secret = true;
+    }
+    {
+      name = "store-ca-key";
+      option = "storeCa.keyFile";
+      file = prov.storeCa.keyFile;
+      variable = "SWARM_STORE_CA_KEY_FILE";
+      secret = true;
+    }
+    {
+      name = "store-ca-cert";
+      option = "storeCa.certFile";
+      file = prov.storeCa.certFile;
+      variable = "SWARM_STORE_CA_CERT_FILE";
+      secret = false;
+    }
+  ];
+  givenFiles = builtins.filter (f: f.file != null) provisioningFiles;
+  provisioningOption = name: "services.hyperhive.deploy.swarm-controller.provisioning.${name}";
+
+  # "<n>s", "<n>m", "<n>h" or "<n>d", as the daemon reads its lifetimes and intervals.
+  lifetimes = {
+    storeCertLifetime = prov.storeCertLifetime;
+    queueCredsLifetime = prov.queueCredsLifetime;
+    credentialCheckEvery = prov.credentialCheckEvery;
+  };
+  isLifetime = value: builtins.match "[0-9]+[smhd]" value != null;
+  # Forgejo's owner and repository names.
+  isRepo = value: builtins.match "[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+" value != null;
+
+  # A setting that needs another: refused with both named.
+  needs = present: option: missing: hint: {
+    assertion = !present || missing;
+    message = ''
+      ${provisioningOption option} is set, but ${hint}.
+    '';
+  };
+
   socketDir = dirOf cfg.socketPath;
   # RuntimeDirectory= is relative to /run.
   runtimeDirectory = lib.removePrefix "/run/" socketDir;
@@ -146,6 +210,142 @@ in
       '';
     };
 
+    provisioning = {
+      sso = {
+        url = mkOption {
+          type = types.nullOr (types.strMatching "https?://[^[:space:]]+");
+          default = null;
+          example = "http://127.0.0.1:9092";
+          description = ''
+            The base URL of swarm-authelia-bridge (`SWARM_SSO_BRIDGE_URL`), through which the
+            controller creates each agent's SSO user. Unset, agents get no SSO user.
+          '';
+        };
+        tokenFile = mkOption {
+          type = types.nullOr types.path;
+          default = null;
+          example = "/run/secrets/authelia-bridge-token";
+          description = ''
+            The bridge's bearer token, the same file as the bridge's
+            `services.hyperhive.deploy.authelia-bridge.tokenFile`. Handed to the unit with
+            `LoadCredential=` (`SWARM_SSO_BRIDGE_TOKEN_FILE`); not in the Nix store. Required with
+            `url`.
+          '';
+        };
+      };
+
+      forge = {
+        url = mkOption {
+          type = types.nullOr (types.strMatching "https?://[^[:space:]]+");
+          default = null;
+          example = "https://forge.example";
+          description = ''
+            The Forgejo (or Gitea) base URL (`SWARM_FORGE_URL`), where the controller creates each
+            agent's forge user, its config repository and its token. Unset, agents get no forge
+            account.
+          '';
+        };
+        adminTokenFile = mkOption {
+          type = types.nullOr types.path;
+          default = null;
+          example = "/run/secrets/forge-admin-token";
+          description = ''
+            A token of a forge site administrator, with the scopes `write:admin`, `read:user` and
+            `write:repository` (or `all`). Handed to the unit with `LoadCredential=`
+            (`SWARM_FORGE_ADMIN_TOKEN_FILE`); not in the Nix store. Required with `url`.
+          '';
+        };
+        templateRepo = mkOption {
+          type = types.nullOr types.str;
+          default = null;
+          example = "hyperhive/agent-config";
+          description = ''
+            The template repository (`owner/name`, marked as a template in its settings) each
+            agent's config repository is generated from (`SWARM_FORGE_TEMPLATE_REPO`). Required
+            with `url`.
+          '';
+        };
+      };
+
+      matrix = {
+        url = mkOption {
+          type = types.nullOr (types.strMatching "https?://[^[:space:]]+");
+          default = null;
+          example = "https://matrix.example";
+          description = ''
+            The Synapse client API base URL (`SWARM_MATRIX_URL`), where the controller registers
+            each agent's matrix account. Unset, agents get no matrix account.
+          '';
+        };
+        sharedSecretFile = mkOption {
+          type = types.nullOr types.path;
+          default = null;
+          example = "/run/secrets/synapse-registration-secret";
+          description = ''
+            A file holding Synapse's `registration_shared_secret` (and nothing else). Handed to the
+            unit with `LoadCredential=` (`SWARM_MATRIX_SHARED_SECRET_FILE`); not in the Nix store.
+            Required with `url`.
+          '';
+        };
+      };
+
+      storeCa = {
+        keyFile = mkOption {
+          type = types.nullOr types.path;
+          default = null;
+          example = "/run/secrets/store-ca.key";
+          description = ''
+            The store CA's private key (`store-ca.key` from `swarm-controller store-ca --out-dir DIR`,
+            PEM, mode 0600), with which the controller issues each agent's store client certificate.
+            Handed to the unit with `LoadCredential=` (`SWARM_STORE_CA_KEY_FILE`); not in the Nix
+            store. Unset, agents get no store certificate.
+          '';
+        };
+        certFile = mkOption {
+          type = types.nullOr types.path;
+          default = null;
+          example = "/run/secrets/store-ca.pem";
+          description = ''
+            The store CA's certificate (`store-ca.pem` from the same command), which the stores
+            trust. Handed to the unit with `LoadCredential=` (`SWARM_STORE_CA_CERT_FILE`) beside
+            the key. Required with `keyFile`.
+          '';
+        };
+      };
+
+      storeCertLifetime = mkOption {
+        type = types.str;
+        default = "24h";
+        example = "7d";
+        description = ''
+          The lifetime of an agent's store certificate (`SWARM_STORE_CERT_LIFETIME`): a number and
+          `s`, `m`, `h` or `d`. Renewed after two thirds of it; there is no revocation list, so a
+          removed agent keeps store access until its certificate ends.
+        '';
+      };
+
+      queueCredsLifetime = mkOption {
+        type = types.str;
+        default = "24h";
+        example = "12h";
+        description = ''
+          The lifetime of an agent's NATS credential (`SWARM_QUEUE_CREDS_LIFETIME`): a number and
+          `s`, `m`, `h` or `d`.
+        '';
+      };
+
+      credentialCheckEvery = mkOption {
+        type = types.str;
+        default = "5m";
+        example = "15m";
+        description = ''
+          The interval of the credential health pass (`SWARM_CREDENTIAL_CHECK_EVERY`), which
+          re-checks every agent's credentials and renews those due: a number and `s`, `m`, `h` or
+          `d`.
+        '';
+      };
+    };
+
     reconcileInterval = mkOption {
       type = types.ints.positive;
       default = 60;
@@ -162,6 +362,57 @@ in
       (hyperhive.notInStore "services.hyperhive.deploy.swarm-controller.nats.credentialsFile" cfg.nats.credentialsFile)
       (hyperhive.notInStore "services.hyperhive.deploy.swarm-controller.nats.signingDir" cfg.nats.signingDir)
       (hyperhive.notInStore "services.hyperhive.deploy.swarm-controller.secretsKeyFile" cfg.secretsKeyFile)
+    ]
+    ++ map (f: hyperhive.notInStore (provisioningOption f.option) f.file) (builtins.filter (f: f.secret) provisioningFiles)
+    ++ [
+      (needs (prov.sso.url != null) "sso.url" (prov.sso.tokenFile != null)
+        "${provisioningOption "sso.tokenFile"} is not: give the file holding swarm-authelia-bridge's bearer token (the bridge's own tokenFile)"
+      )
+      (needs (prov.forge.url != null) "forge.url" (prov.forge.adminTokenFile != null)
+        "${provisioningOption "forge.adminTokenFile"} is not: give the file holding a forge site administrator's token"
+      )
+      (needs (prov.forge.url != null) "forge.url" (prov.forge.templateRepo != null)
+        "${provisioningOption "forge.templateRepo"} is not: name the template repository (owner/name) agents' config repositories are generated from"
+      )
+      (needs (prov.matrix.url != null) "matrix.url" (prov.matrix.sharedSecretFile != null)
+        "${provisioningOption "matrix.sharedSecretFile"} is not: give the file holding Synapse's registration_shared_secret"
+      )
+      (needs (prov.storeCa.keyFile != null) "storeCa.keyFile" (prov.storeCa.certFile != null)
+        "${provisioningOption "storeCa.certFile"} is not: give the CA's certificate, store-ca.pem from `swarm-controller store-ca --out-dir DIR`"
+      )
+      {
+        assertion = prov.forge.templateRepo == null || isRepo prov.forge.templateRepo;
+        message = ''
+          ${provisioningOption "forge.templateRepo"} is "${toString prov.forge.templateRepo}", not
+          owner/name: give the template repository as its owner and name, e.g. "hyperhive/agent-config".
+        '';
+      }
+      {
+        assertion = !provisions || cfg.secretsKeyFile != null;
+        message = ''
+          services.hyperhive.deploy.swarm-controller.provisioning is configured, but
+          services.hyperhive.deploy.swarm-controller.secretsKeyFile is not set: every password, token
+          and key the controller makes for an agent is sealed under that key. Make one with
+          `swarm-controller secrets-key --out FILE` and set secretsKeyFile to it.
+        '';
+      }
+      {
+        assertion = !provisions || cfg.nats.signingDir != null;
+        message = ''
+          services.hyperhive.deploy.swarm-controller.provisioning is configured, but
+          services.hyperhive.deploy.swarm-controller.nats.signingDir is not set: the controller mints
+          each new agent's NATS credential with the signing keys there. Set it to the directory
+          `swarm-controller nats init --out DIR` wrote.
+        '';
+      }
+    ]
+    ++ lib.mapAttrsToList (name: value: {
+      assertion = isLifetime value;
+      message = ''
+        ${provisioningOption name} is "${value}": give a number and s, m, h or d, e.g. "24h".
+      '';
+    }) lifetimes
+    ++ [
       {
         assertion = !(lib.elem socketDir sharedSocketDirs) && !lib.hasPrefix "/run/hyperhive/" socketDir;
         message = ''
@@ -207,7 +458,20 @@ in
         SWARM_NATS_DIR = hyperhive.literalForSystemd (toString cfg.nats.signingDir);
       }
       // lib.optionalAttrs (cfg.secretsKeyFile != null) { SWARM_SECRETS_KEY_FILE = "%d/secrets-key"; }
-      // lib.optionalAttrs (hives != { }) { SWARM_HIVES_FILE = "${hivesFile}"; };
+      // lib.optionalAttrs (hives != { }) { SWARM_HIVES_FILE = "${hivesFile}"; }
+      // lib.mapAttrs (_: hyperhive.literalForSystemd) (
+        {
+          SWARM_STORE_CERT_LIFETIME = prov.storeCertLifetime;
+          SWARM_QUEUE_CREDS_LIFETIME = prov.queueCredsLifetime;
+          SWARM_CREDENTIAL_CHECK_EVERY = prov.credentialCheckEvery;
+        }
+        // lib.optionalAttrs (prov.sso.url != null) { SWARM_SSO_BRIDGE_URL = prov.sso.url; }
+        // lib.optionalAttrs (prov.forge.url != null) { SWARM_FORGE_URL = prov.forge.url; }
+        // lib.optionalAttrs (prov.forge.templateRepo != null) { SWARM_FORGE_TEMPLATE_REPO = prov.forge.templateRepo; }
+        // lib.optionalAttrs (prov.matrix.url != null) { SWARM_MATRIX_URL = prov.matrix.url; }
+      )
+      # LoadCredential below puts each provisioning file here, readable by this unit only.
+      // builtins.listToAttrs (map (f: lib.nameValuePair f.variable "%d/${f.name}") givenFiles);
 
       serviceConfig = hyperhive.serviceConfig // {
         ExecStart = "${lib.getExe cfg.package} serve";
@@ -218,7 +482,10 @@ in
         Group = cfg.group;
         LoadCredential =
           lib.optional (cfg.nats.credentialsFile != null) "nats-creds:${cfg.nats.credentialsFile}"
-          ++ lib.optional (cfg.secretsKeyFile != null) "secrets-key:${cfg.secretsKeyFile}";
+          ++ lib.optional (cfg.secretsKeyFile != null) "secrets-key:${cfg.secretsKeyFile}"
+          # A public file given as a Nix path literal (the CA's certificate) is copied to the store;
+          # a secret never is (toString), and is refused as a path literal above.
+          ++ map (f: "${f.name}:${if f.secret then toString f.file else "${f.file}"}") givenFiles;
         # The socket's directory: created by systemd, group-traversable, and kept across restarts so
         # clients holding its path never see it vanish; the daemon unlinks its own stale socket at
         # start (services/swarm-controller/README.md).

@@ -1,4 +1,4 @@
-# `nix flake check`: every package, the workspace's test suite against real servers, and the two
+# `nix flake check`: every package, the workspace's test suite against real servers, and the three
 # multi-host VM tests (tests/nixos/README.md says which end-to-end test each mirrors).
 { pkgs, self }:
 let
@@ -19,4 +19,5 @@ in
   cargo-tests = hyperhive.cargo-tests;
   vm-control-plane = vmTest ../tests/nixos/control-plane.nix;
   vm-swarm = vmTest ../tests/nixos/swarm.nix;
+  vm-provisioning = vmTest ../tests/nixos/provisioning.nix;
 }

@@ -8,9 +8,9 @@
 #   nix-instantiate --eval --strict tests/nixos/modules-eval     # prints true, or throws the failures
 #
 # With flake-outputs.nix it also evaluates flake.nix's outputs (packages, overlay, modules, checks
-# and both VM tests' definitions, dev shell, formatter) against a stand-in nixpkgs.
+# and the three VM tests' definitions, dev shell, formatter) against a stand-in nixpkgs.
 #
-# scripts/test runs it. The VM tests (../control-plane.nix, ../swarm.nix) check the same modules
+# scripts/test runs it. The VM tests (../control-plane.nix, ../swarm.nix, ../provisioning.nix) check the same modules
 # against real nixpkgs where a Nix store and KVM exist.
 let
   b = builtins;
@@ -134,6 +134,38 @@ let
       credentialsFile = "/run/secrets/controller.creds";
     };
   };
+  # The controller with every provisioning setting (the CA's certificate is public, so a store
+  # path is accepted for it), and a helper changing some of them.
+  provisioning = {
+    sso = {
+      url = "http://127.0.0.1:9092";
+      tokenFile = "/run/secrets/authelia-bridge-token";
+    };
+    forge = {
+      url = "https://forge.example";
+      adminTokenFile = "/run/secrets/forge-admin-token";
+      templateRepo = "hyperhive/agent-config";
+    };
+    matrix = {
+      url = "https://matrix.example";
+      sharedSecretFile = "/run/secrets/synapse-registration-secret";
+    };
+    storeCa = {
+      keyFile = "/run/secrets/store-ca.key";
+      certFile = "/nix/store/00000000000000000000000000000000-store-ca.pem";
+    };
+    storeCertLifetime = "12h";
+    queueCredsLifetime = "6h";
+    credentialCheckEvery = "1m";
+  };
+  provisioner = controller // {
+    nats = controller.nats // { signingDir = "/var/lib/swarm-nats"; };
+    secretsKeyFile = "/run/secrets/swarm-secrets.key";
+    inherit provisioning;
+  };
+  provisionedWith = settings: { deploy.swarm-controller = provisioner // { provisioning = merge provisioning settings; }; };
+  # The start of each provisioning refusal.
+  prov = "swarm-controller.provisioning";
   agent = {
     nats.url = "nats://nats:4222";
     credentialsFile = "/run/secrets/alpha.creds";
@@ -287,6 +319,70 @@ let
       change.deploy.swarm-controller = controller // { secretsKeyFile = ./default.nix; };
       expect = "swarm-controller.secretsKeyFile is in the Nix store";
     }
+    {
+      change = provisionedWith { sso.tokenFile = null; };
+      expect = "${prov}.sso.url is set, but services.hyperhive.deploy.${prov}.sso.tokenFile is not";
+    }
+    {
+      change = provisionedWith { forge.adminTokenFile = null; };
+      expect = "${prov}.forge.url is set, but services.hyperhive.deploy.${prov}.forge.adminTokenFile is not";
+    }
+    {
+      change = provisionedWith { forge.templateRepo = null; };
+      expect = "${prov}.forge.url is set, but services.hyperhive.deploy.${prov}.forge.templateRepo is not";
+    }
+    {
+      change = provisionedWith { matrix.sharedSecretFile = null; };
+      expect = "${prov}.matrix.url is set, but services.hyperhive.deploy.${prov}.matrix.sharedSecretFile is not";
+    }
+    {
+      change = provisionedWith { storeCa.certFile = null; };
+      expect = "${prov}.storeCa.keyFile is set, but services.hyperhive.deploy.${prov}.storeCa.certFile is not";
+    }
+    {
+      change = provisionedWith { forge.templateRepo = "agent-config"; };
+      expect = "${prov}.forge.templateRepo is \"agent-config\", not\nowner/name";
+    }
+    {
+      change = provisionedWith { forge.templateRepo = "hyperhive/agent config"; };
+      expect = "${prov}.forge.templateRepo is \"hyperhive/agent config\", not\nowner/name";
+    }
+    {
+      change = provisionedWith { storeCertLifetime = "1 day"; };
+      expect = "${prov}.storeCertLifetime is \"1 day\": give a number and s, m, h or d";
+    }
+    {
+      change = provisionedWith { queueCredsLifetime = "24"; };
+      expect = "${prov}.queueCredsLifetime is \"24\": give a number and s, m, h or d";
+    }
+    {
+      change = provisionedWith { credentialCheckEvery = "5min"; };
+      expect = "${prov}.credentialCheckEvery is \"5min\": give a number and s, m, h or d";
+    }
+    {
+      change.deploy.swarm-controller = provisioner // { secretsKeyFile = null; };
+      expect = "provisioning is configured, but\nservices.hyperhive.deploy.swarm-controller.secretsKeyFile is not set";
+    }
+    {
+      change.deploy.swarm-controller = provisioner // { nats = controller.nats; };
+      expect = "provisioning is configured, but\nservices.hyperhive.deploy.swarm-controller.nats.signingDir is not set";
+    }
+    {
+      change = provisionedWith { sso.tokenFile = ./default.nix; };
+      expect = "${prov}.sso.tokenFile is in the Nix store, or is a Nix path literal";
+    }
+    {
+      change = provisionedWith { forge.adminTokenFile = "/nix/store/00000000000000000000000000000000-forge-token"; };
+      expect = "${prov}.forge.adminTokenFile is in the Nix store";
+    }
+    {
+      change = provisionedWith { matrix.sharedSecretFile = "/nix/store/00000000000000000000000000000000-synapse-secret"; };
+      expect = "${prov}.matrix.sharedSecretFile is in the Nix store";
+    }
+    {
+      change = provisionedWith { storeCa.keyFile = ./default.nix; };
+      expect = "${prov}.storeCa.keyFile is in the Nix store, or is a Nix path literal";
+    }
   ];
 
   ok = evaluate { values = good; };
@@ -306,6 +402,20 @@ let
   withSecretsKey = evaluate {
     values = good // {
       deploy.swarm-controller = controller // { secretsKeyFile = "/run/secrets/swarm-secrets.key"; };
+    };
+  };
+  provisioned = evaluate { values = good // { deploy.swarm-controller = provisioner; }; };
+  provisionedUnit = provisioned.units.swarm-controller;
+  # Only the store CA: the other systems' variables and files stay out.
+  storeOnly = evaluate {
+    values = good // provisionedWith {
+      sso.url = null;
+      sso.tokenFile = null;
+      forge.url = null;
+      forge.adminTokenFile = null;
+      forge.templateRepo = null;
+      matrix.url = null;
+      matrix.sharedSecretFile = null;
     };
   };
   bridgeUnit = ok.units.swarm-authelia-bridge;
@@ -419,13 +529,73 @@ let
       ]
       && keyFileUnit.serviceConfig.EnvironmentFile == [ ]
       && lib.hasInfix "export AWS_SHARED_CREDENTIALS_FILE='/run/secrets/bucket'" (adminText withKeyFile);
-    "swarm-controller gets its four variables" =
+    "swarm-controller gets its four variables and the provisioning lifetimes' defaults, no provisioning system" =
       controllerUnit.environment == {
         SWARM_CONTROLLER_SOCKET = "/run/swarm-controller/controller.sock";
         SWARM_NATS_URL = "nats://nats:4222";
         SWARM_NATS_CREDS = "%d/nats-creds";
         SWARM_RECONCILE_SECS = "60";
+        SWARM_STORE_CERT_LIFETIME = "24h";
+        SWARM_QUEUE_CREDS_LIFETIME = "24h";
+        SWARM_CREDENTIAL_CHECK_EVERY = "5m";
+      }
+      && controllerUnit.serviceConfig.LoadCredential == [ "nats-creds:/run/secrets/controller.creds" ];
+    "a controller with every provisioning setting passes every assertion (the CA's certificate may be in the store)" =
+      provisioned.failed == [ ];
+    "provisioning reaches the documented variables, each secret file as %d/<name>" =
+      provisionedUnit.environment == {
+        SWARM_CONTROLLER_SOCKET = "/run/swarm-controller/controller.sock";
+        SWARM_NATS_URL = "nats://nats:4222";
+        SWARM_NATS_CREDS = "%d/nats-creds";
+        SWARM_NATS_DIR = "/var/lib/swarm-nats";
+        SWARM_RECONCILE_SECS = "60";
+        SWARM_SECRETS_KEY_FILE = "%d/secrets-key";
+        SWARM_SSO_BRIDGE_URL = "http://127.0.0.1:9092";
+        SWARM_SSO_BRIDGE_TOKEN_FILE = "%d/sso-bridge-token";
+        SWARM_FORGE_URL = "https://forge.example";
+        SWARM_FORGE_ADMIN_TOKEN_FILE = "%d/forge-admin-token";
+        SWARM_FORGE_TEMPLATE_REPO = "hyperhive/agent-config";
+        SWARM_MATRIX_URL = "https://matrix.example";
+        SWARM_MATRIX_SHARED_SECRET_FILE = "%d/matrix-shared-secret";
+        SWARM_STORE_CA_KEY_FILE = "%d/store-ca-key";
+        SWARM_STORE_CA_CERT_FILE = "%d/store-ca-cert";
+        SWARM_STORE_CERT_LIFETIME = "12h";
+        SWARM_QUEUE_CREDS_LIFETIME = "6h";
+        SWARM_CREDENTIAL_CHECK_EVERY = "1m";
       };
+    "provisioning's files arrive through LoadCredential" =
+      provisionedUnit.serviceConfig.LoadCredential == [
+        "nats-creds:/run/secrets/controller.creds"
+        "secrets-key:/run/secrets/swarm-secrets.key"
+        "sso-bridge-token:/run/secrets/authelia-bridge-token"
+        "forge-admin-token:/run/secrets/forge-admin-token"
+        "matrix-shared-secret:/run/secrets/synapse-registration-secret"
+        "store-ca-key:/run/secrets/store-ca.key"
+        "store-ca-cert:/nix/store/00000000000000000000000000000000-store-ca.pem"
+      ];
+    "with only the store CA, only its variables and files" =
+      let
+        unit = storeOnly.units.swarm-controller;
+      in
+      storeOnly.failed == [ ]
+      && b.filter (lib.hasPrefix "SWARM_S") (b.attrNames unit.environment) == [
+        "SWARM_SECRETS_KEY_FILE"
+        "SWARM_STORE_CA_CERT_FILE"
+        "SWARM_STORE_CA_KEY_FILE"
+        "SWARM_STORE_CERT_LIFETIME"
+      ]
+      && !(unit.environment ? SWARM_FORGE_URL)
+      && !(unit.environment ? SWARM_MATRIX_URL)
+      && !(unit.environment ? SWARM_FORGE_TEMPLATE_REPO)
+      && unit.serviceConfig.LoadCredential == [
+        "nats-creds:/run/secrets/controller.creds"
+        "secrets-key:/run/secrets/swarm-secrets.key"
+        "store-ca-key:/run/secrets/store-ca.key"
+        "store-ca-cert:/nix/store/00000000000000000000000000000000-store-ca.pem"
+      ];
+    "% in a provisioning URL is doubled" =
+      (evaluate { values = good // provisionedWith { forge.url = "https://forge.example/%7Eforge"; }; })
+      .units.swarm-controller.environment.SWARM_FORGE_URL or null == "https://forge.example/%%7Eforge";
     "the secret store's key arrives through LoadCredential" =
       withSecretsKey.units.swarm-controller.environment.SWARM_SECRETS_KEY_FILE == "%d/secrets-key"
       && withSecretsKey.units.swarm-controller.serviceConfig.LoadCredential == [

@@ -1,10 +1,10 @@
-# Evaluates flake.nix's `outputs` (and nix/*.nix, and the two VM tests' definitions) against a
+# Evaluates flake.nix's `outputs` (and nix/*.nix, and the three VM tests' definitions) against a
 # stand-in nixpkgs whose builders only record their arguments, and returns named checks of what
 # the flake exposes: the outputs docs/nixos.md lists, one derivation per package with its
 # `meta.mainProgram` and its cargo flags (swarmctl with swarm-controller), the hive-side bundle
 # (hive-agent and hive-c0re, without swarm-controller), the overlay, the modules, the checks
-# (every package, the cargo tests, both VM tests with their nodes, the swarm test's hives under
-# hive-c0re), the dev shell's tools and the formatter. default.nix runs these with the module
+# (every package, the cargo tests, the three VM tests with their nodes, the swarm test's hives under
+# hive-c0re, the provisioning test's services and controller settings), the dev shell's tools and the formatter. default.nix runs these with the module
 # checks; nothing here builds anything.
 let
   b = builtins;
@@ -129,6 +129,7 @@ let
       vm = name: checks.${name}.test { inherit pkgs lib; };
       controlPlane = vm "vm-control-plane";
       swarm = vm "vm-swarm";
+      provisioning = vm "vm-provisioning";
       proxyCaddyfile = ((controlPlane.nodes.proxy { }).services.caddy.configFile).text;
       shellTools = names' outputs.devShells.${system}.default.attrs.packages;
     in
@@ -176,7 +177,7 @@ let
       # The cargo tests' inputs are every program the tests start: the servers of the test kit
       # (crates/testkit: Synapse for the matrix adapter's tests), moto's Python, and openssl
       # (services/agents-control/tests/cli.rs).
-      "${system}: checks are every package, the cargo tests and both VM tests" =
+      "${system}: checks are every package, the cargo tests and the three VM tests" =
         names checks == [
           "agents-control"
           "cargo-tests"
@@ -186,6 +187,7 @@ let
           "swarm-authelia-bridge"
           "swarm-controller"
           "vm-control-plane"
+          "vm-provisioning"
           "vm-swarm"
         ]
         && checks.cargo-tests.attrs.doCheck
@@ -257,6 +259,57 @@ let
           "swarmctl agent state hive1 alpha paused"
           "swarmctl agent state hive1 alpha offline"
           "swarmctl agent state hive1 alpha up"
+        ];
+      "${system}: the provisioning VM test has controller, hive1 and services; services runs Forgejo, Synapse and the SSO bridge" =
+        let
+          services = provisioning.nodes.services { };
+        in
+        names provisioning.nodes == [
+          "controller"
+          "hive1"
+          "services"
+        ]
+        && services.services.forgejo.enable
+        && services.services.forgejo.database.type == "sqlite3"
+        && services.services.matrix-synapse.enable
+        && services.services.matrix-synapse.settings.database.name == "sqlite3"
+        && services.services.matrix-synapse.settings.registration_shared_secret_path == "/etc/synapse/registration-secret"
+        && services.services.hyperhive.deploy.authelia-bridge.enable
+        && services.services.hyperhive.deploy.authelia-bridge.openFirewall;
+      "${system}: its controller sets every provisioning option, its hive has an xkey, its script creates, checks and starts an agent" =
+        let
+          controller = (provisioning.nodes.controller { }).services.hyperhive;
+          prov = controller.deploy.swarm-controller.provisioning;
+          hive = (provisioning.nodes.hive1 { }).services.hyperhive.deploy.hive-controller;
+        in
+        prov.sso.url == "http://services:9092"
+        && prov.sso.tokenFile != null
+        && prov.forge.url == "http://services:3000"
+        && prov.forge.adminTokenFile != null
+        && prov.forge.templateRepo == "swarm-admin/agent-config"
+        && prov.matrix.url == "http://services:8008"
+        && prov.matrix.sharedSecretFile != null
+        && prov.storeCa.keyFile != null
+        && prov.storeCa.certFile != null
+        && b.all (lifetime: b.match "[0-9]+[smhd]" lifetime != null) [
+          prov.storeCertLifetime
+          prov.queueCredsLifetime
+          prov.credentialCheckEvery
+        ]
+        && controller.deploy.swarm-controller.secretsKeyFile != null
+        && controller.deploy.swarm-controller.nats.signingDir == "/var/lib/swarm-nats"
+        && controller.swarm.hives.hive1.xkey != null
+        && hive.enable
+        && hive.hive == "hive1"
+        && hive.xkeyFile != null
+        && b.all (text: lib.hasInfix text provisioning.testScript) [
+          "swarmctl agent create gamma --hive hive1 --spec-file /etc/hyperhive/gamma-spec.json --wait"
+          "swarmctl jobs --agent gamma --json"
+          "\"template\": True"
+          "/_synapse/admin/v2/users/@gamma:matrix.test"
+          "swarmctl agents --json"
+          "swarmctl agent state hive1 gamma up"
+          "swarmctl schedule add --json"
         ];
       "${system}: the dev shell has the toolchain, nats-server, minio, caddy, seaweedfs, synapse and openssl" =
         b.all (t: b.elem t shellTools) [
