@@ -143,7 +143,7 @@ impl App {
             (["api", "hives", hive, "status"], &Method::GET) => self.hive_status(hive).await,
             (["api", "agents"], &Method::GET) => self.list_agents().await,
             (["api", "agents"], &Method::POST) => {
-                let body = json_body(headers, body).await?;
+                let body = create_body(headers, body).await?;
                 self.create_agent(&body).await
             }
             (["metrics"], &Method::GET) => Ok(self.metrics()),
@@ -205,6 +205,26 @@ where
         BodyError::TooLarge { .. } => {
             ApiError::PayloadTooLarge(format!("{e}; a schedule's prompt (`body`) is at most 64 KiB"))
         }
+        BodyError::Read(_) => ApiError::BadRequest(e.to_string()),
+    })
+}
+
+/// The largest `POST /api/agents` body: a spec at its limits (a 16 KiB turn command and 64
+/// environment values of 16 KiB each) written with JSON escapes fits.
+pub const MAX_CREATE_REQUEST_BYTES: usize = 8 * 1024 * 1024;
+
+/// An agent create's body, provided it is declared as JSON and no larger than
+/// [`MAX_CREATE_REQUEST_BYTES`].
+async fn create_body<S, B>(headers: &HeaderMap, body: S) -> Result<Bytes, ApiError>
+where
+    S: Stream<Item = Result<B, warp::Error>> + Send,
+    B: Buf,
+{
+    hyperhive_json_body::json_body(headers, body, MAX_CREATE_REQUEST_BYTES).await.map_err(|e| match e {
+        BodyError::NotJson(_) => ApiError::UnsupportedMediaType(e.to_string()),
+        BodyError::TooLarge { .. } => ApiError::PayloadTooLarge(format!(
+            "{e}; an agent's spec holds at most a 16 KiB turn command and 64 environment values of 16 KiB"
+        )),
         BodyError::Read(_) => ApiError::BadRequest(e.to_string()),
     })
 }

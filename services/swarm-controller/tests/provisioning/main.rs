@@ -1,8 +1,10 @@
 //! Agent creation end to end: `swarmctl agent create` against a controller provisioning in real
 //! servers (see `harness`), the agent deployed to a hive-c0re, and what can go wrong on the way.
 
+mod bad_input;
 #[path = "../common/mod.rs"]
 mod common;
 mod create;
 mod faults;
 mod harness;
+mod secrets;
