@@ -85,6 +85,27 @@ ran_at=$(grep -B2 'while alpha was paused' "$demo_dir/agents/alpha/turns.log" | 
 [[ "$ran_at" > "$resumed_at" ]] || fail "alpha's turn ran at $ran_at, before it was resumed at $resumed_at"
 echo "a pause held alpha's slot back and it fired once on resume"
 
+# gamma, created through `swarmctl agent create`: every job settled (the forge's skipped as not
+# configured, the rest done), paused on hive1 until set up, then it works.
+"$bin/swarmctl" jobs --agent gamma --json | python3 -c '
+import json, sys
+nodes = json.load(sys.stdin)["nodes"]
+assert len(nodes) == 9 and all(n["state"] == "succeeded" for n in nodes), nodes' \
+  || fail "gamma's provisioning jobs did not all succeed"
+"$bin/swarmctl" agents --json | python3 -c '
+import json, sys
+gamma = next(a for a in json.load(sys.stdin) if a["name"] == "gamma")
+steps = gamma["provisioning"]
+assert steps["forge-user"]["state"] == "skipped", steps
+assert all(steps[s]["state"] == "done" for s in ("sso", "matrix", "store-identity", "queue-credential", "deploy")), steps
+assert gamma["identities"]["matrix_user"] == "@gamma:demo.hyperhive.invalid", gamma["identities"]' \
+  || fail "gamma is not provisioned as the demo configures it"
+"$bin/swarmctl" agent state hive1 gamma up >/dev/null || fail "swarmctl agent state hive1 gamma up failed"
+"$bin/swarmctl" schedule add --name for-gamma --agent gamma --body 'hello gamma' --once >/dev/null \
+  || fail "swarmctl schedule add for gamma failed"
+wait_for "gamma's turn" 30 grep -q 'hello gamma' "$demo_dir/agents/gamma/turns.log"
+echo "gamma was created through swarmctl agent create, provisioned, deployed paused and works once up"
+
 url=$(sed -n 's/^demo: control plane: 3 copies behind Caddy at \(https:[^ ]*\) .*/\1/p' "$out")
 [ -n "$url" ] || fail "the demo did not print the control plane's address"
 curl -sf --cacert "$demo_dir/control/proxy.crt" "$url/readyz" >/dev/null \
