@@ -1,0 +1,180 @@
+//! Benchmark of agent provisioning: the controller's provisioning engine (`provision::Provisioner`,
+//! the job graph and the adapters) against a JWT-mode nats-server, swarm-authelia-bridge, a real
+//! Synapse and the forge stand-in, all on loopback.
+//!
+//! 1. **One agent**: the wall time from create to its nine jobs succeeded (the baseline).
+//! 2. **Many at once**: `--agents` (default 100) created back to back; the wall time until all
+//!    their jobs succeeded, against N times the baseline, and the most jobs the graph had running
+//!    at once (its bound is 8).
+//! 3. **Credential check pass**: one pass over `--check` (default 1,000) provisioned agents
+//!    (forge token and matrix token checked against their servers, certificate and NATS
+//!    credential ages), against a pass over one agent, per agent.
+//!
+//! `cargo build -p swarm-authelia-bridge && cargo bench -p swarm-controller --bench provisioning
+//! [-- --agents N --check M]`. Needs `scripts/setup` (nats-server, Synapse).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream;
+use hive_jobq::{JobId, JobState, Jobq, JobqConfig};
+use hyperhive_hive_proto::directory::{HiveDirectory, HiveEntry};
+use hyperhive_hive_proto::spec::AgentSpec;
+use hyperhive_hive_proto::{AgentName, HiveName};
+use hyperhive_provision::Secret;
+use hyperhive_provision::store_ca::{StoreCa, write_ca_files};
+use hyperhive_testkit::{AutheliaBridge, ForgeStandIn, NatsJwt, Synapse};
+use swarm_controller::accounts::Accounts;
+use swarm_controller::clock::SystemClock;
+use swarm_controller::provision::health::HealthBoard;
+use swarm_controller::provision::settings::{ForgeSettings, MatrixSettings, SsoSettings};
+use swarm_controller::provision::vault::Vault;
+use swarm_controller::provision::{Adapters, ProvisionSettings, Provisioner, ValidRequest};
+use swarm_controller::roster::Roster;
+use swarm_controller::secrets::{SecretStore, SecretsKey};
+use swarm_controller::wanted::WantedStore;
+
+/// Hives the agents are spread over: each hive's deploy queue holds at most 100 messages until
+/// the hive takes them, and no hive runs here.
+const HIVES: usize = 20;
+const PATIENCE: Duration = Duration::from_secs(1800);
+
+fn option(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.windows(2).find(|p| p[0] == name).map_or(default, |p| p[1].parse().expect("a number"))
+}
+
+struct Bench {
+    provisioner: Arc<Provisioner>,
+    jobq: Jobq,
+    _servers: (NatsJwt, AutheliaBridge, ForgeStandIn, Synapse, tempfile::TempDir),
+}
+
+async fn setup() -> anyhow::Result<Bench> {
+    let nats = NatsJwt::start().await?;
+    let js = jetstream::new(nats.controller_client().await?);
+    let buckets = swarm_controller::nats::ensure_objects(&js).await?;
+    let bridge = AutheliaBridge::from_workspace()?.start().await?;
+    let forge = ForgeStandIn::start().await?;
+    forge.add_template("swarm", "agent-template");
+    let synapse = Synapse::start().await?;
+    let dir = tempfile::tempdir()?;
+    let ca = write_ca_files(dir.path(), "bench store CA", std::time::SystemTime::now())?;
+    let hives: HiveDirectory = (0..HIVES)
+        .map(|i| {
+            let xkey = nkeys::XKey::new().public_key();
+            let entry = HiveEntry { description: String::new(), labels: Default::default(), xkey: Some(xkey) };
+            (HiveName::parse(&format!("hive{i}")).unwrap(), entry)
+        })
+        .collect();
+    let settings = ProvisionSettings {
+        sso: Some(SsoSettings { url: bridge.url(), token: Secret::new(bridge.token()) }),
+        forge: Some(ForgeSettings {
+            url: forge.url(),
+            admin_token: Secret::new(forge.admin_token()),
+            template_owner: "swarm".into(),
+            template_name: "agent-template".into(),
+        }),
+        matrix: Some(MatrixSettings { url: synapse.base_url(), shared_secret: Secret::new(synapse.shared_secret()) }),
+        store_ca: Some(Arc::new(StoreCa::load(&ca.key_file, &ca.cert_file)?)),
+        ..ProvisionSettings::default()
+    };
+    let jobq = Jobq::new(JobqConfig::default())?;
+    let provisioner = Arc::new(Provisioner {
+        adapters: Adapters::from_settings(&settings).map_err(anyhow::Error::msg)?,
+        settings,
+        vault: Vault::new(SecretStore::new(buckets.secrets, SecretsKey::generate())),
+        accounts: Arc::new(Accounts::new(nats.creds_dir().to_path_buf(), nats.url())),
+        roster: Roster::new(js.clone(), buckets.agents),
+        wanted: WantedStore::new(js.clone(), buckets.agent_wanted),
+        js,
+        hives: Arc::new(hives),
+        jobq: jobq.clone(),
+        clock: Arc::new(SystemClock),
+        health: HealthBoard::default(),
+    });
+    Ok(Bench { provisioner, jobq, _servers: (nats, bridge, forge, synapse, dir) })
+}
+
+impl Bench {
+    /// Creates `names` back to back and waits until all their jobs settled; the wall time and the
+    /// most jobs seen running at once.
+    async fn create(&self, names: &[String]) -> (Duration, usize) {
+        let started = Instant::now();
+        let mut ids: Vec<JobId> = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            let request = ValidRequest {
+                name: AgentName::parse(name).unwrap(),
+                hive: HiveName::parse(&format!("hive{}", i % HIVES)).unwrap(),
+                spec: AgentSpec { turn_command: "cat".into(), schedule_tick: None, turn_timeout: None, env: Default::default() },
+            };
+            ids.extend(self.provisioner.create(request).await.expect("created"));
+        }
+        let mut changes = self.jobq.subscribe();
+        let mut most = 0;
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let snapshot = self.jobq.snapshot();
+            most = most.max(snapshot.nodes.iter().filter(|n| n.state == JobState::Running).count());
+            let mine = snapshot.nodes.iter().filter(|n| ids.contains(&n.id));
+            let (settled, failed) = mine.fold((0, 0), |(s, f), n| {
+                (s + usize::from(n.state.is_settled()), f + usize::from(n.state == JobState::Failed))
+            });
+            assert_eq!(failed, 0, "a provisioning job failed: {:?}", snapshot.nodes.iter().find(|n| n.state == JobState::Failed));
+            if settled == ids.len() {
+                break;
+            }
+            tokio::select! {
+                _ = changes.changed() => {}
+                () = tokio::time::sleep_until(deadline) => panic!("provisioning did not finish in {PATIENCE:?}"),
+            }
+        }
+        (started.elapsed(), most)
+    }
+
+    async fn check_pass(&self) -> (Duration, usize) {
+        let started = Instant::now();
+        let report = self.provisioner.check_all().await.expect("a pass");
+        assert_eq!(report.queued, 0, "every credential is healthy: {report:?}");
+        (started.elapsed(), report.checked)
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let (many, check) = (option("--agents", 100), option("--check", 1000));
+    let bench = setup().await?;
+    let (one, _) = bench.create(&["solo".to_owned()]).await;
+    let (one_check, checked) = bench.check_pass().await;
+    assert_eq!(checked, 1);
+    println!("one agent: provisioned in {:.0} ms; a credential pass over it: {:.1} ms", ms(one), ms(one_check));
+
+    let names: Vec<String> = (0..many).map(|i| format!("many-{i:04}")).collect();
+    let (all, most) = bench.create(&names).await;
+    println!(
+        "{many} agents at once: {:.0} ms ({:.1} ms per agent; {:.2}x one agent's time for {many}x the agents, \
+         {:.1}x faster than one after another); at most {most} jobs running at once",
+        ms(all),
+        ms(all) / many as f64,
+        all.as_secs_f64() / one.as_secs_f64(),
+        (one.as_secs_f64() * many as f64) / all.as_secs_f64(),
+    );
+
+    let more: Vec<String> = (many..check.saturating_sub(1)).map(|i| format!("many-{i:04}")).collect();
+    if !more.is_empty() {
+        let (rest, _) = bench.create(&more).await;
+        println!("{} more agents provisioned in {:.1} s", more.len(), rest.as_secs_f64());
+    }
+    let (pass, checked) = bench.check_pass().await;
+    println!(
+        "credential pass over {checked} agents: {:.0} ms ({:.2} ms per agent; {:.2}x the one-agent pass per agent)",
+        ms(pass),
+        ms(pass) / checked as f64,
+        (pass.as_secs_f64() / checked as f64) / one_check.as_secs_f64(),
+    );
+    Ok(())
+}
