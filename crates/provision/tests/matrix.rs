@@ -1,16 +1,21 @@
 //! The matrix adapter against a real Synapse (testkit): registration with the shared secret,
 //! login, `whoami`, logout, and every refusal the controller has to tell apart: an account that
 //! exists, a wrong password, a deactivated or locked account, a wrong shared secret, throttling,
-//! a homeserver that is down. No password, token or shared secret may appear in any error or
-//! `Debug` text.
+//! a homeserver that is down. Then the controller's admin session, and the repair of a
+//! deactivated or locked account through the admin API. No password, token or shared secret may
+//! appear in any error or `Debug` text.
 
 use std::time::Duration;
 
+use anyhow::{Context, bail};
 use hyperhive_provision::Secret;
-use hyperhive_provision::matrix::{AccountCheck, Matrix, MatrixError, SynapseClient};
-use hyperhive_testkit::Synapse;
+use hyperhive_provision::matrix::{AccountCheck, AdminAccountState, Matrix, MatrixError, Session, SynapseClient};
+use hyperhive_testkit::{Synapse, wait_until};
+use serde_json::json;
 
 const PASSWORD: &str = "correct horse battery staple";
+const ADMIN_LOCALPART: &str = "hyperhive-controller";
+const ADMIN_PASSWORD: &str = "the controller's sealed admin password";
 
 fn client(synapse: &Synapse) -> SynapseClient {
     SynapseClient::new(&synapse.base_url(), Secret::new(synapse.shared_secret())).expect("a valid client")
@@ -173,4 +178,152 @@ fn malformed_settings_are_refused_without_echoing_the_secret() {
     let ok = SynapseClient::new("https://matrix.example/", Secret::new("s3cret")).expect("valid");
     assert_eq!(ok.base_url(), "https://matrix.example");
     assert_no_secret(&format!("{ok:?}"), &["s3cret"]);
+}
+
+/// Deactivates `user_id` as an administrator would, with the admin session `admin_token`.
+async fn deactivate_as(synapse: &Synapse, admin_token: &Secret, user_id: &str) -> anyhow::Result<()> {
+    let url = format!("{}/_synapse/admin/v1/deactivate/{user_id}", synapse.base_url());
+    let response = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(admin_token.expose())
+        .json(&json!({ "erase": false }))
+        .send()
+        .await
+        .context("calling the deactivate admin API")?;
+    let status = response.status();
+    if !status.is_success() {
+        bail!("deactivating {user_id}: Synapse answered {status}: {}", response.text().await?);
+    }
+    Ok(())
+}
+
+/// A Synapse that can reactivate accounts, and its controller's admin session.
+///
+/// A fresh SQLite database builds some indexes in background updates, and reactivation needs the
+/// one on `profiles.full_user_id` (Synapse upserts the profile on it; until then it answers 500).
+/// The updates are made to run back to back, and a throwaway account is reactivated until that
+/// works; a production database has long finished them.
+async fn synapse_ready_for_repairs() -> anyhow::Result<(Synapse, SynapseClient, Session)> {
+    let synapse = Synapse::start_with_config("background_updates:\n  sleep_enabled: false\n").await?;
+    let matrix = client(&synapse);
+    let admin = matrix.admin_session(ADMIN_LOCALPART, &Secret::new(ADMIN_PASSWORD)).await?;
+    let probe = matrix.register("probe", &Secret::new(PASSWORD), None).await?;
+    deactivate_as(&synapse, &admin.access_token, &probe.user_id).await?;
+    let (m, token, user_id, password) = (&matrix, &admin.access_token, &probe.user_id, &Secret::new(PASSWORD));
+    wait_until("Synapse's background update of the profiles index", Duration::from_secs(60), move || async move {
+        match m.reactivate(token, user_id, password).await {
+            Err(MatrixError::Server { status: 500, .. }) => None,
+            done => Some(done),
+        }
+    })
+    .await??;
+    Ok((synapse, matrix, admin))
+}
+
+#[tokio::test]
+async fn a_deactivated_or_locked_account_is_repaired_with_the_same_password() -> anyhow::Result<()> {
+    let (synapse, matrix, admin) = synapse_ready_for_repairs().await?;
+    let password = Secret::new(PASSWORD);
+    assert_eq!(admin.user_id, synapse.user_id(ADMIN_LOCALPART));
+    let agent_id = synapse.user_id("agent-a");
+    let registered = matrix.register("agent-a", &password, None).await?;
+    let valid = AccountCheck::Valid { user_id: agent_id.clone() };
+    let active = AdminAccountState::Exists { deactivated: false, locked: false };
+    assert_eq!(matrix.account_state(&admin.access_token, &agent_id).await?, active);
+
+    // An administrator deactivates it: the token and the password are gone.
+    deactivate_as(&synapse, &admin.access_token, &agent_id).await?;
+    assert_eq!(matrix.whoami(&registered.access_token).await?, AccountCheck::Invalid);
+    let err = matrix.login("agent-a", &password).await.expect_err("deactivated");
+    assert!(matches!(err, MatrixError::Forbidden { .. }), "{err}");
+    let deactivated = AdminAccountState::Exists { deactivated: true, locked: false };
+    assert_eq!(matrix.account_state(&admin.access_token, &agent_id).await?, deactivated);
+
+    // The repair: the same user id and password work again; the old token stays revoked.
+    matrix.reactivate(&admin.access_token, &agent_id, &password).await?;
+    assert_eq!(matrix.account_state(&admin.access_token, &agent_id).await?, active);
+    let session = matrix.login("agent-a", &password).await?;
+    assert_eq!(matrix.whoami(&session.access_token).await?, valid);
+    assert_eq!(matrix.whoami(&registered.access_token).await?, AccountCheck::Invalid);
+    // Repairing an account that needs nothing changes nothing: its session stays valid.
+    matrix.reactivate(&admin.access_token, &agent_id, &password).await?;
+    assert_eq!(matrix.whoami(&session.access_token).await?, valid);
+
+    // A lock keeps the tokens but refuses them; the repair unlocks and keeps the devices.
+    synapse.lock(&agent_id).await?;
+    assert_eq!(matrix.whoami(&session.access_token).await?, AccountCheck::Locked);
+    let locked = AdminAccountState::Exists { deactivated: false, locked: true };
+    assert_eq!(matrix.account_state(&admin.access_token, &agent_id).await?, locked);
+    matrix.reactivate(&admin.access_token, &agent_id, &password).await?;
+    assert_eq!(matrix.account_state(&admin.access_token, &agent_id).await?, active);
+    assert_eq!(matrix.whoami(&session.access_token).await?, valid);
+    matrix.login("agent-a", &password).await?;
+
+    let secrets = [PASSWORD, ADMIN_PASSWORD, admin.access_token.expose(), session.access_token.expose()];
+    assert_no_secret(&format!("{admin:?} {session:?} {err} {err:?} {matrix:?}"), &secrets);
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_admin_session_is_registered_once_then_proven_by_its_password() -> anyhow::Result<()> {
+    let synapse = Synapse::start().await?;
+    let matrix = client(&synapse);
+    let admin_password = Secret::new(ADMIN_PASSWORD);
+    let first = matrix.admin_session(ADMIN_LOCALPART, &admin_password).await?;
+    let second = matrix.admin_session(ADMIN_LOCALPART, &admin_password).await?;
+    assert_eq!(first.user_id, synapse.user_id(ADMIN_LOCALPART));
+    assert_eq!(second.user_id, first.user_id);
+    assert_ne!(second.device_id, first.device_id, "the second is a login: a new device");
+    for session in [&first, &second] {
+        let state = matrix.account_state(&session.access_token, &first.user_id).await?;
+        assert_eq!(state, AdminAccountState::Exists { deactivated: false, locked: false });
+    }
+
+    // Someone else's account under that localpart is not adopted.
+    let wrong = matrix.admin_session(ADMIN_LOCALPART, &Secret::new("a guess")).await.expect_err("wrong password");
+    assert!(matches!(wrong, MatrixError::Forbidden { .. }), "{wrong}");
+
+    // A plain account, even one whose password is known, is no admin: not for the admin API,
+    // and not as the admin session.
+    let password = Secret::new(PASSWORD);
+    let agent = matrix.register("agent-a", &password, None).await?;
+    let not_admin = matrix.account_state(&agent.access_token, &agent.user_id).await.expect_err("not an admin");
+    assert!(matches!(&not_admin, MatrixError::Forbidden { message } if message.contains("admin")), "{not_admin}");
+    let err = matrix.reactivate(&agent.access_token, &agent.user_id, &password).await.expect_err("not an admin");
+    assert!(matches!(err, MatrixError::Forbidden { .. }), "{err}");
+    let plain = matrix.admin_session("agent-a", &password).await.expect_err("not an admin");
+    assert!(matches!(&plain, MatrixError::Forbidden { message } if message.contains("admin")), "{plain}");
+    let revoked = matrix.account_state(&Secret::new("syt_made_up"), &agent.user_id).await.expect_err("no token");
+    assert!(matches!(revoked, MatrixError::UnknownToken), "{revoked}");
+
+    // An unknown user is not found, and reactivating it creates nothing.
+    let nobody = synapse.user_id("nobody");
+    assert_eq!(matrix.account_state(&first.access_token, &nobody).await?, AdminAccountState::NotFound);
+    let err = matrix.reactivate(&first.access_token, &nobody, &password).await.expect_err("no account");
+    assert!(matches!(&err, MatrixError::NotFound { user_id } if *user_id == nobody), "{err}");
+    assert_eq!(matrix.account_state(&first.access_token, &nobody).await?, AdminAccountState::NotFound);
+
+    // A user id with a `/` is one path segment.
+    let slash = matrix.register("agent/slash", &password, None).await?;
+    let state = matrix.account_state(&first.access_token, &slash.user_id).await?;
+    assert_eq!(state, AdminAccountState::Exists { deactivated: false, locked: false });
+
+    let secrets = [PASSWORD, ADMIN_PASSWORD, first.access_token.expose(), agent.access_token.expose()];
+    assert_no_secret(&format!("{first:?} {wrong} {wrong:?} {not_admin:?} {plain:?} {err:?}"), &secrets);
+    Ok(())
+}
+
+#[tokio::test]
+async fn malformed_user_ids_are_refused_before_any_request() {
+    // Nothing listens there: a request would answer Unreachable.
+    let matrix = SynapseClient::new("http://127.0.0.1:1", Secret::new("s3cret")).expect("valid");
+    let token = Secret::new("syt_token");
+    for user_id in ["agent-a", "@agent-a", "@:localhost", "@agent a:localhost", "agent-a:localhost"] {
+        let err = matrix.account_state(&token, user_id).await.expect_err(user_id);
+        assert!(matches!(err, MatrixError::InvalidInput { what: "user id", .. }), "{user_id}: {err}");
+        let err = matrix.reactivate(&token, user_id, &Secret::new(PASSWORD)).await.expect_err(user_id);
+        assert!(matches!(err, MatrixError::InvalidInput { what: "user id", .. }), "{user_id}: {err}");
+    }
+    let err = matrix.reactivate(&token, "@agent-a:localhost", &Secret::new("")).await.expect_err("empty");
+    assert!(matches!(err, MatrixError::InvalidInput { what: "password", .. }), "{err}");
 }

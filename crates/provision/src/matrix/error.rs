@@ -29,13 +29,20 @@ pub enum MatrixError {
         /// The localpart asked for.
         localpart: String,
     },
+    /// The admin API does not know the account (404 `M_NOT_FOUND`).
+    #[error("the homeserver has no account {user_id:?}")]
+    NotFound {
+        /// The user id asked about.
+        user_id: String,
+    },
     /// Shared-secret registration was refused: the secret is not the homeserver's.
     #[error(
         "the homeserver refused the registration's MAC: the shared secret is not its \
          registration_shared_secret"
     )]
     SharedSecretRejected,
-    /// `M_FORBIDDEN`: a wrong password, an unknown account, or an action not allowed.
+    /// `M_FORBIDDEN`: a wrong password, an unknown account, or an action not allowed (on the
+    /// admin API: the token is not a server admin's).
     #[error("forbidden by the homeserver: {message}")]
     Forbidden {
         /// The server's text.

@@ -1,5 +1,6 @@
 //! The agent's matrix account: registered once, proven by logging in, re-checked with `whoami`,
-//! revoked with `logout` (see docs/swarm/provisioning.md, "Matrix (Synapse)").
+//! revoked with `logout`, and repaired through the admin API when an administrator deactivated
+//! or locked it (see docs/swarm/provisioning.md, "Matrix (Synapse)").
 //!
 //! # Layout
 //! - [`Matrix`]: what the controller asks of a homeserver; [`SynapseClient`] implements it.
@@ -59,6 +60,20 @@ pub enum AccountCheck {
     Locked,
 }
 
+/// What the admin API says about an account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminAccountState {
+    /// No account has the user id: it can be registered.
+    NotFound,
+    /// The account exists.
+    Exists {
+        /// An administrator deactivated it: its tokens and password are gone.
+        deactivated: bool,
+        /// An administrator locked it: its tokens are refused until it is unlocked.
+        locked: bool,
+    },
+}
+
 /// A homeserver the controller makes and checks agents' accounts on.
 #[async_trait]
 pub trait Matrix: Send + Sync {
@@ -96,4 +111,34 @@ pub trait Matrix: Send + Sync {
     /// When the homeserver cannot be reached or refuses for another reason: the token may
     /// still work then.
     async fn logout(&self, access_token: &Secret) -> Result<(), MatrixError>;
+
+    /// A session of the server-admin account `localpart`, registering it (as an admin) when the
+    /// localpart is free. When it is taken, the account is used only if `password` logs in and
+    /// the admin API accepts the session; every such call is a new device, so log it out when
+    /// done with it.
+    ///
+    /// # Errors
+    /// [`MatrixError::Forbidden`] when the localpart is taken and the password does not log in,
+    /// or the account is not a server admin; the errors of [`Matrix::register`] and
+    /// [`Matrix::login`].
+    async fn admin_session(&self, localpart: &str, password: &Secret) -> Result<Session, MatrixError>;
+
+    /// What the admin API says about `user_id` (`@localpart:server`); `admin_token` is an admin
+    /// session's token.
+    ///
+    /// # Errors
+    /// [`MatrixError::InvalidInput`] for a malformed user id (nothing is sent);
+    /// [`MatrixError::Forbidden`] when `admin_token` is not a server admin's;
+    /// [`MatrixError::UnknownToken`] when it is not valid; unreachable, rate limited, and the
+    /// server's other answers (a user id of another server is a 400).
+    async fn account_state(&self, admin_token: &Secret, user_id: &str) -> Result<AdminAccountState, MatrixError>;
+
+    /// Makes `user_id` usable again with `password`: reactivates it if deactivated, unlocks it if
+    /// locked, and sets its password (a deactivated account has none). Its remaining devices are
+    /// kept. Never creates an account.
+    ///
+    /// # Errors
+    /// [`MatrixError::NotFound`] when there is no such account; the errors of
+    /// [`Matrix::account_state`]; [`MatrixError::InvalidInput`] for a bad password.
+    async fn reactivate(&self, admin_token: &Secret, user_id: &str, password: &Secret) -> Result<(), MatrixError>;
 }

@@ -9,6 +9,8 @@ const MAX_LOCALPART_LEN: usize = 255;
 const MAX_PASSWORD_LEN: usize = 512;
 /// Synapse's limit on display names.
 const MAX_DISPLAYNAME_LEN: usize = 256;
+/// The Matrix spec's limit on a whole user id.
+const MAX_USER_ID_LEN: usize = 255;
 
 /// A localpart of the Matrix user id grammar: `a-z`, `0-9`, and `. _ = - / +`.
 pub(super) fn check_localpart(localpart: &str) -> Result<(), MatrixError> {
@@ -42,6 +44,31 @@ pub(super) fn check_password(password: &Secret) -> Result<(), MatrixError> {
     // The registration MAC separates its fields with NUL bytes.
     if text.contains('\0') {
         return reject("it contains a NUL byte");
+    }
+    Ok(())
+}
+
+/// A user id `@localpart:server`. The localpart may be a historical one (any printable ASCII
+/// but `:`), as the admin API is asked about accounts the controller did not name; the server
+/// name is printable ASCII (it may hold a port, or an IPv6 address in brackets).
+pub(super) fn check_user_id(user_id: &str) -> Result<(), MatrixError> {
+    let reject = |reason: &str| {
+        Err(MatrixError::InvalidInput {
+            what: "user id",
+            reason: format!("{:?} {reason}", user_id.chars().take(64).collect::<String>()),
+        })
+    };
+    if user_id.len() > MAX_USER_ID_LEN {
+        return reject("is longer than 255 bytes");
+    }
+    let Some((localpart, server)) = user_id.strip_prefix('@').and_then(|rest| rest.split_once(':')) else {
+        return reject("is not of the form @localpart:server");
+    };
+    if localpart.is_empty() || server.is_empty() {
+        return reject("has an empty localpart or server name");
+    }
+    if !user_id.chars().all(|c| c.is_ascii_graphic()) {
+        return reject("has a character outside printable ASCII");
     }
     Ok(())
 }
@@ -86,6 +113,26 @@ mod tests {
         let text = reason(check_password(&Secret::new("sec\0ret")));
         assert!(text.contains("NUL") && !text.contains("sec"), "{text}");
         assert!(reason(check_password(&Secret::new("p".repeat(513)))).contains("longer"));
+    }
+
+    #[test]
+    fn user_ids_are_at_localpart_colon_server() {
+        for good in ["@agent-a:matrix.example", "@Old_Name!:localhost:8008", "@a:[::1]", "@a/b:x"] {
+            check_user_id(good).unwrap_or_else(|err| panic!("{good}: {err}"));
+        }
+        for (bad, needle) in [
+            ("agent-a:x", "form"),
+            ("@agent-a", "form"),
+            ("@:x", "empty"),
+            ("@a:", "empty"),
+            ("@a b:x", "printable"),
+            ("@ä:x", "printable"),
+            ("@a:x\n", "printable"),
+        ] {
+            let text = reason(check_user_id(bad));
+            assert!(text.contains(needle) && text.contains("user id"), "{bad}: {text}");
+        }
+        assert!(reason(check_user_id(&format!("@{}:x", "a".repeat(253)))).contains("longer"));
     }
 
     #[test]
