@@ -421,24 +421,53 @@ async fn deploys_run_with_the_sealed_credential_once_and_refusals_change_nothing
     assert_eq!(hive.agent_pids("d"), [pid], "not restarted");
     assert_eq!(std::fs::read_to_string(hive.state_dir().join("agents/d/secrets/nats.creds")).unwrap(), secret);
 
-    // New credentials: written in place of the old, and the agent restarts to use them.
+    // New credentials: written in place of the old, and the running agent moves to them without
+    // a restart (which would kill a running turn and run its todo again).
+    let creds_file = hive.state_dir().join("agents/d/secrets/nats.creds");
     let renewed = hive.deploy_to(&hive.public, HIVE, "d", DeployKind::Credentials, 2).await;
     hive.publish_deploy(renewed, "d:credentials:2").await;
     let status =
         hive.wait_agent("d", "revision 2", |s| s.revision == Some(2) && s.actual == ActualState::Running).await;
-    assert_eq!(status.restarts, 0, "a restart for new credentials is not a crash");
+    assert_eq!(status.restarts, 0);
+    let agent_log = hive.state_dir().join("agents/d/agent.log");
+    wait_until("d taking up the renewed credential", PATIENCE, || async {
+        std::fs::read_to_string(&agent_log).ok()?.contains("credential renewed, expires at").then_some(())
+    })
+    .await
+    .unwrap();
+    assert_eq!(hive.agent_pids("d"), [pid], "not restarted");
+    let renewed_secret = std::fs::read_to_string(&creds_file).unwrap();
+    assert_ne!(renewed_secret, secret);
+    let renewed_jwt = hyperhive_nats_creds::read_creds_jwt(&creds_file).unwrap();
+    hive.publish_todo("d", "t2", "renewed").await;
+    assert_eq!(hive.wait_turns("d", 2).await[1], "renewed t2");
+    let agent_text = std::fs::read_to_string(&agent_log).unwrap();
+    assert_eq!(agent_text.matches("hive-agent started").count(), 1, "{agent_text}");
+    let seeds = [&secret, &renewed_secret].map(|text| text.lines().find(|l| l.starts_with("SU")).unwrap().to_owned());
+    assert!(
+        !agent_text.contains(&renewed_jwt) && seeds.iter().all(|seed| !agent_text.contains(seed.as_str())),
+        "a secret in the agent's log"
+    );
+
+    // A deploy (a spec, even the same one) still restarts the agent.
+    hive.deploy("d", 3).await;
+    let status =
+        hive.wait_agent("d", "revision 3", |s| s.revision == Some(3) && s.actual == ActualState::Running).await;
+    assert_eq!(status.restarts, 0, "a restart for a deploy is not a crash");
     wait_until("a new process of d", PATIENCE, || async {
         let pids = hive.agent_pids("d");
         (pids.len() == 1 && pids[0] != pid).then_some(())
     })
     .await
     .unwrap();
-    assert_ne!(std::fs::read_to_string(hive.state_dir().join("agents/d/secrets/nats.creds")).unwrap(), secret);
-    hive.publish_todo("d", "t2", "renewed").await;
-    assert_eq!(hive.wait_turns("d", 2).await[1], "renewed t2");
+    hive.publish_todo("d", "t3", "redeployed").await;
+    assert_eq!(hive.wait_turns("d", 3).await[2], "redeployed t3");
 
     let log = hive.c0re().log();
-    assert!(!log.contains(&jwt) && !log.contains("NATS USER JWT") && !log.contains("SEED"), "a secret in the log");
+    assert!(
+        !log.contains(&jwt) && !log.contains(&renewed_jwt) && !log.contains("NATS USER JWT") && !log.contains("SEED"),
+        "a secret in the log"
+    );
     hive.stop().await;
 }
 
