@@ -179,6 +179,19 @@ impl Hive {
 
     /// A deploy message for `agent`, sealed to `to`.
     async fn deploy_to(&self, to: &str, hive: &str, agent: &str, kind: DeployKind, revision: u64) -> Vec<u8> {
+        self.deploy_with_files(to, hive, agent, kind, revision, BTreeMap::new()).await
+    }
+
+    /// [`Hive::deploy_to`] carrying further secret `files` (name -> content).
+    async fn deploy_with_files(
+        &self,
+        to: &str,
+        hive: &str,
+        agent: &str,
+        kind: DeployKind,
+        revision: u64,
+        files: BTreeMap<String, String>,
+    ) -> Vec<u8> {
         let creds = std::fs::read_to_string(self.nats.mint_agent(agent).await.unwrap()).unwrap();
         let payload = Payload {
             kind,
@@ -186,7 +199,7 @@ impl Hive {
             agent: AgentName::parse(agent).unwrap(),
             revision,
             spec: (kind == DeployKind::Deploy).then(|| spec_for(self.dir.path(), agent)),
-            secrets: Secrets { nats_creds: Some(creds), files: BTreeMap::new() },
+            secrets: Secrets { nats_creds: Some(creds), files },
         };
         serde_json::to_vec(&seal(&payload, to).unwrap()).unwrap()
     }
@@ -462,6 +475,21 @@ async fn deploys_run_with_the_sealed_credential_once_and_refusals_change_nothing
     .unwrap();
     hive.publish_todo("d", "t3", "redeployed").await;
     assert_eq!(hive.wait_turns("d", 3).await[2], "redeployed t3");
+    let redeployed = hive.wait_one_agent_process("d").await;
+
+    // Credentials that add a secret file restart it: its environment names the secrets dir.
+    let token = BTreeMap::from([("token".to_owned(), "t0ken".to_owned())]);
+    let with_file = hive.deploy_with_files(&hive.public, HIVE, "d", DeployKind::Credentials, 4, token).await;
+    hive.publish_deploy(with_file, "d:credentials:4").await;
+    hive.wait_agent("d", "revision 4", |s| s.revision == Some(4) && s.actual == ActualState::Running).await;
+    wait_until("a process of d with its secrets dir", PATIENCE, || async {
+        let pids = hive.agent_pids("d");
+        let environ = std::fs::read(format!("/proc/{}/environ", pids.first()?)).ok()?;
+        let has_dir = environ.split(|b| *b == 0).any(|var| var.starts_with(b"HIVE_AGENT_SECRETS_DIR="));
+        (pids.len() == 1 && pids[0] != redeployed && has_dir).then_some(())
+    })
+    .await
+    .unwrap();
 
     let log = hive.c0re().log();
     assert!(
