@@ -1,9 +1,12 @@
 //! The standard `.creds` file (a user JWT and its nkey seed between markers) and 0600 files.
 
+use std::fmt;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+
+use nkeys::{KeyPair, KeyPairType};
 
 use crate::error::CredsError;
 
@@ -33,13 +36,102 @@ pub fn format_creds(jwt: &str, seed: &str) -> String {
 /// [`CredsError::Io`] or [`CredsError::BadCreds`].
 pub fn read_creds_jwt(path: &Path) -> Result<String, CredsError> {
     let text = fs::read_to_string(path).map_err(CredsError::io("read", path))?;
-    let bad = |why| CredsError::BadCreds { path: path.to_path_buf(), why };
-    let after = text.split_once(JWT_BEGIN).ok_or_else(|| bad("no BEGIN NATS USER JWT marker"))?.1;
-    let jwt = after.split_once(JWT_END).ok_or_else(|| bad("no END NATS USER JWT marker"))?.0.trim();
-    if jwt.is_empty() {
-        return Err(bad("the JWT is empty"));
-    }
+    let jwt = section(&text, JWT_MARKERS).map_err(|why| CredsError::BadCreds { path: path.to_path_buf(), why })?;
     Ok(jwt.to_owned())
+}
+
+/// A user credential: the JWT of a `.creds` file and the key pair of its seed, to sign a
+/// server's nonce with. Its `Debug` shows the public key only, so it can be logged.
+pub struct UserCreds {
+    jwt: String,
+    key: KeyPair,
+}
+
+impl UserCreds {
+    /// The user JWT.
+    pub fn jwt(&self) -> &str {
+        &self.jwt
+    }
+
+    /// The public key of the seed (a user JWT's `sub` must be this key).
+    pub fn public_key(&self) -> String {
+        self.key.public_key()
+    }
+
+    /// Signs `data` (a server's nonce) with the seed.
+    ///
+    /// # Errors
+    /// [`CredsError::Key`], naming no part of the seed.
+    pub fn sign(&self, data: &[u8]) -> Result<Vec<u8>, CredsError> {
+        self.key.sign(data).map_err(|_| CredsError::Key("cannot sign with the credential's seed".to_owned()))
+    }
+}
+
+impl fmt::Debug for UserCreds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UserCreds").field("public_key", &self.key.public_key()).finish_non_exhaustive()
+    }
+}
+
+/// Reads a `.creds` file: its user JWT and its user seed.
+///
+/// # Errors
+/// [`CredsError::Io`] or [`CredsError::BadCreds`]; neither holds any part of the seed.
+pub fn read_creds(path: &Path) -> Result<UserCreds, CredsError> {
+    let text = fs::read_to_string(path).map_err(CredsError::io("read", path))?;
+    parse_creds(path, &text)
+}
+
+/// Parses the text of a `.creds` file (`path` only names it in errors). The JWT is not verified
+/// here; [`crate::jwt::verified_claims`] does that.
+///
+/// # Errors
+/// [`CredsError::BadCreds`], holding no part of the seed.
+pub fn parse_creds(path: &Path, text: &str) -> Result<UserCreds, CredsError> {
+    let bad = |why| CredsError::BadCreds { path: path.to_path_buf(), why };
+    let jwt = section(text, JWT_MARKERS).map_err(bad)?;
+    let seed = section(text, SEED_MARKERS).map_err(bad)?;
+    // The nkeys error is not passed on: it might quote the text it could not decode.
+    let key = KeyPair::from_seed(seed).map_err(|_| bad("the seed is not a valid nkey seed"))?;
+    if key.key_pair_type() != KeyPairType::User {
+        return Err(bad("the seed is not a user seed"));
+    }
+    Ok(UserCreds { jwt: jwt.to_owned(), key })
+}
+
+/// A section's markers and what is said when it is missing or empty.
+struct Markers {
+    begin: &'static str,
+    end: &'static str,
+    no_begin: &'static str,
+    no_end: &'static str,
+    empty: &'static str,
+}
+
+const JWT_MARKERS: Markers = Markers {
+    begin: JWT_BEGIN,
+    end: JWT_END,
+    no_begin: "no BEGIN NATS USER JWT marker",
+    no_end: "no END NATS USER JWT marker",
+    empty: "the JWT is empty",
+};
+
+const SEED_MARKERS: Markers = Markers {
+    begin: SEED_BEGIN,
+    end: SEED_END,
+    no_begin: "no BEGIN USER NKEY SEED marker",
+    no_end: "no END USER NKEY SEED marker",
+    empty: "the seed is empty",
+};
+
+/// The trimmed text between a section's markers.
+fn section(text: &str, markers: Markers) -> Result<&str, &'static str> {
+    let after = text.split_once(markers.begin).ok_or(markers.no_begin)?.1;
+    let inside = after.split_once(markers.end).ok_or(markers.no_end)?.0.trim();
+    if inside.is_empty() {
+        return Err(markers.empty);
+    }
+    Ok(inside)
 }
 
 /// Creates `path` with `contents`; refuses if it exists. Secrets get mode 0600 from creation on,
@@ -88,6 +180,34 @@ mod tests {
         fs::write(&path, "hello").unwrap();
         let err = read_creds_jwt(&path).unwrap_err().to_string();
         assert!(err.contains("a.creds") && err.contains("BEGIN NATS USER JWT"), "{err}");
+    }
+
+    #[test]
+    fn creds_parse_to_a_signing_key_and_bad_seeds_are_named_without_the_seed() {
+        let user = KeyPair::new_user();
+        let seed = user.seed().unwrap();
+        let path = Path::new("a.creds");
+        let creds = parse_creds(path, &format_creds("eyJ.x.y", &seed)).unwrap();
+        assert_eq!((creds.jwt(), creds.public_key()), ("eyJ.x.y", user.public_key()));
+        let signature = creds.sign(b"nonce").unwrap();
+        assert!(user.verify(b"nonce", &signature).is_ok());
+        assert!(!format!("{creds:?}").contains(&seed));
+
+        let account_seed = KeyPair::new_account().seed().unwrap();
+        let corrupted = format!("{}X", &seed[..seed.len() - 1]);
+        let half = format_creds("eyJ.x.y", &seed);
+        let half = &half[..half.find(SEED_END).unwrap()];
+        for (text, why) in [
+            (format_creds("eyJ.x.y", &account_seed), "not a user seed"),
+            (format_creds("eyJ.x.y", &corrupted), "not a valid nkey seed"),
+            (format_creds("eyJ.x.y", " "), "the seed is empty"),
+            (half.to_owned(), "no END USER NKEY SEED marker"),
+            (format!("{JWT_BEGIN}\neyJ.x.y\n{JWT_END}\n"), "no BEGIN USER NKEY SEED marker"),
+        ] {
+            let err = parse_creds(path, &text).unwrap_err().to_string();
+            assert!(err.contains("a.creds") && err.contains(why), "{err}");
+            assert!(!err.contains(&seed[..20]) && !err.contains(&account_seed[..20]), "{err}");
+        }
     }
 
     #[test]

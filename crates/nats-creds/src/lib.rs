@@ -37,7 +37,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub use hyperhive_schedule::{AgentName, HiveName};
 use nkeys::{KeyPair, KeyPairType};
 
-pub use creds::{SECRET_MODE, read_creds_jwt};
+pub use creds::{SECRET_MODE, UserCreds, parse_creds, read_creds, read_creds_jwt};
 pub use error::CredsError;
 pub use fragment::DEFAULT_RESOLVER_DIR;
 use jwt::AccountSpec;

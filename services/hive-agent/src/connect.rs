@@ -1,51 +1,117 @@
 //! The NATS connection: the agent's credential, its own inbox prefix (the only subscribe
 //! subject it is granted), reconnects forever, and a clear log line when the server refuses
 //! the credential or a permission.
+//!
+//! The credential file is read afresh on every (re)connect attempt, so a credential renewed in
+//! its place is used without a restart ([`crate::creds_watch`] makes the client reconnect to it
+//! before the old one expires).
 
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
-use async_nats::{ClientError, ConnectOptions, Event, ServerError};
-use hyperhive_nats_creds::{agent_inbox_prefix, jwt::verified_claims, read_creds_jwt};
-use tracing::{error, info, warn};
+use async_nats::{Auth, AuthError, ClientError, ConnectOptions, Event, ServerError};
+use hyperhive_nats_creds::agent_inbox_prefix;
+use hyperhive_schedule::AgentName;
+use tracing::{debug, error, info, warn};
 
 use crate::AgentError;
 use crate::config::Config;
+use crate::credential::{Credential, CredentialError, format_expiry, unix_now};
 
 /// Requests (direct gets, publish acks) give up after this; a refused request shows up only as
 /// a timeout, so it must be well below the tick.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Checks the credential's expiry, then connects (retrying in the background until the server
-/// answers).
+/// The last credential found valid in the file: what a (re)connect falls back to while the file
+/// holds something else (a bad write is reported by the watcher, and must not cut the agent off
+/// while the credential it has is still good).
+pub type CurrentCredential = Arc<Mutex<Credential>>;
+
+/// Checks the credential (readable, this agent's, unexpired), then connects (retrying in the
+/// background until the server answers). Returns the client and the credential it started
+/// with, shared with the sign-in so that [`crate::creds_watch`] can replace it.
 ///
 /// # Errors
-/// [`AgentError::Creds`] when the file is unreadable, not a credential or already expired.
-pub async fn connect(config: &Config) -> Result<async_nats::Client, AgentError> {
-    check_expiry(config)?;
+/// [`AgentError::Creds`] when the file is unreadable, not this agent's credential or already
+/// expired.
+pub async fn connect(config: &Config) -> Result<(async_nats::Client, CurrentCredential), AgentError> {
+    let credential = startup_credential(config)?;
+    let current = Arc::new(Mutex::new(credential));
     let creds = config.creds.display().to_string();
     let agent = config.name.to_string();
     // Set while the server refuses the credential, so the refusal is logged once per streak
     // rather than on every reconnect attempt.
     let refused = Arc::new(AtomicBool::new(false));
-    let options = ConnectOptions::with_credentials_file(&config.creds)
-        .await
-        .map_err(|e| AgentError::Creds(format!("cannot read {creds} (HIVE_AGENT_CREDS): {e}")))?
-        .name(format!("hive-agent {agent}"))
-        .custom_inbox_prefix(agent_inbox_prefix(&config.name))
-        .request_timeout(Some(REQUEST_TIMEOUT))
-        .retry_on_initial_connect()
-        .max_reconnects(None)
-        .reconnect_delay_callback(reconnect_delay)
-        .event_callback(move |event| {
-            let (creds, agent, refused) = (creds.clone(), agent.clone(), refused.clone());
-            async move { log_event(&event, &creds, &agent, &refused) }
-        });
-    options
+    let sign_in = SignIn { path: config.creds.clone(), agent: config.name.clone(), current: current.clone() };
+    let options = ConnectOptions::with_auth_callback(move |nonce| {
+        let auth = sign_in.auth(&nonce);
+        async move { auth }
+    })
+    .name(format!("hive-agent {agent}"))
+    .custom_inbox_prefix(agent_inbox_prefix(&config.name))
+    .request_timeout(Some(REQUEST_TIMEOUT))
+    .retry_on_initial_connect()
+    .max_reconnects(None)
+    .reconnect_delay_callback(reconnect_delay)
+    .event_callback(move |event| {
+        let (creds, agent, refused) = (creds.clone(), agent.clone(), refused.clone());
+        async move { log_event(&event, &creds, &agent, &refused) }
+    });
+    let client = options
         .connect(&config.nats_url)
         .await
-        .map_err(|e| AgentError::Nats(format!("cannot connect to {}: {e}", config.nats_url)))
+        .map_err(|e| AgentError::Nats(format!("cannot connect to {}: {e}", config.nats_url)))?;
+    Ok((client, current))
+}
+
+/// Signs the server's nonce for one connect attempt.
+#[derive(Debug)]
+struct SignIn {
+    path: PathBuf,
+    agent: AgentName,
+    current: CurrentCredential,
+}
+
+impl SignIn {
+    /// The file is read on every attempt (a small local read, done in place): a credential
+    /// renewed while the connection was down is used by the next attempt, without waiting for
+    /// the watcher.
+    fn auth(&self, nonce: &[u8]) -> Result<Auth, AuthError> {
+        let credential = match Credential::read(&self.path, &self.agent, unix_now()) {
+            Ok(fresh) => fresh,
+            Err(e) => {
+                debug!("signing in with the last valid credential: {e}");
+                self.current.lock().unwrap_or_else(PoisonError::into_inner).clone()
+            }
+        };
+        debug!(expires = %format_expiry(credential.expires_at()), "signing in to NATS");
+        credential.auth(nonce)
+    }
+}
+
+/// The credential at start, or why the agent cannot start, with what to do about it.
+fn startup_credential(config: &Config) -> Result<Credential, AgentError> {
+    let path = config.creds.display();
+    let credential = Credential::read(&config.creds, &config.name, unix_now()).map_err(|e| match e {
+        CredentialError::Expired { .. } => AgentError::Creds(format!(
+            "{e}; mint a new one with `swarm-controller nats agent-creds {} --from DIR --out {path}`",
+            config.name
+        )),
+        CredentialError::Unreadable { .. } | CredentialError::Creds(_) => {
+            AgentError::Creds(format!("{e} (set HIVE_AGENT_CREDS to the agent's .creds file)"))
+        }
+        other => AgentError::Creds(other.to_string()),
+    })?;
+    match credential.expires_at() {
+        Some(expires) => info!(
+            "credential {path} expires in {}",
+            humantime::format_duration(Duration::from_secs(expires.saturating_sub(unix_now())))
+        ),
+        None => info!("credential {path} does not expire"),
+    }
+    Ok(credential)
 }
 
 /// Backs off from 100 ms to 5 s between attempts, so a refused credential or a long outage
@@ -87,28 +153,6 @@ fn log_event(event: &Event, creds: &str, agent: &str, refused: &AtomicBool) {
         Event::Disconnected => warn!("disconnected from NATS; reconnecting"),
         other => warn!("NATS: {other}"),
     }
-}
-
-fn check_expiry(config: &Config) -> Result<(), AgentError> {
-    let path = config.creds.display();
-    let jwt = read_creds_jwt(&config.creds)
-        .map_err(|e| AgentError::Creds(format!("{e} (set HIVE_AGENT_CREDS to the agent's .creds file)")))?;
-    let claims =
-        verified_claims(&jwt).map_err(|e| AgentError::Creds(format!("{path} holds no valid user JWT: {e}")))?;
-    let Some(expires) = claims["exp"].as_u64() else {
-        return Ok(());
-    };
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    if expires <= now {
-        return Err(AgentError::Creds(format!(
-            "the credential {path} expired {} ago; mint a new one with `swarm-controller nats \
-             agent-creds {} --from DIR --out {path}`",
-            humantime::format_duration(Duration::from_secs(now - expires)),
-            config.name
-        )));
-    }
-    info!("credential {path} expires in {}", humantime::format_duration(Duration::from_secs(expires - now)));
-    Ok(())
 }
 
 #[cfg(test)]

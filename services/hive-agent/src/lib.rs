@@ -3,7 +3,9 @@
 //!
 //! # Layout
 //! - [`config`]: settings from the environment.
-//! - [`connect`]: the NATS connection and credential checks.
+//! - [`connect`]: the NATS connection, signing in with the credential file's current content.
+//! - [`credential`]: reads and checks the agent's `.creds` file.
+//! - [`creds_watch`]: follows the credential file and moves the connection to a renewed one.
 //! - [`state`]: `state.db` (SQLite, WAL, migrations): fired slots, finished todos.
 //! - [`ticker`]: reads the agent's schedules by direct get and fires due slots.
 //! - [`consumer`]: the durable pull consumer, one todo at a time.
@@ -17,6 +19,8 @@ pub mod clock;
 pub mod config;
 pub mod connect;
 pub mod consumer;
+pub mod credential;
+pub mod creds_watch;
 pub mod error;
 pub mod pause;
 pub mod state;
@@ -34,6 +38,7 @@ use tokio::task::JoinHandle;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::consumer::Consumer;
+use crate::creds_watch::CredsWatch;
 use crate::pause::Pause;
 use crate::state::{State, StateError};
 use crate::ticker::Ticker;
@@ -60,6 +65,7 @@ pub struct Agent {
     ticker: JoinHandle<()>,
     consumer: JoinHandle<()>,
     pause_watch: JoinHandle<()>,
+    creds_watch: JoinHandle<()>,
     ticks: watch::Receiver<u64>,
     stop: watch::Sender<bool>,
 }
@@ -74,7 +80,11 @@ impl Agent {
     /// [`AgentError`] saying what to fix.
     pub async fn start(config: Config, clock: Arc<dyn Clock>) -> Result<Self, AgentError> {
         let state = State::open(&config.state_dir)?;
-        let client = connect::connect(&config).await?;
+        let (client, current) = connect::connect(&config).await?;
+        let creds_watch = tokio::spawn(
+            CredsWatch { path: config.creds.clone(), agent: config.name.clone(), client: client.clone(), current }
+                .run(),
+        );
         let js = jetstream::new(client);
         let (ticks_tx, ticks) = watch::channel(0);
         let (stop, stop_rx) = watch::channel(false);
@@ -110,7 +120,7 @@ impl Agent {
             .run(),
         );
         tracing::info!(agent = %config.name, tick = ?config.schedule_tick, "hive-agent started");
-        Ok(Self { ticker, consumer, pause_watch, ticks, stop })
+        Ok(Self { ticker, consumer, pause_watch, creds_watch, ticks, stop })
     }
 
     /// The number of finished schedule ticks (to wait for "n more ticks" in tests).
@@ -128,6 +138,7 @@ impl Agent {
         }
         self.ticker.abort();
         self.pause_watch.abort();
+        self.creds_watch.abort();
         let _ = (&mut self.ticker).await;
     }
 }
@@ -138,5 +149,6 @@ impl Drop for Agent {
         self.ticker.abort();
         self.consumer.abort();
         self.pause_watch.abort();
+        self.creds_watch.abort();
     }
 }

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_nats::jetstream::{self, kv};
 use hive_agent::Agent;
@@ -74,6 +74,11 @@ impl Swarm {
 
     /// [`Swarm::start_binary`] with `turn_command` as the turn.
     async fn start_binary_running(&self, agent: &str, validity: Validity, turn_command: &str) -> Process {
+        self.start_binary_with(agent, validity, turn_command, "info").await
+    }
+
+    /// [`Swarm::start_binary_running`] logging with the filter `log` (`RUST_LOG`).
+    async fn start_binary_with(&self, agent: &str, validity: Validity, turn_command: &str, log: &str) -> Process {
         let creds = self.server.mint_agent_with(agent, validity).await.unwrap();
         Process::builder(env!("CARGO_BIN_EXE_hive-agent"))
             .env("HIVE_AGENT_NAME", agent)
@@ -82,8 +87,14 @@ impl Swarm {
             .env("HIVE_AGENT_STATE_DIR", self.dir.path().join(agent))
             .env("HIVE_AGENT_SCHEDULE_TICK", "200ms")
             .env("HIVE_AGENT_TURN_COMMAND", turn_command)
+            .env("RUST_LOG", format!("{log},async_nats=off"))
             .start("hive-agent")
             .unwrap()
+    }
+
+    /// Where [`Swarm::start_binary`] put `agent`'s credential (a renewal mints it there again).
+    fn creds_file(&self, agent: &str) -> PathBuf {
+        self.server.creds_dir().join(format!("agent-{agent}.creds"))
     }
 
     async fn queued_todos(&self) -> u64 {
@@ -101,6 +112,20 @@ fn valid_from_until(from: i64, until: i64) -> Validity {
     let now = OffsetDateTime::now_utc().unix_timestamp();
     let at = |offset: i64| u64::try_from(now + offset).unwrap();
     Validity { issued_at: at(from), expires_at: Some(at(until)) }
+}
+
+/// A credential living at least `secs` from now (JWT times are whole seconds).
+fn expiring_in(secs: u64) -> Validity {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    Validity { issued_at: now, expires_at: Some(now + 1 + secs) }
+}
+
+/// Sleeps until `before` ahead of the unix time `at`.
+async fn sleep_until_before(at: u64, before: Duration) {
+    let wake = UNIX_EPOCH + Duration::from_secs(at) - before;
+    if let Ok(wait) = wake.duration_since(SystemTime::now()) {
+        tokio::time::sleep(wait).await;
+    }
 }
 
 /// The finished lines of a turns file (a line still being written is not a turn yet).
@@ -573,4 +598,143 @@ async fn a_slot_missed_while_paused_fires_once_on_resume() {
     settle(&swarm, &agent, 3).await;
     assert_eq!(turns(&file).len(), 1, "the latest missed slot fires once");
     agent.stop().await;
+}
+
+/// The lifetime of the short credentials below, and how long before its expiry each is renewed:
+/// a third of it, as the controller does.
+const SHORT_LIFE: u64 = 3;
+const RENEW_BEFORE_EXPIRY: Duration = Duration::from_millis(1200);
+/// A todo delivered at the very moment the connection is replaced is lost in flight and comes
+/// back after the consumer's 60 s ack wait: not lost, not repeated, only late.
+const LATE_REDELIVERY: Duration = Duration::from_secs(60 + 20);
+
+#[tokio::test]
+async fn renewed_credentials_are_taken_up_without_a_restart_and_every_todo_runs_once() {
+    let swarm = Swarm::start().await;
+    let file = swarm.turns_file("a");
+    // A turn long enough to be caught mid-way by a reconnect (or, were the agent restarted, to
+    // leave a "started" without its "done" and run again).
+    let turn =
+        format!("read body; echo \"$body started\" >> {f}; sleep 0.2; echo \"$body done\" >> {f}", f = file.display());
+    let first = expiring_in(SHORT_LIFE);
+    let mut agent = swarm.start_binary_running("a", first, &turn).await;
+    agent.wait_for_log("consuming todos", TIMEOUT).await.unwrap();
+    let pid = agent.pid();
+
+    const RENEWALS: usize = 5;
+    let (done, renewing) = tokio::sync::watch::channel(false);
+    let renew = async {
+        let mut expires_at = first.expires_at.unwrap();
+        for _ in 0..RENEWALS {
+            sleep_until_before(expires_at, RENEW_BEFORE_EXPIRY).await;
+            let next = expiring_in(SHORT_LIFE);
+            swarm.server.mint_agent_with("a", next).await.unwrap();
+            expires_at = next.expires_at.unwrap();
+        }
+        // The last one lives on, so the queue can drain after the renewals.
+        sleep_until_before(expires_at, RENEW_BEFORE_EXPIRY).await;
+        swarm.server.mint_agent_with("a", valid_from_until(0, 3600)).await.unwrap();
+        done.send_replace(true);
+    };
+    let publish = async {
+        let mut sent = 0;
+        while !*renewing.borrow() {
+            publish_todo(&swarm, &format!("t{sent}"), &format!("n{sent}")).await;
+            sent += 1;
+            // Paced a little slower than the turns, so todos arrive all along.
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        sent
+    };
+    let ((), sent) = tokio::join!(renew, publish);
+    assert!(sent >= 20, "only {sent} todos");
+
+    let lines = wait_until(&format!("{sent} todos run"), LATE_REDELIVERY, || async {
+        let lines = turns(&file);
+        (lines.len() >= 2 * sent).then_some(lines)
+    })
+    .await
+    .unwrap();
+    wait_until("an empty queue", TIMEOUT, || async { (swarm.queued_todos().await == 0).then_some(()) }).await.unwrap();
+    let mut lines = if turns(&file).len() > lines.len() { turns(&file) } else { lines };
+    lines.sort();
+    let mut expected: Vec<String> = (0..sent).flat_map(|n| [format!("n{n} started"), format!("n{n} done")]).collect();
+    expected.sort();
+    assert_eq!(lines, expected, "every todo ran exactly once");
+
+    assert!(!agent.has_exited(), "{}", agent.log());
+    assert_eq!(agent.pid(), pid);
+    let log = agent.log();
+    assert_eq!(log.matches("hive-agent started").count(), 1, "{log}");
+    assert!(log.matches("credential renewed, expires at").count() > RENEWALS, "{log}");
+    assert!(!log.contains("NATS refused the credential"), "a credential expired before its renewal: {log}");
+}
+
+#[tokio::test]
+async fn an_expired_credential_stops_the_todos_until_a_fresh_one_is_written() {
+    let swarm = Swarm::start().await;
+    let file = swarm.turns_file("a");
+    let turn = format!("echo \"$(cat) $HIVE_TODO_ID\" >> {}", file.display());
+    // Each sign-in attempt is logged at debug level, so the test can count them.
+    let mut agent =
+        swarm.start_binary_with("a", expiring_in(SHORT_LIFE), &turn, "info,hive_agent::connect=debug").await;
+    agent.wait_for_log("consuming todos", TIMEOUT).await.unwrap();
+    publish_todo(&swarm, "t1", "before").await;
+    assert_eq!(wait_turns(&file, 1).await, ["before t1"]);
+
+    agent.wait_for_log("NATS refused the credential", TIMEOUT).await.unwrap();
+    let attempts = || agent.log().matches("signing in to NATS").count();
+    let before = attempts();
+    publish_todo(&swarm, "t2", "waiting").await;
+    wait_until("two more sign-in attempts", TIMEOUT, || async { (attempts() >= before + 2).then_some(()) })
+        .await
+        .unwrap();
+    assert_eq!(turns(&file), ["before t1"], "a todo ran on an expired credential");
+    assert_eq!(swarm.queued_todos().await, 1);
+
+    // A fresh credential in the file: the next attempt signs in with it.
+    swarm.server.mint_agent_with("a", valid_from_until(0, 3600)).await.unwrap();
+    assert_eq!(wait_turns(&file, 2).await, ["before t1", "waiting t2"]);
+    assert!(!agent.has_exited(), "{}", agent.log());
+    assert_eq!(agent.log().matches("hive-agent started").count(), 1);
+}
+
+#[tokio::test]
+async fn a_malformed_credential_file_is_reported_and_the_current_credential_kept() {
+    let mut swarm = Swarm::start().await;
+    let file = swarm.turns_file("a");
+    let turn = format!("echo \"$(cat) $HIVE_TODO_ID\" >> {}", file.display());
+    let mut agent = swarm.start_binary_running("a", valid_from_until(0, 3600), &turn).await;
+    agent.wait_for_log("consuming todos", TIMEOUT).await.unwrap();
+    publish_todo(&swarm, "t1", "one").await;
+    wait_turns(&file, 1).await;
+
+    // Half a credential (as a writer that does not rename would leave it): the JWT, no seed.
+    let creds = swarm.creds_file("a");
+    let good = std::fs::read_to_string(&creds).unwrap();
+    let seed = good.lines().find(|l| l.starts_with("SU")).unwrap().to_owned();
+    let jwt = hyperhive_nats_creds::read_creds_jwt(&creds).unwrap();
+    std::fs::write(&creds, &good[..good.find("-----BEGIN USER NKEY SEED").unwrap()]).unwrap();
+    agent.wait_for_log("ignoring the rewritten credential file", TIMEOUT).await.unwrap();
+    publish_todo(&swarm, "t2", "two").await;
+    assert_eq!(wait_turns(&file, 2).await[1], "two t2");
+
+    // NATS restarts while the file is still bad: the agent signs in again with the credential
+    // it has.
+    swarm.server.nats().stop();
+    swarm.server.nats().start_again().await.unwrap();
+    swarm.js = controller_js(&swarm.server).await;
+    publish_todo(&swarm, "t3", "three").await;
+    assert_eq!(wait_turns(&file, 3).await[2], "three t3");
+
+    // A valid one afterwards is taken up.
+    swarm.server.mint_agent_with("a", valid_from_until(0, 7200)).await.unwrap();
+    agent.wait_for_log("credential renewed, expires at", TIMEOUT).await.unwrap();
+    publish_todo(&swarm, "t4", "four").await;
+    assert_eq!(wait_turns(&file, 4).await, ["one t1", "two t2", "three t3", "four t4"]);
+
+    let log = agent.log();
+    assert_eq!(log.matches("ignoring the rewritten credential file").count(), 1, "{log}");
+    assert!(!log.contains(&seed) && !log.contains(&jwt), "a secret in the log: {log}");
+    assert!(!agent.has_exited() && log.matches("hive-agent started").count() == 1, "{log}");
 }

@@ -163,8 +163,13 @@ impl<R: Runner> Registry<R> {
         Desired { wanted, launch, generation }
     }
 
+    /// How `agent` would be started now (`None`: it cannot be).
+    fn launch_of(&self, agent: &AgentName) -> Option<Launch> {
+        self.origin(agent).and_then(|origin| self.desired(agent, origin, 0).launch)
+    }
+
     /// Tells `agent`'s supervisor (starting one if it has none) what it should be doing now;
-    /// `restart` makes a running agent restart (new spec or credentials).
+    /// `restart` makes a running agent restart (new spec, or secrets it cannot see in place).
     fn converge(&mut self, agent: &AgentName, restart: bool) {
         let Some(origin) = self.origin(agent) else { return };
         if !self.started {
@@ -238,8 +243,14 @@ impl<R: Runner> Registry<R> {
         Ok(())
     }
 
-    /// Applies an opened deploy message: `deploy` saves the spec and secrets, `credentials`
-    /// replaces the secrets and restarts the agent if it runs. Idempotent per revision.
+    /// Applies an opened deploy message: `deploy` saves the spec and secrets and restarts the
+    /// agent if it runs; `credentials` replaces the secrets under the running agent, which
+    /// picks up its renewed NATS credential itself (a restart would kill a running turn, and its
+    /// todo would run again). Idempotent per revision.
+    ///
+    /// A `credentials` message still restarts the agent when it cannot see the new files in
+    /// place (see [`Runner::SEES_REWRITTEN_SECRETS`]) or when it changes which secret files
+    /// there are (the agent's environment lists them).
     ///
     /// # Errors
     /// Why it is not applied (nothing changed), in words that hold no secret.
@@ -259,6 +270,7 @@ impl<R: Runner> Registry<R> {
         {
             return Ok(Applied::AlreadyApplied);
         }
+        let launch_before = self.launch_of(&agent);
         let spec = match (payload.kind, payload.spec, &record.deployed) {
             (DeployKind::Deploy, Some(spec), _) => spec,
             (DeployKind::Credentials, _, Some(deployed)) => deployed.spec.clone(),
@@ -286,7 +298,14 @@ impl<R: Runner> Registry<R> {
             .save(&agent, &record)
             .map_err(|e| NotApplied::Failed(format!("cannot save agent {agent}'s record: {e}")))?;
         self.records.insert(agent.clone(), record);
-        self.converge(&agent, true);
+        let restart = match payload.kind {
+            DeployKind::Deploy => true,
+            DeployKind::Credentials => !R::SEES_REWRITTEN_SECRETS || self.launch_of(&agent) != launch_before,
+        };
+        if !restart {
+            tracing::info!(agent = %agent, "credentials renewed in place; the agent picks them up without a restart");
+        }
+        self.converge(&agent, restart);
         Ok(Applied::Changed)
     }
 

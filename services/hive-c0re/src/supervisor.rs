@@ -41,7 +41,7 @@ pub struct Desired {
     pub wanted: WantedState,
     /// How to run it (`None`: it cannot run, e.g. no spec yet).
     pub launch: Option<Launch>,
-    /// Bumped when a running agent must restart (new spec or credentials).
+    /// Bumped when a running agent must restart (a new spec, or secrets it cannot see in place).
     pub generation: u64,
 }
 
@@ -118,7 +118,7 @@ impl<R: Runner> Supervisor<R> {
                 }
             }
             if running.is_some() && running_generation != desired.generation {
-                info!(agent = %self.agent, "restarting with its new spec or credentials");
+                info!(agent = %self.agent, "restarting with its new spec or secrets");
                 if let Some(agent) = running.take() {
                     agent.stop().await;
                 }

@@ -179,6 +179,19 @@ impl Hive {
 
     /// A deploy message for `agent`, sealed to `to`.
     async fn deploy_to(&self, to: &str, hive: &str, agent: &str, kind: DeployKind, revision: u64) -> Vec<u8> {
+        self.deploy_with_files(to, hive, agent, kind, revision, BTreeMap::new()).await
+    }
+
+    /// [`Hive::deploy_to`] carrying further secret `files` (name -> content).
+    async fn deploy_with_files(
+        &self,
+        to: &str,
+        hive: &str,
+        agent: &str,
+        kind: DeployKind,
+        revision: u64,
+        files: BTreeMap<String, String>,
+    ) -> Vec<u8> {
         let creds = std::fs::read_to_string(self.nats.mint_agent(agent).await.unwrap()).unwrap();
         let payload = Payload {
             kind,
@@ -186,7 +199,7 @@ impl Hive {
             agent: AgentName::parse(agent).unwrap(),
             revision,
             spec: (kind == DeployKind::Deploy).then(|| spec_for(self.dir.path(), agent)),
-            secrets: Secrets { nats_creds: Some(creds), files: BTreeMap::new() },
+            secrets: Secrets { nats_creds: Some(creds), files },
         };
         serde_json::to_vec(&seal(&payload, to).unwrap()).unwrap()
     }
@@ -421,24 +434,68 @@ async fn deploys_run_with_the_sealed_credential_once_and_refusals_change_nothing
     assert_eq!(hive.agent_pids("d"), [pid], "not restarted");
     assert_eq!(std::fs::read_to_string(hive.state_dir().join("agents/d/secrets/nats.creds")).unwrap(), secret);
 
-    // New credentials: written in place of the old, and the agent restarts to use them.
+    // New credentials: written in place of the old, and the running agent moves to them without
+    // a restart (which would kill a running turn and run its todo again).
+    let creds_file = hive.state_dir().join("agents/d/secrets/nats.creds");
     let renewed = hive.deploy_to(&hive.public, HIVE, "d", DeployKind::Credentials, 2).await;
     hive.publish_deploy(renewed, "d:credentials:2").await;
     let status =
         hive.wait_agent("d", "revision 2", |s| s.revision == Some(2) && s.actual == ActualState::Running).await;
-    assert_eq!(status.restarts, 0, "a restart for new credentials is not a crash");
+    assert_eq!(status.restarts, 0);
+    let agent_log = hive.state_dir().join("agents/d/agent.log");
+    wait_until("d taking up the renewed credential", PATIENCE, || async {
+        std::fs::read_to_string(&agent_log).ok()?.contains("credential renewed, expires at").then_some(())
+    })
+    .await
+    .unwrap();
+    assert_eq!(hive.agent_pids("d"), [pid], "not restarted");
+    let renewed_secret = std::fs::read_to_string(&creds_file).unwrap();
+    assert_ne!(renewed_secret, secret);
+    let renewed_jwt = hyperhive_nats_creds::read_creds_jwt(&creds_file).unwrap();
+    hive.publish_todo("d", "t2", "renewed").await;
+    assert_eq!(hive.wait_turns("d", 2).await[1], "renewed t2");
+    let agent_text = std::fs::read_to_string(&agent_log).unwrap();
+    assert_eq!(agent_text.matches("hive-agent started").count(), 1, "{agent_text}");
+    let seeds = [&secret, &renewed_secret].map(|text| text.lines().find(|l| l.starts_with("SU")).unwrap().to_owned());
+    assert!(
+        !agent_text.contains(&renewed_jwt) && seeds.iter().all(|seed| !agent_text.contains(seed.as_str())),
+        "a secret in the agent's log"
+    );
+
+    // A deploy (a spec, even the same one) still restarts the agent.
+    hive.deploy("d", 3).await;
+    let status =
+        hive.wait_agent("d", "revision 3", |s| s.revision == Some(3) && s.actual == ActualState::Running).await;
+    assert_eq!(status.restarts, 0, "a restart for a deploy is not a crash");
     wait_until("a new process of d", PATIENCE, || async {
         let pids = hive.agent_pids("d");
         (pids.len() == 1 && pids[0] != pid).then_some(())
     })
     .await
     .unwrap();
-    assert_ne!(std::fs::read_to_string(hive.state_dir().join("agents/d/secrets/nats.creds")).unwrap(), secret);
-    hive.publish_todo("d", "t2", "renewed").await;
-    assert_eq!(hive.wait_turns("d", 2).await[1], "renewed t2");
+    hive.publish_todo("d", "t3", "redeployed").await;
+    assert_eq!(hive.wait_turns("d", 3).await[2], "redeployed t3");
+    let redeployed = hive.wait_one_agent_process("d").await;
+
+    // Credentials that add a secret file restart it: its environment names the secrets dir.
+    let token = BTreeMap::from([("token".to_owned(), "t0ken".to_owned())]);
+    let with_file = hive.deploy_with_files(&hive.public, HIVE, "d", DeployKind::Credentials, 4, token).await;
+    hive.publish_deploy(with_file, "d:credentials:4").await;
+    hive.wait_agent("d", "revision 4", |s| s.revision == Some(4) && s.actual == ActualState::Running).await;
+    wait_until("a process of d with its secrets dir", PATIENCE, || async {
+        let pids = hive.agent_pids("d");
+        let environ = std::fs::read(format!("/proc/{}/environ", pids.first()?)).ok()?;
+        let has_dir = environ.split(|b| *b == 0).any(|var| var.starts_with(b"HIVE_AGENT_SECRETS_DIR="));
+        (pids.len() == 1 && pids[0] != redeployed && has_dir).then_some(())
+    })
+    .await
+    .unwrap();
 
     let log = hive.c0re().log();
-    assert!(!log.contains(&jwt) && !log.contains("NATS USER JWT") && !log.contains("SEED"), "a secret in the log");
+    assert!(
+        !log.contains(&jwt) && !log.contains(&renewed_jwt) && !log.contains("NATS USER JWT") && !log.contains("SEED"),
+        "a secret in the log"
+    );
     hive.stop().await;
 }
 

@@ -102,6 +102,12 @@ pub trait Runner: Send + Sync + 'static {
     /// Whether hive-c0re stops the agents when it stops: children of the process runner would
     /// otherwise be orphans; systemd units are left to systemd and adopted on the next start.
     const STOP_ON_SHUTDOWN: bool;
+
+    /// Whether a running agent sees its secret files rewritten in place (so renewed secrets
+    /// need no restart): the process runner points the agent at the files themselves; systemd
+    /// copies them into the unit's credentials directory when the unit starts
+    /// (`LoadCredential=`), so a unit sees new ones only once restarted.
+    const SEES_REWRITTEN_SECRETS: bool;
 }
 
 /// One running agent.

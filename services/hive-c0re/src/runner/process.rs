@@ -59,6 +59,7 @@ impl ProcessRunner {
 impl Runner for ProcessRunner {
     type Running = ProcessAgent;
     const STOP_ON_SHUTDOWN: bool = true;
+    const SEES_REWRITTEN_SECRETS: bool = true;
 
     async fn recover(&self, agent: &AgentName) -> Option<ProcessAgent> {
         let pid_file = self.pid_path(agent);

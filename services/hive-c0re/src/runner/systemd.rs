@@ -134,6 +134,7 @@ async fn show(unit: &str) -> Option<(String, Exit)> {
 impl Runner for SystemdRunner {
     type Running = SystemdAgent;
     const STOP_ON_SHUTDOWN: bool = false;
+    const SEES_REWRITTEN_SECRETS: bool = false;
 
     async fn recover(&self, agent: &AgentName) -> Option<SystemdAgent> {
         let unit = unit_name(agent);
