@@ -18,7 +18,9 @@ fn agent(name: &str) -> AgentName {
     AgentName::parse(name).unwrap()
 }
 
-/// Connects with `creds` (no retry: a refusal is an error) and reports connection events.
+/// Connects with `creds` (no retry: a refusal is an error) and reports connection events. Once
+/// connected, a lost connection gets one reconnect attempt: a client cut off by a revocation gives
+/// up after its attempt is refused (`ClientError::MaxReconnects`) instead of retrying forever.
 async fn connect(
     nats: &NatsJwt,
     creds: &Path,
@@ -28,6 +30,7 @@ async fn connect(
         .await
         .unwrap()
         .connection_timeout(Duration::from_secs(2))
+        .max_reconnects(1)
         .event_callback(move |event| {
             let tx = tx.clone();
             async move {
@@ -83,6 +86,22 @@ async fn a_revoked_agent_is_cut_off_and_stays_out_while_others_work() {
     b.flush().await.unwrap();
     assert_eq!(b.connection_state(), async_nats::connection::State::Connected);
     assert!(!refused(&nats, &b_creds).await);
+
+    // a's client has stopped trying to reconnect (its one attempt was refused), so after the
+    // restart the check below is the only connection that makes the server load a's account.
+    // nats-server lets a second connection arriving while it builds an account on first use
+    // authenticate against it before its claims, revocations included, are applied (the account
+    // is shared from `tmpAccounts` before `UpdateAccountClaims`); that connection is accepted and
+    // closed a few milliseconds later ("Credentials Revoked"). A client still reconnecting here
+    // would race the check into that window.
+    wait_until("a's client to stop reconnecting", TIMEOUT, || {
+        let seen = a_events.try_recv().ok();
+        async move {
+            seen.filter(|e| matches!(e, Event::ClientError(async_nats::ClientError::MaxReconnects))).map(|_| ())
+        }
+    })
+    .await
+    .unwrap();
 
     // A restart with the fragment from before the revocation: the resolver's directory keeps the
     // revoked JWTs (the preload's older ones do not replace them), so still refused; b accepted.
