@@ -29,6 +29,8 @@ const ACK_WAIT: Duration = Duration::from_secs(60);
 /// because a fetch is not watched by heartbeats (the client's fetch does not act on them), and
 /// cheap: one request per agent every 5 s while idle.
 const PULL_EXPIRES: Duration = Duration::from_secs(5);
+/// How long the move to a renewed credential may take before the consumer fetches again anyway.
+const RECONNECT_PATIENCE: Duration = Duration::from_secs(10);
 /// Acks tried before giving up on confirmation (the todo is then redelivered after `ACK_WAIT`
 /// and, being recorded as finished, acked without a turn).
 const ACK_ATTEMPTS: u32 = 20;
@@ -40,6 +42,10 @@ const RETRY_DELAY: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub struct Consumer {
     pub(crate) agent: AgentName,
+    /// The connection, moved to a renewed credential between two todos.
+    pub(crate) client: async_nats::Client,
+    /// Raised by the credential watch on each renewal.
+    pub(crate) renewed: watch::Receiver<u64>,
     pub(crate) js: jetstream::Context,
     pub(crate) state: State,
     pub(crate) clock: Arc<dyn Clock>,
@@ -86,7 +92,12 @@ impl Consumer {
             .map_err(nats("creating its durable consumer"))?;
         info!(consumer = %agent_durable_name(&self.agent), "consuming todos");
         let mut stop = self.stop.clone();
+        let mut renewed = self.renewed.clone();
         loop {
+            if renewed.has_changed().unwrap_or(false) {
+                renewed.borrow_and_update();
+                self.reconnect().await;
+            }
             // One fetch of one todo at a time, and only while not paused: a pull request left
             // open across a pause would hand the agent a todo it must not take. Biased: once
             // stopping, no new fetch may take (and strand) a todo another agent should get.
@@ -116,6 +127,22 @@ impl Consumer {
                 continue;
             }
             self.handle(message).await?;
+        }
+    }
+
+    /// Moves the connection to the renewed credential, here where no pull is open and no todo is
+    /// held: a todo the server sent on the old connection just as it closed would otherwise wait
+    /// out the ack wait before it is sent again. (Paused or in a long turn, the agent does not
+    /// come here; the server closing the old connection at its expiry moves it then, and the
+    /// reconnect signs in with the file as it is.)
+    async fn reconnect(&self) {
+        if let Err(e) = self.client.force_reconnect().await {
+            warn!("cannot reconnect with the renewed credential; the next reconnect will use it: {e}");
+            return;
+        }
+        // The client handles its commands in order: this flush is answered on the new connection.
+        if tokio::time::timeout(RECONNECT_PATIENCE, self.client.flush()).await.is_err() {
+            warn!("the connection has not come back within {RECONNECT_PATIENCE:?} of the renewal; still trying");
         }
     }
 

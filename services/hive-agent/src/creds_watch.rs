@@ -2,19 +2,18 @@
 //! place of the old (atomically, by rename) well before the old one expires; the agent must move
 //! to it without a restart, since a restart kills a running turn and its todo would run again.
 //!
-//! A changed file holding a valid, unexpired credential of this agent becomes the current one and
-//! the client reconnects at once, signing in with it (the server would otherwise cut the
-//! connection when the old one expires). A changed file that is not such a credential is reported
+//! A changed file holding a valid, unexpired credential of this agent becomes the current one, and
+//! the consumer moves the connection to it before its next fetch, when no todo is in flight (the
+//! server would otherwise cut the connection when the old one expires). A changed file that is not such a credential is reported
 //! once, and the connection and the credential it uses are kept.
 
 use std::path::PathBuf;
 use std::sync::PoisonError;
 use std::time::{Duration, SystemTime};
 
-use async_nats::connection::State;
 use hyperhive_schedule::AgentName;
 use tokio::time::MissedTickBehavior;
-use tracing::{error, info, warn};
+use tracing::{error, info};
 
 use crate::connect::CurrentCredential;
 use crate::credential::{Credential, digest, format_expiry, unix_now};
@@ -29,7 +28,9 @@ pub const POLL: Duration = Duration::from_millis(250);
 pub struct CredsWatch {
     pub(crate) path: PathBuf,
     pub(crate) agent: AgentName,
-    pub(crate) client: async_nats::Client,
+    /// Raised on each renewal; the consumer moves the connection to the new credential between
+    /// two todos (see [`crate::consumer`]).
+    pub(crate) renewals: tokio::sync::watch::Sender<u64>,
     pub(crate) current: CurrentCredential,
 }
 
@@ -113,13 +114,9 @@ impl CredsWatch {
             return;
         }
         info!("credential renewed, expires at {}", format_expiry(renewed.expires_at()));
-        // Only a live connection is cut: one that is down is already reconnecting, and each of
-        // its attempts reads the file afresh.
-        if self.client.connection_state() == State::Connected
-            && let Err(e) = self.client.force_reconnect().await
-        {
-            warn!("cannot reconnect with the renewed credential; the next reconnect will use it: {e}");
-        }
+        // The consumer moves the connection between two todos. A connection that is down is
+        // already reconnecting, and each of its attempts reads the file afresh.
+        self.renewals.send_modify(|n| *n += 1);
     }
 
     fn current_expiry(&self) -> String {

@@ -81,11 +81,11 @@ impl Agent {
     pub async fn start(config: Config, clock: Arc<dyn Clock>) -> Result<Self, AgentError> {
         let state = State::open(&config.state_dir)?;
         let (client, current) = connect::connect(&config).await?;
+        let (renewals, renewed) = watch::channel(0);
         let creds_watch = tokio::spawn(
-            CredsWatch { path: config.creds.clone(), agent: config.name.clone(), client: client.clone(), current }
-                .run(),
+            CredsWatch { path: config.creds.clone(), agent: config.name.clone(), renewals, current }.run(),
         );
-        let js = jetstream::new(client);
+        let js = jetstream::new(client.clone());
         let (ticks_tx, ticks) = watch::channel(0);
         let (stop, stop_rx) = watch::channel(false);
         let reporter = TurnReporter::new(&config.state_dir);
@@ -108,6 +108,8 @@ impl Agent {
         let consumer = tokio::spawn(
             Consumer {
                 agent: config.name.clone(),
+                client,
+                renewed,
                 js,
                 state,
                 clock,

@@ -106,7 +106,12 @@ impl Bench {
             let request = ValidRequest {
                 name: AgentName::parse(name).unwrap(),
                 hive: HiveName::parse(&format!("hive{}", i % HIVES)).unwrap(),
-                spec: AgentSpec { turn_command: "cat".into(), schedule_tick: None, turn_timeout: None, env: Default::default() },
+                spec: AgentSpec {
+                    turn_command: "cat".into(),
+                    schedule_tick: None,
+                    turn_timeout: None,
+                    env: Default::default(),
+                },
             };
             ids.extend(self.provisioner.create(request).await.expect("created"));
         }
@@ -120,7 +125,12 @@ impl Bench {
             let (settled, failed) = mine.fold((0, 0), |(s, f), n| {
                 (s + usize::from(n.state.is_settled()), f + usize::from(n.state == JobState::Failed))
             });
-            assert_eq!(failed, 0, "a provisioning job failed: {:?}", snapshot.nodes.iter().find(|n| n.state == JobState::Failed));
+            assert_eq!(
+                failed,
+                0,
+                "a provisioning job failed: {:?}",
+                snapshot.nodes.iter().find(|n| n.state == JobState::Failed)
+            );
             if settled == ids.len() {
                 break;
             }

@@ -156,7 +156,7 @@ async fn the_roster_follows_hive_statuses_and_never_moves_an_agent() {
     assert_eq!(
         live[0],
         json!({"name": "a", "hive": "h1", "actual": "running", "since": "2026-11-30T11:00:00Z",
-               "restarts": 2, "last_exit": null, "turn": null, "stale": true})
+               "restarts": 2, "last_exit": null, "turn": null, "stale": true, "credentials": null})
     );
 }
 
@@ -321,7 +321,7 @@ async fn bad_state_changes_are_clear_errors_and_store_nothing() {
         ),
         (Method::PUT, ok, vec![json_ct], r#"{"state":"destroyed"}"#.into(), StatusCode::CONFLICT, "set SWARM_NATS_DIR"),
         (Method::GET, ok, vec![], String::new(), StatusCode::METHOD_NOT_ALLOWED, "use PUT"),
-        (Method::POST, "/api/agents", vec![], String::new(), StatusCode::METHOD_NOT_ALLOWED, "use GET"),
+        (Method::DELETE, "/api/agents", vec![], String::new(), StatusCode::METHOD_NOT_ALLOWED, "use GET, POST"),
         (Method::DELETE, "/api/hives", vec![], String::new(), StatusCode::METHOD_NOT_ALLOWED, "use GET"),
         (Method::PUT, "/api/hives/status", vec![], String::new(), StatusCode::METHOD_NOT_ALLOWED, "use GET"),
         (Method::PATCH, "/api/agents/status", vec![], String::new(), StatusCode::METHOD_NOT_ALLOWED, "use GET"),

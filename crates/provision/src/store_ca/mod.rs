@@ -44,8 +44,9 @@ use crate::secret::Secret;
 /// How far before the issuing instant a certificate becomes valid: servers whose clocks are a
 /// little behind the controller's must not refuse a certificate issued a moment ago.
 pub const BACKDATE: Duration = Duration::from_secs(5 * 60);
-/// The shortest lifetime issued: shorter than the backdate would be mostly in the past.
-pub const MIN_LIFETIME: Duration = Duration::from_secs(60);
+/// The shortest lifetime issued (counted from the issuing instant; the backdate comes on top).
+/// Production lifetimes are hours; tests of renewal use seconds.
+pub const MIN_LIFETIME: Duration = Duration::from_secs(1);
 /// The longest lifetime issued: store certificates are short-lived and renewed (there is no
 /// revocation list; an agent removed keeps access until its certificate expires).
 pub const MAX_LIFETIME: Duration = Duration::from_secs(31 * 24 * 3600);

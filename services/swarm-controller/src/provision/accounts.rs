@@ -10,7 +10,7 @@
 use hyperhive_hive_proto::AgentName;
 use hyperhive_hive_proto::roster::Identities;
 use hyperhive_provision::forge::{NewForgeUser, TokenCheck, Visibility};
-use hyperhive_provision::matrix::{AccountCheck, MatrixError};
+use hyperhive_provision::matrix::{AccountCheck, AdminAccountState, MatrixError};
 use hyperhive_provision::sso::NewSsoUser;
 
 use super::settings::vars;
@@ -27,6 +27,9 @@ pub const FORGE_TOKEN_NAME: &str = "hyperhive";
 /// What the agent's forge token may do: read its user (which the health check needs), work on
 /// repositories and issues.
 pub const FORGE_TOKEN_SCOPES: &[&str] = &["read:user", "write:repository", "write:issue"];
+/// The controller's own admin account on the homeserver, made when it first repairs an agent's
+/// account (its password sealed in the secret store as `swarm.matrix-admin-password`).
+pub const MATRIX_ADMIN_LOCALPART: &str = "hyperhive-controller";
 
 fn email(agent: &AgentName) -> String {
     format!("{agent}@{AGENT_EMAIL_DOMAIN}")
@@ -167,5 +170,43 @@ impl Provisioner {
         };
         self.vault.put(agent, Kind::MatrixToken, &session.access_token).await?;
         Ok(session.user_id)
+    }
+
+    /// Repairs the agent's matrix account after its token stopped working: a new login with the
+    /// stored password; when the homeserver refuses it (the account was deactivated, which
+    /// deletes its password, or locked), the controller's admin session reactivates the account
+    /// with the same password first. Each admin session is logged out after use.
+    pub(super) async fn repair_matrix(&self, agent: &AgentName) -> Result<(), String> {
+        let matrix = self.adapters.matrix.as_ref().ok_or("matrix is not configured")?;
+        let password =
+            self.vault.get(agent, Kind::MatrixPassword).await?.ok_or_else(|| {
+                format!("agent {agent} has no matrix password stored; its matrix step must run first")
+            })?;
+        match matrix.login(agent.as_str(), &password).await {
+            Ok(session) => return self.vault.put(agent, Kind::MatrixToken, &session.access_token).await,
+            Err(MatrixError::Forbidden { .. } | MatrixError::Deactivated | MatrixError::Locked) => {}
+            Err(err) => return Err(err.to_string()),
+        }
+        let entry = self.roster.get(agent).await?.ok_or_else(|| format!("agent {agent} is not on the roster"))?;
+        let user_id =
+            entry.identities.matrix_user.ok_or_else(|| format!("agent {agent} has no matrix user recorded"))?;
+        let admin_password = self.vault.swarm_password("matrix-admin-password").await?;
+        let admin = matrix.admin_session(MATRIX_ADMIN_LOCALPART, &admin_password).await.map_err(|e| e.to_string())?;
+        let reactivated = match matrix.account_state(&admin.access_token, &user_id).await {
+            Ok(AdminAccountState::NotFound) => {
+                Err(format!("the matrix account {user_id} no longer exists on the homeserver; it cannot be repaired"))
+            }
+            Ok(AdminAccountState::Exists { .. }) => {
+                matrix.reactivate(&admin.access_token, &user_id, &password).await.map_err(|e| e.to_string())
+            }
+            Err(err) => Err(err.to_string()),
+        };
+        if let Err(err) = matrix.logout(&admin.access_token).await {
+            tracing::warn!(%err, "logging the controller's matrix admin session out failed");
+        }
+        reactivated?;
+        tracing::info!(%agent, %user_id, "matrix account reactivated");
+        let session = matrix.login(agent.as_str(), &password).await.map_err(|e| e.to_string())?;
+        self.vault.put(agent, Kind::MatrixToken, &session.access_token).await
     }
 }

@@ -352,7 +352,7 @@ impl Provisioner {
                 return Ok(());
             }
             Credential::Matrix => {
-                self.matrix_session(agent).await?;
+                self.repair_matrix(agent).await?;
                 return Ok(());
             }
         };

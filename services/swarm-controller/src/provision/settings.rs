@@ -155,12 +155,20 @@ impl ProvisionSettings {
                     .map_err(|e| ConfigError::new(vars::STORE_CA_KEY_FILE, e.to_string().replace('\n', " ")))?,
             )),
         };
+        let store_cert_lifetime = duration(lookup, vars::STORE_CERT_LIFETIME, DEFAULT_LIFETIME)?;
+        let (min, max) = (hyperhive_provision::store_ca::MIN_LIFETIME, hyperhive_provision::store_ca::MAX_LIFETIME);
+        if !(min..=max).contains(&store_cert_lifetime) {
+            return Err(ConfigError::new(
+                vars::STORE_CERT_LIFETIME,
+                format!("a store certificate lives from {}s to {}s, e.g. 24h", min.as_secs(), max.as_secs()),
+            ));
+        }
         Ok(Self {
             sso,
             forge,
             matrix,
             store_ca,
-            store_cert_lifetime: duration(lookup, vars::STORE_CERT_LIFETIME, DEFAULT_LIFETIME)?,
+            store_cert_lifetime,
             queue_creds_lifetime: duration(lookup, vars::QUEUE_CREDS_LIFETIME, DEFAULT_LIFETIME)?,
             check_every: duration(lookup, vars::CREDENTIAL_CHECK_EVERY, DEFAULT_CHECK_EVERY)?,
             jobq: jobq(lookup)?,
@@ -376,6 +384,7 @@ mod tests {
             (vec![(vars::STORE_CA_KEY_FILE, "/k")], vars::STORE_CA_CERT_FILE, "set both"),
             (vec![(vars::STORE_CERT_LIFETIME, "0s")], vars::STORE_CERT_LIFETIME, "at least 1s"),
             (vec![(vars::QUEUE_CREDS_LIFETIME, "soon")], vars::QUEUE_CREDS_LIFETIME, "duration"),
+            (vec![(vars::STORE_CERT_LIFETIME, "400d")], vars::STORE_CERT_LIFETIME, "lives from"),
             (vec![(vars::CREDENTIAL_CHECK_EVERY, "")], vars::CREDENTIAL_CHECK_EVERY, "duration"),
             (vec![(vars::JOBQ_CONCURRENCY, "0")], vars::JOBQ_CONCURRENCY, "from 1 to 1024"),
             (vec![(vars::JOBQ_MAX_ATTEMPTS, "101")], vars::JOBQ_MAX_ATTEMPTS, "from 1 to 100"),

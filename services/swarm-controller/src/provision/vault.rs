@@ -114,13 +114,29 @@ impl Vault {
     /// # Errors
     /// The store's error.
     pub async fn password(&self, agent: &AgentName, kind: Kind) -> Result<Secret, String> {
-        if let Some(existing) = self.get(agent, kind).await? {
-            return Ok(existing);
+        self.password_at(&Self::record(agent, kind)).await
+    }
+
+    /// [`Vault::password`] for an account of the swarm's own (not an agent's), under
+    /// `swarm.<name>`, e.g. the controller's matrix admin account.
+    ///
+    /// # Errors
+    /// The store's error.
+    pub async fn swarm_password(&self, name: &str) -> Result<Secret, String> {
+        let record = RecordKey::new(format!("swarm.{name}"))?;
+        self.password_at(&record).await
+    }
+
+    async fn password_at(&self, record: &RecordKey) -> Result<Secret, String> {
+        let stored = self.store.get(record).await.map_err(|e| e.to_string())?;
+        if let Some(plain) = stored {
+            return String::from_utf8(plain.expose().to_vec())
+                .map(Secret::new)
+                .map_err(|_| format!("the secret {record} is not text"));
         }
         let fresh: String = rand::rng().sample_iter(&Alphanumeric).take(PASSWORD_LEN).map(char::from).collect();
-        let fresh = Secret::new(fresh);
-        self.put(agent, kind, &fresh).await?;
-        Ok(fresh)
+        self.store.put(record, &Plaintext::new(fresh.as_bytes().to_vec())).await.map_err(|e| e.to_string())?;
+        Ok(Secret::new(fresh))
     }
 
     /// What the agent's hive gets: its NATS credential and every secret file it has so far, plus

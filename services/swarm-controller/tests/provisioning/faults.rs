@@ -108,7 +108,7 @@ async fn killed_again_and_again_while_provisioning_the_agent_is_finished_once() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_whose_server_is_down_fails_blocks_its_dependents_and_is_retried_by_hand() {
-    let tuning = Tuning { env: vec![("SWARM_JOBQ_MAX_ATTEMPTS".into(), "2".into())] };
+    let tuning = Tuning { env: vec![("SWARM_JOBQ_MAX_ATTEMPTS".into(), "2".into())], ..Tuning::default() };
     let swarm = Swarm::start(tuning).await;
     swarm.forge.set_down(true);
     swarm.create("gamma").unwrap();

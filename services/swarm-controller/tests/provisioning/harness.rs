@@ -45,6 +45,8 @@ pub struct Proxies {
 pub struct Tuning {
     /// Extra controller environment (lifetimes, check interval, job graph settings).
     pub env: Vec<(String, String)>,
+    /// Extra Synapse configuration (YAML), if any.
+    pub synapse_config: Option<String>,
 }
 
 pub struct Swarm {
@@ -95,7 +97,7 @@ impl Swarm {
         let bridge = AutheliaBridge::from_workspace().unwrap().start().await.unwrap();
         let forge = ForgeStandIn::start().await.unwrap();
         forge.add_template(TEMPLATE.0, TEMPLATE.1);
-        let synapse = Synapse::start().await.unwrap();
+        let synapse = Synapse::start_with_config(tuning.synapse_config.as_deref().unwrap_or("")).await.unwrap();
         let site = ClientCertSite::start(dir.path(), &path("ca/store-ca.pem")).await.unwrap();
         let proxies = Proxies {
             sso: HoldProxy::start(&bridge.url()).await.unwrap(),
@@ -272,11 +274,46 @@ impl Swarm {
     }
 
     pub async fn wait_turns(&self, agent: &str, expected: &[String]) {
-        wait_until(&format!("{agent} to have run {} todos", expected.len()), PATIENCE, || async {
+        self.wait_turns_within(agent, expected, PATIENCE).await;
+    }
+
+    /// [`Swarm::wait_turns`] with its own patience.
+    pub async fn wait_turns_within(&self, agent: &str, expected: &[String], patience: Duration) {
+        wait_until(&format!("{agent} to have run {} todos", expected.len()), patience, || async {
             (self.turns(agent).len() >= expected.len()).then_some(())
         })
         .await
-        .unwrap_or_else(|e| panic!("{e}; ran {:?}", self.turns(agent)));
+        .unwrap_or_else(|e| {
+            let agent_log = std::fs::read_to_string(self.hive_state().join("agents").join(agent).join("agent.log"))
+                .unwrap_or_default();
+            let tail = |text: &str| {
+                text.lines().rev().take(40).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+            };
+            panic!(
+                "{e}; ran {:?}\n--- agent log\n{}\n--- hive-c0re log\n{}\n--- controller log\n{}",
+                self.turns(agent),
+                tail(&agent_log),
+                tail(&self.hive.as_ref().map(Process::log).unwrap_or_default()),
+                tail(&self.controller_log())
+            )
+        });
         assert_eq!(self.turns(agent), expected, "each todo once, in order");
+    }
+
+    async fn get(&self, path: &str) -> Vec<u8> {
+        let request = hyper::Request::builder().uri(path).body(http_body_util::Full::new(bytes::Bytes::new())).unwrap();
+        let (status, body) = swarm_controller::swarmctl::client::send(&self.socket, request).await.unwrap();
+        assert!(status.is_success(), "GET {path}: {status}");
+        body.to_vec()
+    }
+
+    /// `GET /metrics`.
+    pub async fn metrics(&self) -> String {
+        String::from_utf8(self.get("/metrics").await).unwrap()
+    }
+
+    /// `GET /api/agents/status`.
+    pub async fn agents_status(&self) -> Value {
+        serde_json::from_slice(&self.get("/api/agents/status").await).unwrap()
     }
 }

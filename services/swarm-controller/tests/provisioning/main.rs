@@ -5,6 +5,7 @@ mod bad_input;
 #[path = "../common/mod.rs"]
 mod common;
 mod create;
+mod expiry;
 mod faults;
 mod harness;
 mod secrets;
