@@ -344,6 +344,27 @@ in
           `d`.
         '';
       };
+
+      jobConcurrency = mkOption {
+        type = types.ints.positive;
+        default = 8;
+        example = 16;
+        description = ''
+          Job graph attempts in flight at once (`SWARM_JOBQ_CONCURRENCY`, 1 to 1024): how many
+          provisioning, renewal and repair steps talk to the external systems at the same time.
+        '';
+      };
+
+      jobMaxAttempts = mkOption {
+        type = types.ints.positive;
+        default = 6;
+        example = 10;
+        description = ''
+          Attempts per job before it fails and blocks what depends on it
+          (`SWARM_JOBQ_MAX_ATTEMPTS`, 1 to 100; the controller refuses more at start); waits
+          between attempts double from 1 s.
+        '';
+      };
     };
 
     reconcileInterval = mkOption {
@@ -464,6 +485,8 @@ in
           SWARM_STORE_CERT_LIFETIME = prov.storeCertLifetime;
           SWARM_QUEUE_CREDS_LIFETIME = prov.queueCredsLifetime;
           SWARM_CREDENTIAL_CHECK_EVERY = prov.credentialCheckEvery;
+          SWARM_JOBQ_CONCURRENCY = toString prov.jobConcurrency;
+          SWARM_JOBQ_MAX_ATTEMPTS = toString prov.jobMaxAttempts;
         }
         // lib.optionalAttrs (prov.sso.url != null) { SWARM_SSO_BRIDGE_URL = prov.sso.url; }
         // lib.optionalAttrs (prov.forge.url != null) { SWARM_FORGE_URL = prov.forge.url; }

@@ -157,6 +157,8 @@ let
     storeCertLifetime = "12h";
     queueCredsLifetime = "6h";
     credentialCheckEvery = "1m";
+    jobConcurrency = 4;
+    jobMaxAttempts = 3;
   };
   provisioner = controller // {
     nats = controller.nats // { signingDir = "/var/lib/swarm-nats"; };
@@ -538,6 +540,8 @@ let
         SWARM_STORE_CERT_LIFETIME = "24h";
         SWARM_QUEUE_CREDS_LIFETIME = "24h";
         SWARM_CREDENTIAL_CHECK_EVERY = "5m";
+        SWARM_JOBQ_CONCURRENCY = "8";
+        SWARM_JOBQ_MAX_ATTEMPTS = "6";
       }
       && controllerUnit.serviceConfig.LoadCredential == [ "nats-creds:/run/secrets/controller.creds" ];
     "a controller with every provisioning setting passes every assertion (the CA's certificate may be in the store)" =
@@ -562,6 +566,8 @@ let
         SWARM_STORE_CERT_LIFETIME = "12h";
         SWARM_QUEUE_CREDS_LIFETIME = "6h";
         SWARM_CREDENTIAL_CHECK_EVERY = "1m";
+        SWARM_JOBQ_CONCURRENCY = "4";
+        SWARM_JOBQ_MAX_ATTEMPTS = "3";
       };
     "provisioning's files arrive through LoadCredential" =
       provisionedUnit.serviceConfig.LoadCredential == [
