@@ -391,7 +391,8 @@ in
     with subtest("up, the agent runs a todo once"):
         controller.succeed("swarmctl agent state ${hive} ${agent} up")
         controller.wait_until_succeeds(
-            "swarmctl hives status ${hive} | grep -w ${agent} | grep -qw running", timeout=90
+            "swarmctl agents --json | jq -e '.[] | select(.name == \"${agent}\") | .actual.actual == \"running\"'",
+            timeout=90,
         )
         anchor = controller.succeed("date -u -d '+5 seconds' +%Y-%m-%dT%H:%M:%SZ").strip()
         once = json.loads(controller.succeed(

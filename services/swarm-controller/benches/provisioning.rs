@@ -142,6 +142,25 @@ impl Bench {
         (started.elapsed(), most)
     }
 
+    /// Mean and longest attempt time per job kind (from the graph's timings, milliseconds).
+    fn per_kind(&self) -> String {
+        let mut kinds: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+        for node in self.jobq.snapshot().nodes {
+            if let (Some(start), Some(end)) = (node.started_at, node.finished_at) {
+                kinds.entry(node.kind.clone()).or_default().push((end - start).as_seconds_f64() * 1000.0);
+            }
+        }
+        kinds
+            .iter()
+            .map(|(kind, ms)| {
+                let mean = ms.iter().sum::<f64>() / ms.len() as f64;
+                let max = ms.iter().copied().fold(0.0, f64::max);
+                format!("  {kind:<17} mean {mean:7.1} ms, max {max:7.1} ms ({} jobs)", ms.len())
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     async fn check_pass(&self) -> (Duration, usize) {
         let started = Instant::now();
         let report = self.provisioner.check_all().await.expect("a pass");
@@ -173,6 +192,7 @@ async fn main() -> anyhow::Result<()> {
         all.as_secs_f64() / one.as_secs_f64(),
         (one.as_secs_f64() * many as f64) / all.as_secs_f64(),
     );
+    println!("time per job, by kind:\n{}", bench.per_kind());
 
     let more: Vec<String> = (many..check.saturating_sub(1)).map(|i| format!("many-{i:04}")).collect();
     if !more.is_empty() {
