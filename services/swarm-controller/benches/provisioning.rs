@@ -10,7 +10,7 @@
 //!    (forge token and matrix token checked against their servers, certificate and NATS
 //!    credential ages), against a pass over one agent, per agent.
 //!
-//! `cargo build -p swarm-authelia-bridge && cargo bench -p swarm-controller --bench provisioning
+//! `cargo build --release -p swarm-authelia-bridge && cargo bench -p swarm-controller --bench provisioning
 //! [-- --agents N --check M]`. Needs `scripts/setup` (nats-server, Synapse).
 
 use std::sync::Arc;
@@ -54,7 +54,11 @@ async fn setup() -> anyhow::Result<Bench> {
     let nats = NatsJwt::start().await?;
     let js = jetstream::new(nats.controller_client().await?);
     let buckets = swarm_controller::nats::ensure_objects(&js).await?;
-    let bridge = AutheliaBridge::from_workspace()?.start().await?;
+    // The bridge hashes every password with argon2id at Authelia's cost (64 MiB, 3 passes): its
+    // release build, or the figures measure an unoptimized hash.
+    let release = hyperhive_testkit::workspace_root().join("target/release/swarm-authelia-bridge");
+    anyhow::ensure!(release.is_file(), "build it first: cargo build --release -p swarm-authelia-bridge");
+    let bridge = AutheliaBridge::builder(release).start().await?;
     let forge = ForgeStandIn::start().await?;
     forge.add_template("swarm", "agent-template");
     let synapse = Synapse::start().await?;

@@ -84,12 +84,7 @@ async fn get(c: &Controller, path: &str) -> Value {
 }
 
 fn states(graph: &Value) -> Vec<(String, String)> {
-    graph["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| (n["id"].as_str().unwrap().to_owned(), n["state"].as_str().unwrap().to_owned()))
-        .collect()
+    common::job_states(graph)
 }
 
 async fn swarmctl(socket: &Path, args: &[&str]) -> Output {

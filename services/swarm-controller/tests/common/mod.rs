@@ -236,3 +236,13 @@ pub async fn publish_as_hive(nats: &NatsJwt, status: &HiveStatus) {
         .await
         .expect("the hive may write its status");
 }
+
+/// Each job of a `GET /api/jobq/graph` answer as (id, state), in the graph's order.
+pub fn job_states(graph: &Value) -> Vec<(String, String)> {
+    graph["nodes"]
+        .as_array()
+        .expect("the graph's nodes")
+        .iter()
+        .map(|n| (n["id"].as_str().unwrap().to_owned(), n["state"].as_str().unwrap().to_owned()))
+        .collect()
+}

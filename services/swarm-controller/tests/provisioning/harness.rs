@@ -228,13 +228,7 @@ impl Swarm {
 
     /// Each of the agent's jobs, id -> state.
     pub fn job_states(&self, agent: &str) -> BTreeMap<String, String> {
-        let graph = self.swarmctl_json(&["jobs", "--agent", agent]);
-        graph["nodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|n| (n["id"].as_str().unwrap().to_owned(), n["state"].as_str().unwrap().to_owned()))
-            .collect()
+        common::job_states(&self.swarmctl_json(&["jobs", "--agent", agent])).into_iter().collect()
     }
 
     /// Waits until the agent's roster entry says every provisioning step is done.
