@@ -143,3 +143,69 @@ async fn a_step_whose_server_is_down_fails_blocks_its_dependents_and_is_retried_
     assert!(states.values().all(|s| s == "succeeded"), "{states:?}");
     assert_eq!(swarm.forge.counts().users_created, 1);
 }
+
+/// Creates `gamma` with one job at a time, and kills the controller the moment the roster shows
+/// `step` running (a watch on its roster key), so the kill lands inside that step or right after
+/// its work, before or after it was recorded; starts the controller again and waits until
+/// `gamma` is provisioned and paused.
+async fn kill_when_running(step: &str) -> Swarm {
+    use futures::StreamExt;
+    let tuning = Tuning { env: vec![("SWARM_JOBQ_CONCURRENCY".into(), "1".into())], ..Tuning::default() };
+    let mut swarm = Swarm::start(tuning).await;
+    let roster = swarm.js.get_key_value("agents").await.unwrap();
+    let mut watch = roster.watch("gamma").await.unwrap();
+    swarm.create("gamma").unwrap();
+    let running = tokio::time::timeout(PATIENCE, async {
+        while let Some(entry) = watch.next().await {
+            let entry: serde_json::Value = serde_json::from_slice(&entry.unwrap().value).unwrap_or_default();
+            if entry["provisioning"][step]["state"] == "running" {
+                return;
+            }
+        }
+    });
+    running.await.unwrap_or_else(|_| panic!("{step} never showed running"));
+    swarm.kill_controller();
+    swarm.start_controller().await;
+    swarm.wait_provisioned("gamma").await;
+    swarm.wait_actual("gamma", "paused").await;
+    swarm
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_in_the_store_identity_step_the_agent_still_gets_one_working_certificate() {
+    let swarm = kill_when_running("store-identity").await;
+    let identity = format!(
+        "{}{}",
+        swarm.agent_secret("gamma", "store-cert.pem").unwrap(),
+        swarm.agent_secret("gamma", "store-key.pem").unwrap()
+    );
+    assert!(swarm.site.get("localhost", Some(&identity)).await.unwrap().contains("CN=gamma"));
+    let entry = swarm.roster_entry("gamma").unwrap();
+    assert!(
+        swarm.agent_secret("gamma", "store-cert.pem").is_some() && entry["identities"]["store_cert_serial"].is_string()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_in_the_queue_credential_step_the_agent_connects_with_the_credential_it_was_given() {
+    let swarm = kill_when_running("queue-credential").await;
+    swarm.queue("gamma", "t1").await;
+    swarm.swarmctl(&["agent", "state", crate::harness::HIVE, "gamma", "up"]).unwrap();
+    swarm.wait_turns("gamma", &["t1".to_owned()]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_in_the_declare_paused_step_the_wanted_state_is_written_once() {
+    use futures::StreamExt;
+    let swarm = kill_when_running("declare-paused").await;
+    let wanted = swarm.js.get_key_value("agent-wanted").await.unwrap();
+    assert_eq!(wanted.history("hive1.gamma").await.unwrap().count().await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_in_the_deploy_step_the_hive_applies_the_deploy_once() {
+    let swarm = kill_when_running("deploy").await;
+    let log = swarm.hive.as_ref().unwrap().log();
+    let applied = log.lines().filter(|l| l.contains("deploy applied") && l.contains("kind=\"deploy\"")).count();
+    assert_eq!(applied, 1, "{log}");
+}
