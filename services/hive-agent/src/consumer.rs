@@ -94,10 +94,6 @@ impl Consumer {
         let mut stop = self.stop.clone();
         let mut renewed = self.renewed.clone();
         loop {
-            if renewed.has_changed().unwrap_or(false) {
-                renewed.borrow_and_update();
-                self.reconnect().await;
-            }
             // One fetch of one todo at a time, and only while not paused: a pull request left
             // open across a pause would hand the agent a todo it must not take. Biased: once
             // stopping, no new fetch may take (and strand) a todo another agent should get.
@@ -105,6 +101,12 @@ impl Consumer {
                 biased;
                 () = stopped(&mut stop) => return Ok(()),
                 () = self.pause.wait_unpaused() => {}
+            }
+            // Checked right before the fetch, so a renewal that came during a pause is taken
+            // up before the first fetch after it.
+            if renewed.has_changed().unwrap_or(false) {
+                renewed.borrow_and_update();
+                self.reconnect().await;
             }
             let mut batch = consumer
                 .fetch()

@@ -173,21 +173,27 @@ async fn ensure_objects_patiently(js: &async_nats::jetstream::Context) -> Result
 }
 
 /// Resumes the provisioning of every agent left unfinished, then runs the credential health
-/// pass at once and every `SWARM_CREDENTIAL_CHECK_EVERY`.
+/// pass at once and every `SWARM_CREDENTIAL_CHECK_EVERY`. A resume that could not read the
+/// roster is tried again before each pass until it succeeds.
 async fn provision_and_check(provisioner: Arc<Provisioner>) {
-    match provisioner.resume().await {
-        Ok(0) => {}
-        Ok(resumed) => tracing::info!(resumed, "provisioning resumed"),
-        // The health pass reads the roster too and logs its own failures; the resume is not
-        // retried, so say so.
-        Err(err) => {
-            tracing::error!(%err, "cannot read the roster to resume provisioning; restart the controller to retry")
-        }
-    }
+    let mut resumed = false;
     let mut ticks = tokio::time::interval(provisioner.settings.check_every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
+        if !resumed {
+            match provisioner.resume().await {
+                Ok(count) => {
+                    resumed = true;
+                    if count > 0 {
+                        tracing::info!(resumed = count, "provisioning resumed");
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(%err, "cannot read the roster to resume provisioning; retrying at the next pass")
+                }
+            }
+        }
         match provisioner.check_all().await {
             Ok(report) if report.queued > 0 => tracing::info!(?report, "credential pass queued renewals or repairs"),
             Ok(report) => tracing::debug!(?report, "credential pass: all healthy"),

@@ -85,6 +85,19 @@ pub enum Verdict {
     NotUsed,
 }
 
+impl Verdict {
+    /// As in the JSON and the metrics labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Ok => "ok",
+            Verdict::Renewing => "renewing",
+            Verdict::Repairing => "repairing",
+            Verdict::Unreachable => "unreachable",
+            Verdict::NotUsed => "not-used",
+        }
+    }
+}
+
 /// One agent's credential health, as `/api/agents/status` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AgentHealth {
@@ -125,12 +138,11 @@ impl HealthMetrics {
         let _ = writeln!(out, "# HELP swarm_credential_checks_total Credential checks by credential and verdict.");
         let _ = writeln!(out, "# TYPE swarm_credential_checks_total counter");
         for ((credential, verdict), n) in self.checks.lock().expect("metrics lock").iter() {
-            let verdict =
-                serde_json::to_value(verdict).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
             let _ = writeln!(
                 out,
-                "swarm_credential_checks_total{{credential=\"{}\",verdict=\"{verdict}\"}} {n}",
-                credential.name()
+                "swarm_credential_checks_total{{credential=\"{}\",verdict=\"{}\"}} {n}",
+                credential.name(),
+                verdict.name()
             );
         }
         let _ = writeln!(out, "# HELP swarm_credential_renewals_total Renewals and repairs that succeeded.");
@@ -363,4 +375,16 @@ impl Provisioner {
 
 fn job_id(agent: &AgentName, kind: &str, pass: u64) -> JobId {
     JobId::parse(&format!("{agent}.{kind}.{pass}")).expect("an agent name, a kind and a number make a job id")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdict_names_are_the_json_names() {
+        for verdict in [Verdict::Ok, Verdict::Renewing, Verdict::Repairing, Verdict::Unreachable, Verdict::NotUsed] {
+            assert_eq!(serde_json::to_value(verdict).unwrap(), verdict.name());
+        }
+    }
 }

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use hyperhive_hive_proto::roster::Identities;
+use hyperhive_hive_proto::roster::{Identities, RosterEntry};
 use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_provision::Secret;
 use hyperhive_provision::store_ca::renew_due;
@@ -27,11 +27,10 @@ pub fn due(expires_at: Option<&str>, lifetime: Duration, now: OffsetDateTime) ->
 }
 
 impl Provisioner {
-    pub(super) async fn store_identity(&self, agent: &AgentName) -> Result<Outcome, String> {
+    pub(super) async fn store_identity(&self, agent: &AgentName, entry: &RosterEntry) -> Result<Outcome, String> {
         if self.settings.store_ca.is_none() {
             return Ok(not_configured(vars::STORE_CA_KEY_FILE));
         }
-        let entry = self.roster.get(agent).await?.ok_or_else(|| format!("agent {agent} is not on the roster"))?;
         let have = self.vault.get(agent, Kind::StoreCert).await?.is_some();
         let lifetime = self.settings.store_cert_lifetime;
         if have && !due(entry.identities.store_cert_expires_at.as_deref(), lifetime, self.clock.now()) {
@@ -58,14 +57,13 @@ impl Provisioner {
         })
     }
 
-    pub(super) async fn queue_credential(&self, agent: &AgentName, hive: &HiveName) -> Result<Outcome, String> {
-        let entry = self.roster.get(agent).await?.ok_or_else(|| format!("agent {agent} is not on the roster"))?;
+    pub(super) async fn queue_credential(&self, agent: &AgentName, entry: &RosterEntry) -> Result<Outcome, String> {
         let have = self.vault.get(agent, Kind::QueueCreds).await?.is_some();
         let lifetime = self.settings.queue_creds_lifetime;
         if have && !due(entry.identities.queue_creds_expires_at.as_deref(), lifetime, self.clock.now()) {
             return Ok(Outcome::Done(IdentityChange::none()));
         }
-        Ok(Outcome::Done(IdentityChange(self.mint_queue_creds(agent, hive).await?)))
+        Ok(Outcome::Done(IdentityChange(self.mint_queue_creds(agent, &entry.hive).await?)))
     }
 
     /// Mints a new NATS credential (creating the agent's account on the server the first time),

@@ -208,8 +208,8 @@ impl Provisioner {
             Step::ConfigRepo => self.config_repo(agent).await,
             Step::ForgeToken => self.forge_token(agent).await,
             Step::Matrix => self.matrix_account(agent).await,
-            Step::StoreIdentity => self.store_identity(agent).await,
-            Step::QueueCredential => self.queue_credential(agent, &entry.hive).await,
+            Step::StoreIdentity => self.store_identity(agent, &entry).await,
+            Step::QueueCredential => self.queue_credential(agent, &entry).await,
             Step::DeclarePaused => self.declare_paused(agent, &entry.hive).await,
             Step::Deploy => self.deploy(agent).await,
         };

@@ -88,12 +88,16 @@ impl Vault {
     /// # Errors
     /// The store's error (a value that does not open is an error, never returned).
     pub async fn get(&self, agent: &AgentName, kind: Kind) -> Result<Option<Secret>, String> {
-        let value = self.store.get(&Self::record(agent, kind)).await.map_err(|e| e.to_string())?;
+        self.get_at(&Self::record(agent, kind)).await
+    }
+
+    async fn get_at(&self, record: &RecordKey) -> Result<Option<Secret>, String> {
+        let value = self.store.get(record).await.map_err(|e| e.to_string())?;
         value
             .map(|plain| {
                 String::from_utf8(plain.expose().to_vec())
                     .map(Secret::new)
-                    .map_err(|_| format!("the secret {} is not text", Self::record(agent, kind)))
+                    .map_err(|_| format!("the secret {record} is not text"))
             })
             .transpose()
     }
@@ -128,11 +132,8 @@ impl Vault {
     }
 
     async fn password_at(&self, record: &RecordKey) -> Result<Secret, String> {
-        let stored = self.store.get(record).await.map_err(|e| e.to_string())?;
-        if let Some(plain) = stored {
-            return String::from_utf8(plain.expose().to_vec())
-                .map(Secret::new)
-                .map_err(|_| format!("the secret {record} is not text"));
+        if let Some(existing) = self.get_at(record).await? {
+            return Ok(existing);
         }
         let fresh: String = rand::rng().sample_iter(&Alphanumeric).take(PASSWORD_LEN).map(char::from).collect();
         self.store.put(record, &Plaintext::new(fresh.as_bytes().to_vec())).await.map_err(|e| e.to_string())?;

@@ -5,7 +5,7 @@ use hyper::http::{Method, StatusCode};
 use serde_json::{Value, json};
 use swarm_controller::swarmctl::client;
 
-use crate::common::Controller;
+use crate::common::{Controller, Options};
 use crate::harness::{HIVE, KEYLESS_HIVE, Swarm, Tuning};
 
 async fn post(swarm: &Swarm, content_type: &str, body: Vec<u8>) -> (StatusCode, Value) {
@@ -87,16 +87,12 @@ async fn bad_create_requests_are_refused_clearly_and_store_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_controller_without_the_secret_store_key_refuses_to_create_and_says_what_to_set() {
-    let controller = Controller::start(60).await;
-    let mut options = controller.options.clone();
+    let mut options = Options::new(60);
     options.hives = crate::common::directory(&[HIVE]);
-    // The hive has no xkey here: that is checked first, so give it one.
+    // A hive without an xkey is refused before the configuration is looked at: give it one.
     let xkey = nkeys::XKey::new().public_key();
     options.hives.values_mut().for_each(|h| h.xkey = Some(xkey.clone()));
-    let mut controller = controller;
-    controller.stop().await.unwrap();
-    controller.options = options;
-    controller.restart().await;
+    let controller = Controller::start_with(options).await;
     let (status, answer) = controller
         .json(Method::POST, "/api/agents", &json!({"name": "delta", "hive": HIVE, "spec": {"turn_command": "cat"}}))
         .await;

@@ -5,7 +5,7 @@ use hyperhive_provision::Secret;
 use hyperhive_provision::forge::{Forge, ForgejoClient, TokenCheck};
 use hyperhive_provision::matrix::{AccountCheck, Matrix, SynapseClient};
 
-use crate::harness::{HIVE, Swarm, TEMPLATE, Tuning};
+use crate::harness::{HIVE, Swarm, Tuning};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_is_provisioned_in_every_system_and_runs_its_todo_once_up() {
@@ -44,7 +44,6 @@ async fn an_agent_is_provisioned_in_every_system_and_runs_its_todo_once_up() {
     assert!(swarm.forge.repo("gamma", "config").is_some());
     let users = std::fs::read_to_string(swarm.bridge.users_file()).unwrap();
     assert_eq!(users.matches("gamma:").count(), 1, "{users}");
-    let _ = TEMPLATE;
 
     // The secrets the hive handed the agent work where they are meant to.
     let forge = ForgejoClient::new(&swarm.forge.url(), Secret::new(swarm.forge.admin_token())).unwrap();

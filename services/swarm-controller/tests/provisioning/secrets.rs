@@ -5,7 +5,7 @@
 use swarm_controller::nats::scan_bucket;
 use swarm_controller::secrets::{RecordKey, SecretStore, SecretsKey};
 
-use crate::harness::{HIVE, Swarm, Tuning};
+use crate::harness::{Swarm, Tuning};
 
 /// Every secret the swarm holds for `agent`: the values of its records in the secret store
 /// (passwords, tokens, the NATS credential, the certificate's key), opened with the controller's
@@ -68,5 +68,4 @@ async fn no_secret_appears_in_logs_answers_the_graph_or_plain_kv_values() {
             assert_absent(&secrets, bucket, &String::from_utf8_lossy(&kv.value));
         }
     }
-    let _ = HIVE;
 }
