@@ -61,6 +61,103 @@ fn on_grid(s: &AgentSchedule, slot: OffsetDateTime) -> bool {
     }
 }
 
+/// Plays one history against the slot rule, failing at the first broken invariant.
+fn check_history(anchor_offset: i64, interval: Option<u64>, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let mut now = START;
+    let mut schedule = AgentSchedule {
+        id: "s".into(),
+        body: "b0".into(),
+        anchor: at(START + anchor_offset),
+        interval,
+        paused: false,
+        not_before: at(START),
+    };
+    let mut recorded: Option<OffsetDateTime> = None;
+    // Slots JetStream has accepted (the message id dedupes a republish of the same slot).
+    let mut delivered: BTreeSet<OffsetDateTime> = BTreeSet::new();
+    // A slot published by a crashed tick but not recorded.
+    let mut unrecorded: Option<OffsetDateTime> = None;
+    let mut pauses: Vec<(i64, i64)> = Vec::new();
+    let mut paused_since: Option<i64> = None;
+    let mut fired_this_instant = false;
+
+    for op in ops {
+        match op {
+            Op::Advance(secs) => {
+                now += secs;
+                if secs > 0 {
+                    fired_this_instant = false;
+                }
+            }
+            Op::Tick | Op::TickCrashBeforeRecord => {
+                let Some(slot) = due_slot(&schedule, recorded, at(now)) else { continue };
+                prop_assert!(!fired_this_instant || unrecorded.is_some(), "a second fire without time passing: {slot}");
+                prop_assert!(slot <= at(now), "fired a future slot");
+                prop_assert!(on_grid(&schedule, slot), "{slot} is off the grid");
+                prop_assert!(slot >= schedule.not_before, "{slot} before not_before");
+                prop_assert!(!schedule.paused, "fired while paused");
+                prop_assert!(recorded.is_none_or(|r| slot > r), "went backwards");
+                let t = slot.unix_timestamp();
+                prop_assert!(!pauses.iter().any(|&(from, to)| from <= t && t < to), "{slot} fell during a pause");
+                if delivered.contains(&slot) {
+                    // Only a crashed tick's own slot may be published again (and is dropped
+                    // as a duplicate by its message id).
+                    prop_assert_eq!(unrecorded, Some(slot), "slot {} delivered twice", slot);
+                }
+                delivered.insert(slot);
+                fired_this_instant = true;
+                if matches!(op, Op::Tick) {
+                    recorded = Some(slot);
+                    unrecorded = None;
+                } else {
+                    unrecorded = Some(slot);
+                }
+            }
+            Op::Restart => {}
+            Op::BodyEdit => schedule.body.push('!'),
+            Op::TimingEdit { anchor_shift, interval } => {
+                schedule.anchor = at(now + anchor_shift);
+                schedule.interval = interval;
+                schedule.not_before = at(now);
+                // A slot of the new grid at this very instant may fire. The unrecorded slot
+                // stays: a slot's message id names only the schedule and the instant, so the
+                // new grid's slot at that same instant is dropped as its duplicate.
+                fired_this_instant = false;
+            }
+            Op::Pause => {
+                if !schedule.paused {
+                    schedule.paused = true;
+                    paused_since = Some(now);
+                }
+            }
+            Op::Resume => {
+                if let Some(from) = paused_since.take() {
+                    schedule.paused = false;
+                    schedule.not_before = at(now);
+                    pauses.push((from, now));
+                    fired_this_instant = false;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Found by the property below: a tick crashed before recording its slot, then a timing edit
+/// whose new grid has a slot at that same instant. The slot is published again under the same
+/// message id, so JetStream delivers it once.
+#[test]
+fn a_timing_edit_after_a_crashed_tick_republishes_only_under_the_same_id() {
+    let ops = vec![
+        Op::Advance(197),
+        Op::Advance(4),
+        Op::TickCrashBeforeRecord,
+        Op::TimingEdit { anchor_shift: -266, interval: Some(1) },
+        Op::Tick,
+    ];
+    check_history(-7058, Some(17), ops).unwrap();
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2_000))]
 
@@ -70,86 +167,6 @@ proptest! {
         interval in prop::option::weighted(0.85, 1u64..500),
         ops in prop::collection::vec(op(), 1..120),
     ) {
-        let mut now = START;
-        let mut schedule = AgentSchedule {
-            id: "s".into(),
-            body: "b0".into(),
-            anchor: at(START + anchor_offset),
-            interval,
-            paused: false,
-            not_before: at(START),
-        };
-        let mut recorded: Option<OffsetDateTime> = None;
-        // Slots JetStream has accepted (the message id dedupes a republish of the same slot).
-        let mut delivered: BTreeSet<OffsetDateTime> = BTreeSet::new();
-        // A slot published by a crashed tick but not recorded.
-        let mut unrecorded: Option<OffsetDateTime> = None;
-        let mut pauses: Vec<(i64, i64)> = Vec::new();
-        let mut paused_since: Option<i64> = None;
-        let mut fired_this_instant = false;
-
-        for op in ops {
-            match op {
-                Op::Advance(secs) => {
-                    now += secs;
-                    if secs > 0 {
-                        fired_this_instant = false;
-                    }
-                }
-                Op::Tick | Op::TickCrashBeforeRecord => {
-                    let Some(slot) = due_slot(&schedule, recorded, at(now)) else { continue };
-                    prop_assert!(!fired_this_instant || unrecorded.is_some(),
-                        "a second fire without time passing: {slot}");
-                    prop_assert!(slot <= at(now), "fired a future slot");
-                    prop_assert!(on_grid(&schedule, slot), "{slot} is off the grid");
-                    prop_assert!(slot >= schedule.not_before, "{slot} before not_before");
-                    prop_assert!(!schedule.paused, "fired while paused");
-                    prop_assert!(recorded.is_none_or(|r| slot > r), "went backwards");
-                    let t = slot.unix_timestamp();
-                    prop_assert!(
-                        !pauses.iter().any(|&(from, to)| from <= t && t < to),
-                        "{slot} fell during a pause"
-                    );
-                    if delivered.contains(&slot) {
-                        // Only a crashed tick's own slot may be published again (and is dropped
-                        // as a duplicate by its message id).
-                        prop_assert_eq!(unrecorded, Some(slot), "slot {} delivered twice", slot);
-                    }
-                    delivered.insert(slot);
-                    fired_this_instant = true;
-                    if matches!(op, Op::Tick) {
-                        recorded = Some(slot);
-                        unrecorded = None;
-                    } else {
-                        unrecorded = Some(slot);
-                    }
-                }
-                Op::Restart => {}
-                Op::BodyEdit => schedule.body.push('!'),
-                Op::TimingEdit { anchor_shift, interval } => {
-                    schedule.anchor = at(now + anchor_shift);
-                    schedule.interval = interval;
-                    schedule.not_before = at(now);
-                    // A new grid: old slots can no longer come back; the unrecorded one is moot,
-                    // and a slot of the new grid at this very instant may fire.
-                    unrecorded = None;
-                    fired_this_instant = false;
-                }
-                Op::Pause => {
-                    if !schedule.paused {
-                        schedule.paused = true;
-                        paused_since = Some(now);
-                    }
-                }
-                Op::Resume => {
-                    if let Some(from) = paused_since.take() {
-                        schedule.paused = false;
-                        schedule.not_before = at(now);
-                        pauses.push((from, now));
-                        fired_this_instant = false;
-                    }
-                }
-            }
-        }
+        check_history(anchor_offset, interval, ops)?;
     }
 }
