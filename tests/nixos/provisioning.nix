@@ -221,7 +221,8 @@ in
               certFile = "${swarm-init}/store-ca/store-ca.pem";
             };
             storeCertLifetime = "2h";
-            queueCredsLifetime = "2h";
+            # Short, so the queue credential is renewed while the test runs (at two thirds).
+            queueCredsLifetime = "3m";
             credentialCheckEvery = "30s";
           };
         };
@@ -405,5 +406,24 @@ in
         ${hive}.succeed("grep -F 'hello, new agent' /var/lib/hive-agent-${agent}/turns.log")
         ${hive}.sleep(6)
         assert turns(f"schedule:{once}") == 1, "the todo ran more than once"
+
+    with subtest("a renewed queue credential reaches the running unit without a restart"):
+        staged = "/var/lib/private/hive-agent-${agent}/credentials/nats-creds"
+        pid = ${hive}.succeed("systemctl show -p MainPID --value hive-agent-${agent}.service").strip()
+        first = ${hive}.succeed(f"sha256sum {staged}").split()[0]
+        ${hive}.succeed(f"test \"$(stat -c %a {staged})\" = 400")
+        ${hive}.wait_until_succeeds(f"test \"$(sha256sum {staged} | cut -d' ' -f1)\" != {first}", timeout=240)
+        ${hive}.wait_until_succeeds(
+            "journalctl -u hive-agent-${agent}.service | grep -q 'credential renewed, expires at'", timeout=60
+        )
+        assert ${hive}.succeed("systemctl show -p MainPID --value hive-agent-${agent}.service").strip() == pid, \
+            "the unit was restarted for a renewal"
+        again = json.loads(controller.succeed(
+            f"swarmctl schedule add --json --anchor $(date -u -d '+5 seconds' +%Y-%m-%dT%H:%M:%SZ) --name renewed --agent ${agent} --body 'after renewal' --once"
+        ))["id"]
+        ${hive}.wait_until_succeeds(
+            f"test \"$(grep -c -F 'source=schedule:{again} ' /var/lib/hive-agent-${agent}/turns.log)\" -ge 1",
+            timeout=120,
+        )
   '';
 }

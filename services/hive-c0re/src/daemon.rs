@@ -33,7 +33,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
             run_with(config, state, runner, shutdown).await
         }
         RunnerKind::Systemd => {
-            let runner = SystemdRunner { bin: config.agent_bin.clone() };
+            let runner = SystemdRunner::new(config.agent_bin.clone());
             run_with(config, state, runner, shutdown).await
         }
     }

@@ -248,9 +248,9 @@ impl<R: Runner> Registry<R> {
     /// picks up its renewed NATS credential itself (a restart would kill a running turn, and its
     /// todo would run again). Idempotent per revision.
     ///
-    /// A `credentials` message still restarts the agent when it cannot see the new files in
-    /// place (see [`Runner::SEES_REWRITTEN_SECRETS`]) or when it changes which secret files
-    /// there are (the agent's environment lists them).
+    /// A `credentials` message still restarts the agent when it changes which secret files
+    /// there are (the agent's environment lists them), or when the runner could not bring the
+    /// new files to it in place (see [`Runner::refresh_secrets`]).
     ///
     /// # Errors
     /// Why it is not applied (nothing changed), in words that hold no secret.
@@ -300,7 +300,17 @@ impl<R: Runner> Registry<R> {
         self.records.insert(agent.clone(), record);
         let restart = match payload.kind {
             DeployKind::Deploy => true,
-            DeployKind::Credentials => !R::SEES_REWRITTEN_SECRETS || self.launch_of(&agent) != launch_before,
+            DeployKind::Credentials => match self.launch_of(&agent) {
+                launch if launch != launch_before => true,
+                None => false,
+                Some(launch) => match self.runner.refresh_secrets(&launch) {
+                    Ok(()) => false,
+                    Err(err) => {
+                        tracing::warn!(agent = %agent, %err, "cannot renew the agent's secrets in place; restarting it");
+                        true
+                    }
+                },
+            },
         };
         if !restart {
             tracing::info!(agent = %agent, "credentials renewed in place; the agent picks them up without a restart");

@@ -8,6 +8,7 @@
 
 pub mod process;
 pub mod systemd;
+pub mod unit_credentials;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -103,11 +104,14 @@ pub trait Runner: Send + Sync + 'static {
     /// otherwise be orphans; systemd units are left to systemd and adopted on the next start.
     const STOP_ON_SHUTDOWN: bool;
 
-    /// Whether a running agent sees its secret files rewritten in place (so renewed secrets
-    /// need no restart): the process runner points the agent at the files themselves; systemd
-    /// copies them into the unit's credentials directory when the unit starts
-    /// (`LoadCredential=`), so a unit sees new ones only once restarted.
-    const SEES_REWRITTEN_SECRETS: bool;
+    /// Makes the secret files hive-c0re has just rewritten reach the agent in place, without a
+    /// restart (which would kill a running turn, and its todo would run again): the process
+    /// runner points the agent at those files themselves, so there is nothing to do; the
+    /// systemd runner copies them into the unit's state directory ([`unit_credentials`]).
+    ///
+    /// # Errors
+    /// The copy failed; the caller restarts the agent instead.
+    fn refresh_secrets(&self, launch: &Launch) -> std::io::Result<()>;
 }
 
 /// One running agent.

@@ -59,7 +59,10 @@ impl ProcessRunner {
 impl Runner for ProcessRunner {
     type Running = ProcessAgent;
     const STOP_ON_SHUTDOWN: bool = true;
-    const SEES_REWRITTEN_SECRETS: bool = true;
+
+    fn refresh_secrets(&self, _launch: &Launch) -> std::io::Result<()> {
+        Ok(())
+    }
 
     async fn recover(&self, agent: &AgentName) -> Option<ProcessAgent> {
         let pid_file = self.pid_path(agent);

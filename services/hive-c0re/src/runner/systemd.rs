@@ -1,7 +1,8 @@
 //! The systemd runner: each agent a transient unit `hive-agent-<name>` started with
 //! `systemd-run`, hardened as modules/hive-agent.nix hardens a declared agent's unit (dynamic
-//! user, `StateDirectory=hive-agent-<name>`, strict protection), its credential handed over with
-//! `LoadCredential=`. hive-c0re watches it with `systemctl show` and stops it with
+//! user, `StateDirectory=hive-agent-<name>`, strict protection), its secrets copied into that
+//! state directory before each start and after each renewal ([`super::unit_credentials`]), so a
+//! renewal needs no restart. hive-c0re watches it with `systemctl show` and stops it with
 //! `systemctl stop`; when hive-c0re stops, the units keep running and are adopted on its next
 //! start. Exercised for real only in the NixOS VM test.
 
@@ -11,6 +12,7 @@ use std::time::Duration;
 use hyperhive_hive_proto::AgentName;
 use tokio::process::Command;
 
+use super::unit_credentials::{self, NATS_CREDS};
 use super::{Exit, Launch, Runner, Running, StartError};
 
 /// How often a unit's state is read while it runs.
@@ -21,6 +23,9 @@ const POLL: Duration = Duration::from_secs(1);
 pub struct SystemdRunner {
     /// The hive-agent executable.
     pub bin: PathBuf,
+    /// Where systemd keeps state directories (`/var/lib`); a dynamic user's lives under its
+    /// `private/`.
+    pub state_root: PathBuf,
 }
 
 /// A unit being watched.
@@ -35,9 +40,22 @@ pub fn unit_name(agent: &AgentName) -> String {
     format!("hive-agent-{agent}")
 }
 
-/// `/var/lib/hive-agent-<name>`: the unit's `StateDirectory`.
+/// `/var/lib/hive-agent-<name>`: the unit's `StateDirectory`, as the unit sees it.
 pub fn state_dir(agent: &AgentName) -> PathBuf {
     PathBuf::from(format!("/var/lib/{}", unit_name(agent)))
+}
+
+impl SystemdRunner {
+    /// The runner of a NixOS host: state directories under `/var/lib`.
+    pub fn new(bin: PathBuf) -> Self {
+        Self { bin, state_root: PathBuf::from("/var/lib") }
+    }
+
+    /// Where the unit's state directory really is: a dynamic user's lives under
+    /// `<state_root>/private` (root's, 0700), and `/var/lib/hive-agent-<name>` only links to it.
+    pub fn private_state_dir(&self, agent: &AgentName) -> PathBuf {
+        self.state_root.join("private").join(unit_name(agent))
+    }
 }
 
 /// The hardening of modules/lib.nix `serviceConfig` with modules/hive-agent.nix's overrides
@@ -90,20 +108,9 @@ pub fn systemd_run_args(launch: &Launch, bin: &str) -> Vec<String> {
     }
     property(format!("StateDirectory={unit}"));
     property(format!("WorkingDirectory={state}"));
-    property(format!("LoadCredential=nats-creds:{}", launch.creds.display()));
-    for (name, path) in &launch.secret_files {
-        property(format!("LoadCredential={name}:{}", path.display()));
-    }
-    // `%d` is the unit's credentials directory; systemd-run's --setenv does not expand
-    // specifiers, so those two are set with Environment= instead.
-    property("Environment=HIVE_AGENT_CREDS=%d/nats-creds".to_owned());
-    if !launch.secret_files.is_empty() {
-        property("Environment=HIVE_AGENT_SECRETS_DIR=%d".to_owned());
-    }
-    for (name, value) in launch.env("%d/nats-creds", &state, "%d") {
-        if name != "HIVE_AGENT_CREDS" && name != "HIVE_AGENT_SECRETS_DIR" {
-            args.push(format!("--setenv={name}={value}"));
-        }
+    let secrets = format!("{state}/{}", unit_credentials::DIR);
+    for (name, value) in launch.env(&format!("{secrets}/{NATS_CREDS}"), &state, &secrets) {
+        args.push(format!("--setenv={name}={value}"));
     }
     args.push(format!("--setenv=HOME={state}"));
     args.push("--".to_owned());
@@ -134,7 +141,13 @@ async fn show(unit: &str) -> Option<(String, Exit)> {
 impl Runner for SystemdRunner {
     type Running = SystemdAgent;
     const STOP_ON_SHUTDOWN: bool = false;
-    const SEES_REWRITTEN_SECRETS: bool = false;
+
+    fn refresh_secrets(&self, launch: &Launch) -> std::io::Result<()> {
+        let mut sources = vec![(NATS_CREDS.to_owned(), launch.creds.as_path())];
+        sources.extend(launch.secret_files.iter().map(|(name, path)| (name.clone(), path.as_path())));
+        let files = unit_credentials::read_sources(&sources)?;
+        unit_credentials::stage(&self.private_state_dir(&launch.agent), &files)
+    }
 
     async fn recover(&self, agent: &AgentName) -> Option<SystemdAgent> {
         let unit = unit_name(agent);
@@ -147,6 +160,10 @@ impl Runner for SystemdRunner {
 
     async fn start(&self, launch: &Launch) -> Result<SystemdAgent, StartError> {
         let unit = unit_name(&launch.agent);
+        self.refresh_secrets(launch).map_err(|e| StartError {
+            agent: launch.agent.clone(),
+            why: format!("cannot copy its secrets into its state directory: {e}"),
+        })?;
         // A failed transient unit stays loaded and would block a new one of the same name.
         let _ = Command::new("systemctl").args(["reset-failed", &unit]).output().await;
         let out = Command::new("systemd-run")
@@ -167,7 +184,7 @@ impl Runner for SystemdRunner {
 
     async fn remove_agent(&self, agent: &AgentName) {
         // A dynamic user's StateDirectory lives under /var/lib/private, reached by a symlink.
-        let _ = std::fs::remove_dir_all(PathBuf::from("/var/lib/private").join(unit_name(agent)));
+        let _ = std::fs::remove_dir_all(self.private_state_dir(agent));
         let _ = std::fs::remove_file(state_dir(agent));
     }
 
@@ -213,6 +230,42 @@ mod tests {
     use hyperhive_hive_proto::spec::AgentSpec;
 
     use super::*;
+
+    #[test]
+    fn a_renewal_reaches_the_unit_state_directory_without_a_restart() {
+        let host = tempfile::tempdir().unwrap();
+        let secrets = host.path().join("hive-c0re/agents/bee/secrets");
+        std::fs::create_dir_all(&secrets).unwrap();
+        std::fs::write(secrets.join("nats.creds"), "creds-1").unwrap();
+        std::fs::write(secrets.join("token"), "t0ken").unwrap();
+        let runner = SystemdRunner { bin: "/bin/false".into(), state_root: host.path().join("lib") };
+        let launch = Launch {
+            agent: AgentName::parse("bee").unwrap(),
+            nats_url: "nats://nats:4222".into(),
+            creds: secrets.join("nats.creds"),
+            secret_files: vec![("token".into(), secrets.join("token"))],
+            pause_file: host.path().join("pause/bee"),
+            spec: AgentSpec {
+                turn_command: "true".into(),
+                schedule_tick: None,
+                turn_timeout: None,
+                env: BTreeMap::new(),
+            },
+        };
+        runner.refresh_secrets(&launch).unwrap();
+        let staged = host.path().join("lib/private/hive-agent-bee").join(unit_credentials::DIR);
+        assert_eq!(std::fs::read_to_string(staged.join(NATS_CREDS)).unwrap(), "creds-1");
+        assert_eq!(std::fs::read_to_string(staged.join("token")).unwrap(), "t0ken");
+        std::fs::write(secrets.join("nats.creds"), "creds-2").unwrap();
+        runner.refresh_secrets(&launch).unwrap();
+        assert_eq!(std::fs::read_to_string(staged.join(NATS_CREDS)).unwrap(), "creds-2");
+        // The unit reads them where its environment says.
+        let args = systemd_run_args(&launch, "/bin/false");
+        assert!(args.contains(&format!("--setenv=HIVE_AGENT_CREDS=/var/lib/hive-agent-bee/credentials/{NATS_CREDS}")));
+        std::fs::remove_file(secrets.join("token")).unwrap();
+        let err = runner.refresh_secrets(&launch).unwrap_err();
+        assert!(err.to_string().contains("token"), "{err}");
+    }
 
     #[test]
     fn the_systemd_run_command_is_exactly_this() {
@@ -265,16 +318,14 @@ mod tests {
             "--property=SystemCallFilter=~@resources",
             "--property=StateDirectory=hive-agent-bee",
             "--property=WorkingDirectory=/var/lib/hive-agent-bee",
-            "--property=LoadCredential=nats-creds:/var/lib/hive-c0re/agents/bee/secrets/nats.creds",
-            "--property=LoadCredential=token:/var/lib/hive-c0re/agents/bee/secrets/token",
-            "--property=Environment=HIVE_AGENT_CREDS=%d/nats-creds",
-            "--property=Environment=HIVE_AGENT_SECRETS_DIR=%d",
             "--setenv=HIVE_AGENT_NAME=bee",
             "--setenv=HIVE_AGENT_NATS_URL=nats://nats:4222",
+            "--setenv=HIVE_AGENT_CREDS=/var/lib/hive-agent-bee/credentials/nats-creds",
             "--setenv=HIVE_AGENT_STATE_DIR=/var/lib/hive-agent-bee",
             "--setenv=HIVE_AGENT_TURN_COMMAND=claude -p",
             "--setenv=HIVE_AGENT_PAUSE_FILE=/var/lib/hive-c0re/pause/bee",
             "--setenv=HIVE_AGENT_SCHEDULE_TICK=10s",
+            "--setenv=HIVE_AGENT_SECRETS_DIR=/var/lib/hive-agent-bee/credentials",
             "--setenv=MODEL=opus",
             "--setenv=HOME=/var/lib/hive-agent-bee",
             "--",
