@@ -14,6 +14,7 @@ use crate::accounts::Accounts;
 use crate::api::{self, App};
 use crate::clock::{Clock, JobqClock};
 use crate::config::Config;
+use crate::linked::service::LinkedAccounts;
 use crate::nats::{self, NatsError};
 use crate::provision::health::HealthBoard;
 use crate::provision::vault::Vault;
@@ -132,6 +133,7 @@ pub async fn run_with_jobq(
         wanted,
         revoker: accounts.map(|accounts| Arc::new(Revoker::with_accounts(accounts))),
         jobq,
+        linked: provisioner.clone().map(|p| Arc::new(LinkedAccounts::new(p))),
         provisioner: provisioner.clone(),
     });
     let watch = tokio::spawn(watch_statuses(buckets.hive_status, app.roster.clone(), app.hives.clone(), clock));

@@ -12,6 +12,7 @@
 //!   agent's credentials; [`deploy`]: sending sealed deploy messages to a hive.
 //! - [`accounts`]: NATS accounts changed while the swarm runs (an agent created or revoked),
 //!   given to the running server by [`claims`] through the system account.
+//! - [`linked`]: accounts an operator links to one agent (matrix, forge, GitHub).
 //! - [`provision`]: creating agents through the job graph (`POST /api/agents`) and keeping
 //!   their credentials healthy; [`secrets`]: the sealed secret store it keeps them in.
 //! - [`api`]: the HTTP routes.
@@ -27,6 +28,7 @@ pub mod daemon;
 pub mod definition;
 pub mod deploy;
 pub mod hives;
+pub mod linked;
 pub mod nats;
 pub mod provision;
 pub mod reconcile;

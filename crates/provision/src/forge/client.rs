@@ -85,6 +85,16 @@ impl ForgejoClient {
         Self::with_timeout(base_url, admin_token, DEFAULT_TIMEOUT)
     }
 
+    /// A client acting with `token` alone, no administrator: for [`Forge::check_token`] on any
+    /// forge (an account an operator links to an agent). Calls that need an administrator
+    /// are refused by the forge.
+    ///
+    /// # Errors
+    /// As [`ForgejoClient::new`].
+    pub fn as_user(base_url: &str, token: Secret) -> Result<Self, ForgeError> {
+        Self::with_timeout(base_url, token, DEFAULT_TIMEOUT)
+    }
+
     /// As [`ForgejoClient::new`], with `timeout` for each call.
     pub fn with_timeout(base_url: &str, admin_token: Secret, timeout: Duration) -> Result<Self, ForgeError> {
         let call = Call { what: "client setup".into(), secrets: vec![admin_token.expose()] };

@@ -4,6 +4,7 @@
 //!
 //! # Layout
 //! - [`Matrix`]: what the controller asks of a homeserver; [`SynapseClient`] implements it.
+//! - [`Homeserver`]: any homeserver's `whoami` and `logout`, with no administrator (linked accounts).
 //! - `names`: the checks on a localpart, password and display name before anything is sent.
 //! - `registration_mac`: the HMAC of Synapse's shared-secret registration.
 //! - `error`: [`MatrixError`], and how a Matrix error answer (`errcode`) maps to it.
@@ -15,6 +16,7 @@
 //! [`MatrixError::Forbidden`]).
 
 mod error;
+mod homeserver;
 mod names;
 mod registration_mac;
 mod synapse;
@@ -22,6 +24,7 @@ mod synapse;
 use async_trait::async_trait;
 
 pub use error::MatrixError;
+pub use homeserver::Homeserver;
 pub use synapse::SynapseClient;
 
 use crate::secret::Secret;

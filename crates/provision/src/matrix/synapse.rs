@@ -1,31 +1,19 @@
 //! [`SynapseClient`]: the [`Matrix`] adapter for Synapse, over its client-server API (v3), its
 //! shared-secret registration and its admin API (users v2).
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 use reqwest::{Method, RequestBuilder, StatusCode};
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use super::error::{ErrorBody, from_answer, shorten};
+use super::homeserver::{Answer, Homeserver};
 use super::names::{check_displayname, check_localpart, check_password, check_user_id};
 use super::registration_mac::registration_mac;
 use super::{AccountCheck, AdminAccountState, Matrix, MatrixError, Registered, Session};
 use crate::secret::Secret;
 
-/// How long one call may take; a local homeserver answers in milliseconds, registration
-/// (a password hash) in well under a second.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// The largest answer read: every answer used here is a small JSON object.
-const MAX_BODY: usize = 64 * 1024;
-
 const REGISTER_PATH: &str = "/_synapse/admin/v1/register";
 const LOGIN_PATH: &str = "/_matrix/client/v3/login";
-const WHOAMI_PATH: &str = "/_matrix/client/v3/account/whoami";
-const LOGOUT_PATH: &str = "/_matrix/client/v3/logout";
 /// Followed by the URL-encoded user id.
 const ADMIN_USERS_PATH: &str = "/_synapse/admin/v2/users/";
 
@@ -33,9 +21,8 @@ const ADMIN_USERS_PATH: &str = "/_synapse/admin/v2/users/";
 /// `registration_shared_secret`.
 #[derive(Debug, Clone)]
 pub struct SynapseClient {
-    base_url: String,
+    homeserver: Homeserver,
     shared_secret: Secret,
-    http: reqwest::Client,
 }
 
 impl SynapseClient {
@@ -44,35 +31,24 @@ impl SynapseClient {
     /// # Errors
     /// [`MatrixError::InvalidInput`] for a malformed URL or an empty shared secret.
     pub fn new(base_url: &str, shared_secret: Secret) -> Result<Self, MatrixError> {
-        let reject = |reason: String| Err(MatrixError::InvalidInput { what: "base URL", reason });
-        let url = match reqwest::Url::parse(base_url) {
-            Ok(url) => url,
-            Err(err) => return reject(format!("{base_url:?} is not a URL: {err}")),
-        };
-        if !matches!(url.scheme(), "http" | "https") {
-            return reject(format!("{base_url:?} is not http:// or https://"));
-        }
-        if url.query().is_some() || url.fragment().is_some() || !url.username().is_empty() || url.password().is_some() {
-            return reject(format!("{:?} has credentials, a query or a fragment", url.origin().ascii_serialization()));
-        }
+        let homeserver = Homeserver::new(base_url)?;
         if shared_secret.expose().is_empty() {
             return Err(MatrixError::InvalidInput { what: "shared secret", reason: "it is empty".to_owned() });
         }
-        let http = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
-            .connect_timeout(CONNECT_TIMEOUT)
-            .build()
-            .map_err(MatrixError::HttpClient)?;
-        Ok(Self { base_url: url.as_str().trim_end_matches('/').to_owned(), shared_secret, http })
+        Ok(Self { homeserver, shared_secret })
     }
 
     /// The homeserver's URL, without a trailing slash.
     pub fn base_url(&self) -> &str {
-        &self.base_url
+        self.homeserver.base_url()
     }
 
     fn request(&self, method: Method, path: &str) -> RequestBuilder {
-        self.http.request(method, format!("{}{path}", self.base_url))
+        self.homeserver.request(method, path)
+    }
+
+    async fn send(&self, what: &'static str, request: RequestBuilder) -> Result<Answer, MatrixError> {
+        self.homeserver.send(what, request).await
     }
 
     /// A request to the admin API's record of `user_id`, as the admin `admin_token`.
@@ -122,62 +98,6 @@ impl SynapseClient {
         }
         Err(answer.into_error())
     }
-
-    /// Sends `request` and reads its answer (at most [`MAX_BODY`] bytes).
-    async fn send(&self, what: &'static str, request: RequestBuilder) -> Result<Answer, MatrixError> {
-        let unreachable = |source| MatrixError::Unreachable { base_url: self.base_url.clone(), source };
-        let mut response = request.send().await.map_err(unreachable)?;
-        let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.trim().parse().ok());
-        let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(unreachable)? {
-            if body.len() + chunk.len() > MAX_BODY {
-                return Err(MatrixError::UnexpectedResponse {
-                    what,
-                    status: status.as_u16(),
-                    detail: format!("the answer is longer than {MAX_BODY} bytes"),
-                });
-            }
-            body.extend_from_slice(&chunk);
-        }
-        tracing::debug!(what, status = status.as_u16(), "homeserver answered");
-        Ok(Answer { what, status, body, retry_after })
-    }
-}
-
-/// One answer, read in full.
-struct Answer {
-    what: &'static str,
-    status: StatusCode,
-    body: Vec<u8>,
-    /// `Retry-After` in seconds.
-    retry_after: Option<u64>,
-}
-
-impl Answer {
-    /// The success body as `T`, or the error the answer stands for.
-    fn into_ok<T: DeserializeOwned>(self) -> Result<T, MatrixError> {
-        if !self.status.is_success() {
-            return Err(self.into_error());
-        }
-        serde_json::from_slice(&self.body).map_err(|err| MatrixError::UnexpectedResponse {
-            what: self.what,
-            status: self.status.as_u16(),
-            detail: shorten(&err.to_string()),
-        })
-    }
-
-    fn error_body(&self) -> ErrorBody {
-        ErrorBody::parse(&self.body)
-    }
-
-    fn into_error(self) -> MatrixError {
-        from_answer(self.what, self.status.as_u16(), &self.error_body(), self.retry_after)
-    }
 }
 
 /// The answer to registration and login (other fields, e.g. `home_server`, are ignored).
@@ -197,11 +117,6 @@ impl From<SessionBody> for Session {
 #[derive(Deserialize)]
 struct NonceBody {
     nonce: String,
-}
-
-#[derive(Deserialize)]
-struct WhoamiBody {
-    user_id: String,
 }
 
 /// The admin API's record of a user (only the fields used; Synapses older than account locking
@@ -248,22 +163,11 @@ impl Matrix for SynapseClient {
     }
 
     async fn whoami(&self, access_token: &Secret) -> Result<AccountCheck, MatrixError> {
-        let request = self.request(Method::GET, WHOAMI_PATH).bearer_auth(access_token.expose());
-        match self.send("whoami", request).await?.into_ok::<WhoamiBody>() {
-            Ok(body) => Ok(AccountCheck::Valid { user_id: body.user_id }),
-            Err(MatrixError::UnknownToken) => Ok(AccountCheck::Invalid),
-            Err(MatrixError::Deactivated) => Ok(AccountCheck::Deactivated),
-            Err(MatrixError::Locked) => Ok(AccountCheck::Locked),
-            Err(other) => Err(other),
-        }
+        self.homeserver.whoami(access_token).await
     }
 
     async fn logout(&self, access_token: &Secret) -> Result<(), MatrixError> {
-        let request = self.request(Method::POST, LOGOUT_PATH).bearer_auth(access_token.expose()).json(&json!({}));
-        match self.send("logout", request).await?.into_ok::<serde_json::Value>() {
-            Ok(_) | Err(MatrixError::UnknownToken) => Ok(()),
-            Err(other) => Err(other),
-        }
+        self.homeserver.logout(access_token).await
     }
 
     async fn admin_session(&self, localpart: &str, password: &Secret) -> Result<Session, MatrixError> {

@@ -28,6 +28,9 @@ pub enum ApiError {
     PayloadTooLarge(String),
     /// 415: the body is not declared as JSON.
     UnsupportedMediaType(String),
+    /// 502: a server the request needed (a linked account's homeserver or forge) could not
+    /// answer.
+    BadGateway(String),
     /// 500: a stored document cannot be read (never caused by the request).
     Internal(String),
     /// 503: NATS is unreachable or failing.
@@ -51,6 +54,7 @@ impl ApiError {
             Self::Conflict { .. } => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::BadGateway(_) => StatusCode::BAD_GATEWAY,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
@@ -66,6 +70,7 @@ impl ApiError {
             | Self::MethodNotAllowed(m)
             | Self::PayloadTooLarge(m)
             | Self::UnsupportedMediaType(m)
+            | Self::BadGateway(m)
             | Self::Internal(m)
             | Self::Unavailable(m) => (m.as_str(), None),
         };

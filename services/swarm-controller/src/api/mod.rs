@@ -21,6 +21,10 @@
 //! | `POST /api/agents` | create an agent: its provisioning jobs are queued (202) |
 //! | `GET /api/agents/status` | the live part per agent |
 //! | `PUT /api/hives/{hive}/agents/{agent}/state` | set the wanted state; honours `If-Match` |
+//! | `GET /api/hives/{hive}/agents/{agent}/linked-accounts` | the agent's own matrix account and its linked ones, never a credential |
+//! | `PUT`, `DELETE /api/hives/{hive}/agents/{agent}/matrix-accounts/{name}` | link (verified with `whoami`) or unlink a matrix account; `?revoke=true` logs its token out first |
+//! | `PUT`, `DELETE /api/hives/{hive}/agents/{agent}/forge-accounts/{label}` | link (verified with `GET /api/v1/user`) or unlink a forge account |
+//! | `PUT`, `DELETE /api/hives/{hive}/agents/{agent}/github-account` | link or unlink the agent's GitHub account |
 //! | `GET /api/jobq/graph` | the job graph: nodes and edges; `?agent=NAME` keeps one agent's |
 //! | `POST /api/jobq/jobs/{id}/retry` | retry a failed job (202) |
 //! | `GET /metrics` | Prometheus text: credential checks, renewals, failures |
@@ -30,6 +34,7 @@ mod create;
 mod error;
 mod hives;
 mod jobq;
+mod linked;
 mod schedules;
 
 use std::sync::Arc;
@@ -47,6 +52,8 @@ use hive_jobq::Jobq;
 use hyperhive_hive_proto::directory::HiveDirectory;
 
 use crate::clock::Clock;
+use crate::linked::account::Kind;
+use crate::linked::service::LinkedAccounts;
 use crate::provision::Provisioner;
 use crate::reconcile::Reconciler;
 use crate::revoke::Revoker;
@@ -89,6 +96,8 @@ pub struct App {
     /// Creates agents and keeps their credentials healthy; `None` without the secret store's
     /// key or the NATS directory.
     pub provisioner: Option<Arc<Provisioner>>,
+    /// Accounts operators link to created agents; `None` when `provisioner` is.
+    pub linked: Option<Arc<LinkedAccounts>>,
 }
 
 /// The warp filter serving every route.
@@ -153,6 +162,18 @@ impl App {
                 let body = state_body(headers, body).await?;
                 self.set_state(hive, agent, headers, revision, &body).await
             }
+            (["api", "hives", hive, "agents", agent, "linked-accounts"], &Method::GET) => {
+                self.list_linked(hive, agent).await
+            }
+            (["api", "hives", hive, "agents", agent, rest @ ..], &Method::PUT) if linked_route(rest).is_some() => {
+                let (kind, name) = linked_route(rest).expect("matched by the guard");
+                let body = linked_body(headers, body).await?;
+                self.put_linked(hive, agent, kind, name, &body).await
+            }
+            (["api", "hives", hive, "agents", agent, rest @ ..], &Method::DELETE) if linked_route(rest).is_some() => {
+                let (kind, name) = linked_route(rest).expect("matched by the guard");
+                self.delete_linked(hive, agent, kind, name, query).await
+            }
             (["api", "jobq", "graph"], &Method::GET) => self.jobq_graph(query),
             (["api", "jobq", "jobs", id, "retry"], &Method::POST) => self.jobq_retry(id),
             (["healthz"] | ["metrics"], _) => Err(not_allowed(method, path, "GET")),
@@ -162,13 +183,18 @@ impl App {
             (["api", "hives"] | ["api", "hives", "status"] | ["api", "hives", _, "status"], _)
             | (["api", "agents", "status"], _) => Err(not_allowed(method, path, "GET")),
             (["api", "hives", _, "agents", _, "state"], _) => Err(not_allowed(method, path, "PUT")),
+            (["api", "hives", _, "agents", _, "linked-accounts"], _) => Err(not_allowed(method, path, "GET")),
+            (["api", "hives", _, "agents", _, rest @ ..], _) if linked_route(rest).is_some() => {
+                Err(not_allowed(method, path, "PUT, DELETE"))
+            }
             (["api", "jobq", "graph"], _) => Err(not_allowed(method, path, "GET")),
             (["api", "jobq", "jobs", _, "retry"], _) => Err(not_allowed(method, path, "POST")),
             _ => Err(ApiError::NotFound(format!(
                 "no route {method} {path}; the API serves /healthz, /metrics, /api/schedules[/{{id}}], \
                  /api/hives, /api/hives/status, /api/hives/{{hive}}/status, /api/agents, \
-                 /api/agents/status, /api/hives/{{hive}}/agents/{{agent}}/state, /api/jobq/graph \
-                 and /api/jobq/jobs/{{id}}/retry"
+                 /api/agents/status, /api/hives/{{hive}}/agents/{{agent}}/state, \
+                 /api/hives/{{hive}}/agents/{{agent}}/linked-accounts, .../matrix-accounts/{{name}}, \
+                 .../forge-accounts/{{label}}, .../github-account, /api/jobq/graph and /api/jobq/jobs/{{id}}/retry"
             ))),
         }
     }
@@ -239,6 +265,36 @@ where
     hyperhive_json_body::json_body(headers, body, MAX_STATE_REQUEST_BYTES)
         .await
         .map_err(|e| ApiError::BadRequest(format!("{e}; {}", agents::SEND_STATE)))
+}
+
+/// The kind and name of a linked-account route's tail: `matrix-accounts/{name}`,
+/// `forge-accounts/{label}` or `github-account`.
+fn linked_route<'a>(tail: &[&'a str]) -> Option<(Kind, Option<&'a str>)> {
+    match tail {
+        ["matrix-accounts", name] => Some((Kind::Matrix, Some(*name))),
+        ["forge-accounts", label] => Some((Kind::Forge, Some(*label))),
+        ["github-account"] => Some((Kind::Github, None)),
+        _ => None,
+    }
+}
+
+/// The largest linked-account body: URLs, names and a token of at most 4 KiB each.
+pub const MAX_LINKED_REQUEST_BYTES: usize = 64 * 1024;
+
+/// A linked account's body, declared as JSON (else 415) and at most
+/// [`MAX_LINKED_REQUEST_BYTES`] (else 413).
+async fn linked_body<S, B>(headers: &HeaderMap, body: S) -> Result<Bytes, ApiError>
+where
+    S: Stream<Item = Result<B, warp::Error>> + Send,
+    B: Buf,
+{
+    hyperhive_json_body::json_body(headers, body, MAX_LINKED_REQUEST_BYTES).await.map_err(|e| match e {
+        BodyError::NotJson(_) => ApiError::UnsupportedMediaType(e.to_string()),
+        BodyError::TooLarge { .. } => {
+            ApiError::PayloadTooLarge(format!("{e}; a linked account holds URLs, names and a token of at most 4 KiB"))
+        }
+        BodyError::Read(_) => ApiError::BadRequest(e.to_string()),
+    })
 }
 
 /// The optional `If-Match: <revision>` header (a bare or quoted number).

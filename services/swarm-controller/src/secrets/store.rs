@@ -102,6 +102,29 @@ impl SecretStore {
             .map_err(|problem| SecretsError::Open { record: record.clone(), problem })
     }
 
+    /// The records whose keys start with `prefix` (e.g. `agent.alpha.linked-`), sorted. Reads
+    /// every key of the bucket: fine for the operator's listings it serves, not for a hot path.
+    ///
+    /// # Errors
+    /// [`SecretsError::Nats`].
+    pub async fn records(&self, prefix: &str) -> Result<Vec<RecordKey>, SecretsError> {
+        use futures::TryStreamExt;
+        let failed =
+            |reason: String| SecretsError::Nats { action: "list", record: RecordKey(format!("{prefix}*")), reason };
+        let keys: Vec<String> = self
+            .bucket
+            .keys()
+            .await
+            .map_err(|e| failed(e.to_string()))?
+            .try_collect()
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let mut records: Vec<RecordKey> =
+            keys.into_iter().filter(|k| k.starts_with(prefix)).filter_map(|k| RecordKey::new(k).ok()).collect();
+        records.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        Ok(records)
+    }
+
     /// Removes `record` (absent is fine).
     ///
     /// # Errors

@@ -1,5 +1,6 @@
 //! swarmctl: drives swarm-controller's API over its unix socket.
 
+mod accounts;
 pub mod client;
 mod create;
 mod format;
@@ -69,6 +70,10 @@ pub enum Top {
     /// Change one agent.
     #[command(subcommand)]
     Agent(AgentCommand),
+    /// An agent's linked accounts (matrix, forge, GitHub): list, add (token from a file or
+    /// stdin), rm (`--revoke` logs a matrix token out first).
+    #[command(subcommand)]
+    Accounts(accounts::AccountsCommand),
     /// The job graph: each job's id, kind, agent, state (waiting, ready, running, retrying,
     /// succeeded, failed, blocked, cancelled), attempts, last error and age; `jobs retry ID`
     /// retries a failed job.
@@ -319,6 +324,7 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
             return hives::status(socket, hive.as_ref(), json).await;
         }
         Top::Agents { json } => return hives::agents(socket, json).await,
+        Top::Accounts(command) => return accounts::run(socket, command).await,
         Top::Agent(AgentCommand::Create(args)) => {
             return create::create(socket, &args, || clock.now()).await;
         }

@@ -8,4 +8,5 @@ mod create;
 mod expiry;
 mod faults;
 mod harness;
+mod linked;
 mod secrets;
