@@ -11,10 +11,12 @@
 //! - [`spec`]: how a hive runs an agent (declared in the host's configuration or deployed).
 //! - [`deploy`]: deploy messages on `deploy.<hive>`, their secrets sealed to the hive's xkey.
 //! - [`agent_files`]: the two files between hive-c0re and a running hive-agent (pause, turn).
+//! - [`relay`]: the turn header hive-agent publishes on `turn.<agent>` for its watchers.
 
 pub mod agent_files;
 pub mod deploy;
 pub mod directory;
+pub mod relay;
 pub mod roster;
 pub mod spec;
 pub mod status;

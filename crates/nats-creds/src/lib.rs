@@ -44,9 +44,10 @@ use jwt::AccountSpec;
 pub use jwt::Validity;
 pub use minted::{AccountJwt, Minted, NewAgent, SecretCreds};
 pub use permissions::{
-    AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, Permissions, agent_durable_name, agent_inbox_prefix,
-    agent_permissions, agent_schedule_direct_get_subject, agent_terminal_subject, agent_turn_subject, deploy_subject,
-    hive_durable_name, hive_inbox_prefix, hive_permissions, hive_status_subject, hive_wanted_filter,
+    AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, Permissions, RELAY_STREAM, agent_durable_name,
+    agent_inbox_prefix, agent_permissions, agent_schedule_direct_get_subject, agent_terminal_subject,
+    agent_turn_subject, deploy_subject, hive_durable_name, hive_inbox_prefix, hive_permissions, hive_status_subject,
+    hive_wanted_filter,
 };
 use tenant::{Tenant, agent_tenant, hive_agents, hive_tenant, signing_keys};
 

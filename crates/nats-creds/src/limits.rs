@@ -34,14 +34,24 @@ pub const DEPLOY_MAX_MSGS_PER_HIVE: i64 = 100;
 pub const DEPLOY_MAX_BYTES: i64 = 256 * MIB;
 /// Deploy messages all queues together may hold: the full queues of 1,000 hives.
 pub const DEPLOY_MAX_MSGS: i64 = 1_000 * DEPLOY_MAX_MSGS_PER_HIVE;
+/// The largest terminal chunk hive-agent publishes on `term.<agent>`; a longer write is split.
+pub const TERM_CHUNK_MAX: usize = 16 * 1024;
+/// The largest message `RELAY` accepts (a chunk, or a turn header, with room to spare).
+pub const RELAY_MAX_MSG_SIZE: i32 = 32 * 1024;
+/// Messages `RELAY` keeps per subject (one agent's terminal, or its turn headers): its recent
+/// history, the oldest dropped first.
+pub const RELAY_MAX_MSGS_PER_SUBJECT: i64 = 1_000;
+/// Bytes `RELAY` keeps in all, the oldest dropped first: a very chatty agent can shorten the
+/// others' history, never stop their output.
+pub const RELAY_MAX_BYTES: i64 = 256 * MIB;
 /// Values each KV bucket keeps per key: the current one only.
 pub const BUCKET_HISTORY: i64 = 1;
 /// What the swarm's streams reserve on the NATS server's disk together (nats-server refuses a
 /// stream whose `max_bytes` does not fit in its `max_file_store`, which defaults to 75% of the
-/// disk space free at its start): the TODO and DEPLOY queues and six buckets
+/// disk space free at its start): the TODO and DEPLOY queues, the RELAY history and six buckets
 /// (`schedule-definitions`, `agent-schedules`, `hive-status`, `agent-wanted`, `agents`,
 /// `swarm-secrets`).
-pub const SWARM_RESERVED_BYTES: i64 = TODO_MAX_BYTES + DEPLOY_MAX_BYTES + 6 * BUCKET_MAX_BYTES;
+pub const SWARM_RESERVED_BYTES: i64 = TODO_MAX_BYTES + DEPLOY_MAX_BYTES + RELAY_MAX_BYTES + 6 * BUCKET_MAX_BYTES;
 
 /// The swarm account: JetStream where every stream must declare its size (so the account's use
 /// is the sum of its streams' `max_bytes`, reserved on the server when each is made), at most 64

@@ -36,6 +36,9 @@ pub const HIVE_STATUS_BUCKET: &str = "hive-status";
 pub const AGENT_WANTED_BUCKET: &str = "agent-wanted";
 /// Work-queue stream of deploy messages, on `deploy.<hive>`.
 pub const DEPLOY_STREAM: &str = "DEPLOY";
+/// Stream of every agent's recent terminal output and turn headers, on `term.<agent>` and
+/// `turn.<agent>`, oldest dropped first.
+pub const RELAY_STREAM: &str = "RELAY";
 
 /// Publish and subscribe allow lists of a user JWT; everything else is denied.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -17,6 +17,7 @@ use tracing::{error, info, warn};
 use crate::clock::Clock;
 use crate::error::{LoopError, nats};
 use crate::pause::Pause;
+use crate::relay::Relay;
 use crate::state::State;
 use crate::turn::{TurnEnd, run_turn};
 use crate::turn_file::TurnReporter;
@@ -58,6 +59,8 @@ pub struct Consumer {
     pub(crate) pause: Pause,
     /// Where the turn state is reported.
     pub(crate) reporter: TurnReporter,
+    /// Where the turn's output goes (its terminal).
+    pub(crate) relay: Relay,
 }
 
 impl Consumer {
@@ -167,15 +170,16 @@ impl Consumer {
             return Ok(());
         }
         info!(todo = %todo.id, source = %todo.source, "turn started");
-        self.reporter.working(&todo.id);
+        self.reporter.working(&todo);
         let result = self.run_turn_of(&message, &todo).await;
-        self.reporter.idle();
-        result
+        self.reporter.finished(matches!(result, Ok(true)));
+        result.map(drop)
     }
 
-    /// Runs the todo's turn, records it as finished and acks it (or hands it back on a stop).
-    async fn run_turn_of(&self, message: &Message, todo: &Todo) -> Result<(), LoopError> {
-        let turn = run_turn(&self.turn_command, &self.agent, todo, self.turn_timeout);
+    /// Runs the todo's turn, records it as finished and acks it (or hands it back on a stop);
+    /// `true` when the turn succeeded.
+    async fn run_turn_of(&self, message: &Message, todo: &Todo) -> Result<bool, LoopError> {
+        let turn = run_turn(&self.turn_command, &self.agent, todo, self.turn_timeout, &self.relay);
         tokio::pin!(turn);
         let mut progress = tokio::time::interval(ACK_WAIT / 3);
         progress.tick().await;
@@ -192,7 +196,7 @@ impl Consumer {
                         .double_ack_with(AckKind::Nak(None))
                         .await
                         .map_err(nats("handing back an unfinished todo"))?;
-                    return Ok(());
+                    return Ok(false);
                 }
                 _ = progress.tick() => {
                     if let Err(e) = message.ack_with(AckKind::Progress).await {
@@ -201,6 +205,7 @@ impl Consumer {
                 }
             }
         };
+        let succeeded = matches!(status, Ok(TurnEnd::Exited(status)) if status.success());
         let code = match status {
             Ok(TurnEnd::Exited(status)) if status.success() => {
                 info!(todo = %todo.id, "turn finished");
@@ -230,7 +235,7 @@ impl Consumer {
         // Recorded before the ack: a crash in between redelivers a todo that is then skipped.
         self.state.record_finished(&todo.id, self.clock.now(), code)?;
         confirmed_ack(message, &todo.id).await?;
-        Ok(())
+        Ok(succeeded)
     }
 }
 

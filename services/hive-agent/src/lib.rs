@@ -10,6 +10,7 @@
 //! - [`ticker`]: reads the agent's schedules by direct get and fires due slots.
 //! - [`consumer`]: the durable pull consumer, one todo at a time.
 //! - [`turn`]: runs the turn command.
+//! - [`relay`]: the turn's output and turn header, published for the agent's watchers.
 //! - [`pause`]: the pause file hive-c0re writes: while it exists, no todo and no slot.
 //! - [`turn_file`]: `turn.json`, what the agent is doing, for hive-c0re to report.
 //! - [`error`]: why a tick or a consumer pass failed.
@@ -23,6 +24,7 @@ pub mod credential;
 pub mod creds_watch;
 pub mod error;
 pub mod pause;
+pub mod relay;
 pub mod state;
 pub mod ticker;
 pub mod turn;
@@ -40,6 +42,7 @@ use crate::config::Config;
 use crate::consumer::Consumer;
 use crate::creds_watch::CredsWatch;
 use crate::pause::Pause;
+use crate::relay::Relay;
 use crate::state::{State, StateError};
 use crate::ticker::Ticker;
 use crate::turn_file::TurnReporter;
@@ -66,6 +69,7 @@ pub struct Agent {
     consumer: JoinHandle<()>,
     pause_watch: JoinHandle<()>,
     creds_watch: JoinHandle<()>,
+    relay: JoinHandle<()>,
     ticks: watch::Receiver<u64>,
     stop: watch::Sender<bool>,
 }
@@ -88,7 +92,8 @@ impl Agent {
         let js = jetstream::new(client.clone());
         let (ticks_tx, ticks) = watch::channel(0);
         let (stop, stop_rx) = watch::channel(false);
-        let reporter = TurnReporter::new(&config.state_dir);
+        let (relay, relay_task) = Relay::start(client.clone(), &config.name);
+        let reporter = TurnReporter::new(&config.state_dir, relay.clone());
         let pause = Pause::new(config.pause_file.clone(), reporter.clone());
         let pause_watch = tokio::spawn(pause.clone().watch());
         let ticker = tokio::spawn(
@@ -118,11 +123,12 @@ impl Agent {
                 stop: stop_rx,
                 pause,
                 reporter,
+                relay,
             }
             .run(),
         );
         tracing::info!(agent = %config.name, tick = ?config.schedule_tick, "hive-agent started");
-        Ok(Self { ticker, consumer, pause_watch, creds_watch, ticks, stop })
+        Ok(Self { ticker, consumer, pause_watch, creds_watch, relay: relay_task, ticks, stop })
     }
 
     /// The number of finished schedule ticks (to wait for "n more ticks" in tests).
@@ -141,6 +147,7 @@ impl Agent {
         self.ticker.abort();
         self.pause_watch.abort();
         self.creds_watch.abort();
+        self.relay.abort();
         let _ = (&mut self.ticker).await;
     }
 }
@@ -152,5 +159,6 @@ impl Drop for Agent {
         self.consumer.abort();
         self.pause_watch.abort();
         self.creds_watch.abort();
+        self.relay.abort();
     }
 }

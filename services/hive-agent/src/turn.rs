@@ -5,6 +5,9 @@
 //!
 //! A process that leaves the group on purpose (`setsid`, a double-forking daemon) escapes this;
 //! under systemd the unit's cgroup still ends it when the unit stops.
+//!
+//! Its stdout and stderr are read as the command writes them: each read goes to the agent's own
+//! stdout or stderr (its log) and to the [`Relay`] (its terminal), never waiting on the latter.
 
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -12,12 +15,18 @@ use std::time::Duration;
 use hyperhive_schedule::{AgentName, Todo};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::process::{Child, Command};
+use tokio::task::JoinHandle;
+
+use crate::relay::{Relay, Utf8Chunker};
 
 /// How long a turn past its timeout has between SIGTERM and SIGKILL: long enough for a tool to
 /// remove its lock files (git does on SIGTERM), short enough not to hold the queue.
 pub const TERM_GRACE: Duration = Duration::from_secs(5);
+
+/// How long the output of a turn that has ended may take to drain into the log and the relay.
+const OUTPUT_DRAIN: Duration = Duration::from_secs(2);
 
 /// How a turn ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +44,13 @@ pub enum TurnEnd {
 /// # Errors
 /// When `sh` cannot be started or waited for. A turn that cannot read all of its stdin (it
 /// exited early) is not an error: its exit status says how it went.
-pub async fn run_turn(command: &str, agent: &AgentName, todo: &Todo, timeout: Duration) -> std::io::Result<TurnEnd> {
+pub async fn run_turn(
+    command: &str,
+    agent: &AgentName,
+    todo: &Todo,
+    timeout: Duration,
+    relay: &Relay,
+) -> std::io::Result<TurnEnd> {
     let mut turn = TurnGroup::spawn(
         Command::new("sh")
             .arg("-c")
@@ -43,9 +58,15 @@ pub async fn run_turn(command: &str, agent: &AgentName, todo: &Todo, timeout: Du
             .env("HIVE_AGENT_NAME", agent.as_str())
             .env("HIVE_TODO_ID", &todo.id)
             .env("HIVE_TODO_SOURCE", &todo.source)
-            .stdin(Stdio::piped()),
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
     )?;
     let mut stdin = turn.child.stdin.take().expect("stdin is piped");
+    let readers = [
+        forward(turn.child.stdout.take().expect("stdout is piped"), tokio::io::stdout(), relay.clone()),
+        forward(turn.child.stderr.take().expect("stderr is piped"), tokio::io::stderr(), relay.clone()),
+    ];
     let body = todo.body.clone();
     // Written concurrently with the wait so a body larger than the pipe buffer cannot deadlock
     // against a command that exits without reading it.
@@ -64,7 +85,40 @@ pub async fn run_turn(command: &str, agent: &AgentName, todo: &Todo, timeout: Du
         }
     };
     feed.abort();
+    // What the turn left running is ended now, so its pipes close and the readers finish with
+    // everything it wrote.
+    turn.signal(Signal::SIGKILL);
+    for reader in readers {
+        if tokio::time::timeout(OUTPUT_DRAIN, reader).await.is_err() {
+            tracing::warn!("the turn's output did not drain within {OUTPUT_DRAIN:?}");
+        }
+    }
     end
+}
+
+/// Reads `from` until it closes, writing each read to `log` and offering it to `relay`.
+fn forward<R, W>(mut from: R, mut log: W, relay: Relay) -> JoinHandle<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut chunker = Utf8Chunker::default();
+        let mut buffer = vec![0u8; 8192];
+        loop {
+            let read = match from.read(&mut buffer).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => &buffer[..n],
+            };
+            let _ = log.write_all(read).await;
+            relay.terminal(&chunker.push(read));
+        }
+        let rest = chunker.finish();
+        if !rest.is_empty() {
+            relay.terminal(&rest);
+        }
+        let _ = log.flush().await;
+    })
 }
 
 /// `sh` as the leader of a new process group; dropping this kills the whole group.
@@ -145,15 +199,33 @@ mod tests {
         let out = dir.path().join("out");
         let command =
             format!("{{ cat; echo \"|$HIVE_AGENT_NAME|$HIVE_TODO_ID|$HIVE_TODO_SOURCE\"; }} > {}", out.display());
-        let end = run_turn(&command, &bee(), &todo("hello"), LONG).await.unwrap();
+        let end = run_turn(&command, &bee(), &todo("hello"), LONG, &Relay::disabled()).await.unwrap();
         assert!(matches!(end, TurnEnd::Exited(status) if status.success()), "{end:?}");
         assert_eq!(std::fs::read_to_string(out).unwrap(), "hello|bee|t-1|schedule:s\n");
     }
 
     #[tokio::test]
+    async fn the_output_reaches_the_relay_whole_even_split_mid_character() {
+        let (relay, mut relayed) = Relay::capture();
+        // 'é' is written a byte at a time, with a pause between, from stdout; stderr too.
+        let command = r"printf 'start\n'; printf '\303'; sleep 0.2; printf '\251\n'; printf 'oops\n' >&2";
+        let end = run_turn(command, &bee(), &todo(""), LONG, &relay).await.unwrap();
+        assert!(matches!(end, TurnEnd::Exited(status) if status.success()), "{end:?}");
+        drop(relay);
+        let mut chunks = Vec::new();
+        while let Some((is_term, chunk)) = relayed.recv().await {
+            assert!(is_term);
+            assert!(std::str::from_utf8(&chunk).is_ok(), "a chunk split a character: {chunk:?}");
+            chunks.push(String::from_utf8(chunk.to_vec()).unwrap());
+        }
+        let all = chunks.concat();
+        assert!(all.contains("start\né\n") && all.contains("oops\n"), "{all:?}");
+    }
+
+    #[tokio::test]
     async fn exit_codes_come_back_and_unread_stdin_is_fine() {
         let big = "x".repeat(1 << 20);
-        let end = run_turn("exit 3", &bee(), &todo(&big), LONG).await.unwrap();
+        let end = run_turn("exit 3", &bee(), &todo(&big), LONG, &Relay::disabled()).await.unwrap();
         assert!(matches!(end, TurnEnd::Exited(status) if status.code() == Some(3)), "{end:?}");
     }
 
@@ -161,7 +233,9 @@ mod tests {
     async fn a_turn_past_its_timeout_is_killed_with_everything_it_started() {
         let dir = tempfile::tempdir().unwrap();
         let started = Instant::now();
-        let end = run_turn(&lingering(dir.path(), ""), &bee(), &todo(""), Duration::from_secs(1)).await.unwrap();
+        let end = run_turn(&lingering(dir.path(), ""), &bee(), &todo(""), Duration::from_secs(1), &Relay::disabled())
+            .await
+            .unwrap();
         assert_eq!(end, TurnEnd::TimedOut);
         assert!(started.elapsed() < TERM_GRACE, "SIGTERM alone ends these sleeps: {:?}", started.elapsed());
         none_running(&pids_of(dir.path()).await).await;
@@ -173,7 +247,7 @@ mod tests {
         let started = Instant::now();
         // The ignored SIGTERM is inherited by both sleeps.
         let command = lingering(dir.path(), "trap '' TERM;");
-        let end = run_turn(&command, &bee(), &todo(""), Duration::from_secs(1)).await.unwrap();
+        let end = run_turn(&command, &bee(), &todo(""), Duration::from_secs(1), &Relay::disabled()).await.unwrap();
         assert_eq!(end, TurnEnd::TimedOut);
         assert!(started.elapsed() >= TERM_GRACE, "killed before the grace: {:?}", started.elapsed());
         none_running(&pids_of(dir.path()).await).await;
@@ -185,7 +259,8 @@ mod tests {
         let command = lingering(dir.path(), "");
         let agent = bee();
         let todo = todo("");
-        let turn = run_turn(&command, &agent, &todo, LONG);
+        let relay = Relay::disabled();
+        let turn = run_turn(&command, &agent, &todo, LONG, &relay);
         let pids = tokio::select! {
             end = turn => panic!("the turn ended by itself: {end:?}"),
             pids = pids_of(dir.path()) => pids,
@@ -198,7 +273,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pids = dir.path().join("pids");
         let command = format!("sleep 1000 & echo $! > {}; exit 0", pids.display());
-        let end = run_turn(&command, &bee(), &todo(""), LONG).await.unwrap();
+        let end = run_turn(&command, &bee(), &todo(""), LONG, &Relay::disabled()).await.unwrap();
         assert!(matches!(end, TurnEnd::Exited(status) if status.success()), "{end:?}");
         let background = Pid::from_raw(std::fs::read_to_string(pids).unwrap().trim().parse().unwrap());
         none_running(&[background]).await;

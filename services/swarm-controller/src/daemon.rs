@@ -20,6 +20,7 @@ use crate::provision::health::HealthBoard;
 use crate::provision::vault::Vault;
 use crate::provision::{Adapters, Provisioner};
 use crate::reconcile::Reconciler;
+use crate::relay::RelayHub;
 use crate::revoke::Revoker;
 use crate::roster::{Roster, watch_statuses};
 use crate::schedules::{Definitions, StoreError};
@@ -122,6 +123,16 @@ pub async fn run_with_jobq(
         }
     };
 
+    let relay = Arc::new(RelayHub::new(js.clone()));
+    let shutdown = {
+        let relay = relay.clone();
+        async move {
+            shutdown.await;
+            // Server-sent event routes never end by themselves; the server drains only once
+            // they do.
+            relay.close();
+        }
+    };
     let app = Arc::new(App {
         client,
         definitions,
@@ -134,6 +145,7 @@ pub async fn run_with_jobq(
         revoker: accounts.map(|accounts| Arc::new(Revoker::with_accounts(accounts))),
         jobq,
         linked: provisioner.clone().map(|p| Arc::new(LinkedAccounts::new(p))),
+        relay: relay.clone(),
         provisioner: provisioner.clone(),
     });
     let watch = tokio::spawn(watch_statuses(buckets.hive_status, app.roster.clone(), app.hives.clone(), clock));

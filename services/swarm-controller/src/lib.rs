@@ -32,6 +32,7 @@ pub mod linked;
 pub mod nats;
 pub mod provision;
 pub mod reconcile;
+pub mod relay;
 pub mod revoke;
 pub mod roster;
 pub mod schedules;

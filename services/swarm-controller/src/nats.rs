@@ -8,7 +8,7 @@ use async_nats::jetstream::{self, consumer, kv, stream};
 use bytes::Bytes;
 use futures::StreamExt;
 use hyperhive_hive_proto::AGENTS_BUCKET;
-use hyperhive_nats_creds::{AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, limits};
+use hyperhive_nats_creds::{AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, RELAY_STREAM, limits};
 use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, SCHEDULE_DEFINITIONS_BUCKET, TODO_STREAM};
 
 use crate::secrets::SWARM_SECRETS_BUCKET;
@@ -92,7 +92,8 @@ pub struct Buckets {
 }
 
 /// Creates every stream and bucket of the swarm when absent (`schedule-definitions`,
-/// `agent-schedules` with direct get, `hive-status`, `agent-wanted`, `agents`, `swarm-secrets`, `TODO`, `DEPLOY`), sets the
+/// `agent-schedules` with direct get, `hive-status`, `agent-wanted`, `agents`, `swarm-secrets`, `TODO`, `DEPLOY`,
+/// `RELAY`), sets the
 /// limits each must hold to (see `hyperhive_nats_creds::limits`) on existing ones, and refuses
 /// existing ones whose settings would break the design.
 ///
@@ -111,6 +112,7 @@ pub async fn ensure_objects(js: &jetstream::Context) -> Result<Buckets, NatsErro
     let secrets = ensure_bucket(js, SWARM_SECRETS_BUCKET, "record key -> a sealed secret", false).await?;
     ensure_queue(js, todo_stream_config()).await?;
     ensure_queue(js, deploy_stream_config()).await?;
+    ensure_relay(js).await?;
     Ok(Buckets { definitions, agent_schedules, hive_status, agent_wanted, agents, secrets })
 }
 
@@ -216,6 +218,60 @@ pub fn deploy_stream_config() -> stream::Config {
         limits::DEPLOY_MAX_BYTES,
         limits::BUCKET_MAX_VALUE_SIZE,
     )
+}
+
+/// `RELAY`: every agent's recent terminal output and turn headers, on `term.<agent>` and
+/// `turn.<agent>`; the oldest go first, per subject and in all. Direct get, for the SSE routes'
+/// history reads.
+pub fn relay_stream_config() -> stream::Config {
+    stream::Config {
+        name: RELAY_STREAM.to_owned(),
+        description: Some(
+            "every agent's recent terminal output and turn headers, on term.<agent> and turn.<agent>".into(),
+        ),
+        subjects: vec!["term.*".to_owned(), "turn.*".to_owned()],
+        retention: stream::RetentionPolicy::Limits,
+        discard: stream::DiscardPolicy::Old,
+        max_messages_per_subject: limits::RELAY_MAX_MSGS_PER_SUBJECT,
+        max_bytes: limits::RELAY_MAX_BYTES,
+        max_message_size: limits::RELAY_MAX_MSG_SIZE,
+        allow_direct: true,
+        ..Default::default()
+    }
+}
+
+/// Creates `RELAY` if absent and gives an existing one the limits and settings above.
+async fn ensure_relay(js: &jetstream::Context) -> Result<(), NatsError> {
+    let wanted = relay_stream_config();
+    let stream = js
+        .get_or_create_stream(wanted.clone())
+        .await
+        .map_err(|e| setup_error(format!("creating stream {RELAY_STREAM}"))(e.to_string()))?;
+    let current = stream.cached_info().config.clone();
+    let settled = stream::Config {
+        retention: current.retention,
+        subjects: wanted.subjects,
+        discard: wanted.discard,
+        max_messages_per_subject: wanted.max_messages_per_subject,
+        max_bytes: wanted.max_bytes,
+        max_message_size: wanted.max_message_size,
+        allow_direct: true,
+        ..current.clone()
+    };
+    if settled.retention != stream::RetentionPolicy::Limits {
+        return Err(NatsError::Misconfigured(format!(
+            "stream {RELAY_STREAM} exists with retention {:?}; it must keep messages by limits \
+             (delete it and let swarm-controller create it)",
+            settled.retention
+        )));
+    }
+    if settled != current {
+        tracing::info!(stream = RELAY_STREAM, "setting the stream's limits");
+        js.update_stream(&settled)
+            .await
+            .map_err(|e| setup_error(format!("updating stream {RELAY_STREAM}"))(e.to_string()))?;
+    }
+    Ok(())
 }
 
 /// Creates the queue `wanted` if absent; an existing one must be a work queue with at least the

@@ -1,4 +1,5 @@
-//! `POST /api/agents`: create an agent through the job graph, and `GET /metrics`.
+//! `POST /api/agents`: create an agent through the job graph, and `GET /metrics` (credential
+//! health and relay watchers).
 
 use serde::Serialize;
 use warp::http::StatusCode;
@@ -60,6 +61,7 @@ impl App {
         if let Some(provisioner) = &self.provisioner {
             provisioner.health.metrics.render(&mut text);
         }
+        self.relay.metrics.render(&mut text);
         let reply = warp::reply::with_header(text, "content-type", "text/plain; version=0.0.4");
         reply.into_response()
     }

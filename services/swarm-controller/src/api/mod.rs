@@ -25,6 +25,8 @@
 //! | `PUT`, `DELETE /api/hives/{hive}/agents/{agent}/matrix-accounts/{name}` | link (verified with `whoami`) or unlink a matrix account; `?revoke=true` logs its token out first |
 //! | `PUT`, `DELETE /api/hives/{hive}/agents/{agent}/forge-accounts/{label}` | link (verified with `GET /api/v1/user`) or unlink a forge account |
 //! | `PUT`, `DELETE /api/hives/{hive}/agents/{agent}/github-account` | link or unlink the agent's GitHub account |
+//! | `GET /api/agents/{name}/terminal` | the agent's turn output as server-sent events: history, then live; `Last-Event-ID` resumes |
+//! | `GET /api/agents/{name}/turn` | the agent's turn header as server-sent events, the same way |
 //! | `GET /api/jobq/graph` | the job graph: nodes and edges; `?agent=NAME` keeps one agent's |
 //! | `POST /api/jobq/jobs/{id}/retry` | retry a failed job (202) |
 //! | `GET /metrics` | Prometheus text: credential checks, renewals, failures |
@@ -35,6 +37,7 @@ mod error;
 mod hives;
 mod jobq;
 mod linked;
+mod relay;
 mod schedules;
 
 use std::sync::Arc;
@@ -56,6 +59,7 @@ use crate::linked::account::Kind;
 use crate::linked::service::LinkedAccounts;
 use crate::provision::Provisioner;
 use crate::reconcile::Reconciler;
+use crate::relay::{RelayHub, RelayKind};
 use crate::revoke::Revoker;
 use crate::roster::Roster;
 use crate::schedules::Definitions;
@@ -98,6 +102,8 @@ pub struct App {
     pub provisioner: Option<Arc<Provisioner>>,
     /// Accounts operators link to created agents; `None` when `provisioner` is.
     pub linked: Option<Arc<LinkedAccounts>>,
+    /// The agents' terminals and turn headers.
+    pub relay: Arc<RelayHub>,
 }
 
 /// The warp filter serving every route.
@@ -156,6 +162,8 @@ impl App {
                 self.create_agent(&body).await
             }
             (["metrics"], &Method::GET) => Ok(self.metrics()),
+            (["api", "agents", name, "terminal"], &Method::GET) => self.relay(name, RelayKind::Terminal, headers).await,
+            (["api", "agents", name, "turn"], &Method::GET) => self.relay(name, RelayKind::Turn, headers).await,
             (["api", "agents", "status"], &Method::GET) => self.agents_status().await,
             (["api", "hives", hive, "agents", agent, "state"], &Method::PUT) => {
                 let revision = if_match(headers)?;
@@ -183,7 +191,8 @@ impl App {
             (["api", "hives"] | ["api", "hives", "status"] | ["api", "hives", _, "status"], _)
             | (["api", "agents", "status"], _) => Err(not_allowed(method, path, "GET")),
             (["api", "hives", _, "agents", _, "state"], _) => Err(not_allowed(method, path, "PUT")),
-            (["api", "hives", _, "agents", _, "linked-accounts"], _) => Err(not_allowed(method, path, "GET")),
+            (["api", "hives", _, "agents", _, "linked-accounts"], _)
+            | (["api", "agents", _, "terminal" | "turn"], _) => Err(not_allowed(method, path, "GET")),
             (["api", "hives", _, "agents", _, rest @ ..], _) if linked_route(rest).is_some() => {
                 Err(not_allowed(method, path, "PUT, DELETE"))
             }
@@ -192,7 +201,8 @@ impl App {
             _ => Err(ApiError::NotFound(format!(
                 "no route {method} {path}; the API serves /healthz, /metrics, /api/schedules[/{{id}}], \
                  /api/hives, /api/hives/status, /api/hives/{{hive}}/status, /api/agents, \
-                 /api/agents/status, /api/hives/{{hive}}/agents/{{agent}}/state, \
+                 /api/agents/status, /api/agents/{{name}}/terminal, /api/agents/{{name}}/turn, \
+                 /api/hives/{{hive}}/agents/{{agent}}/state, \
                  /api/hives/{{hive}}/agents/{{agent}}/linked-accounts, .../matrix-accounts/{{name}}, \
                  .../forge-accounts/{{label}}, .../github-account, /api/jobq/graph and /api/jobq/jobs/{{id}}/retry"
             ))),

@@ -1,0 +1,60 @@
+//! `GET /api/agents/{name}/terminal` and `GET /api/agents/{name}/turn`: an agent's relays as
+//! server-sent events (see [`crate::relay`]). `Last-Event-ID` resumes after that event.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::Stream;
+use hyperhive_hive_proto::AgentName;
+use tokio::sync::mpsc;
+use warp::Reply;
+use warp::http::HeaderMap;
+use warp::reply::Response;
+
+use super::{ApiError, App};
+use crate::relay::watch::Start;
+use crate::relay::{Frame, RelayKind};
+
+/// How often an idle connection gets a comment, so proxies and browsers keep it open.
+const KEEPALIVE: Duration = Duration::from_secs(15);
+
+impl App {
+    pub(super) async fn relay(&self, name: &str, kind: RelayKind, headers: &HeaderMap) -> Result<Response, ApiError> {
+        let agent = AgentName::parse(name).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let start = last_event_id(headers)?;
+        let known = self.roster.get(&agent).await.map_err(ApiError::Unavailable)?;
+        if known.is_none() {
+            return Err(ApiError::NotFound(format!("no agent {agent} on the roster (see GET /api/agents)")));
+        }
+        let frames = self.relay.watch(kind, agent.as_str(), start).await.map_err(ApiError::Unavailable)?;
+        let events = warp::sse::keep_alive().interval(KEEPALIVE).stream(Frames(frames));
+        let mut response = warp::sse::reply(events).into_response();
+        // nginx buffers a proxied answer unless told not to; events must flow as they come.
+        response.headers_mut().insert("x-accel-buffering", warp::http::HeaderValue::from_static("no"));
+        Ok(response)
+    }
+}
+
+/// `Last-Event-ID`: the sequence of the last event the client has, or none for a new watcher.
+fn last_event_id(headers: &HeaderMap) -> Result<Start, ApiError> {
+    let Some(value) = headers.get("last-event-id") else { return Ok(Start::Fresh) };
+    let text = value.to_str().unwrap_or("").trim();
+    text.parse::<u64>().map(Start::After).map_err(|_| {
+        ApiError::BadRequest(format!(
+            "Last-Event-ID must be the id of an event this route sent (a stream sequence), not {text:?}"
+        ))
+    })
+}
+
+/// A watcher's frames as the events warp writes.
+struct Frames(mpsc::Receiver<Frame>);
+
+impl Stream for Frames {
+    type Item = Result<warp::sse::Event, Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.0.poll_recv(cx).map(|frame| frame.map(|f| Ok(f.into_event())))
+    }
+}

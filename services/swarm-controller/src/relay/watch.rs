@@ -1,0 +1,175 @@
+//! One watcher of one agent's relay: history by direct get, then the live feed.
+//!
+//! Order matters, so that nothing is missed or repeated: the feed is joined first (from then on
+//! every new message reaches this watcher), then the stream's last sequence for the subject is
+//! read, the history up to it is sent, and live events at or below it are skipped.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use async_nats::jetstream::stream::{DirectGetErrorKind, Stream};
+use hyperhive_nats_creds::RELAY_STREAM;
+use tokio::sync::{broadcast, mpsc};
+
+use super::frame::{Frame, RelayKind};
+use super::hub::{Feed, RelayHub};
+
+/// Frames waiting for one watcher's connection.
+const WATCHER_QUEUE: usize = 64;
+/// How long a watcher may leave a frame untaken before it is dropped as stalled.
+pub const STALL: Duration = Duration::from_secs(5);
+
+/// Where a watcher starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// After this event id (`Last-Event-ID`): exactly the events it has not seen.
+    After(u64),
+    /// A new watcher: the history the stream keeps (a terminal) or the current header (a turn).
+    Fresh,
+}
+
+impl RelayHub {
+    /// Starts a watcher of `agent`'s `kind`: the returned channel yields its frames and closes
+    /// when the watcher is dropped for being too slow or the controller stops.
+    ///
+    /// # Errors
+    /// The stream could not be read.
+    pub async fn watch(
+        self: &Arc<Self>,
+        kind: RelayKind,
+        agent: &str,
+        start: Start,
+    ) -> Result<mpsc::Receiver<Frame>, String> {
+        let subject = kind.subject(agent);
+        let feed = self.feed(&subject).await?;
+        let live = feed.subscribe();
+        let stream =
+            self.js.get_stream_no_info(RELAY_STREAM).await.map_err(|e| format!("opening {RELAY_STREAM}: {e}"))?;
+        let last = match stream.direct_get_last_for_subject(subject.clone()).await {
+            Ok(message) => message.sequence,
+            Err(e) if e.kind() == DirectGetErrorKind::NotFound => 0,
+            Err(e) => return Err(format!("reading {subject}: {e}")),
+        };
+        let first = match (start, kind) {
+            (Start::After(id), _) => id + 1,
+            (Start::Fresh, RelayKind::Terminal) => 1,
+            (Start::Fresh, RelayKind::Turn) => last.max(1),
+        };
+        let (frames, receiver) = mpsc::channel(WATCHER_QUEUE);
+        let watcher = Watcher { kind, subject, stream, frames, hub: self.clone(), _feed: feed };
+        tokio::spawn(watcher.run(live, first, last, start));
+        Ok(receiver)
+    }
+}
+
+/// Why a watcher stopped.
+enum Stop {
+    /// Its connection closed (or the feed ended).
+    Left,
+    /// It could not keep up.
+    Dropped(String),
+}
+
+struct Watcher {
+    kind: RelayKind,
+    subject: String,
+    stream: Stream<()>,
+    frames: mpsc::Sender<Frame>,
+    hub: Arc<RelayHub>,
+    /// Held so the feed lives while this watcher does.
+    _feed: Arc<Feed>,
+}
+
+impl Watcher {
+    async fn run(self, mut live: broadcast::Receiver<super::hub::Event>, first: u64, last: u64, start: Start) {
+        let metrics = self.hub.metrics.clone();
+        metrics.watchers.fetch_add(1, Ordering::Relaxed);
+        let closed = self.hub.closed();
+        let stop = tokio::select! {
+            stop = self.relay(&mut live, first, last, start) => stop,
+            () = closed => Stop::Left,
+        };
+        let Stop::Dropped(why) = stop else {
+            metrics.watchers.fetch_sub(1, Ordering::Relaxed);
+            return;
+        };
+        metrics.watchers.fetch_sub(1, Ordering::Relaxed);
+        metrics.dropped.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(subject = %self.subject, "relay watcher dropped: {why}; it resumes with Last-Event-ID");
+    }
+
+    async fn relay(
+        &self,
+        live: &mut broadcast::Receiver<super::hub::Event>,
+        first: u64,
+        last: u64,
+        start: Start,
+    ) -> Stop {
+        match self.relay_until_stopped(live, first, last, start).await {
+            Ok(()) => Stop::Left,
+            Err(stop) => stop,
+        }
+    }
+
+    async fn relay_until_stopped(
+        &self,
+        live: &mut broadcast::Receiver<super::hub::Event>,
+        first: u64,
+        last: u64,
+        start: Start,
+    ) -> Result<(), Stop> {
+        let mut sent = first.saturating_sub(1);
+        let mut next = first;
+        let mut gap_checked = !matches!(start, Start::After(_));
+        while next <= last {
+            let message = match self.stream.direct_get_next_for_subject(self.subject.clone(), Some(next)).await {
+                Ok(message) => message,
+                Err(e) if e.kind() == DirectGetErrorKind::NotFound => break,
+                Err(e) => return Err(Stop::Dropped(format!("reading the history: {e}"))),
+            };
+            if !gap_checked && message.sequence > first {
+                self.send(Frame::Gap { from: first, to: message.sequence - 1 }).await?;
+            }
+            gap_checked = true;
+            if message.sequence > last {
+                break;
+            }
+            if let Some(frame) = Frame::message(self.kind, message.sequence, &message.payload) {
+                self.send(frame).await?;
+            }
+            sent = message.sequence;
+            next = message.sequence + 1;
+        }
+        sent = sent.max(last);
+        loop {
+            let received = tokio::select! {
+                received = live.recv() => received,
+                () = self.frames.closed() => return Err(Stop::Left),
+            };
+            match received {
+                Ok(event) if event.seq <= sent => {}
+                Ok(event) => {
+                    if let Some(frame) = Frame::message(self.kind, event.seq, &event.payload) {
+                        self.send(frame).await?;
+                    }
+                    sent = event.seq;
+                }
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    return Err(Stop::Dropped(format!("{missed} events behind the live feed")));
+                }
+                Err(broadcast::error::RecvError::Closed) => return Ok(()),
+            }
+        }
+    }
+
+    async fn send(&self, frame: Frame) -> Result<(), Stop> {
+        match self.frames.send_timeout(frame, STALL).await {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::SendTimeoutError::Timeout(_)) => {
+                Err(Stop::Dropped(format!("took no event for {STALL:?}")))
+            }
+            Err(mpsc::error::SendTimeoutError::Closed(_)) => Err(Stop::Left),
+        }
+    }
+}

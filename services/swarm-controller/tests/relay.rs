@@ -1,0 +1,348 @@
+//! The relay routes against a real nats-server in JWT mode: a real hive-agent's turn output and
+//! turn headers reach server-sent event watchers; an agent publishing with its own credential
+//! feeds the stream; watchers resume by `Last-Event-ID` exactly, also across a controller
+//! restart; a stalled watcher is dropped while a healthy one keeps up; a hundred watchers of one
+//! agent share one NATS consumer.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use async_nats::ConnectOptions;
+use bytes::Bytes;
+use common::{Controller, Options, directory, publish_as_hive};
+use http_body_util::{BodyExt, Empty};
+use hyper::http::{Method, StatusCode};
+use hyper_util::rt::TokioIo;
+use hyperhive_hive_proto::roster::Origin;
+use hyperhive_hive_proto::status::{ActualState, AgentStatus, HiveStatus};
+use hyperhive_hive_proto::wanted::WantedState;
+use hyperhive_hive_proto::{AgentName, HiveName};
+use hyperhive_testkit::{Process, project_binary, wait_until};
+use serde_json::Value;
+
+const SOON: Duration = Duration::from_secs(20);
+
+/// One server-sent event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Sse {
+    id: Option<u64>,
+    event: String,
+    data: String,
+}
+
+/// A watcher: the events of one SSE answer, read as they come.
+struct Watcher {
+    body: hyper::body::Incoming,
+    buffer: String,
+    _connection: tokio::task::JoinHandle<()>,
+}
+
+impl Watcher {
+    async fn open(socket: &Path, path: &str, last_event_id: Option<u64>) -> Watcher {
+        let (status, watcher) = Self::try_open(socket, path, last_event_id).await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+        watcher
+    }
+
+    async fn try_open(socket: &Path, path: &str, last_event_id: Option<u64>) -> (StatusCode, Watcher) {
+        let stream = tokio::net::UnixStream::connect(socket).await.unwrap();
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.unwrap();
+        let connection = tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        let mut request = hyper::Request::builder().method(Method::GET).uri(path).header("host", "localhost");
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id.to_string());
+        }
+        let response = sender.send_request(request.body(Empty::<Bytes>::new()).unwrap()).await.unwrap();
+        let status = response.status();
+        (status, Watcher { body: response.into_body(), buffer: String::new(), _connection: connection })
+    }
+
+    /// The next event (keepalive comments skipped), or `None` when the answer ended.
+    async fn next(&mut self) -> Option<Sse> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut event = Sse { id: None, event: "message".into(), data: String::new() };
+                let mut fields = 0;
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("id:") {
+                        event.id = Some(v.trim().parse().unwrap());
+                        fields += 1;
+                    } else if let Some(v) = line.strip_prefix("event:") {
+                        event.event = v.trim().to_owned();
+                        fields += 1;
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        event.data.push_str(v.strip_prefix(' ').unwrap_or(v));
+                        fields += 1;
+                    }
+                }
+                if fields > 0 {
+                    return Some(event);
+                }
+                continue;
+            }
+            let frame = self.body.frame().await?.ok()?;
+            if let Ok(data) = frame.into_data() {
+                self.buffer.push_str(std::str::from_utf8(&data).unwrap());
+            }
+        }
+    }
+
+    /// The next `n` events, within `SOON`.
+    async fn take(&mut self, n: usize) -> Vec<Sse> {
+        let mut events = Vec::new();
+        tokio::time::timeout(SOON, async {
+            while events.len() < n {
+                match self.next().await {
+                    Some(event) => events.push(event),
+                    None => break,
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{} of {n} events within {SOON:?}: {events:?}", events.len()));
+        assert_eq!(events.len(), n, "the answer ended early: {events:?}");
+        events
+    }
+}
+
+fn text_of(event: &Sse) -> String {
+    let value: Value = serde_json::from_str(&event.data).unwrap();
+    value["text"].as_str().unwrap().to_owned()
+}
+
+fn status_of(hive: &str, agents: &[&str]) -> HiveStatus {
+    let status = AgentStatus {
+        origin: Origin::Declared,
+        wanted: WantedState::Up,
+        actual: ActualState::Running,
+        since: "2026-11-30T11:00:00Z".into(),
+        restarts: 0,
+        last_exit: None,
+        log_tail: Vec::new(),
+        turn: None,
+        revision: None,
+    };
+    HiveStatus {
+        hive: HiveName::parse(hive).unwrap(),
+        version: "0.1.0".into(),
+        started_at: "2026-11-30T10:00:00Z".into(),
+        published_at: hyperhive_schedule::format_instant(time::OffsetDateTime::now_utc()),
+        load: [0.0; 3],
+        agents: agents.iter().map(|a| (AgentName::parse(a).unwrap(), status.clone())).collect::<BTreeMap<_, _>>(),
+    }
+}
+
+/// A controller whose roster holds `agents` (on hive h1).
+async fn controller_with(agents: &[&str]) -> Controller {
+    let c = Controller::start_with(Options { hives: directory(&["h1"]), ..Options::new(1) }).await;
+    publish_as_hive(&c.nats, &status_of("h1", agents)).await;
+    wait_until("the roster", SOON, || async {
+        let (status, _) = c.call(Method::GET, &format!("/api/agents/{}/turn", "nobody-yet"), &[], "").await.ok()?;
+        let roster = c.json(Method::GET, "/api/agents", &Value::Null).await.1;
+        (status == StatusCode::NOT_FOUND && roster.as_array()?.len() == agents.len()).then_some(())
+    })
+    .await
+    .unwrap();
+    c
+}
+
+/// A NATS client signed in as `agent`, publishing where its credential allows.
+async fn as_agent(c: &Controller, agent: &str) -> async_nats::Client {
+    let creds = c.nats.mint_agent(agent).await.unwrap();
+    ConnectOptions::with_credentials_file(creds)
+        .await
+        .unwrap()
+        .custom_inbox_prefix(hyperhive_nats_creds::agent_inbox_prefix(&AgentName::parse(agent).unwrap()))
+        .connect(c.nats.url())
+        .await
+        .unwrap()
+}
+
+async fn publish_lines(client: &async_nats::Client, agent: &str, from: usize, to: usize) {
+    for i in from..to {
+        client.publish(format!("term.{agent}"), format!("line {i}\n").into()).await.unwrap();
+    }
+    client.flush().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_turn_is_watched_live_and_a_watcher_resumes_exactly_even_after_a_restart() {
+    let mut c = controller_with(&["bee"]).await;
+    let creds = c.nats.mint_agent("bee").await.unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut agent = Process::builder(project_binary("hive-agent").unwrap())
+        .env("HIVE_AGENT_NAME", "bee")
+        .env("HIVE_AGENT_NATS_URL", c.nats.url())
+        .env("HIVE_AGENT_CREDS", creds)
+        .env("HIVE_AGENT_STATE_DIR", state.path())
+        .env("HIVE_AGENT_TURN_COMMAND", "for i in 1 2 3; do echo \"step $i of $(cat | head -c 20)\"; sleep 0.3; done")
+        .env("NO_COLOR", "1")
+        .start("hive-agent-bee")
+        .unwrap();
+    agent.wait_for_log("consuming todos", SOON).await.unwrap();
+
+    let mut turns = Watcher::open(&c.socket, "/api/agents/bee/turn", None).await;
+    let idle = turns.take(1).await;
+    assert!(idle[0].data.contains("\"state\":\"idle\""), "{idle:?}");
+    let mut terminal = Watcher::open(&c.socket, "/api/agents/bee/terminal", None).await;
+    let js = async_nats::jetstream::new(as_agent(&c, "bee").await);
+    let todo = serde_json::json!({"id": "t-1", "source": "test", "body": "hello"}).to_string();
+    js.publish("todo.bee", todo.into()).await.unwrap().await.unwrap();
+
+    let working = turns.take(1).await;
+    assert!(working[0].data.contains("\"state\":\"working\"") && working[0].data.contains("\"todo_id\":\"t-1\""));
+    // The first line arrives while the turn still runs: live, not at its end.
+    let first = terminal.take(1).await;
+    assert!(text_of(&first[0]).contains("step 1"), "{first:?}");
+    let header_now = Watcher::open(&c.socket, "/api/agents/bee/turn", None).await.take(1).await;
+    assert!(header_now[0].data.contains("working"), "the turn still runs: {header_now:?}");
+    let rest: String = {
+        let mut text = String::new();
+        while !text.contains("step 3") {
+            text.push_str(&text_of(&terminal.take(1).await[0]));
+        }
+        text
+    };
+    assert!(rest.contains("step 2"), "{rest}");
+    let done = turns.take(1).await;
+    assert!(done[0].data.contains("\"state\":\"idle\""), "{done:?}");
+
+    // Resume: a watcher that saw up to event k gets exactly the events after it.
+    drop(terminal);
+    let bee = as_agent(&c, "bee").await;
+    publish_lines(&bee, "bee", 0, 50).await;
+    let mut all = Watcher::open(&c.socket, "/api/agents/bee/terminal", None).await;
+    let history = all.take(53).await.into_iter().filter(|e| text_of(e).starts_with("line ")).collect::<Vec<_>>();
+    assert_eq!(history.len(), 50);
+    let cut = history[19].id.unwrap();
+    let mut resumed = Watcher::open(&c.socket, "/api/agents/bee/terminal", Some(cut)).await;
+    let after = resumed.take(30).await;
+    assert_eq!(
+        after.iter().map(text_of).collect::<Vec<_>>(),
+        (20..50).map(|i| format!("line {i}\n")).collect::<Vec<_>>()
+    );
+    publish_lines(&bee, "bee", 50, 55).await;
+    let live = resumed.take(5).await;
+    assert_eq!(text_of(&live[0]), "line 50\n");
+    assert!(live.windows(2).all(|w| w[0].id < w[1].id), "in order: {live:?}");
+
+    // The controller restarts: the watcher's answer ends, and resuming from its last id
+    // continues with nothing missed or repeated.
+    let last_seen = live[4].id.unwrap();
+    c.stop().await.unwrap();
+    assert_eq!(resumed.next().await, None, "the answer ended with the controller");
+    publish_lines(&bee, "bee", 55, 60).await;
+    c.restart().await;
+    let mut again = Watcher::open(&c.socket, "/api/agents/bee/terminal", Some(last_seen)).await;
+    let after_restart = again.take(5).await;
+    assert_eq!(
+        after_restart.iter().map(text_of).collect::<Vec<_>>(),
+        (55..60).map(|i| format!("line {i}\n")).collect::<Vec<_>>()
+    );
+    agent.kill();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_watcher_is_dropped_while_a_healthy_one_keeps_up() {
+    let c = controller_with(&["bee"]).await;
+    let bee = as_agent(&c, "bee").await;
+    // A watcher that sends its request and never reads.
+    let stalled = tokio::net::UnixStream::connect(&c.socket).await.unwrap();
+    stalled.writable().await.unwrap();
+    stalled.try_write(b"GET /api/agents/bee/terminal HTTP/1.1\r\nhost: localhost\r\n\r\n").unwrap();
+    let mut healthy = Watcher::open(&c.socket, "/api/agents/bee/terminal", None).await;
+    wait_until("two watchers", SOON, || async { metrics(&c).await.contains("swarm_relay_watchers 2").then_some(()) })
+        .await
+        .unwrap();
+    let chunk = "x".repeat(8 * 1024);
+    let total = 2_000;
+    let reader = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        while seen.len() < total {
+            let event = tokio::time::timeout(SOON, healthy.next()).await.expect("the healthy watcher stalled").unwrap();
+            seen.push(event.id.unwrap());
+        }
+        (seen, healthy)
+    });
+    // 16 MiB at about 8 MiB/s: a pace a reading watcher keeps up with, which fills a stalled
+    // one's buffers within a second.
+    for batch in 0..total / 50 {
+        for _ in 0..50 {
+            bee.publish("term.bee", chunk.clone().into()).await.unwrap();
+        }
+        bee.flush().await.unwrap();
+        if batch % 2 == 1 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    bee.flush().await.unwrap();
+    // Kept open: it is still watching when the stalled one is dropped.
+    let (seen, _healthy) = reader.await.unwrap();
+    assert!(seen.windows(2).all(|w| w[1] == w[0] + 1), "the healthy watcher missed or repeated nothing");
+    wait_until("the stalled watcher dropped", SOON, || async {
+        let text = metrics(&c).await;
+        (text.contains("swarm_relay_dropped_total 1") && text.contains("swarm_relay_watchers 1")).then_some(())
+    })
+    .await
+    .unwrap();
+    drop(stalled);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_watchers_of_one_agent_share_one_consumer() {
+    let c = controller_with(&["bee"]).await;
+    let bee = as_agent(&c, "bee").await;
+    let mut watchers = Vec::new();
+    for _ in 0..100 {
+        watchers.push(Watcher::open(&c.socket, "/api/agents/bee/terminal", None).await);
+    }
+    wait_until("100 watchers", SOON, || async { metrics(&c).await.contains("swarm_relay_watchers 100").then_some(()) })
+        .await
+        .unwrap();
+    publish_lines(&bee, "bee", 0, 20).await;
+    for watcher in &mut watchers {
+        let got = watcher.take(20).await;
+        assert_eq!(text_of(&got[19]), "line 19\n");
+    }
+    let info = c.js.get_stream("RELAY").await.unwrap().info().await.unwrap().clone();
+    assert_eq!(info.state.consumer_count, 1, "one consumer for the subject, however many watch");
+    assert!(metrics(&c).await.contains("swarm_relay_feeds 1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_relay_requests_are_clear_errors() {
+    let c = controller_with(&["bee"]).await;
+    let cases = [
+        (Method::GET, "/api/agents/Bee/terminal", None, StatusCode::BAD_REQUEST, "Bee"),
+        (Method::GET, "/api/agents/nobody/terminal", None, StatusCode::NOT_FOUND, "no agent nobody"),
+        (Method::GET, "/api/agents/bee/turn", Some("abc"), StatusCode::BAD_REQUEST, "Last-Event-ID"),
+        (Method::POST, "/api/agents/bee/terminal", None, StatusCode::METHOD_NOT_ALLOWED, "use GET"),
+    ];
+    for (method, path, last_event_id, status, needle) in cases {
+        let headers: Vec<(&str, &str)> = last_event_id.map(|id| ("last-event-id", id)).into_iter().collect();
+        let (got, body) = c.call(method.clone(), path, &headers, "").await.unwrap();
+        assert_eq!(got, status, "{method} {path}: {body}");
+        assert!(body["error"].as_str().unwrap().contains(needle), "{method} {path}: {body}");
+    }
+    // A publish on the turn subject that is not a header is not relayed; the next header is.
+    let bee = as_agent(&c, "bee").await;
+    bee.publish("turn.bee", "data: injected\n\nid: 9".into()).await.unwrap();
+    let header = r#"{"state":"paused","at":"2026-11-30T12:00:00Z"}"#;
+    bee.publish("turn.bee", header.into()).await.unwrap();
+    bee.flush().await.unwrap();
+    let mut turns = Watcher::open(&c.socket, "/api/agents/bee/turn", Some(0)).await;
+    let got = turns.take(1).await;
+    assert!(got[0].data.contains("paused") && !got[0].data.contains("injected"), "{got:?}");
+}
+
+async fn metrics(c: &Controller) -> String {
+    let request = hyper::Request::builder().uri("/metrics").body(http_body_util::Full::new(Bytes::new())).unwrap();
+    let (_, bytes) = swarm_controller::swarmctl::client::send(&c.socket, request).await.unwrap();
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
