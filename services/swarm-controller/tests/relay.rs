@@ -346,3 +346,24 @@ async fn metrics(c: &Controller) -> String {
     let (_, bytes) = swarm_controller::swarmctl::client::send(&c.socket, request).await.unwrap();
     String::from_utf8(bytes.to_vec()).unwrap()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_writes_only_its_own_terminal_and_header() {
+    let c = controller_with(&["bee", "wasp"]).await;
+    let bee = as_agent(&c, "bee").await;
+    for subject in ["term.wasp", "turn.wasp", "term.*", "turn.>", "RELAY"] {
+        let _ = bee.publish(subject, r#"{"state":"idle","at":"2026-11-30T12:00:00Z"}"#.into()).await;
+    }
+    // Sent after the others on the same connection: once it is stored, they were handled.
+    bee.publish("term.bee", "marker".into()).await.unwrap();
+    bee.flush().await.unwrap();
+    let stream = c.js.get_stream("RELAY").await.unwrap();
+    wait_until("the marker stored", SOON, || async { stream.direct_get_last_for_subject("term.bee").await.ok() })
+        .await
+        .unwrap();
+    for subject in ["term.wasp", "turn.wasp"] {
+        assert!(stream.direct_get_last_for_subject(subject).await.is_err(), "bee wrote {subject}");
+    }
+    let info = c.js.get_stream("RELAY").await.unwrap().info().await.unwrap().clone();
+    assert_eq!(info.state.messages, 1, "only the marker");
+}
