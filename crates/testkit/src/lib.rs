@@ -12,6 +12,8 @@
 //! - [`chaos`]: an in-process TCP proxy that can pass, stall or cut traffic.
 //! - [`mitm`]: an in-process WebSocket man in the middle that records, injects and rewrites.
 //! - [`forge`]: an in-process stand-in for a Forgejo/Gitea server's v1 API (no forge installs here).
+//! - [`sse`]: a server-sent events client over a unix socket (the controller's relay routes).
+//! - [`stats`]: percentiles and resident memory, for benchmarks.
 //!
 //! Every handle kills its process (SIGKILL, then reaps it) and removes its temp dir on drop,
 //! also while a test panics; a panicking test gets the tail of each process log on stderr.
@@ -30,6 +32,8 @@ pub mod ports;
 pub mod process;
 pub mod s3;
 mod seaweedfs;
+pub mod sse;
+pub mod stats;
 pub mod synapse;
 pub mod tools;
 pub mod wait;
@@ -48,6 +52,7 @@ pub use nix::sys::signal::Signal;
 pub use ports::free_port;
 pub use process::{Process, ProcessBuilder};
 pub use s3::{S3, S3Server};
+pub use sse::{SseClient, SseEvent};
 pub use synapse::Synapse;
 pub use tools::{project_binary, tool, workspace_root};
 pub use wait::wait_until;

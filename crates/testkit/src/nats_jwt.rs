@@ -144,6 +144,40 @@ impl NatsJwt {
         Ok(out)
     }
 
+    /// Publishes `status` (a hive status document, JSON) as `hive`'s hive-c0re does: with the
+    /// hive's own credential, on its own key of `hive-status`, waiting for the ack.
+    ///
+    /// # Errors
+    /// Minting, connecting or the publish failed (a refused write is an error).
+    pub async fn publish_as_hive(&self, hive: &str, status: Vec<u8>) -> anyhow::Result<()> {
+        let name = HiveName::parse(hive)?;
+        let creds = self.mint_hive(hive, &[]).await?;
+        let client = async_nats::ConnectOptions::with_credentials_file(creds)
+            .await?
+            .custom_inbox_prefix(hyperhive_nats_creds::hive_inbox_prefix(&name))
+            .connect(self.url())
+            .await?;
+        // The context (and so the connection) must outlive the ack.
+        let js = async_nats::jetstream::new(client);
+        let ack = js.publish(hyperhive_nats_creds::hive_status_subject(&name), status.into()).await?;
+        ack.await?;
+        Ok(())
+    }
+
+    /// A client signed in as `agent` (its credential minted first), with its own inbox prefix.
+    ///
+    /// # Errors
+    /// Minting or connecting failed.
+    pub async fn agent_client(&self, agent: &str) -> anyhow::Result<async_nats::Client> {
+        let name = AgentName::parse(agent)?;
+        let creds = self.mint_agent(agent).await?;
+        Ok(async_nats::ConnectOptions::with_credentials_file(creds)
+            .await?
+            .custom_inbox_prefix(hyperhive_nats_creds::agent_inbox_prefix(&name))
+            .connect(self.url())
+            .await?)
+    }
+
     async fn load(&self, minted: Minted) -> anyhow::Result<()> {
         if minted.changed_accounts() { self.nats.reload().await } else { Ok(()) }
     }

@@ -23,6 +23,7 @@ use async_nats::jetstream::{self, kv};
 use futures::StreamExt;
 use hyperhive_hive_proto::status::HiveStatus;
 use hyperhive_schedule::AgentName;
+use hyperhive_testkit::stats::{percentile, rss_kib};
 use hyperhive_testkit::{NatsJwt, Process, free_port, project_binary, wait_until};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -51,23 +52,8 @@ fn agent(i: usize) -> String {
     format!("agent-{i:04}")
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
-}
-
 fn millis(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
-}
-
-/// Resident memory of a process, from /proc.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the process runs");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/PID/status")
 }
 
 /// One HTTP/1.1 request on the controller's socket; returns the status code.

@@ -10,104 +10,34 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use async_nats::ConnectOptions;
 use bytes::Bytes;
 use common::{Controller, Options, directory, publish_as_hive};
-use http_body_util::{BodyExt, Empty};
 use hyper::http::{Method, StatusCode};
-use hyper_util::rt::TokioIo;
 use hyperhive_hive_proto::roster::Origin;
 use hyperhive_hive_proto::status::{ActualState, AgentStatus, HiveStatus};
 use hyperhive_hive_proto::wanted::WantedState;
 use hyperhive_hive_proto::{AgentName, HiveName};
-use hyperhive_testkit::{Process, project_binary, wait_until};
+use hyperhive_testkit::{Process, SseClient, SseEvent as Sse, project_binary, wait_until};
 use serde_json::Value;
 
 const SOON: Duration = Duration::from_secs(20);
 
-/// One server-sent event.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Sse {
-    id: Option<u64>,
-    event: String,
-    data: String,
-}
-
-/// A watcher: the events of one SSE answer, read as they come.
-struct Watcher {
-    body: hyper::body::Incoming,
-    buffer: String,
-    _connection: tokio::task::JoinHandle<()>,
-}
+/// A watcher of one SSE route.
+struct Watcher(SseClient);
 
 impl Watcher {
     async fn open(socket: &Path, path: &str, last_event_id: Option<u64>) -> Watcher {
-        let (status, watcher) = Self::try_open(socket, path, last_event_id).await;
+        let (status, client) = SseClient::open(socket, path, last_event_id).await.unwrap();
         assert_eq!(status, StatusCode::OK, "{path}");
-        watcher
+        Watcher(client)
     }
 
-    async fn try_open(socket: &Path, path: &str, last_event_id: Option<u64>) -> (StatusCode, Watcher) {
-        let stream = tokio::net::UnixStream::connect(socket).await.unwrap();
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.unwrap();
-        let connection = tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        let mut request = hyper::Request::builder().method(Method::GET).uri(path).header("host", "localhost");
-        if let Some(id) = last_event_id {
-            request = request.header("last-event-id", id.to_string());
-        }
-        let response = sender.send_request(request.body(Empty::<Bytes>::new()).unwrap()).await.unwrap();
-        let status = response.status();
-        (status, Watcher { body: response.into_body(), buffer: String::new(), _connection: connection })
-    }
-
-    /// The next event (keepalive comments skipped), or `None` when the answer ended.
     async fn next(&mut self) -> Option<Sse> {
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                let mut event = Sse { id: None, event: "message".into(), data: String::new() };
-                let mut fields = 0;
-                for line in block.lines() {
-                    if let Some(v) = line.strip_prefix("id:") {
-                        event.id = Some(v.trim().parse().unwrap());
-                        fields += 1;
-                    } else if let Some(v) = line.strip_prefix("event:") {
-                        event.event = v.trim().to_owned();
-                        fields += 1;
-                    } else if let Some(v) = line.strip_prefix("data:") {
-                        event.data.push_str(v.strip_prefix(' ').unwrap_or(v));
-                        fields += 1;
-                    }
-                }
-                if fields > 0 {
-                    return Some(event);
-                }
-                continue;
-            }
-            let frame = self.body.frame().await?.ok()?;
-            if let Ok(data) = frame.into_data() {
-                self.buffer.push_str(std::str::from_utf8(&data).unwrap());
-            }
-        }
+        self.0.next().await
     }
 
-    /// The next `n` events, within `SOON`.
     async fn take(&mut self, n: usize) -> Vec<Sse> {
-        let mut events = Vec::new();
-        tokio::time::timeout(SOON, async {
-            while events.len() < n {
-                match self.next().await {
-                    Some(event) => events.push(event),
-                    None => break,
-                }
-            }
-        })
-        .await
-        .unwrap_or_else(|_| panic!("{} of {n} events within {SOON:?}: {events:?}", events.len()));
-        assert_eq!(events.len(), n, "the answer ended early: {events:?}");
-        events
+        self.0.take(n, SOON).await.unwrap()
     }
 }
 
@@ -154,14 +84,7 @@ async fn controller_with(agents: &[&str]) -> Controller {
 
 /// A NATS client signed in as `agent`, publishing where its credential allows.
 async fn as_agent(c: &Controller, agent: &str) -> async_nats::Client {
-    let creds = c.nats.mint_agent(agent).await.unwrap();
-    ConnectOptions::with_credentials_file(creds)
-        .await
-        .unwrap()
-        .custom_inbox_prefix(hyperhive_nats_creds::agent_inbox_prefix(&AgentName::parse(agent).unwrap()))
-        .connect(c.nats.url())
-        .await
-        .unwrap()
+    c.nats.agent_client(agent).await.unwrap()
 }
 
 async fn publish_lines(client: &async_nats::Client, agent: &str, from: usize, to: usize) {

@@ -219,20 +219,7 @@ pub async fn daemon_process(nats: &NatsJwt, socket: &std::path::Path, extra_env:
 
 /// Publishes `status` as its hive's hive-c0re does: with the hive's own credential, on its own key.
 pub async fn publish_as_hive(nats: &NatsJwt, status: &HiveStatus) {
-    let hive = &status.hive;
-    let creds = nats.mint_hive(hive.as_str(), &[]).await.unwrap();
-    let client = async_nats::ConnectOptions::with_credentials_file(creds)
-        .await
-        .unwrap()
-        .custom_inbox_prefix(hyperhive_nats_creds::hive_inbox_prefix(hive))
-        .connect(nats.url())
-        .await
-        .unwrap();
-    let bytes = serde_json::to_vec(status).unwrap();
-    jetstream::new(client)
-        .publish(hyperhive_nats_creds::hive_status_subject(hive), bytes.into())
-        .await
-        .unwrap()
+    nats.publish_as_hive(status.hive.as_str(), serde_json::to_vec(status).unwrap())
         .await
         .expect("the hive may write its status");
 }

@@ -1,0 +1,152 @@
+//! Benchmark of the relays: a real hive-agent's turn output to a server-sent events watcher of
+//! the `swarm-controller` binary, on a JWT-mode nats-server from the test kit.
+//!
+//! 1. **Latency**: the turn command prints the time (`date +%s%N`) `--lines` times, 5 ms apart;
+//!    for each line, the time from that write to the SSE watcher reading it (p50, p99, max),
+//!    against a NATS publish to subscribe on the same server in the same run (the floor: the
+//!    relay is that hop plus the pipe read, the stream write, the feed and the HTTP answer).
+//! 2. **Memory**: the controller's resident memory with `--watchers` watchers of one agent's
+//!    terminal against the same controller with none, per watcher.
+//!
+//! `cargo build -p hive-agent && cargo bench -p swarm-controller --bench relay [-- --lines N
+//! --watchers M]` (defaults 500 and 500). Needs `scripts/setup`.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures::StreamExt;
+use hyperhive_testkit::stats::{percentile, rss_kib};
+use hyperhive_testkit::{NatsJwt, Process, SseClient, project_binary, wait_until};
+
+const PATIENCE: Duration = Duration::from_secs(60);
+const CONTROLLER: &str = env!("CARGO_BIN_EXE_swarm-controller");
+
+fn option(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.windows(2).find(|p| p[0] == name).map_or(default, |p| p[1].parse().expect("a number"))
+}
+
+fn now_nanos() -> u128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos()
+}
+
+fn report(what: &str, mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    let (p50, p99, max) = (percentile(&samples, 0.5), percentile(&samples, 0.99), *samples.last().unwrap());
+    println!(
+        "{what}: n={} p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        samples.len(),
+        p50.as_secs_f64() * 1e3,
+        p99.as_secs_f64() * 1e3,
+        max.as_secs_f64() * 1e3
+    );
+    p50
+}
+
+/// The lines of an SSE terminal event's text.
+fn lines_of(data: &str) -> Vec<String> {
+    let value: serde_json::Value = serde_json::from_str(data).unwrap();
+    value["text"].as_str().unwrap_or_default().lines().map(str::to_owned).collect()
+}
+
+async fn nats_floor(nats: &NatsJwt, n: usize) -> Vec<Duration> {
+    let client = nats.controller_client().await.unwrap();
+    let mut subscription = client.subscribe("bench.floor").await.unwrap();
+    client.flush().await.unwrap();
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        client.publish("bench.floor", now_nanos().to_string().into()).await.unwrap();
+        client.flush().await.unwrap();
+        let message = subscription.next().await.unwrap();
+        let sent: u128 = std::str::from_utf8(&message.payload).unwrap().parse().unwrap();
+        samples.push(Duration::from_nanos((now_nanos() - sent) as u64));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    samples
+}
+
+async fn relay_latency(nats: &NatsJwt, socket: &Path, dir: &Path, lines: usize) -> Vec<Duration> {
+    let creds = nats.mint_agent("bee").await.unwrap();
+    let command = format!("for i in $(seq {lines}); do date +%s%N; sleep 0.005; done");
+    let mut agent = Process::builder(project_binary("hive-agent").unwrap())
+        .env("HIVE_AGENT_NAME", "bee")
+        .env("HIVE_AGENT_NATS_URL", nats.url())
+        .env("HIVE_AGENT_CREDS", creds)
+        .env("HIVE_AGENT_STATE_DIR", dir.join("bee"))
+        .env("HIVE_AGENT_TURN_COMMAND", command)
+        .start("hive-agent-bee")
+        .unwrap();
+    agent.wait_for_log("consuming todos", PATIENCE).await.unwrap();
+    let (_, mut watcher) = SseClient::open(socket, "/api/agents/bee/terminal", None).await.unwrap();
+    let bee = nats.agent_client("bee").await.unwrap();
+    let todo = serde_json::json!({"id": "bench-1", "source": "bench", "body": ""}).to_string();
+    async_nats::jetstream::new(bee).publish("todo.bee", todo.into()).await.unwrap().await.unwrap();
+    let mut samples = Vec::with_capacity(lines);
+    while samples.len() < lines {
+        let event = tokio::time::timeout(PATIENCE, watcher.next()).await.expect("the relay stalled").unwrap();
+        let read = now_nanos();
+        for line in lines_of(&event.data) {
+            let written: u128 = line.trim().parse().expect("a timestamp line");
+            samples.push(Duration::from_nanos((read - written) as u64));
+        }
+    }
+    agent.kill();
+    samples
+}
+
+#[tokio::main]
+async fn main() {
+    let (lines, watchers) = (option("--lines", 500), option("--watchers", 500));
+    let nats = NatsJwt::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // The socket's directory must hold nothing else.
+    let socket = dir.path().join("run/controller.sock");
+    let mut controller = Process::builder(CONTROLLER)
+        .env("SWARM_CONTROLLER_SOCKET", &socket)
+        .env("SWARM_NATS_URL", nats.url())
+        .env("SWARM_NATS_CREDS", nats.controller_creds())
+        .env("SWARM_HIVES_FILE", {
+            let file = dir.path().join("hives.json");
+            std::fs::write(&file, r#"{"h1": {"description": "bench"}}"#).unwrap();
+            file
+        })
+        .start("swarm-controller")
+        .unwrap();
+    if let Err(e) = controller.wait_for_log("serving the API", PATIENCE).await {
+        panic!("{e}\n{}", controller.log());
+    }
+    let status = serde_json::json!({
+        "hive": "h1", "version": "bench", "started_at": "2026-11-30T10:00:00Z",
+        "published_at": hyperhive_schedule::format_instant(time::OffsetDateTime::now_utc()), "load": [0.0, 0.0, 0.0],
+        "agents": {"bee": {"origin": "declared", "wanted": "up", "actual": "running", "since": "2026-11-30T10:00:00Z",
+                           "restarts": 0, "last_exit": null, "log_tail": []}}
+    });
+    nats.publish_as_hive("h1", serde_json::to_vec(&status).unwrap()).await.unwrap();
+    wait_until("bee on the roster", PATIENCE, || async {
+        SseClient::open(&socket, "/api/agents/bee/turn", None).await.ok().filter(|(s, _)| s.is_success())
+    })
+    .await
+    .unwrap();
+
+    println!("relay benchmark: {lines} lines, {watchers} watchers");
+    let floor = report("NATS publish to subscribe (floor)", nats_floor(&nats, lines).await);
+    let relay = report("turn write to SSE watcher", relay_latency(&nats, &socket, dir.path(), lines).await);
+    println!("ratio (p50): {:.1}x the NATS hop", relay.as_secs_f64() / floor.as_secs_f64());
+
+    let pid = controller.pid();
+    let before = rss_kib(pid);
+    let mut open = Vec::with_capacity(watchers);
+    for _ in 0..watchers {
+        let (_, watcher) = SseClient::open(&socket, "/api/agents/bee/terminal", None).await.unwrap();
+        open.push(watcher);
+    }
+    // Every watcher has had its history: its answer is being read.
+    for watcher in &mut open {
+        watcher.take(1, PATIENCE).await.unwrap();
+    }
+    let after = rss_kib(pid);
+    println!(
+        "controller memory: {before} KiB with no watcher, {after} KiB with {watchers}: {:.1} KiB per watcher",
+        (after.saturating_sub(before)) as f64 / watchers as f64
+    );
+}
