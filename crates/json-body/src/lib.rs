@@ -37,6 +37,19 @@ where
     if !essence.eq_ignore_ascii_case("application/json") {
         return Err(BodyError::NotJson(content_type.to_owned()));
     }
+    limited_body(headers, body, max).await
+}
+
+/// The whole body, whatever its type, at most `max` bytes (for a route that checks the type
+/// itself, e.g. an image upload).
+///
+/// # Errors
+/// [`BodyError::TooLarge`] or [`BodyError::Read`].
+pub async fn limited_body<S, B>(headers: &HeaderMap, body: S, max: usize) -> Result<Bytes, BodyError>
+where
+    S: Stream<Item = Result<B, warp::Error>> + Send,
+    B: Buf,
+{
     let declared = headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > max) {
         return Err(BodyError::TooLarge { max });

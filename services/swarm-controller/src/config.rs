@@ -10,6 +10,7 @@ use hyperhive_hive_proto::directory::{HiveDirectory, parse_directory};
 
 use crate::provision::ProvisionSettings;
 use crate::secrets::SecretsKey;
+use crate::ui::quick_links::{self, QuickLink};
 
 /// Where the API socket lives when `SWARM_CONTROLLER_SOCKET` is not set.
 pub const DEFAULT_SOCKET: &str = "/run/swarm-controller/controller.sock";
@@ -33,6 +34,8 @@ pub mod vars {
     pub const NATS_DIR: &str = "SWARM_NATS_DIR";
     /// The secret store's key file (optional; provisioning agents needs it).
     pub const SECRETS_KEY_FILE: &str = "SWARM_SECRETS_KEY_FILE";
+    /// The UI's quick links, a JSON file (optional).
+    pub const QUICK_LINKS_FILE: &str = "SWARM_QUICK_LINKS_FILE";
 }
 
 /// The daemon's settings.
@@ -54,6 +57,8 @@ pub struct Config {
     pub secrets_key: Option<SecretsKey>,
     /// The systems agents are provisioned in and the credentials' lifetimes.
     pub provisioning: ProvisionSettings,
+    /// The UI's quick links, from `SWARM_QUICK_LINKS_FILE` (none when it is not set).
+    pub quick_links: Vec<QuickLink>,
 }
 
 /// A missing or malformed setting; the message names the variable and the fix.
@@ -124,7 +129,21 @@ impl Config {
             Some(path) => Some(read_secrets_key(&path)?),
         };
         let provisioning = ProvisionSettings::from_lookup(&lookup)?;
-        Ok(Self { socket, nats_url, nats_creds, reconcile_every, hives, nats_dir, secrets_key, provisioning })
+        let quick_links = match lookup(vars::QUICK_LINKS_FILE) {
+            None => Vec::new(),
+            Some(path) => read_quick_links(&path)?,
+        };
+        Ok(Self {
+            socket,
+            nats_url,
+            nats_creds,
+            reconcile_every,
+            hives,
+            nats_dir,
+            secrets_key,
+            provisioning,
+            quick_links,
+        })
     }
 }
 
@@ -136,6 +155,12 @@ fn read_hives(path: &str) -> Result<HiveDirectory, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|e| problem(format!("cannot read {path}: {e}")))?;
     // One line: the parser's message may quote the file.
     parse_directory(&text).map_err(|e| problem(format!("{path}: {}", e.to_string().replace('\n', " "))))
+}
+
+fn read_quick_links(path: &str) -> Result<Vec<QuickLink>, ConfigError> {
+    let problem = |what: String| ConfigError::new(vars::QUICK_LINKS_FILE, what);
+    let text = std::fs::read_to_string(path).map_err(|e| problem(format!("cannot read {path:?}: {e}")))?;
+    quick_links::parse(&text).map_err(|e| problem(format!("{path}: {e}")))
 }
 
 fn read_secrets_key(path: &str) -> Result<SecretsKey, ConfigError> {

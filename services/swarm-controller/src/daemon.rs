@@ -26,6 +26,7 @@ use crate::roster::{Roster, watch_statuses};
 use crate::schedules::{Definitions, StoreError};
 use crate::secrets::SecretStore;
 use crate::socket::{self, SocketError};
+use crate::ui::icons::IconStore;
 use crate::wanted::WantedStore;
 
 /// Why the daemon could not start.
@@ -146,6 +147,8 @@ pub async fn run_with_jobq(
         jobq,
         linked: provisioner.clone().map(|p| Arc::new(LinkedAccounts::new(p))),
         relay: relay.clone(),
+        icons: IconStore::new(buckets.icons),
+        quick_links: Arc::new(config.quick_links),
         provisioner: provisioner.clone(),
     });
     let watch = tokio::spawn(watch_statuses(buckets.hive_status, app.roster.clone(), app.hives.clone(), clock));

@@ -15,6 +15,8 @@
 //! - [`linked`]: accounts an operator links to one agent (matrix, forge, GitHub).
 //! - [`provision`]: creating agents through the job graph (`POST /api/agents`) and keeping
 //!   their credentials healthy; [`secrets`]: the sealed secret store it keeps them in.
+//! - [`relay`]: agents' terminals and turn headers as server-sent events.
+//! - [`ui`]: the swarm UI's files, agent icons and quick links.
 //! - [`api`]: the HTTP routes.
 //! - [`daemon`]: wires them together ([`daemon::run`]) and holds the job graph (`hive-jobq`).
 //! - [`cli`]: the `swarm-controller` command line; [`swarmctl`]: the `swarmctl` one.
@@ -39,4 +41,5 @@ pub mod schedules;
 pub mod secrets;
 pub mod socket;
 pub mod swarmctl;
+pub mod ui;
 pub mod wanted;

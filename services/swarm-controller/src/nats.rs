@@ -12,6 +12,7 @@ use hyperhive_nats_creds::{AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKE
 use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, SCHEDULE_DEFINITIONS_BUCKET, TODO_STREAM};
 
 use crate::secrets::SWARM_SECRETS_BUCKET;
+use crate::ui::icons::AGENT_ICONS_BUCKET;
 
 /// JetStream drops a second message with the same id within this window; a fired slot's todo has
 /// one id however often it is published, so this is how long a double publish is absorbed.
@@ -89,11 +90,13 @@ pub struct Buckets {
     pub agents: kv::Store,
     /// record key -> a sealed secret (see [`crate::secrets`]).
     pub secrets: kv::Store,
+    /// agent name -> its uploaded icon (PNG).
+    pub icons: kv::Store,
 }
 
 /// Creates every stream and bucket of the swarm when absent (`schedule-definitions`,
-/// `agent-schedules` with direct get, `hive-status`, `agent-wanted`, `agents`, `swarm-secrets`, `TODO`, `DEPLOY`,
-/// `RELAY`), sets the
+/// `agent-schedules` with direct get, `hive-status`, `agent-wanted`, `agents`, `swarm-secrets`,
+/// `agent-icons`, `TODO`, `DEPLOY`, `RELAY`), sets the
 /// limits each must hold to (see `hyperhive_nats_creds::limits`) on existing ones, and refuses
 /// existing ones whose settings would break the design.
 ///
@@ -110,10 +113,11 @@ pub async fn ensure_objects(js: &jetstream::Context) -> Result<Buckets, NatsErro
     let agents = ensure_bucket(js, AGENTS_BUCKET, "agent name -> its roster entry", false).await?;
     // Only the controller reads it; no tenant imports it.
     let secrets = ensure_bucket(js, SWARM_SECRETS_BUCKET, "record key -> a sealed secret", false).await?;
+    let icons = ensure_bucket(js, AGENT_ICONS_BUCKET, "agent name -> its uploaded icon (PNG)", false).await?;
     ensure_queue(js, todo_stream_config()).await?;
     ensure_queue(js, deploy_stream_config()).await?;
     ensure_relay(js).await?;
-    Ok(Buckets { definitions, agent_schedules, hive_status, agent_wanted, agents, secrets })
+    Ok(Buckets { definitions, agent_schedules, hive_status, agent_wanted, agents, secrets, icons })
 }
 
 /// Makes `bucket` if absent, keeps one value per key, bounds its size (also on a bucket that

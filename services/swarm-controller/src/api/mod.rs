@@ -27,6 +27,8 @@
 //! | `PUT`, `DELETE /api/hives/{hive}/agents/{agent}/github-account` | link or unlink the agent's GitHub account |
 //! | `GET /api/agents/{name}/terminal` | the agent's turn output as server-sent events: history, then live; `Last-Event-ID` resumes |
 //! | `GET /api/agents/{name}/turn` | the agent's turn header as server-sent events, the same way |
+//! | `GET`, `PUT`, `DELETE /api/agents/{name}/icon` | the uploaded PNG, else a generated SVG (ETag, `no-cache`); upload (`image/png`, 256 KiB); remove |
+//! | `GET /api/quick-links` | the configured quick links |
 //! | `GET /api/jobq/graph` | the job graph: nodes and edges; `?agent=NAME` keeps one agent's |
 //! | `POST /api/jobq/jobs/{id}/retry` | retry a failed job (202) |
 //! | `GET /metrics` | Prometheus text: credential checks, renewals, failures |
@@ -39,6 +41,7 @@ mod jobq;
 mod linked;
 mod relay;
 mod schedules;
+mod ui;
 
 use std::sync::Arc;
 
@@ -63,6 +66,8 @@ use crate::relay::{RelayHub, RelayKind};
 use crate::revoke::Revoker;
 use crate::roster::Roster;
 use crate::schedules::Definitions;
+use crate::ui::icons::IconStore;
+use crate::ui::quick_links::QuickLink;
 use crate::wanted::WantedStore;
 
 /// The largest schedule request body read: a 64 KiB prompt written with JSON escapes (up to six
@@ -104,6 +109,10 @@ pub struct App {
     pub linked: Option<Arc<LinkedAccounts>>,
     /// The agents' terminals and turn headers.
     pub relay: Arc<RelayHub>,
+    /// Uploaded agent icons.
+    pub icons: IconStore,
+    /// The UI's quick links.
+    pub quick_links: Arc<Vec<QuickLink>>,
 }
 
 /// The warp filter serving every route.
@@ -164,6 +173,13 @@ impl App {
             (["metrics"], &Method::GET) => Ok(self.metrics()),
             (["api", "agents", name, "terminal"], &Method::GET) => self.relay(name, RelayKind::Terminal, headers).await,
             (["api", "agents", name, "turn"], &Method::GET) => self.relay(name, RelayKind::Turn, headers).await,
+            (["api", "agents", name, "icon"], &Method::GET) => self.icon(name, headers).await,
+            (["api", "agents", name, "icon"], &Method::PUT) => {
+                let png = ui::icon_body(headers, body).await?;
+                self.put_icon(name, &png).await
+            }
+            (["api", "agents", name, "icon"], &Method::DELETE) => self.delete_icon(name).await,
+            (["api", "quick-links"], &Method::GET) => Ok(self.quick_links()),
             (["api", "agents", "status"], &Method::GET) => self.agents_status().await,
             (["api", "hives", hive, "agents", agent, "state"], &Method::PUT) => {
                 let revision = if_match(headers)?;
@@ -192,7 +208,9 @@ impl App {
             | (["api", "agents", "status"], _) => Err(not_allowed(method, path, "GET")),
             (["api", "hives", _, "agents", _, "state"], _) => Err(not_allowed(method, path, "PUT")),
             (["api", "hives", _, "agents", _, "linked-accounts"], _)
-            | (["api", "agents", _, "terminal" | "turn"], _) => Err(not_allowed(method, path, "GET")),
+            | (["api", "agents", _, "terminal" | "turn"], _)
+            | (["api", "quick-links"], _) => Err(not_allowed(method, path, "GET")),
+            (["api", "agents", _, "icon"], _) => Err(not_allowed(method, path, "GET, PUT, DELETE")),
             (["api", "hives", _, "agents", _, rest @ ..], _) if linked_route(rest).is_some() => {
                 Err(not_allowed(method, path, "PUT, DELETE"))
             }
@@ -202,6 +220,7 @@ impl App {
                 "no route {method} {path}; the API serves /healthz, /metrics, /api/schedules[/{{id}}], \
                  /api/hives, /api/hives/status, /api/hives/{{hive}}/status, /api/agents, \
                  /api/agents/status, /api/agents/{{name}}/terminal, /api/agents/{{name}}/turn, \
+                 /api/agents/{{name}}/icon, /api/quick-links, \
                  /api/hives/{{hive}}/agents/{{agent}}/state, \
                  /api/hives/{{hive}}/agents/{{agent}}/linked-accounts, .../matrix-accounts/{{name}}, \
                  .../forge-accounts/{{label}}, .../github-account, /api/jobq/graph and /api/jobq/jobs/{{id}}/retry"

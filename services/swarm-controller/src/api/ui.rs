@@ -1,0 +1,86 @@
+//! Agent icons (`GET`, `PUT`, `DELETE /api/agents/{name}/icon`) and `GET /api/quick-links`.
+
+use bytes::{Buf, Bytes};
+use futures::Stream;
+use hyperhive_hive_proto::AgentName;
+use hyperhive_json_body::BodyError;
+use serde_json::json;
+use warp::Reply;
+use warp::http::header::{CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
+use warp::http::{HeaderMap, HeaderValue, StatusCode};
+use warp::reply::Response;
+
+use super::{ApiError, App, json};
+use crate::ui::icons::{self, MAX_ICON_BYTES};
+
+impl App {
+    /// The agent on the roster named `name` (400 malformed, 404 unknown).
+    async fn known_agent(&self, name: &str) -> Result<AgentName, ApiError> {
+        let agent = AgentName::parse(name).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        match self.roster.get(&agent).await.map_err(ApiError::Unavailable)? {
+            Some(_) => Ok(agent),
+            None => Err(ApiError::NotFound(format!("no agent {agent} on the roster (see GET /api/agents)"))),
+        }
+    }
+
+    /// The uploaded PNG, else the generated SVG; `304` when `If-None-Match` names the same one.
+    pub(super) async fn icon(&self, name: &str, headers: &HeaderMap) -> Result<Response, ApiError> {
+        let agent = self.known_agent(name).await?;
+        let (body, media_type) = match self.icons.get(agent.as_str()).await.map_err(ApiError::Unavailable)? {
+            Some(png) => (png, "image/png"),
+            None => (Bytes::from(icons::generated_svg(agent.as_str())), "image/svg+xml"),
+        };
+        let tag = icons::etag(&body);
+        let fresh = headers
+            .get(IF_NONE_MATCH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.split(',').any(|t| t.trim() == tag));
+        let mut response = if fresh {
+            warp::reply::with_status(Vec::new(), StatusCode::NOT_MODIFIED).into_response()
+        } else {
+            body.to_vec().into_response()
+        };
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(media_type));
+        headers.insert(ETAG, HeaderValue::from_str(&tag).expect("a hex tag is a header value"));
+        // Cached, but asked again each time: an upload shows at once, an unchanged icon costs a 304.
+        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        Ok(response)
+    }
+
+    pub(super) async fn put_icon(&self, name: &str, png: &[u8]) -> Result<Response, ApiError> {
+        let agent = self.known_agent(name).await?;
+        let (width, height) = icons::check_png(png).map_err(ApiError::BadRequest)?;
+        self.icons.put(agent.as_str(), Bytes::copy_from_slice(png)).await.map_err(ApiError::Unavailable)?;
+        tracing::info!(%agent, width, height, bytes = png.len(), "agent icon uploaded");
+        Ok(json(StatusCode::OK, &json!({"agent": agent, "etag": icons::etag(png), "width": width, "height": height})))
+    }
+
+    pub(super) async fn delete_icon(&self, name: &str) -> Result<Response, ApiError> {
+        let agent = self.known_agent(name).await?;
+        let removed = self.icons.remove(agent.as_str()).await.map_err(ApiError::Unavailable)?;
+        Ok(json(StatusCode::OK, &json!({"agent": agent, "removed": removed})))
+    }
+
+    pub(super) fn quick_links(&self) -> Response {
+        json(StatusCode::OK, &*self.quick_links)
+    }
+}
+
+/// An icon upload: declared as `image/png` (else 415), at most [`MAX_ICON_BYTES`] (else 413).
+pub(super) async fn icon_body<S, B>(headers: &HeaderMap, body: S) -> Result<Bytes, ApiError>
+where
+    S: Stream<Item = Result<B, warp::Error>> + Send,
+    B: Buf,
+{
+    let declared = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if !declared.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("image/png") {
+        return Err(ApiError::UnsupportedMediaType(format!(
+            "an icon is a PNG sent with Content-Type: image/png (got {declared:?})"
+        )));
+    }
+    hyperhive_json_body::limited_body(headers, body, MAX_ICON_BYTES).await.map_err(|e| match e {
+        BodyError::TooLarge { .. } => ApiError::PayloadTooLarge(format!("{e}; an icon is at most 256 KiB")),
+        other => ApiError::BadRequest(other.to_string()),
+    })
+}
