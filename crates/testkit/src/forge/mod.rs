@@ -48,10 +48,14 @@
 //! the documented JSON while [`ForgeStandIn::set_malformed`], and lets a test set up users,
 //! templates, repositories and tokens, or revoke a token, directly.
 
+mod control;
+mod deliver;
 mod http;
 mod routes;
+mod routes_swarm;
 mod rules;
 mod state;
+mod swarm_state;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -60,7 +64,10 @@ use anyhow::Context;
 use warp::Filter;
 use warp::http::{HeaderMap, Method};
 
+pub use control::PullChange;
+pub use deliver::signature;
 pub use state::{Counts, StandInRepo};
+pub use swarm_state::{Delivery, StandInHook, StandInIssue, StandInPull};
 
 use http::Request;
 use state::State;
