@@ -14,6 +14,8 @@
 //!   given to the running server by [`claims`] through the system account.
 //! - [`provision`]: creating agents through the job graph (`POST /api/agents`) and keeping
 //!   their credentials healthy; [`secrets`]: the sealed secret store it keeps them in.
+//! - [`forge`]: the swarm's forge objects (organisation, team, labels, webhook), the webhook
+//!   secret, config pull requests (`config-prs`) and the issue report.
 //! - [`api`]: the HTTP routes.
 //! - [`daemon`]: wires them together ([`daemon::run`]) and holds the job graph (`hive-jobq`).
 //! - [`cli`]: the `swarm-controller` command line; [`swarmctl`]: the `swarmctl` one.
@@ -26,6 +28,7 @@ pub mod config;
 pub mod daemon;
 pub mod definition;
 pub mod deploy;
+pub mod forge;
 pub mod hives;
 pub mod nats;
 pub mod provision;

@@ -11,6 +11,7 @@ use hyperhive_hive_proto::AGENTS_BUCKET;
 use hyperhive_nats_creds::{AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, limits};
 use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, SCHEDULE_DEFINITIONS_BUCKET, TODO_STREAM};
 
+use crate::forge::config_prs::CONFIG_PRS_BUCKET;
 use crate::secrets::SWARM_SECRETS_BUCKET;
 
 /// JetStream drops a second message with the same id within this window; a fired slot's todo has
@@ -89,10 +90,12 @@ pub struct Buckets {
     pub agents: kv::Store,
     /// record key -> a sealed secret (see [`crate::secrets`]).
     pub secrets: kv::Store,
+    /// agent name -> its config pull request (see [`crate::forge::config_prs`]).
+    pub config_prs: kv::Store,
 }
 
 /// Creates every stream and bucket of the swarm when absent (`schedule-definitions`,
-/// `agent-schedules` with direct get, `hive-status`, `agent-wanted`, `agents`, `swarm-secrets`, `TODO`, `DEPLOY`), sets the
+/// `agent-schedules` with direct get, `hive-status`, `agent-wanted`, `agents`, `swarm-secrets`, `config-prs`, `TODO`, `DEPLOY`), sets the
 /// limits each must hold to (see `hyperhive_nats_creds::limits`) on existing ones, and refuses
 /// existing ones whose settings would break the design.
 ///
@@ -109,9 +112,13 @@ pub async fn ensure_objects(js: &jetstream::Context) -> Result<Buckets, NatsErro
     let agents = ensure_bucket(js, AGENTS_BUCKET, "agent name -> its roster entry", false).await?;
     // Only the controller reads it; no tenant imports it.
     let secrets = ensure_bucket(js, SWARM_SECRETS_BUCKET, "record key -> a sealed secret", false).await?;
+    // Only the controller reads and writes it (no tenant imports it); read from the leader,
+    // since every write is a compare-and-set.
+    let config_prs =
+        ensure_bucket(js, CONFIG_PRS_BUCKET, "agent name -> its config repository's pull request", false).await?;
     ensure_queue(js, todo_stream_config()).await?;
     ensure_queue(js, deploy_stream_config()).await?;
-    Ok(Buckets { definitions, agent_schedules, hive_status, agent_wanted, agents, secrets })
+    Ok(Buckets { definitions, agent_schedules, hive_status, agent_wanted, agents, secrets, config_prs })
 }
 
 /// Makes `bucket` if absent, keeps one value per key, bounds its size (also on a bucket that

@@ -27,6 +27,7 @@
 pub mod client;
 pub mod error;
 pub mod names;
+pub mod payload;
 pub mod swarm;
 pub mod types;
 mod wire;

@@ -79,6 +79,7 @@ pub fn config(nats: &NatsJwt, socket: PathBuf, reconcile_secs: u64) -> Config {
         nats_dir: None,
         secrets_key: None,
         provisioning: Default::default(),
+        webhook_secret: None,
     }
 }
 

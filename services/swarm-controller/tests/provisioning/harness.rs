@@ -96,6 +96,8 @@ impl Swarm {
 
         let bridge = AutheliaBridge::from_workspace().unwrap().start().await.unwrap();
         let forge = ForgeStandIn::start().await.unwrap();
+        // The template lives in the swarm's organisation, where config repositories are made.
+        forge.add_org(TEMPLATE.0);
         forge.add_template(TEMPLATE.0, TEMPLATE.1);
         let synapse = Synapse::start_with_config(tuning.synapse_config.as_deref().unwrap_or("")).await.unwrap();
         let site = ClientCertSite::start(dir.path(), &path("ca/store-ca.pem")).await.unwrap();

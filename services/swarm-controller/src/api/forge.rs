@@ -1,0 +1,89 @@
+//! The forge routes: `POST /api/forge/webhook` (deliveries), `GET /api/config-prs`,
+//! `GET /api/agents/{agent}/config-pr` and `GET /api/issues` (docs/swarm/forge.md).
+//!
+//! A delivery is taken only when its signature verifies against the webhook secret, compared in
+//! constant time; anything else is 401 and changes nothing. The checks run in this order, each
+//! refusing before anything is read or written: a secret is configured (503), the body is JSON
+//! (415) of at most [`MAX_DELIVERY_BYTES`] (413), the signature verifies (401), the delivery id
+//! was not taken before (200, nothing done), the payload reads (400).
+
+use bytes::Buf;
+use futures::Stream;
+use hyperhive_hive_proto::AgentName;
+use hyperhive_json_body::BodyError;
+use serde_json::json;
+use warp::http::{HeaderMap, StatusCode};
+use warp::reply::Response;
+
+use super::{ApiError, App, json};
+use crate::forge::Outcome;
+use crate::forge::webhook::{self, MAX_DELIVERY_BYTES};
+
+impl App {
+    pub(super) async fn forge_webhook<S, B>(&self, headers: &HeaderMap, body: S) -> Result<Response, ApiError>
+    where
+        S: Stream<Item = Result<B, warp::Error>> + Send,
+        B: Buf,
+    {
+        let hub = &self.forge;
+        let Some(secret) = &hub.secret else {
+            return Err(ApiError::Unavailable(
+                "no webhook secret: set SWARM_STATE_DIR to the controller's state directory and restart".into(),
+            ));
+        };
+        let body = hyperhive_json_body::json_body(headers, body, MAX_DELIVERY_BYTES).await.map_err(|e| match e {
+            BodyError::NotJson(_) => ApiError::UnsupportedMediaType(e.to_string()),
+            BodyError::TooLarge { .. } => ApiError::PayloadTooLarge(format!("{e}; no forge delivery is that large")),
+            BodyError::Read(_) => ApiError::BadRequest(e.to_string()),
+        })?;
+        let Some(signature) = webhook::signature(headers) else {
+            return Err(ApiError::Unauthorized(
+                "no X-Forgejo-Signature or X-Gitea-Signature header; deliveries come from the forge's webhook".into(),
+            ));
+        };
+        if !secret.verifies(&body, signature) {
+            return Err(ApiError::Unauthorized(
+                "the signature does not match the body: not signed with this swarm's webhook secret".into(),
+            ));
+        }
+        let Some(event) = webhook::event_name(headers) else {
+            return Err(ApiError::BadRequest("no X-Forgejo-Event or X-Gitea-Event header".into()));
+        };
+        let delivery = webhook::delivery_id(headers).map(str::to_owned);
+        if let Some(id) = &delivery
+            && hub.seen.seen(id)
+        {
+            return Ok(json(StatusCode::OK, &json!({"event": event, "outcome": "duplicate"})));
+        }
+        let parsed = webhook::parse(event, &body).map_err(ApiError::BadRequest)?;
+        let outcome = hub.apply(parsed).await.map_err(|e| ApiError::Unavailable(format!("{e}; the forge may send it again")))?;
+        if let Some(id) = &delivery {
+            hub.seen.record(id);
+        }
+        let outcome = match outcome {
+            Outcome::Applied => "applied",
+            Outcome::Ignored => "ignored",
+        };
+        Ok(json(StatusCode::OK, &json!({"event": event, "outcome": outcome})))
+    }
+
+    pub(super) async fn config_prs(&self) -> Result<Response, ApiError> {
+        let all = self.forge.config_prs.list(&self.js).await.map_err(|e| ApiError::Unavailable(format!("{e}; try again")))?;
+        Ok(json(StatusCode::OK, &all))
+    }
+
+    pub(super) async fn config_pr(&self, agent: &str) -> Result<Response, ApiError> {
+        let agent = AgentName::parse(agent).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let found = self.forge.config_prs.get(&agent).await.map_err(|e| ApiError::Unavailable(format!("{e}; try again")))?;
+        match found {
+            Some(pr) => Ok(json(StatusCode::OK, &pr)),
+            None => Err(ApiError::NotFound(format!(
+                "agent {agent} has no config pull request (none opened yet, or it is not on the roster)"
+            ))),
+        }
+    }
+
+    pub(super) fn issues(&self) -> Response {
+        json(StatusCode::OK, &self.forge.issues.view())
+    }
+}
