@@ -106,10 +106,23 @@ impl ForgeStandIn {
         lock(&self.state).swarm.collaborators.get(&repo_key(owner, name)).cloned().unwrap_or_default()
     }
 
-    /// While `held`, changes send no delivery (a forge whose webhook queue is stuck; what they
-    /// would have sent is lost, as when a receiver stays down past the forge's retries).
+    /// While `held`, changes queue their deliveries unsent (a forge whose webhook queue is
+    /// stuck); [`ForgeStandIn::take_held`] hands them to the test, which may drop them (lost, as
+    /// when a receiver stays down past the forge's retries) or send them in any order.
     pub fn hold_deliveries(&self, held: bool) {
         lock(&self.state).swarm.deliveries_held = held;
+    }
+
+    /// The deliveries held back so far, oldest first; they are no longer held.
+    pub fn take_held(&self) -> Vec<Delivery> {
+        std::mem::take(&mut lock(&self.state).swarm.held)
+    }
+
+    /// Sends one delivery (held back, or changed by the test) and records it.
+    pub async fn send(&self, delivery: &Delivery) -> Delivery {
+        let mut again = delivery.clone();
+        again.status = None;
+        self.record(vec![again]).await.remove(0)
     }
 
     /// Every delivery sent so far, oldest first.
@@ -123,15 +136,14 @@ impl ForgeStandIn {
         lock(&self.state).swarm.pulls.iter().find(|p| p.repo == key && p.number == number).cloned()
     }
 
-    /// Sends `delivery` again, byte for byte (same id, same signature), as a replaying network
-    /// or attacker would; returns it with the receiver's status.
-    pub async fn replay(&self, delivery: &Delivery) -> Delivery {
-        let mut again = delivery.clone();
-        again.status = None;
-        self.record(vec![again]).await.remove(0)
-    }
-
     async fn record(&self, deliveries: Vec<Delivery>) -> Vec<Delivery> {
+        {
+            let mut state = lock(&self.state);
+            if state.swarm.deliveries_held {
+                state.swarm.held.extend(deliveries);
+                return Vec::new();
+            }
+        }
         let mut sent = Vec::new();
         for delivery in deliveries {
             sent.push(deliver::send(delivery).await);

@@ -82,7 +82,7 @@ pub struct StandInIssue {
     pub updated: i64,
 }
 
-/// One webhook delivery as it was sent: a test may send it again ([`super::ForgeStandIn::replay`]),
+/// One webhook delivery as it was sent: a test may send it again ([`super::ForgeStandIn::send`]),
 /// or change it before sending it itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
@@ -111,8 +111,10 @@ pub(super) struct SwarmState {
     /// By repository key: lower-case login -> permission.
     pub collaborators: BTreeMap<String, BTreeMap<String, String>>,
     pub deliveries: Vec<Delivery>,
-    /// While set, changes send no delivery (a forge whose webhook queue is stuck).
+    /// While set, changes queue their deliveries in `held` instead of sending them (a forge
+    /// whose webhook queue is stuck).
     pub deliveries_held: bool,
+    pub held: Vec<Delivery>,
     /// The last instant handed out by [`SwarmState::tick`].
     last_tick: i64,
 }

@@ -247,3 +247,10 @@ pub fn job_states(graph: &Value) -> Vec<(String, String)> {
         .map(|n| (n["id"].as_str().unwrap().to_owned(), n["state"].as_str().unwrap().to_owned()))
         .collect()
 }
+
+/// Fails when any of `secrets` appears in `text` (`what` names where), never printing one.
+pub fn assert_absent(secrets: &[String], what: &str, text: &str) {
+    for secret in secrets {
+        assert!(!text.contains(secret.as_str()), "a secret ({} characters) appears in {what}", secret.len());
+    }
+}

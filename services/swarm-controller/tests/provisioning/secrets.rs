@@ -5,6 +5,7 @@
 use swarm_controller::nats::scan_bucket;
 use swarm_controller::secrets::{RecordKey, SecretStore, SecretsKey};
 
+use crate::common::assert_absent;
 use crate::harness::{Swarm, Tuning};
 
 /// Every secret the swarm holds for `agent`: the values of its records in the secret store
@@ -29,12 +30,6 @@ async fn secrets_of(swarm: &Swarm, agent: &str) -> Vec<String> {
     }
     assert!(found.len() >= 7, "{} secret lines", found.len());
     found
-}
-
-fn assert_absent(secrets: &[String], what: &str, text: &str) {
-    for secret in secrets {
-        assert!(!text.contains(secret.as_str()), "a secret ({} characters) appears in {what}", secret.len());
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
