@@ -10,4 +10,5 @@ mod harness;
 mod healing;
 mod objects;
 mod secrets;
+mod swarmctl;
 mod webhooks;
