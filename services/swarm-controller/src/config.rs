@@ -134,7 +134,17 @@ impl Config {
             None => None,
             Some(path) => Some(read_webhook_secret(&path)?),
         };
-        Ok(Self { socket, nats_url, nats_creds, reconcile_every, hives, nats_dir, secrets_key, provisioning, webhook_secret })
+        Ok(Self {
+            socket,
+            nats_url,
+            nats_creds,
+            reconcile_every,
+            hives,
+            nats_dir,
+            secrets_key,
+            provisioning,
+            webhook_secret,
+        })
     }
 }
 
@@ -163,7 +173,9 @@ fn read_webhook_secret(path: &str) -> Result<WebhookSecret, ConfigError> {
     if !dir.is_absolute() {
         return Err(ConfigError::new(
             vars::STATE_DIR,
-            format!("{path:?} is not an absolute path; set it to the controller's state directory, e.g. /var/lib/swarm-controller"),
+            format!(
+                "{path:?} is not an absolute path; set it to the controller's state directory, e.g. /var/lib/swarm-controller"
+            ),
         ));
     }
     WebhookSecret::load_or_create(dir).map_err(|e| ConfigError::new(vars::STATE_DIR, e))

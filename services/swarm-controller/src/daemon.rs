@@ -113,7 +113,9 @@ pub async fn run_with_jobq(
     }
     let forge_passes = match config.provisioning.forge.clone() {
         None => {
-            tracing::info!("the forge is not configured (SWARM_FORGE_URL): no forge objects, config pull requests or issue report");
+            tracing::info!(
+                "the forge is not configured (SWARM_FORGE_URL): no forge objects, config pull requests or issue report"
+            );
             None
         }
         Some(settings) => {

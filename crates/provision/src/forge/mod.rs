@@ -38,8 +38,8 @@ pub use client::ForgejoClient;
 pub use error::ForgeError;
 pub use swarm::SwarmForge;
 pub use types::{
-    ForgeUser, Hook, HookSpec, Issue, Label, LabelScope, NewForgeUser, NewTeam, Org, PullFilter, PullRequest, Repo, Team,
-    TeamPermission, TokenCheck, Visibility,
+    ForgeUser, Hook, HookSpec, Issue, Label, LabelScope, NewForgeUser, NewTeam, Org, PullFilter, PullRequest, Repo,
+    Team, TeamPermission, TokenCheck, Visibility,
 };
 
 use crate::secret::Secret;

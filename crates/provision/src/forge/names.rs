@@ -235,7 +235,12 @@ pub fn check_hook_url(url: &str) -> Result<(), String> {
     let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"));
     match rest {
         Some(host) if !host.is_empty() && !host.starts_with('/') && !host.contains('@') => {}
-        _ => return Err("webhook URL must be an http(s) URL without user info, e.g. https://swarm.example/api/forge/webhook".into()),
+        _ => {
+            return Err(
+                "webhook URL must be an http(s) URL without user info, e.g. https://swarm.example/api/forge/webhook"
+                    .into(),
+            );
+        }
     }
     if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err("webhook URL contains white space".into());

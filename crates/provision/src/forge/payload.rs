@@ -26,9 +26,5 @@ pub fn issue(value: Value) -> Result<Issue, String> {
 
 fn describe(e: serde_json::Error) -> String {
     let text = e.to_string();
-    if text.starts_with("missing field") {
-        text
-    } else {
-        "a field has the wrong type".to_owned()
-    }
+    if text.starts_with("missing field") { text } else { "a field has the wrong type".to_owned() }
 }

@@ -14,9 +14,7 @@ use async_trait::async_trait;
 use reqwest::{Method, StatusCode};
 
 use super::client::Auth;
-use super::types::{
-    Hook, HookSpec, Issue, Label, LabelScope, NewTeam, Org, PullFilter, PullRequest, Repo, Team,
-};
+use super::types::{Hook, HookSpec, Issue, Label, LabelScope, NewTeam, Org, PullFilter, PullRequest, Repo, Team};
 use super::{ForgeError, ForgejoClient, names, wire};
 
 /// The units a team of the swarm reaches in the repositories it is given.
@@ -126,8 +124,12 @@ impl SwarmForge for ForgejoClient {
         let call = self.call(format!("create organisation {name:?}"), &[]);
         call.check(names::check_user_name(name))?;
         call.check(names::check_full_name(full_name))?;
-        let body =
-            wire::CreateOrgOption { username: name, full_name, visibility: "private", repo_admin_change_team_access: false };
+        let body = wire::CreateOrgOption {
+            username: name,
+            full_name,
+            visibility: "private",
+            repo_admin_change_team_access: false,
+        };
         let answer = self.send(&call, Method::POST, &["orgs"], &[], Auth::Admin, Some(&body)).await?;
         if answer.status != StatusCode::CREATED {
             return Err(call.refused(&answer));

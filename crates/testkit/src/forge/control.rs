@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use super::deliver;
 use super::state::repo_key;
-use super::swarm_state::{Delivery, StandInHook, StandInIssue, StandInPull, Team};
+use super::swarm_state::{Delivery, StandInHook, StandInIssue, StandInPull};
 use super::{ADMIN_USER, ForgeStandIn, lock};
 
 /// A change to a pull request.
@@ -25,30 +25,29 @@ pub enum PullChange {
     Merge,
 }
 
+/// What a new pull request or issue of a repository gets: the repository's key, the next index
+/// (pulls and issues share them), "now" and an id.
+struct NewItem {
+    repo: String,
+    number: i64,
+    now: i64,
+    id: i64,
+}
+
+/// # Panics
+/// When the repository does not exist.
+fn new_item(state: &mut super::state::State, owner: &str, name: &str) -> NewItem {
+    let repo = repo_key(owner, name);
+    assert!(state.repos.contains_key(&repo), "no repository {repo} in the stand-in");
+    let number = state.swarm.next_index(&repo);
+    NewItem { number, now: state.swarm.tick(), id: state.next_id(), repo }
+}
+
 impl ForgeStandIn {
     /// Adds the organisation `name`, [`ADMIN_USER`] its owner (as if made through the API by
     /// the administrator, but not counted).
     pub fn add_org(&self, name: &str) {
-        let mut state = lock(&self.state);
-        let password: String = rand::random::<[u8; 16]>().iter().map(|b| format!("{b:02x}")).collect();
-        let email = format!("{}@org.stand-in.invalid", name.to_ascii_lowercase());
-        state.insert_user(name, &email, &password, false);
-        let key = name.to_ascii_lowercase();
-        if let Some(org) = state.users.get_mut(&key) {
-            org.is_org = true;
-            org.visibility = "private".into();
-        }
-        let id = state.next_id();
-        state.swarm.teams.push(Team {
-            id,
-            org: key,
-            name: "Owners".into(),
-            permission: "owner".into(),
-            includes_all_repositories: true,
-            can_create_org_repo: true,
-            units: Vec::new(),
-            members: vec![ADMIN_USER.to_owned()],
-        });
+        lock(&self.state).insert_org(name, "", "private", ADMIN_USER);
     }
 
     /// Whether `name` is an organisation.
@@ -157,14 +156,17 @@ impl ForgeStandIn {
     ///
     /// # Panics
     /// When the repository does not exist.
-    pub async fn open_pull(&self, owner: &str, name: &str, author: &str, title: &str, head_ref: &str) -> (i64, Vec<Delivery>) {
+    pub async fn open_pull(
+        &self,
+        owner: &str,
+        name: &str,
+        author: &str,
+        title: &str,
+        head_ref: &str,
+    ) -> (i64, Vec<Delivery>) {
         let (number, deliveries) = {
             let mut state = lock(&self.state);
-            let repo = repo_key(owner, name);
-            assert!(state.repos.contains_key(&repo), "no repository {repo} in the stand-in");
-            let number = state.swarm.next_index(&repo);
-            let now = state.swarm.tick();
-            let id = state.next_id();
+            let NewItem { repo, number, now, id } = new_item(&mut state, owner, name);
             state.swarm.pulls.push(StandInPull {
                 id,
                 repo: repo.clone(),
@@ -243,11 +245,7 @@ impl ForgeStandIn {
     pub async fn open_issue(&self, owner: &str, name: &str, title: &str, labels: &[&str]) -> (i64, Vec<Delivery>) {
         let (number, deliveries) = {
             let mut state = lock(&self.state);
-            let repo = repo_key(owner, name);
-            assert!(state.repos.contains_key(&repo), "no repository {repo} in the stand-in");
-            let number = state.swarm.next_index(&repo);
-            let now = state.swarm.tick();
-            let id = state.next_id();
+            let NewItem { repo, number, now, id } = new_item(&mut state, owner, name);
             state.swarm.issues.push(StandInIssue {
                 id,
                 repo: repo.clone(),

@@ -62,6 +62,45 @@ pub(super) fn invalid(state: &State, field: &str, rule: &str) -> Reply {
     error(state, StatusCode::UNPROCESSABLE_ENTITY, &format!("[{field}]: {rule}"))
 }
 
+/// The binding `Required;Username;MaxSize(40)` of `field`.
+pub(super) fn check_username(state: &State, field: &str, name: &str) -> Result<(), Reply> {
+    if name.is_empty() {
+        return Err(invalid(state, field, "Required"));
+    }
+    if !rules::valid_username(name) {
+        return Err(invalid(state, field, "invalid username"));
+    }
+    if name.len() > 40 {
+        return Err(invalid(state, field, "MaxSize"));
+    }
+    Ok(())
+}
+
+/// The binding `Required;AlphaDashDot;MaxSize(max)` of `field`.
+pub(super) fn check_alpha_dash_dot(state: &State, field: &str, name: &str, max: usize) -> Result<(), Reply> {
+    if name.is_empty() {
+        return Err(invalid(state, field, "Required"));
+    }
+    if !rules::alpha_dash_dot(name) {
+        return Err(invalid(state, field, "AlphaDashDot"));
+    }
+    if name.len() > max {
+        return Err(invalid(state, field, "MaxSize"));
+    }
+    Ok(())
+}
+
+/// The bindings `full_name` `MaxSize(100)` and `visibility` `In(,public,limited,private)`.
+pub(super) fn check_profile(state: &State, full_name: &str, visibility: &str) -> Result<(), Reply> {
+    if full_name.chars().count() > 100 {
+        return Err(invalid(state, "FullName", "MaxSize"));
+    }
+    if !["", "public", "limited", "private"].contains(&visibility) {
+        return Err(invalid(state, "Visibility", "In"));
+    }
+    Ok(())
+}
+
 /// `reqSiteAdmin`, after `reqToken`.
 pub(super) fn require_admin(state: &State, doer: Option<&Doer>) -> Result<(), Reply> {
     let user = require_signed(state, doer)?;
@@ -99,15 +138,7 @@ fn create_user(state: &mut State, request: &Request, doer: Option<&Doer>) -> Res
     // The bindings, field by field: username `Required;Username;MaxSize(40)`, full_name
     // `MaxSize(100)`, email `Required;Email;MaxSize(254)`, password `MaxSize(255)`,
     // visibility `In(,public,limited,private)`.
-    if username.is_empty() {
-        return Err(invalid(state, "Username", "Required"));
-    }
-    if !rules::valid_username(&username) {
-        return Err(invalid(state, "Username", "invalid username"));
-    }
-    if username.len() > 40 {
-        return Err(invalid(state, "Username", "MaxSize"));
-    }
+    check_username(state, "Username", &username)?;
     if full_name.chars().count() > 100 {
         return Err(invalid(state, "FullName", "MaxSize"));
     }
@@ -123,9 +154,7 @@ fn create_user(state: &mut State, request: &Request, doer: Option<&Doer>) -> Res
     if password.len() > 255 {
         return Err(invalid(state, "Password", "MaxSize"));
     }
-    if !["", "public", "limited", "private"].contains(&visibility.as_str()) {
-        return Err(invalid(state, "Visibility", "In"));
-    }
+    check_profile(state, &full_name, &visibility)?;
     if password.chars().count() < MIN_PASSWORD_LENGTH {
         return Err(error(state, StatusCode::BAD_REQUEST, "PasswordIsRequired"));
     }
@@ -376,15 +405,7 @@ fn generate_repo(
     if owner.is_empty() {
         return Err(invalid(state, "Owner", "Required"));
     }
-    if name.is_empty() {
-        return Err(invalid(state, "Name", "Required"));
-    }
-    if !rules::alpha_dash_dot(&name) {
-        return Err(invalid(state, "Name", "AlphaDashDot"));
-    }
-    if name.len() > 100 {
-        return Err(invalid(state, "Name", "MaxSize"));
-    }
+    check_alpha_dash_dot(state, "Name", &name, 100)?;
     if !template.template {
         return Err(error(state, StatusCode::UNPROCESSABLE_ENTITY, "this is not a template repo"));
     }

@@ -9,7 +9,9 @@ use serde_json::Value;
 use warp::http::{Method, StatusCode};
 
 use super::http::{Doer, Reply, Request, empty, error, json_reply, not_found, require_scope, require_signed};
-use super::routes::{bind, context_user, invalid, paged, visible_repo};
+use super::routes::{
+    bind, check_alpha_dash_dot, check_profile, check_username, context_user, invalid, paged, visible_repo,
+};
 use super::rules;
 use super::state::{State, User, repo_key};
 use super::swarm_state::{Label, StandInHook, Team};
@@ -18,9 +20,15 @@ use super::swarm_state::{Label, StandInHook, Team};
 /// forge's own JSON payloads, so it takes only its own types.
 const HOOK_TYPES: &[&str] = &["forgejo", "gitea"];
 /// The units a team may be given (`unit_model.AllRepoUnitTypes`, those the swarm could use).
-const UNITS: &[&str] = &["repo.code", "repo.issues", "repo.pulls", "repo.ext_issues", "repo.wiki", "repo.releases"];
+pub(super) const UNITS: &[&str] =
+    &["repo.code", "repo.issues", "repo.pulls", "repo.ext_issues", "repo.wiki", "repo.releases"];
 
-pub(super) fn route(state: &mut State, request: &Request, doer: Option<&Doer>, segments: &[&str]) -> Result<Reply, Reply> {
+pub(super) fn route(
+    state: &mut State,
+    request: &Request,
+    doer: Option<&Doer>,
+    segments: &[&str],
+) -> Result<Reply, Reply> {
     match (&request.method, segments) {
         (&Method::POST, ["orgs"]) => create_org(state, request, doer),
         (&Method::GET, ["orgs", org]) => get_org(state, request, doer, org),
@@ -41,8 +49,8 @@ pub(super) fn route(state: &mut State, request: &Request, doer: Option<&Doer>, s
         (&Method::PATCH, ["orgs", org, "hooks", id]) => edit_hook(state, request, doer, org, id),
         (&Method::DELETE, ["orgs", org, "hooks", id]) => delete_hook(state, request, doer, org, id),
         (&Method::GET, ["orgs", org, "repos"]) => list_org_repos(state, request, doer, org),
-        (&Method::GET, ["repos", owner, repo, "pulls"]) => list_pulls(state, request, doer, owner, repo),
-        (&Method::GET, ["repos", owner, repo, "issues"]) => list_issues(state, request, doer, owner, repo),
+        (&Method::GET, ["repos", owner, repo, "pulls"]) => list_pulls(state, request, doer, (owner, repo)),
+        (&Method::GET, ["repos", owner, repo, "issues"]) => list_issues(state, request, doer, (owner, repo)),
         (&Method::PUT, ["repos", owner, repo, "collaborators", user]) => {
             add_collaborator(state, request, doer, owner, repo, user)
         }
@@ -72,14 +80,22 @@ fn is_member(state: &State, doer: &User, org: &str) -> bool {
 fn require_owner<'a>(state: &'a State, doer: Option<&Doer>, org: &str) -> Result<&'a User, Reply> {
     let user = require_signed(state, doer)?;
     context_org(state, org)?;
-    if is_owner(state, user, org) { Ok(user) } else { Err(error(state, StatusCode::FORBIDDEN, "Must be an organization owner")) }
+    if is_owner(state, user, org) {
+        Ok(user)
+    } else {
+        Err(error(state, StatusCode::FORBIDDEN, "Must be an organization owner"))
+    }
 }
 
 /// `reqOrgMembership`: 403 "Must be an organization member" for anyone else.
 fn require_member<'a>(state: &'a State, doer: Option<&Doer>, org: &str) -> Result<&'a User, Reply> {
     let user = require_signed(state, doer)?;
     context_org(state, org)?;
-    if is_member(state, user, org) { Ok(user) } else { Err(error(state, StatusCode::FORBIDDEN, "Must be an organization member")) }
+    if is_member(state, user, org) {
+        Ok(user)
+    } else {
+        Err(error(state, StatusCode::FORBIDDEN, "Must be an organization member"))
+    }
 }
 
 #[derive(Deserialize)]
@@ -97,47 +113,17 @@ fn create_org(state: &mut State, request: &Request, doer: Option<&Doer>) -> Resu
     let form: CreateOrgOption = bind(state, &request.body)?;
     let name = form.username.unwrap_or_default();
     let visibility = form.visibility.unwrap_or_default();
+    let full_name = form.full_name.unwrap_or_default();
     // username `Required;Username;MaxSize(40)`, full_name `MaxSize(100)`, visibility
     // `In(,public,limited,private)`.
-    if name.is_empty() {
-        return Err(invalid(state, "UserName", "Required"));
-    }
-    if !rules::valid_username(&name) {
-        return Err(invalid(state, "UserName", "invalid username"));
-    }
-    if name.len() > 40 {
-        return Err(invalid(state, "UserName", "MaxSize"));
-    }
-    if form.full_name.as_deref().unwrap_or("").chars().count() > 100 {
-        return Err(invalid(state, "FullName", "MaxSize"));
-    }
-    if !["", "public", "limited", "private"].contains(&visibility.as_str()) {
-        return Err(invalid(state, "Visibility", "In"));
-    }
+    check_username(state, "UserName", &name)?;
+    check_profile(state, &full_name, &visibility)?;
     rules::usable_user_name(&name).map_err(|m| error(state, StatusCode::UNPROCESSABLE_ENTITY, &m))?;
     if state.user(&name).is_some() {
         return Err(error(state, StatusCode::UNPROCESSABLE_ENTITY, &format!("user already exists [name: {name}]")));
     }
-    let password: String = rand::random::<[u8; 16]>().iter().map(|b| format!("{b:02x}")).collect();
-    let email = format!("{}@org.stand-in.invalid", name.to_ascii_lowercase());
-    state.insert_user(&name, &email, &password, false);
-    let key = name.to_ascii_lowercase();
-    if let Some(org) = state.users.get_mut(&key) {
-        org.is_org = true;
-        org.full_name = form.full_name.unwrap_or_default();
-        org.visibility = if visibility.is_empty() { "public".into() } else { visibility };
-    }
-    let owners = Team {
-        id: state.next_id(),
-        org: key.clone(),
-        name: "Owners".into(),
-        permission: "owner".into(),
-        includes_all_repositories: true,
-        can_create_org_repo: true,
-        units: UNITS.iter().map(|u| (*u).to_owned()).collect(),
-        members: vec![creator.login.to_ascii_lowercase()],
-    };
-    state.swarm.teams.push(owners);
+    let visibility = if visibility.is_empty() { "public" } else { visibility.as_str() };
+    let key = state.insert_org(&name, &full_name, visibility, &creator.login);
     state.counts.orgs_created += 1;
     Ok(json_reply(StatusCode::CREATED, &state.org_json(&state.users[&key])))
 }
@@ -181,15 +167,7 @@ fn create_team(state: &mut State, request: &Request, doer: Option<&Doer>, org: &
     let name = form.name.unwrap_or_default();
     let permission = form.permission.unwrap_or_default();
     // name `Required;AlphaDashDot;MaxSize(255)`, permission `In(read,write,admin)`.
-    if name.is_empty() {
-        return Err(invalid(state, "Name", "Required"));
-    }
-    if !rules::alpha_dash_dot(&name) {
-        return Err(invalid(state, "Name", "AlphaDashDot"));
-    }
-    if name.len() > 255 {
-        return Err(invalid(state, "Name", "MaxSize"));
-    }
+    check_alpha_dash_dot(state, "Name", &name, 255)?;
     if !["read", "write", "admin"].contains(&permission.as_str()) {
         return Err(invalid(state, "Permission", "In"));
     }
@@ -220,7 +198,13 @@ fn create_team(state: &mut State, request: &Request, doer: Option<&Doer>, org: &
 /// `teamAssignment`: the `{id}` must be a team's (404).
 fn context_team(state: &State, id: &str) -> Result<Team, Reply> {
     let id = id.parse::<i64>().map_err(|_| not_found(state, "The target couldn't be found.", ""))?;
-    state.swarm.teams.iter().find(|t| t.id == id).cloned().ok_or_else(|| not_found(state, "The target couldn't be found.", ""))
+    state
+        .swarm
+        .teams
+        .iter()
+        .find(|t| t.id == id)
+        .cloned()
+        .ok_or_else(|| not_found(state, "The target couldn't be found.", ""))
 }
 
 /// `GET /teams/{id}/members` (orgListTeamMembers): members of its organisation; paged `User`s.
@@ -266,7 +250,11 @@ fn label_scope(state: &State, request: &Request, doer: Option<&Doer>, owner: Lab
     match owner {
         LabelOwner::Org(org) => {
             require_scope(state, request, doer, "organization")?;
-            if write { require_owner(state, doer, org)? } else { require_member(state, doer, org)? };
+            if write {
+                require_owner(state, doer, org)?
+            } else {
+                require_member(state, doer, org)?
+            };
             Ok(format!("org:{}", org.to_ascii_lowercase()))
         }
         LabelOwner::Repo(owner, name) => {
@@ -275,13 +263,18 @@ fn label_scope(state: &State, request: &Request, doer: Option<&Doer>, owner: Lab
             let key = repo_key(owner, name);
             if write {
                 let user = require_signed(state, doer)?;
-                let collaborator = state.swarm.collaborators.get(&key).and_then(|c| c.get(&user.login.to_ascii_lowercase()));
+                let collaborator =
+                    state.swarm.collaborators.get(&key).and_then(|c| c.get(&user.login.to_ascii_lowercase()));
                 let may = user.is_admin
                     || user.login.eq_ignore_ascii_case(&repo.owner)
                     || collaborator.is_some_and(|p| p != "read")
                     || is_owner(state, user, &repo.owner);
                 if !may {
-                    return Err(error(state, StatusCode::FORBIDDEN, "user should have a permission to write to a repo"));
+                    return Err(error(
+                        state,
+                        StatusCode::FORBIDDEN,
+                        "user should have a permission to write to a repo",
+                    ));
                 }
             }
             Ok(format!("repo:{key}"))
@@ -290,7 +283,12 @@ fn label_scope(state: &State, request: &Request, doer: Option<&Doer>, owner: Lab
 }
 
 /// `GET /orgs/{org}/labels`, `GET /repos/{owner}/{repo}/labels`: paged `Label`s.
-fn list_labels(state: &mut State, request: &Request, doer: Option<&Doer>, owner: LabelOwner<'_>) -> Result<Reply, Reply> {
+fn list_labels(
+    state: &mut State,
+    request: &Request,
+    doer: Option<&Doer>,
+    owner: LabelOwner<'_>,
+) -> Result<Reply, Reply> {
     let scope = label_scope(state, request, doer, owner)?;
     let labels: Vec<Value> =
         state.swarm.labels.iter().filter(|l| l.scope == scope).map(|l| state.label_json(l)).collect();
@@ -307,7 +305,12 @@ struct CreateLabelOption {
 /// `POST .../labels` (orgCreateLabel, issueCreateLabel): 201 `Label`; `name` and `color`
 /// `Required`, the colour six hex digits (`NormalizeColor`, 422); the forge allows two labels of
 /// one name.
-fn create_label(state: &mut State, request: &Request, doer: Option<&Doer>, owner: LabelOwner<'_>) -> Result<Reply, Reply> {
+fn create_label(
+    state: &mut State,
+    request: &Request,
+    doer: Option<&Doer>,
+    owner: LabelOwner<'_>,
+) -> Result<Reply, Reply> {
     let scope = label_scope(state, request, doer, owner)?;
     let form: CreateLabelOption = bind(state, &request.body)?;
     let name = form.name.unwrap_or_default();
@@ -481,37 +484,47 @@ fn state_filter(state: &State, request: &Request) -> Result<Option<&'static str>
     }
 }
 
-/// `GET /repos/{owner}/{repo}/pulls` (repoListPullRequests): paged `PullRequest`s, newest first.
-fn list_pulls(state: &mut State, request: &Request, doer: Option<&Doer>, owner: &str, name: &str) -> Result<Reply, Reply> {
-    require_scope(state, request, doer, "repository")?;
+/// A repository's list route: its scope `category`, the repository visible to the doer, the
+/// `state` query; then a page of what `items` gives for the repository's key and that state.
+fn repo_list(
+    state: &State,
+    request: &Request,
+    doer: Option<&Doer>,
+    (owner, name): (&str, &str),
+    category: &str,
+    items: impl Fn(&State, &str, Option<&str>) -> Vec<Value>,
+) -> Result<Reply, Reply> {
+    require_scope(state, request, doer, category)?;
     visible_repo(state, doer, owner, name)?;
     let wanted = state_filter(state, request)?;
-    let key = repo_key(owner, name);
-    let mut pulls: Vec<_> =
-        state.swarm.pulls.iter().filter(|p| p.repo == key && wanted.is_none_or(|w| p.state == w)).collect();
-    pulls.sort_by_key(|p| std::cmp::Reverse(p.number));
-    let pulls: Vec<Value> = pulls.into_iter().map(|p| state.pull_json(p)).collect();
-    Ok(paged(state, request, pulls))
+    Ok(paged(state, request, items(state, &repo_key(owner, name), wanted)))
+}
+
+/// `GET /repos/{owner}/{repo}/pulls` (repoListPullRequests): paged `PullRequest`s, newest first.
+fn list_pulls(state: &State, request: &Request, doer: Option<&Doer>, repo: (&str, &str)) -> Result<Reply, Reply> {
+    repo_list(state, request, doer, repo, "repository", |state, key, wanted| {
+        let mut pulls: Vec<_> =
+            state.swarm.pulls.iter().filter(|p| p.repo == key && wanted.is_none_or(|w| p.state == w)).collect();
+        pulls.sort_by_key(|p| std::cmp::Reverse(p.number));
+        pulls.into_iter().map(|p| state.pull_json(p)).collect()
+    })
 }
 
 /// `GET /repos/{owner}/{repo}/issues` (issueListIssues): paged `Issue`s, newest first; `type`
 /// `issues` or `pulls` (pulls are listed as issues with `pull_request` set; the stand-in keeps
 /// pulls apart, so `type=pulls` lists none).
-fn list_issues(state: &mut State, request: &Request, doer: Option<&Doer>, owner: &str, name: &str) -> Result<Reply, Reply> {
-    require_scope(state, request, doer, "issue")?;
-    visible_repo(state, doer, owner, name)?;
-    let wanted = state_filter(state, request)?;
+fn list_issues(state: &State, request: &Request, doer: Option<&Doer>, repo: (&str, &str)) -> Result<Reply, Reply> {
     let only_pulls = request.query.get("type").is_some_and(|t| t == "pulls");
-    let key = repo_key(owner, name);
-    let mut issues: Vec<_> = state
-        .swarm
-        .issues
-        .iter()
-        .filter(|i| !only_pulls && i.repo == key && wanted.is_none_or(|w| i.state == w))
-        .collect();
-    issues.sort_by_key(|i| std::cmp::Reverse(i.number));
-    let issues: Vec<Value> = issues.into_iter().map(|i| state.issue_json(i)).collect();
-    Ok(paged(state, request, issues))
+    repo_list(state, request, doer, repo, "issue", |state, key, wanted| {
+        let mut issues: Vec<_> = state
+            .swarm
+            .issues
+            .iter()
+            .filter(|i| !only_pulls && i.repo == key && wanted.is_none_or(|w| i.state == w))
+            .collect();
+        issues.sort_by_key(|i| std::cmp::Reverse(i.number));
+        issues.into_iter().map(|i| state.issue_json(i)).collect()
+    })
 }
 
 #[derive(Deserialize)]
@@ -534,9 +547,14 @@ fn add_collaborator(
     let repo = visible_repo(state, doer, owner, name)?;
     let signed = require_signed(state, doer)?;
     if !(signed.is_admin || signed.login.eq_ignore_ascii_case(&repo.owner) || is_owner(state, signed, &repo.owner)) {
-        return Err(error(state, StatusCode::FORBIDDEN, "user should be an owner or a collaborator with admin write of a repository"));
+        return Err(error(
+            state,
+            StatusCode::FORBIDDEN,
+            "user should be an owner or a collaborator with admin write of a repository",
+        ));
     }
-    let form: AddCollaboratorOption = if request.body.is_empty() { AddCollaboratorOption { permission: None } } else { bind(state, &request.body)? };
+    let form: AddCollaboratorOption =
+        if request.body.is_empty() { AddCollaboratorOption { permission: None } } else { bind(state, &request.body)? };
     let permission = form.permission.unwrap_or_else(|| "write".into());
     if !["read", "write", "admin"].contains(&permission.as_str()) {
         return Err(invalid(state, "Permission", "In"));

@@ -156,6 +156,32 @@ pub(super) fn rfc3339(secs: i64) -> String {
 }
 
 impl State {
+    /// Adds the organisation `name` (in the users' namespace, never signing in) with its
+    /// `Owners` team, `owner` its member, as the forge does when one is created; returns its key.
+    pub fn insert_org(&mut self, name: &str, full_name: &str, visibility: &str, owner: &str) -> String {
+        let password: String = rand::random::<[u8; 16]>().iter().map(|b| format!("{b:02x}")).collect();
+        let email = format!("{}@org.stand-in.invalid", name.to_ascii_lowercase());
+        self.insert_user(name, &email, &password, false);
+        let key = name.to_ascii_lowercase();
+        if let Some(org) = self.users.get_mut(&key) {
+            org.is_org = true;
+            org.full_name = full_name.to_owned();
+            org.visibility = visibility.to_owned();
+        }
+        let owners = Team {
+            id: self.next_id(),
+            org: key.clone(),
+            name: "Owners".into(),
+            permission: "owner".into(),
+            includes_all_repositories: true,
+            can_create_org_repo: true,
+            units: super::routes_swarm::UNITS.iter().map(|u| (*u).to_owned()).collect(),
+            members: vec![owner.to_ascii_lowercase()],
+        };
+        self.swarm.teams.push(owners);
+        key
+    }
+
     /// `Organization`.
     pub fn org_json(&self, org: &super::state::User) -> Value {
         json!({

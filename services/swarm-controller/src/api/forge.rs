@@ -31,7 +31,12 @@ where
     S: Stream<Item = Result<B, warp::Error>> + Send,
     B: Buf,
 {
-    let too_large = || ApiError::PayloadTooLarge(format!("the request body is larger than {} KiB; no forge delivery is that large", MAX_DELIVERY_BYTES / 1024));
+    let too_large = || {
+        ApiError::PayloadTooLarge(format!(
+            "the request body is larger than {} KiB; no forge delivery is that large",
+            MAX_DELIVERY_BYTES / 1024
+        ))
+    };
     let declared = headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > DRAIN_BYTES) {
         return Err(too_large());
@@ -100,7 +105,8 @@ impl App {
             return Ok(json(StatusCode::OK, &json!({"event": event, "outcome": "duplicate"})));
         }
         let parsed = webhook::parse(event, &body).map_err(ApiError::BadRequest)?;
-        let outcome = hub.apply(parsed).await.map_err(|e| ApiError::Unavailable(format!("{e}; the forge may send it again")))?;
+        let outcome =
+            hub.apply(parsed).await.map_err(|e| ApiError::Unavailable(format!("{e}; the forge may send it again")))?;
         if let Some(id) = &delivery {
             hub.seen.record(id);
         }
@@ -112,13 +118,15 @@ impl App {
     }
 
     pub(super) async fn config_prs(&self) -> Result<Response, ApiError> {
-        let all = self.forge.config_prs.list(&self.js).await.map_err(|e| ApiError::Unavailable(format!("{e}; try again")))?;
+        let all =
+            self.forge.config_prs.list(&self.js).await.map_err(|e| ApiError::Unavailable(format!("{e}; try again")))?;
         Ok(json(StatusCode::OK, &all))
     }
 
     pub(super) async fn config_pr(&self, agent: &str) -> Result<Response, ApiError> {
         let agent = AgentName::parse(agent).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-        let found = self.forge.config_prs.get(&agent).await.map_err(|e| ApiError::Unavailable(format!("{e}; try again")))?;
+        let found =
+            self.forge.config_prs.get(&agent).await.map_err(|e| ApiError::Unavailable(format!("{e}; try again")))?;
         match found {
             Some(pr) => Ok(json(StatusCode::OK, &pr)),
             None => Err(ApiError::NotFound(format!(

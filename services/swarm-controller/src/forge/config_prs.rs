@@ -162,7 +162,9 @@ impl ConfigPrs {
                 return Ok(Applied::Written);
             }
         }
-        Err(format!("{CONFIG_PRS_BUCKET} {agent}: another writer won {CAS_ATTEMPTS} times in a row; retried at the next pass"))
+        Err(format!(
+            "{CONFIG_PRS_BUCKET} {agent}: another writer won {CAS_ATTEMPTS} times in a row; retried at the next pass"
+        ))
     }
 }
 
@@ -201,7 +203,9 @@ pub async fn heal(forge: &dyn SwarmForge, roster: &Roster, store: &ConfigPrs) ->
             let pulls = forge.pulls(owner, repo, PullFilter::All).await.map_err(|e| e.to_string())?;
             let newest = pulls.iter().max_by_key(|p| instant(&p.updated_at));
             match newest {
-                Some(pull) => store.apply(&agent, &ConfigPr::from_pull(&agent, &full_name, pull), Source::Listing).await,
+                Some(pull) => {
+                    store.apply(&agent, &ConfigPr::from_pull(&agent, &full_name, pull), Source::Listing).await
+                }
                 None => Ok(Applied::Kept),
             }
         };

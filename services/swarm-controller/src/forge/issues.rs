@@ -82,7 +82,10 @@ impl IssueReport {
     /// Replaces the whole report with a listing.
     pub fn replace(&self, repos: BTreeMap<String, Vec<Issue>>, listed_at: String) {
         let mut held = self.write();
-        held.repos = repos.into_iter().map(|(repo, issues)| (repo, issues.into_iter().map(|i| (i.number, i)).collect())).collect();
+        held.repos = repos
+            .into_iter()
+            .map(|(repo, issues)| (repo, issues.into_iter().map(|i| (i.number, i)).collect()))
+            .collect();
         held.listed_at = Some(listed_at);
     }
 
@@ -128,7 +131,12 @@ impl IssueReport {
 ///
 /// # Errors
 /// A listing failed; the report keeps what it held.
-pub async fn rebuild(forge: &dyn SwarmForge, org: &str, report: &IssueReport, now: OffsetDateTime) -> Result<usize, String> {
+pub async fn rebuild(
+    forge: &dyn SwarmForge,
+    org: &str,
+    report: &IssueReport,
+    now: OffsetDateTime,
+) -> Result<usize, String> {
     let mut repos = BTreeMap::new();
     let mut count = 0;
     for repo in forge.org_repos(org).await.map_err(|e| e.to_string())? {

@@ -78,7 +78,12 @@ impl ForgeHub {
 /// The forge pass, at once and then every `settings.reconcile_every`: the swarm's objects,
 /// then the listings of config pull requests and open issues (which heal lost or late
 /// deliveries). Each part's failure is logged and retried at the next pass.
-pub async fn run_passes(hub: Arc<ForgeHub>, forge: Arc<dyn SwarmForge>, settings: ForgeSettings, clock: Arc<dyn Clock>) {
+pub async fn run_passes(
+    hub: Arc<ForgeHub>,
+    forge: Arc<dyn SwarmForge>,
+    settings: ForgeSettings,
+    clock: Arc<dyn Clock>,
+) {
     let hook = match (&settings.webhook_url, &hub.secret) {
         (Some(url), Some(secret)) => Some(objects::WantedHook { url: url.clone(), secret: secret.hook_secret() }),
         (Some(_), None) => {
@@ -109,7 +114,9 @@ pub async fn run_passes(hub: Arc<ForgeHub>, forge: Arc<dyn SwarmForge>, settings
             Err(error) => tracing::warn!(%error, "forge objects pass failed; retrying at the next tick"),
         }
         match config_prs::heal(forge.as_ref(), &hub.roster, &hub.config_prs).await {
-            Ok(report) if report.written > 0 || report.failed > 0 => tracing::info!(?report, "config pull requests listed"),
+            Ok(report) if report.written > 0 || report.failed > 0 => {
+                tracing::info!(?report, "config pull requests listed")
+            }
             Ok(report) => tracing::debug!(?report, "config pull requests listed: nothing new"),
             Err(error) => tracing::warn!(%error, "listing config pull requests failed; retrying at the next tick"),
         }

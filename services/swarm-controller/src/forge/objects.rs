@@ -111,7 +111,8 @@ pub async fn pass(
             events: HOOK_EVENTS.iter().map(|e| (*e).to_owned()).collect(),
             active: true,
         };
-        let ours: Vec<_> = forge.org_hooks(org).await.map_err(text)?.into_iter().filter(|h| h.url == wanted.url).collect();
+        let ours: Vec<_> =
+            forge.org_hooks(org).await.map_err(text)?.into_iter().filter(|h| h.url == wanted.url).collect();
         match ours.split_first() {
             None => {
                 forge.create_org_hook(org, &spec).await.map_err(text)?;

@@ -76,7 +76,8 @@ struct OwnerRef {
 /// # Errors
 /// The body is not the event's JSON payload; the message says what is missing.
 pub fn parse(event: &str, body: &[u8]) -> Result<Event, String> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {}", e.classify_text()))?;
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {}", e.classify_text()))?;
     if !matches!(event, "pull_request" | "issues") {
         return Ok(Event::Ignored(event.to_owned()));
     }
@@ -172,7 +173,10 @@ mod tests {
         });
         let event = parse("pull_request", pull.to_string().as_bytes()).unwrap();
         let Event::Pull { owner, repo, pull } = event else { panic!("{event:?}") };
-        assert_eq!((owner.as_str(), repo.as_str(), pull.number, pull.head_sha.as_str()), ("swarm", "a-config", 2, "abc"));
+        assert_eq!(
+            (owner.as_str(), repo.as_str(), pull.number, pull.head_sha.as_str()),
+            ("swarm", "a-config", 2, "abc")
+        );
         assert_eq!(parse("push", b"{}").unwrap(), Event::Ignored("push".into()));
         assert!(parse("push", b"{").unwrap_err().contains("not JSON"));
         assert!(parse("pull_request", b"{}").unwrap_err().contains("no repository"));

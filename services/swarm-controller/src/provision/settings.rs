@@ -148,7 +148,8 @@ impl ProvisionSettings {
             .map(|(url, token)| SsoSettings { url, token });
         let forge = match pair(lookup, vars::FORGE_URL, vars::FORGE_ADMIN_TOKEN_FILE)? {
             None => {
-                let forge_only = [vars::FORGE_TEMPLATE_REPO, vars::FORGE_ORG, vars::FORGE_WEBHOOK_URL, vars::FORGE_RECONCILE_EVERY];
+                let forge_only =
+                    [vars::FORGE_TEMPLATE_REPO, vars::FORGE_ORG, vars::FORGE_WEBHOOK_URL, vars::FORGE_RECONCILE_EVERY];
                 if let Some(var) = forge_only.into_iter().find(|var| lookup(var).is_some()) {
                     return Err(ConfigError::new(
                         var,
@@ -165,7 +166,15 @@ impl ProvisionSettings {
                 };
                 let webhook_url = lookup(vars::FORGE_WEBHOOK_URL).map(|url| webhook_url(&url)).transpose()?;
                 let reconcile_every = duration(lookup, vars::FORGE_RECONCILE_EVERY, DEFAULT_FORGE_RECONCILE_EVERY)?;
-                Some(ForgeSettings { url, admin_token, template_owner, template_name, org, webhook_url, reconcile_every })
+                Some(ForgeSettings {
+                    url,
+                    admin_token,
+                    template_owner,
+                    template_name,
+                    org,
+                    webhook_url,
+                    reconcile_every,
+                })
             }
         };
         let matrix = pair(lookup, vars::MATRIX_URL, vars::MATRIX_SHARED_SECRET_FILE)?
@@ -428,22 +437,42 @@ mod tests {
             (vec![(vars::FORGE_ORG, "swarm")], vars::FORGE_ORG, "set both"),
             (vec![(vars::FORGE_WEBHOOK_URL, "https://x/api/forge/webhook")], vars::FORGE_WEBHOOK_URL, "set both"),
             (
-                vec![(vars::FORGE_URL, url), (vars::FORGE_ADMIN_TOKEN_FILE, &token), (vars::FORGE_TEMPLATE_REPO, "a/b"), (vars::FORGE_ORG, "-x")],
+                vec![
+                    (vars::FORGE_URL, url),
+                    (vars::FORGE_ADMIN_TOKEN_FILE, &token),
+                    (vars::FORGE_TEMPLATE_REPO, "a/b"),
+                    (vars::FORGE_ORG, "-x"),
+                ],
                 vars::FORGE_ORG,
                 "must start with",
             ),
             (
-                vec![(vars::FORGE_URL, url), (vars::FORGE_ADMIN_TOKEN_FILE, &token), (vars::FORGE_TEMPLATE_REPO, "a/b"), (vars::FORGE_WEBHOOK_URL, "ftp://x/api/forge/webhook")],
+                vec![
+                    (vars::FORGE_URL, url),
+                    (vars::FORGE_ADMIN_TOKEN_FILE, &token),
+                    (vars::FORGE_TEMPLATE_REPO, "a/b"),
+                    (vars::FORGE_WEBHOOK_URL, "ftp://x/api/forge/webhook"),
+                ],
                 vars::FORGE_WEBHOOK_URL,
                 "http(s) URL",
             ),
             (
-                vec![(vars::FORGE_URL, url), (vars::FORGE_ADMIN_TOKEN_FILE, &token), (vars::FORGE_TEMPLATE_REPO, "a/b"), (vars::FORGE_WEBHOOK_URL, "https://x/hook")],
+                vec![
+                    (vars::FORGE_URL, url),
+                    (vars::FORGE_ADMIN_TOKEN_FILE, &token),
+                    (vars::FORGE_TEMPLATE_REPO, "a/b"),
+                    (vars::FORGE_WEBHOOK_URL, "https://x/hook"),
+                ],
                 vars::FORGE_WEBHOOK_URL,
                 "/api/forge/webhook",
             ),
             (
-                vec![(vars::FORGE_URL, url), (vars::FORGE_ADMIN_TOKEN_FILE, &token), (vars::FORGE_TEMPLATE_REPO, "a/b"), (vars::FORGE_RECONCILE_EVERY, "0s")],
+                vec![
+                    (vars::FORGE_URL, url),
+                    (vars::FORGE_ADMIN_TOKEN_FILE, &token),
+                    (vars::FORGE_TEMPLATE_REPO, "a/b"),
+                    (vars::FORGE_RECONCILE_EVERY, "0s"),
+                ],
                 vars::FORGE_RECONCILE_EVERY,
                 "at least 1s",
             ),

@@ -254,3 +254,36 @@ pub fn assert_absent(secrets: &[String], what: &str, text: &str) {
         assert!(!text.contains(secret.as_str()), "a secret ({} characters) appears in {what}", secret.len());
     }
 }
+
+/// The swarm-controller binary, started again after each kill with one environment; the logs of
+/// the runs it killed are kept, so a test can scan every run's log.
+pub struct ControllerRuns {
+    env: Vec<(String, String)>,
+    process: Option<Process>,
+    /// The logs of the runs killed so far, oldest first.
+    pub past_logs: Vec<String>,
+}
+
+impl ControllerRuns {
+    pub fn new(env: Vec<(String, String)>) -> Self {
+        Self { env, process: None, past_logs: Vec::new() }
+    }
+
+    /// Starts a run on `nats`, serving on `socket`; waits until it serves.
+    pub async fn start(&mut self, nats: &NatsJwt, socket: &std::path::Path) {
+        let env: Vec<(&str, &str)> = self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        self.process = Some(daemon_process(nats, socket, &env).await);
+    }
+
+    /// `kill -9` of the running one: nothing it holds in memory survives.
+    pub fn kill(&mut self) {
+        let mut process = self.process.take().expect("running");
+        process.kill();
+        self.past_logs.push(process.log());
+    }
+
+    /// The running one's log so far ("" when none runs).
+    pub fn log(&self) -> String {
+        self.process.as_ref().map(Process::log).unwrap_or_default()
+    }
+}

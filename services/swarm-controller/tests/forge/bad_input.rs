@@ -58,7 +58,9 @@ async fn signed_but_malformed_deliveries_are_400_unknown_events_are_taken_and_ig
         headers
     };
     let before = swarm.config_prs_sequence().await;
-    let cases: Vec<(Option<&str>, &[u8], &str, u16, &str)> = vec![
+    // (event, body, content type, status, what the error says)
+    type Case<'a> = (Option<&'a str>, &'a [u8], &'a str, u16, &'a str);
+    let cases: Vec<Case> = vec![
         (Some("pull_request"), b"{\"action\": ", "application/json", 400, "not JSON"),
         (Some("pull_request"), b"[]", "application/json", 400, "wrong type"),
         (Some("pull_request"), b"{\"action\": \"opened\"}", "application/json", 400, "no repository"),

@@ -12,12 +12,12 @@ use async_nats::jetstream;
 use hyperhive_hive_proto::roster::{Identities, Origin, RosterEntry};
 use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_testkit::forge::StandInHook;
-use hyperhive_testkit::{Caddy, ForgeStandIn, NatsJwt, Process, free_port, wait_until};
+use hyperhive_testkit::{Caddy, ForgeStandIn, NatsJwt, free_port, wait_until};
 use serde_json::Value;
 use swarm_controller::roster::Roster;
 use tempfile::TempDir;
 
-use crate::common;
+use crate::common::ControllerRuns;
 
 pub const PATIENCE: Duration = Duration::from_secs(30);
 /// The swarm's organisation, which holds the template too.
@@ -30,16 +30,13 @@ pub struct ForgeSwarm {
     _dir: TempDir,
     pub socket: PathBuf,
     pub state_dir: PathBuf,
-    pub controller: Option<Process>,
+    pub controller: ControllerRuns,
     pub forge: ForgeStandIn,
     /// The forge's way to the controller; stopped on drop.
     _caddy: Caddy,
     /// `http://127.0.0.1:<caddy>/api/forge/webhook`.
     pub webhook_url: String,
     pub js: jetstream::Context,
-    env: Vec<(String, String)>,
-    /// The logs of controllers stopped so far (for the secret scan).
-    pub past_logs: Vec<String>,
 }
 
 impl ForgeSwarm {
@@ -79,30 +76,17 @@ impl ForgeSwarm {
             _dir: dir,
             socket,
             state_dir,
-            controller: None,
+            controller: ControllerRuns::new(env),
             forge,
             _caddy: caddy,
             webhook_url,
-            env,
-            past_logs: Vec::new(),
         };
         swarm.start_controller().await;
         swarm
     }
 
     pub async fn start_controller(&mut self) {
-        let env: Vec<(&str, &str)> = self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        self.controller = Some(common::daemon_process(&self.nats, &self.socket, &env).await);
-    }
-
-    pub fn kill_controller(&mut self) {
-        let mut controller = self.controller.take().expect("running");
-        controller.kill();
-        self.past_logs.push(controller.log());
-    }
-
-    pub fn controller_log(&self) -> String {
-        self.controller.as_ref().map(Process::log).unwrap_or_default()
+        self.controller.start(&self.nats, &self.socket).await;
     }
 
     /// The webhook secret as the forge's hook holds it: the state file's bytes in hex.
@@ -152,8 +136,7 @@ impl ForgeSwarm {
 
     /// `GET path` on the socket: the status and the JSON body.
     pub async fn get(&self, path: &str) -> (u16, Value) {
-        let request =
-            hyper::Request::builder().uri(path).body(http_body_util::Full::new(bytes::Bytes::new())).unwrap();
+        let request = hyper::Request::builder().uri(path).body(http_body_util::Full::new(bytes::Bytes::new())).unwrap();
         let (status, body) = swarm_controller::swarmctl::client::send(&self.socket, request).await.unwrap();
         (status.as_u16(), serde_json::from_slice(&body).unwrap_or(Value::Null))
     }

@@ -2,6 +2,7 @@
 //! overwrites a newer state, and the issue report follows deliveries and listings.
 
 use hyperhive_hive_proto::AgentName;
+use hyperhive_provision::forge::PullRequest;
 use hyperhive_testkit::forge::PullChange;
 use hyperhive_testkit::wait_until;
 use serde_json::Value;
@@ -25,19 +26,20 @@ async fn a_lost_delivery_is_healed_by_the_listing() {
     assert_eq!(stored["number"], number);
 }
 
+/// The stored form of a pull request of alpha's repository changed at `updated`.
 fn pr(updated: &str, title: &str) -> ConfigPr {
-    ConfigPr {
-        agent: "alpha".into(),
-        repo: "swarm/alpha-config".into(),
+    let pull = PullRequest {
         number: 1,
         title: title.into(),
-        url: String::new(),
+        html_url: String::new(),
         state: "open".into(),
-        head: String::new(),
-        head_ref: String::new(),
+        merged: false,
         mergeable: Some(true),
-        updated: updated.into(),
-    }
+        head_sha: String::new(),
+        head_ref: String::new(),
+        updated_at: updated.into(),
+    };
+    ConfigPr::from_pull(&AgentName::parse("alpha").unwrap(), "swarm/alpha-config", &pull)
 }
 
 /// A listing read before a delivery was applied, but applied after it (two writers racing on
@@ -78,7 +80,8 @@ async fn the_issue_report_groups_open_issues_by_repository_and_label() {
     swarm.forge.add_repo(ORG, "tools", false, true);
     let (_, sent) = swarm.forge.open_issue(ORG, "tools", "flaky build", &["blocked"]).await;
     assert_eq!(sent[0].status, Some(200));
-    let (closing, _) = swarm.forge.open_issue(ORG, "alpha-config", "more memory", &["agent-request", "needs-review"]).await;
+    let (closing, _) =
+        swarm.forge.open_issue(ORG, "alpha-config", "more memory", &["agent-request", "needs-review"]).await;
     swarm.forge.open_issue(ORG, "alpha-config", "typo", &[]).await;
     let (_, report) = swarm.get("/api/issues").await;
     assert_eq!(report_titles(&report, "swarm/tools", "blocked"), ["flaky build"]);

@@ -18,7 +18,7 @@ async fn the_webhook_secret_appears_in_no_log_answer_or_kv_value() {
     let refused = swarm.forge.change_pull(ORG, "alpha-config", number, PullChange::Close).await;
     assert_eq!(refused[0].status, Some(401));
     swarm.wait_hook(ORG).await;
-    swarm.kill_controller();
+    swarm.controller.kill();
     swarm.start_controller().await;
     swarm.wait_pr("alpha", "the listing's state", |pr| pr["state"] == "closed").await;
 
@@ -29,7 +29,7 @@ async fn the_webhook_secret_appears_in_no_log_answer_or_kv_value() {
     }
     let (_, answer) = swarm.post_webhook(&refused[0].headers, refused[0].body.clone()).await;
     assert_absent(&secrets, "a refused delivery's answer", &answer.to_string());
-    for log in swarm.past_logs.iter().chain([&swarm.controller_log()]) {
+    for log in swarm.controller.past_logs.iter().chain([&swarm.controller.log()]) {
         assert_absent(&secrets, "the controller's log", log);
     }
     for bucket in ["agents", "config-prs", "swarm-secrets", "hive-status", "agent-wanted"] {

@@ -72,15 +72,23 @@ async fn unsigned_wrongly_signed_truncated_or_oversized_deliveries_are_refused_a
         value["padding"] = serde_json::Value::String("x".repeat(1024 * 1024));
         serde_json::to_vec(&value).unwrap()
     };
-    let cases: Vec<(&str, Vec<(String, String)>, Vec<u8>, u16, &str)> = vec![
+    // (what, headers, body, status, what the error says)
+    type Case<'a> = (&'a str, Vec<(String, String)>, Vec<u8>, u16, &'a str);
+    let cases: Vec<Case> = vec![
         ("no signature header", without(&["Signature"]), genuine.body.clone(), 401, "X-Forgejo-Signature"),
         ("signed with another secret", genuine.headers.clone(), genuine.body.clone(), 401, "does not match"),
         ("the body truncated after signing", signed_with(&genuine.body), truncated, 401, "does not match"),
-        ("a signature that is not hex", {
-            let mut h = without(&["Signature"]);
-            h.push(("X-Forgejo-Signature".into(), "zz".repeat(32)));
-            h
-        }, genuine.body.clone(), 401, "does not match"),
+        (
+            "a signature that is not hex",
+            {
+                let mut h = without(&["Signature"]);
+                h.push(("X-Forgejo-Signature".into(), "zz".repeat(32)));
+                h
+            },
+            genuine.body.clone(),
+            401,
+            "does not match",
+        ),
         ("over 1 MiB, correctly signed", signed_with(&oversized), oversized.clone(), 413, "larger than"),
     ];
     for (what, headers, body, status, says) in cases {
@@ -163,7 +171,7 @@ async fn a_restarted_controller_keeps_its_secret_and_config_prs() {
     let (number, _) = swarm.forge.open_pull(ORG, "alpha-config", "alpha", "kept", "b").await;
     let stored = swarm.wait_pr("alpha", "the state", |pr| pr["title"] == "kept").await;
 
-    swarm.kill_controller();
+    swarm.controller.kill();
     swarm.start_controller().await;
     assert_eq!(std::fs::read(&file).unwrap(), bytes, "the same secret");
     assert_eq!(swarm.get("/api/agents/alpha/config-pr").await, (200, stored));
