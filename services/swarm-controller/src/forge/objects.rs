@@ -61,8 +61,8 @@ pub async fn ensure_org(forge: &dyn SwarmForge, name: &str) -> Result<Org, Strin
     })
 }
 
-/// One pass over the organisation, the team (with `members`, the agents' forge users), the
-/// labels and, when given, the webhook.
+/// One pass over the organisation, the webhook (when given), the labels and the team (with
+/// `members`, the agents' forge users).
 ///
 /// # Errors
 /// The first forge error, as text; what was done before it stays done.
@@ -78,6 +78,17 @@ pub async fn pass(
         ensure_org(forge, org).await?;
         report.created.push("org".into());
     }
+    // The hook first: it is what keeps the controller current.
+    if let Some(wanted) = hook {
+        reconcile_hook(forge, org, wanted, &mut report).await.map_err(text)?;
+    }
+    let labels = forge.labels(LabelScope::Org(org)).await.map_err(text)?;
+    for (name, color, description) in LABELS {
+        if !labels.iter().any(|l| l.name == *name) {
+            forge.create_label(LabelScope::Org(org), name, color, description).await.map_err(text)?;
+            report.created.push(format!("label {name}"));
+        }
+    }
     let team = match forge.team(org, AGENTS_TEAM).await.map_err(text)? {
         Some(team) => team,
         None => {
@@ -88,44 +99,49 @@ pub async fn pass(
                 includes_all_repositories: false,
                 can_create_org_repo: false,
             };
+            let team = forge.create_team(org, &new).await.map_err(text)?;
             report.created.push("team".into());
-            forge.create_team(org, &new).await.map_err(text)?
+            team
         }
     };
     let present = forge.team_members(team.id).await.map_err(text)?;
     for member in members.iter().filter(|m| !present.iter().any(|p| p.eq_ignore_ascii_case(m))) {
-        forge.add_team_member(team.id, member).await.map_err(text)?;
-        report.changed.push(format!("member {member}"));
-    }
-    let labels = forge.labels(LabelScope::Org(org)).await.map_err(text)?;
-    for (name, color, description) in LABELS {
-        if !labels.iter().any(|l| l.name == *name) {
-            forge.create_label(LabelScope::Org(org), name, color, description).await.map_err(text)?;
-            report.created.push(format!("label {name}"));
-        }
-    }
-    if let Some(wanted) = hook {
-        let spec = HookSpec {
-            url: wanted.url.clone(),
-            secret: wanted.secret.clone(),
-            events: HOOK_EVENTS.iter().map(|e| (*e).to_owned()).collect(),
-            active: true,
-        };
-        let ours: Vec<_> =
-            forge.org_hooks(org).await.map_err(text)?.into_iter().filter(|h| h.url == wanted.url).collect();
-        match ours.split_first() {
-            None => {
-                forge.create_org_hook(org, &spec).await.map_err(text)?;
-                report.created.push("hook".into());
-            }
-            Some((keep, extra)) => {
-                forge.edit_org_hook(org, keep.id, &spec).await.map_err(text)?;
-                for duplicate in extra {
-                    forge.delete_org_hook(org, duplicate.id).await.map_err(text)?;
-                    report.changed.push(format!("hook {} deleted", duplicate.id));
-                }
-            }
+        // One agent's user gone (deleted by hand) must not stop the others joining.
+        match forge.add_team_member(team.id, member).await {
+            Ok(()) => report.changed.push(format!("member {member}")),
+            Err(error) => tracing::warn!(%member, %error, "cannot add an agent to the agents' team"),
         }
     }
     Ok(report)
+}
+
+/// Makes the hook when none points at `wanted.url`, else sets the first one's whole config
+/// again (the only way to repair a secret changed by hand) and deletes the others.
+async fn reconcile_hook(
+    forge: &dyn SwarmForge,
+    org: &str,
+    wanted: &WantedHook,
+    report: &mut ObjectsReport,
+) -> Result<(), hyperhive_provision::forge::ForgeError> {
+    let spec = HookSpec {
+        url: wanted.url.clone(),
+        secret: wanted.secret.clone(),
+        events: HOOK_EVENTS.iter().map(|e| (*e).to_owned()).collect(),
+        active: true,
+    };
+    let ours: Vec<_> = forge.org_hooks(org).await?.into_iter().filter(|h| h.url == wanted.url).collect();
+    match ours.split_first() {
+        None => {
+            forge.create_org_hook(org, &spec).await?;
+            report.created.push("hook".into());
+        }
+        Some((keep, extra)) => {
+            forge.edit_org_hook(org, keep.id, &spec).await?;
+            for duplicate in extra {
+                forge.delete_org_hook(org, duplicate.id).await?;
+                report.changed.push(format!("hook {} deleted", duplicate.id));
+            }
+        }
+    }
+    Ok(())
 }

@@ -95,9 +95,16 @@ impl ForgeSwarm {
         bytes.iter().map(|b| format!("{b:02x}")).collect()
     }
 
-    /// Puts `agent` on the roster with its config repository `<org>/<agent>-config` (made in
-    /// the stand-in), as provisioning leaves it.
+    /// Puts `agent` on the roster with its forge user and its config repository
+    /// `<org>/<agent>-config` (both made in the stand-in), as provisioning leaves it.
     pub async fn add_agent(&self, agent: &str) {
+        self.forge.add_user(agent, "agent-password-not-used", false);
+        self.put_on_roster(agent).await;
+    }
+
+    /// Puts `agent` on the roster as [`ForgeSwarm::add_agent`] does, but makes no forge user
+    /// (one deleted by hand since).
+    pub async fn put_on_roster(&self, agent: &str) {
         self.forge.add_repo(ORG, &format!("{agent}-config"), false, true);
         let identities = Identities {
             forge_user: Some(agent.to_owned()),
@@ -115,7 +122,6 @@ impl ForgeSwarm {
         };
         let roster = Roster::new(self.js.clone(), self.js.get_key_value("agents").await.unwrap());
         assert!(roster.create(&AgentName::parse(agent).unwrap(), &entry).await.unwrap());
-        self.forge.add_user(agent, "agent-password-not-used", false);
     }
 
     /// The hooks of `org` pointing at the controller.

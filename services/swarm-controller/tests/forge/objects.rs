@@ -27,13 +27,14 @@ async fn the_first_pass_makes_the_org_team_labels_and_hook_and_the_next_make_not
     assert_eq!(hook.kind, "gitea");
     assert_eq!(hook.content_type, "json");
     assert_eq!(hook.events, ["pull_request", "issues", "push"]);
+    // The hook is made first; the first pass is over once the second has begun.
+    wait_passes(&swarm, 1).await;
     let teams = swarm.forge.teams(NEW_ORG);
     let (permission, all_repos, _) = &teams["agents"];
     assert_eq!((permission.as_str(), *all_repos), ("read", false), "the agents' team reaches no repository");
     let mut labels = swarm.forge.org_labels(NEW_ORG);
     labels.sort();
     assert_eq!(labels, ["agent-request", "blocked", "config-change", "needs-review"]);
-    wait_passes(&swarm, 1).await;
     let after_first = swarm.forge.counts();
     assert_eq!(
         (after_first.orgs_created, after_first.teams_created, after_first.labels_created, after_first.hooks_created),
@@ -66,8 +67,10 @@ async fn a_hook_deleted_or_given_another_secret_by_hand_is_repaired_within_one_p
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn agents_join_the_team_which_reaches_no_repository() {
+async fn agents_join_the_team_which_reaches_no_repository_and_a_missing_user_stops_nobody() {
     let swarm = ForgeSwarm::start(crate::harness::ORG, "1s").await;
+    // Its forge user deleted by hand: it cannot join, the others do.
+    swarm.put_on_roster("aaa-gone").await;
     swarm.add_agent("alpha").await;
     swarm.add_agent("beta").await;
     let members = wait_until("both agents in the team", PATIENCE, || async {
