@@ -63,7 +63,7 @@ pub struct StandInPull {
     pub head_sha: String,
     /// Lower-case login of its author.
     pub user: String,
-    /// Seconds since the epoch, from the stand-in's clock (see [`SwarmState::tick`]).
+    /// Seconds since the epoch, from the stand-in's clock, which never hands out a second twice.
     pub created: i64,
     pub updated: i64,
 }
