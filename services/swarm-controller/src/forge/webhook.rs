@@ -114,7 +114,7 @@ impl ClassifyText for serde_json::Error {
     }
 }
 
-/// The delivery ids taken, the oldest forgotten first beyond [`SEEN_CAPACITY`]. A forgotten
+/// The delivery ids taken, the oldest forgotten first beyond 10,000 (`SEEN_CAPACITY`). A forgotten
 /// one sent again changes nothing either: an event is applied only when it is newer than what
 /// is stored (docs/swarm/forge.md, "Ordering").
 #[derive(Debug, Default)]
