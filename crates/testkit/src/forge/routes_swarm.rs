@@ -63,39 +63,37 @@ fn context_org<'a>(state: &'a State, name: &str) -> Result<&'a User, Reply> {
     state.user(name).filter(|u| u.is_org).ok_or_else(|| not_found(state, "GetOrgByName", ""))
 }
 
-fn is_owner(state: &State, doer: &User, org: &str) -> bool {
+/// What a doer must be in an organisation.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// In its `Owners` team (`reqOrgOwnership`).
+    Owner,
+    /// In any of its teams (`reqOrgMembership`).
+    Member,
+}
+
+/// Whether `doer` is an administrator or has `role` in `org`.
+fn has_role(state: &State, doer: &User, org: &str, role: Role) -> bool {
     let org = org.to_ascii_lowercase();
     let login = doer.login.to_ascii_lowercase();
     doer.is_admin
-        || state.swarm.teams.iter().any(|t| t.org == org && t.permission == "owner" && t.members.contains(&login))
+        || state
+            .swarm
+            .teams
+            .iter()
+            .any(|t| t.org == org && (role == Role::Member || t.permission == "owner") && t.members.contains(&login))
 }
 
-fn is_member(state: &State, doer: &User, org: &str) -> bool {
-    let org = org.to_ascii_lowercase();
-    let login = doer.login.to_ascii_lowercase();
-    doer.is_admin || state.swarm.teams.iter().any(|t| t.org == org && t.members.contains(&login))
-}
-
-/// `reqOrgOwnership`: 403 "Must be an organization owner" for anyone else.
-fn require_owner<'a>(state: &'a State, doer: Option<&Doer>, org: &str) -> Result<&'a User, Reply> {
+/// `reqOrgOwnership` or `reqOrgMembership`: 403 "Must be an organization owner" (or member)
+/// for anyone else.
+fn require_role<'a>(state: &'a State, doer: Option<&Doer>, org: &str, role: Role) -> Result<&'a User, Reply> {
     let user = require_signed(state, doer)?;
     context_org(state, org)?;
-    if is_owner(state, user, org) {
-        Ok(user)
-    } else {
-        Err(error(state, StatusCode::FORBIDDEN, "Must be an organization owner"))
+    if has_role(state, user, org, role) {
+        return Ok(user);
     }
-}
-
-/// `reqOrgMembership`: 403 "Must be an organization member" for anyone else.
-fn require_member<'a>(state: &'a State, doer: Option<&Doer>, org: &str) -> Result<&'a User, Reply> {
-    let user = require_signed(state, doer)?;
-    context_org(state, org)?;
-    if is_member(state, user, org) {
-        Ok(user)
-    } else {
-        Err(error(state, StatusCode::FORBIDDEN, "Must be an organization member"))
-    }
+    let what = if role == Role::Owner { "owner" } else { "member" };
+    Err(error(state, StatusCode::FORBIDDEN, &format!("Must be an organization {what}")))
 }
 
 #[derive(Deserialize)]
@@ -133,7 +131,7 @@ fn get_org(state: &mut State, request: &Request, doer: Option<&Doer>, org: &str)
     require_scope(state, request, doer, "organization")?;
     let found = context_org(state, org)?;
     let viewer = doer.and_then(|d| state.user(&d.user));
-    if found.visibility != "public" && !viewer.is_some_and(|v| is_member(state, v, org)) {
+    if found.visibility != "public" && !viewer.is_some_and(|v| has_role(state, v, org, Role::Member)) {
         return Err(not_found(state, "GetOrgByName", ""));
     }
     Ok(json_reply(StatusCode::OK, &state.org_json(found)))
@@ -142,7 +140,7 @@ fn get_org(state: &mut State, request: &Request, doer: Option<&Doer>, org: &str)
 /// `GET /orgs/{org}/teams` (orgListTeams): members only; paged.
 fn list_teams(state: &mut State, request: &Request, doer: Option<&Doer>, org: &str) -> Result<Reply, Reply> {
     require_scope(state, request, doer, "organization")?;
-    require_member(state, doer, org)?;
+    require_role(state, doer, org, Role::Member)?;
     let org = org.to_ascii_lowercase();
     let teams: Vec<Value> = state.swarm.teams.iter().filter(|t| t.org == org).map(|t| state.team_json(t)).collect();
     Ok(paged(state, request, teams))
@@ -162,7 +160,7 @@ struct CreateTeamOption {
 /// `POST /orgs/{org}/teams` (orgCreateTeam): owners only; 201 Team, 422 for a bad or taken name.
 fn create_team(state: &mut State, request: &Request, doer: Option<&Doer>, org: &str) -> Result<Reply, Reply> {
     require_scope(state, request, doer, "organization")?;
-    require_owner(state, doer, org)?;
+    require_role(state, doer, org, Role::Owner)?;
     let form: CreateTeamOption = bind(state, &request.body)?;
     let name = form.name.unwrap_or_default();
     let permission = form.permission.unwrap_or_default();
@@ -211,7 +209,7 @@ fn context_team(state: &State, id: &str) -> Result<Team, Reply> {
 fn list_members(state: &mut State, request: &Request, doer: Option<&Doer>, id: &str) -> Result<Reply, Reply> {
     require_scope(state, request, doer, "organization")?;
     let team = context_team(state, id)?;
-    require_member(state, doer, &team.org)?;
+    require_role(state, doer, &team.org, Role::Member)?;
     let viewer = doer.and_then(|d| state.user(&d.user));
     let users: Vec<Value> =
         team.members.iter().filter_map(|m| state.user(m)).map(|u| state.user_json(u, viewer)).collect();
@@ -222,7 +220,7 @@ fn list_members(state: &mut State, request: &Request, doer: Option<&Doer>, id: &
 fn add_member(state: &mut State, request: &Request, doer: Option<&Doer>, id: &str, user: &str) -> Result<Reply, Reply> {
     require_scope(state, request, doer, "organization")?;
     let team = context_team(state, id)?;
-    require_owner(state, doer, &team.org)?;
+    require_role(state, doer, &team.org, Role::Owner)?;
     let member = context_user(state, user)?;
     if member.is_org {
         return Err(error(state, StatusCode::UNPROCESSABLE_ENTITY, "an organization cannot be a team member"));
@@ -251,9 +249,9 @@ fn label_scope(state: &State, request: &Request, doer: Option<&Doer>, owner: Lab
         LabelOwner::Org(org) => {
             require_scope(state, request, doer, "organization")?;
             if write {
-                require_owner(state, doer, org)?
+                require_role(state, doer, org, Role::Owner)?
             } else {
-                require_member(state, doer, org)?
+                require_role(state, doer, org, Role::Member)?
             };
             Ok(format!("org:{}", org.to_ascii_lowercase()))
         }
@@ -268,7 +266,7 @@ fn label_scope(state: &State, request: &Request, doer: Option<&Doer>, owner: Lab
                 let may = user.is_admin
                     || user.login.eq_ignore_ascii_case(&repo.owner)
                     || collaborator.is_some_and(|p| p != "read")
-                    || is_owner(state, user, &repo.owner);
+                    || has_role(state, user, &repo.owner, Role::Owner);
                 if !may {
                     return Err(error(
                         state,
@@ -340,7 +338,7 @@ fn create_label(
 /// `GET /orgs/{org}/hooks` (orgListHooks): owners only; paged `Hook`s, without secrets.
 fn list_hooks(state: &mut State, request: &Request, doer: Option<&Doer>, org: &str) -> Result<Reply, Reply> {
     require_scope(state, request, doer, "organization")?;
-    require_owner(state, doer, org)?;
+    require_role(state, doer, org, Role::Owner)?;
     let org = org.to_ascii_lowercase();
     let hooks: Vec<Value> = state.swarm.hooks.iter().filter(|h| h.org == org).map(State::hook_json).collect();
     Ok(paged(state, request, hooks))
@@ -362,7 +360,7 @@ struct CreateHookOption {
 /// `form` ("Invalid content type"), all 422; no events means `push`; 201 `Hook`.
 fn create_hook(state: &mut State, request: &Request, doer: Option<&Doer>, org: &str) -> Result<Reply, Reply> {
     require_scope(state, request, doer, "organization")?;
-    require_owner(state, doer, org)?;
+    require_role(state, doer, org, Role::Owner)?;
     let form: CreateHookOption = bind(state, &request.body)?;
     let kind = form.kind.unwrap_or_default();
     if kind.is_empty() {
@@ -422,7 +420,7 @@ fn hook_index(state: &State, org: &str, id: &str) -> Result<usize, Reply> {
 /// `active` when given; 200 `Hook`, 404.
 fn edit_hook(state: &mut State, request: &Request, doer: Option<&Doer>, org: &str, id: &str) -> Result<Reply, Reply> {
     require_scope(state, request, doer, "organization")?;
-    require_owner(state, doer, org)?;
+    require_role(state, doer, org, Role::Owner)?;
     let index = hook_index(state, org, id)?;
     let form: EditHookOption = bind(state, &request.body)?;
     let mut hook = state.swarm.hooks[index].clone();
@@ -452,7 +450,7 @@ fn edit_hook(state: &mut State, request: &Request, doer: Option<&Doer>, org: &st
 /// `DELETE /orgs/{org}/hooks/{id}` (orgDeleteHook): 204, 404.
 fn delete_hook(state: &mut State, request: &Request, doer: Option<&Doer>, org: &str, id: &str) -> Result<Reply, Reply> {
     require_scope(state, request, doer, "organization")?;
-    require_owner(state, doer, org)?;
+    require_role(state, doer, org, Role::Owner)?;
     let index = hook_index(state, org, id)?;
     state.swarm.hooks.remove(index);
     state.counts.hooks_deleted += 1;
@@ -546,7 +544,10 @@ fn add_collaborator(
     require_scope(state, request, doer, "repository")?;
     let repo = visible_repo(state, doer, owner, name)?;
     let signed = require_signed(state, doer)?;
-    if !(signed.is_admin || signed.login.eq_ignore_ascii_case(&repo.owner) || is_owner(state, signed, &repo.owner)) {
+    if !(signed.is_admin
+        || signed.login.eq_ignore_ascii_case(&repo.owner)
+        || has_role(state, signed, &repo.owner, Role::Owner))
+    {
         return Err(error(
             state,
             StatusCode::FORBIDDEN,

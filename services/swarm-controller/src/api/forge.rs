@@ -3,8 +3,8 @@
 //!
 //! A delivery is taken only when its signature verifies against the webhook secret, compared in
 //! constant time; anything else is 401 and changes nothing. The checks run in this order, each
-//! refusing before anything is written: a secret is configured (503), the body is at most
-//! [`MAX_DELIVERY_BYTES`] (413) and JSON (415), the signature verifies (401), the event is named
+//! refusing before anything is written: the body is at most [`MAX_DELIVERY_BYTES`] (413) and
+//! JSON (415), a secret is configured (503), the signature verifies (401), the event is named
 //! (400), the delivery id was not taken before (200, nothing done), the payload reads (400).
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -79,12 +79,13 @@ impl App {
         B: Buf,
     {
         let hub = &self.forge;
+        // Read before anything is judged, so that even a refusal reaches a proxied sender.
+        let body = delivery_body(headers, body).await?;
         let Some(secret) = &hub.secret else {
             return Err(ApiError::Unavailable(
                 "no webhook secret: set SWARM_STATE_DIR to the controller's state directory and restart".into(),
             ));
         };
-        let body = delivery_body(headers, body).await?;
         let Some(signature) = webhook::signature(headers) else {
             return Err(ApiError::Unauthorized(
                 "no X-Forgejo-Signature or X-Gitea-Signature header; deliveries come from the forge's webhook".into(),

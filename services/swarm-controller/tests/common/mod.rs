@@ -287,3 +287,39 @@ impl ControllerRuns {
         self.process.as_ref().map(Process::log).unwrap_or_default()
     }
 }
+
+/// An agent's and a hive's credential each ask for `bucket`'s `key` by direct get and watch the
+/// bucket's subjects while `write` makes the controller write to it: nothing reaches either.
+pub async fn assert_no_tenant_reaches<F, Fut>(nats: &NatsJwt, bucket: &str, key: &str, write: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    use futures::StreamExt;
+    let alpha = hyperhive_nats_creds::AgentName::parse("alpha").unwrap();
+    let tenants = [
+        (nats.mint_agent("alpha").await.unwrap(), hyperhive_nats_creds::agent_inbox_prefix(&alpha)),
+        (
+            nats.mint_hive("h1", &["alpha"]).await.unwrap(),
+            hyperhive_nats_creds::hive_inbox_prefix(&"h1".parse().unwrap()),
+        ),
+    ];
+    for (creds, inbox) in tenants {
+        let client = async_nats::ConnectOptions::with_credentials_file(creds)
+            .await
+            .unwrap()
+            .custom_inbox_prefix(inbox)
+            .request_timeout(Some(Duration::from_secs(2)))
+            .connect(nats.url())
+            .await
+            .unwrap();
+        let mut watch = client.subscribe(format!("$KV.{bucket}.>")).await.unwrap();
+        let direct = format!("$JS.API.DIRECT.GET.KV_{bucket}.$KV.{bucket}.{key}");
+        let answer = client.request_with_headers(direct, async_nats::HeaderMap::new(), "".into()).await;
+        assert!(answer.is_err(), "a tenant's direct get of {bucket} was answered: {answer:?}");
+        client.flush().await.unwrap();
+        write().await;
+        let seen = tokio::time::timeout(Duration::from_millis(500), watch.next()).await;
+        assert!(seen.is_err(), "a tenant saw a write to {bucket}: {seen:?}");
+    }
+}

@@ -38,3 +38,21 @@ async fn the_webhook_secret_appears_in_no_log_answer_or_kv_value() {
         }
     }
 }
+
+/// `config-prs` is the controller's alone: no agent or hive credential reads it, even while a
+/// delivery writes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_tenant_credential_reaches_config_prs() {
+    let swarm = ForgeSwarm::start(ORG, "1h").await;
+    swarm.add_agent("alpha").await;
+    swarm.wait_hook(ORG).await;
+    let (number, _) = swarm.forge.open_pull(ORG, "alpha-config", "alpha", "t", "b").await;
+    let titles = std::sync::atomic::AtomicUsize::new(0);
+    crate::common::assert_no_tenant_reaches(&swarm.nats, "config-prs", "alpha", || async {
+        let title = format!("title {}", titles.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
+        let sent = swarm.forge.change_pull(ORG, "alpha-config", number, PullChange::Title(title.clone())).await;
+        assert_eq!(sent[0].status, Some(200));
+        assert_eq!(swarm.stored_pr("alpha").await.unwrap()["title"], title.as_str(), "the write happened");
+    })
+    .await;
+}
