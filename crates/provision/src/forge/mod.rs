@@ -19,7 +19,8 @@
 //! - [`types`]: what the trait takes and returns.
 //! - [`error`]: [`ForgeError`]: the call, the HTTP status and the forge's own message.
 //! - [`names`]: the formats of user names, repository names, token names, emails and scopes.
-//! - `wire`: the JSON bodies of the v1 API (private).
+//! - `wire`: the JSON bodies of the v1 API (private); [`payload`] reads the objects inside
+//!   webhook payloads with them.
 //! - [`client`]: [`ForgejoClient`], the trait over HTTP with an admin token.
 //! - [`swarm`]: [`SwarmForge`], the swarm-wide objects (organisation, team, labels, webhook) and
 //!   the listings of pull requests and issues, also on [`ForgejoClient`].
