@@ -85,6 +85,9 @@ async fn signed_but_malformed_deliveries_are_400_unknown_events_are_taken_and_ig
         assert_eq!((got, answer["outcome"].as_str()), (200, Some("ignored")), "{event}: {answer}");
     }
     assert_eq!(swarm.config_prs_sequence().await, before, "nothing written");
+    // Through the proxy, nothing of the API but the webhook is reachable.
+    let other = reqwest::get(swarm.webhook_url.replace("/api/forge/webhook", "/api/config-prs")).await.unwrap();
+    assert_eq!(other.status().as_u16(), 404);
 }
 
 /// FNV-1a of `body`: with the event, a delivery id distinct for each case.

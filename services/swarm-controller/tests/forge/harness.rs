@@ -55,7 +55,11 @@ impl ForgeSwarm {
         std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
         let socket = dir.path().join("run/controller.sock");
         let port = free_port();
-        let site = format!("http://127.0.0.1:{port} {{\n\treverse_proxy unix/{}\n}}\n", socket.display());
+        // As docs/swarm/forge.md says to deploy it: the webhook's path only, nothing else of the API.
+        let site = format!(
+            "http://127.0.0.1:{port} {{\n\thandle /api/forge/webhook {{\n\t\treverse_proxy unix/{}\n\t}}\n\trespond 404\n}}\n",
+            socket.display()
+        );
         let caddy = Caddy::start(&site, &[port]).await.unwrap();
         let webhook_url = format!("http://127.0.0.1:{port}/api/forge/webhook");
         let env = vec![
@@ -129,12 +133,16 @@ impl ForgeSwarm {
         self.forge.hooks(org).into_iter().filter(|h| h.url == self.webhook_url).collect()
     }
 
-    /// Waits until the controller's hook on `org` exists, with its secret.
-    pub async fn wait_hook(&self, org: &str) -> StandInHook {
+    /// Waits until the swarm's objects on `org` are all there (the labels, the agents' team, and
+    /// the controller's one hook, active, with its secret); returns the hook.
+    pub async fn wait_objects(&self, org: &str) -> StandInHook {
         let secret = self.secret_hex();
-        wait_until("the controller's webhook, with its secret", PATIENCE, || async {
+        wait_until("the swarm's objects, the hook with its secret", PATIENCE, || async {
             let hooks = self.our_hooks(org);
-            (hooks.len() == 1 && hooks[0].secret == secret && hooks[0].active).then(|| hooks[0].clone())
+            let labels = self.forge.org_labels(org).len() == swarm_controller::forge::objects::LABELS.len();
+            let team = self.forge.teams(org).contains_key(swarm_controller::forge::objects::AGENTS_TEAM);
+            let hook_ok = hooks.len() == 1 && hooks[0].secret == secret && hooks[0].active;
+            (labels && team && hook_ok).then(|| hooks[0].clone())
         })
         .await
         .unwrap()

@@ -22,7 +22,7 @@ async fn wait_passes(swarm: &ForgeSwarm, passes: usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_pass_makes_the_org_team_labels_and_hook_and_the_next_make_nothing() {
     let swarm = ForgeSwarm::start(NEW_ORG, "1s").await;
-    let hook = swarm.wait_hook(NEW_ORG).await;
+    let hook = swarm.wait_objects(NEW_ORG).await;
     assert!(swarm.forge.is_org(NEW_ORG));
     assert_eq!(hook.kind, "gitea");
     assert_eq!(hook.content_type, "json");
@@ -54,14 +54,14 @@ async fn the_first_pass_makes_the_org_team_labels_and_hook_and_the_next_make_not
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hook_deleted_or_given_another_secret_by_hand_is_repaired_within_one_pass() {
     let swarm = ForgeSwarm::start(NEW_ORG, "1s").await;
-    let hook = swarm.wait_hook(NEW_ORG).await;
+    let hook = swarm.wait_objects(NEW_ORG).await;
     assert!(swarm.forge.delete_hook_by_hand(hook.id));
-    let again = swarm.wait_hook(NEW_ORG).await;
+    let again = swarm.wait_objects(NEW_ORG).await;
     assert_ne!(again.id, hook.id, "made again");
     assert_eq!(swarm.forge.counts().hooks_created, 2);
 
     swarm.forge.change_hook_by_hand(again.id, Some("typed-in-the-web-ui"), Some(false));
-    let repaired = swarm.wait_hook(NEW_ORG).await;
+    let repaired = swarm.wait_objects(NEW_ORG).await;
     assert_eq!(repaired.id, again.id, "repaired in place, not made again");
     assert_eq!(swarm.forge.counts().hooks_created, 2);
 }

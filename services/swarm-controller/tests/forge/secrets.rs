@@ -10,14 +10,14 @@ use crate::harness::{ForgeSwarm, ORG};
 async fn the_webhook_secret_appears_in_no_log_answer_or_kv_value() {
     let mut swarm = ForgeSwarm::start(ORG, "1s").await;
     swarm.add_agent("alpha").await;
-    let hook = swarm.wait_hook(ORG).await;
+    let hook = swarm.wait_objects(ORG).await;
     let (number, _) = swarm.forge.open_pull(ORG, "alpha-config", "alpha", "t", "b").await;
     swarm.forge.open_issue(ORG, "alpha-config", "an issue", &["blocked"]).await;
     // A repair, a refused delivery and a restart, so their log lines are scanned too.
     swarm.forge.change_hook_by_hand(hook.id, Some("wrong"), None);
     let refused = swarm.forge.change_pull(ORG, "alpha-config", number, PullChange::Close).await;
     assert_eq!(refused[0].status, Some(401));
-    swarm.wait_hook(ORG).await;
+    swarm.wait_objects(ORG).await;
     swarm.controller.kill();
     swarm.start_controller().await;
     swarm.wait_pr("alpha", "the listing's state", |pr| pr["state"] == "closed").await;
@@ -45,7 +45,7 @@ async fn the_webhook_secret_appears_in_no_log_answer_or_kv_value() {
 async fn no_tenant_credential_reaches_config_prs() {
     let swarm = ForgeSwarm::start(ORG, "1h").await;
     swarm.add_agent("alpha").await;
-    swarm.wait_hook(ORG).await;
+    swarm.wait_objects(ORG).await;
     let (number, _) = swarm.forge.open_pull(ORG, "alpha-config", "alpha", "t", "b").await;
     let titles = std::sync::atomic::AtomicUsize::new(0);
     crate::common::assert_no_tenant_reaches(&swarm.nats, "config-prs", "alpha", || async {

@@ -18,7 +18,7 @@ fn swarmctl(swarm: &ForgeSwarm, args: &[&str]) -> String {
 async fn swarmctl_prints_config_prs_and_issues_as_tables_and_json() {
     let swarm = ForgeSwarm::start(ORG, "1h").await;
     swarm.add_agent("alpha").await;
-    swarm.wait_hook(ORG).await;
+    swarm.wait_objects(ORG).await;
     let (number, _) = swarm.forge.open_pull(ORG, "alpha-config", "alpha", "raise the budget", "b").await;
     swarm.forge.open_issue(ORG, "alpha-config", "more memory", &["needs-review"]).await;
 
