@@ -399,6 +399,15 @@ mod tests {
         let open = secret_file(dir.path(), "o", "hunter2-secret", 0o644);
         let empty = secret_file(dir.path(), "e", "\n", 0o600);
         let url = "http://127.0.0.1:1";
+        // A configured forge with one more variable.
+        let forge_with = |var: &'static str, value: &'static str| {
+            vec![
+                (vars::FORGE_URL, url),
+                (vars::FORGE_ADMIN_TOKEN_FILE, token.as_str()),
+                (vars::FORGE_TEMPLATE_REPO, "a/b"),
+                (var, value),
+            ]
+        };
         type Case<'a> = (Vec<(&'a str, &'a str)>, &'a str, &'a str);
         let cases: Vec<Case> = vec![
             (vec![(vars::SSO_BRIDGE_URL, url)], vars::SSO_BRIDGE_TOKEN_FILE, "set both"),
@@ -436,46 +445,10 @@ mod tests {
             (vec![(vars::FORGE_TEMPLATE_REPO, "a/b")], vars::FORGE_TEMPLATE_REPO, "set both"),
             (vec![(vars::FORGE_ORG, "swarm")], vars::FORGE_ORG, "set both"),
             (vec![(vars::FORGE_WEBHOOK_URL, "https://x/api/forge/webhook")], vars::FORGE_WEBHOOK_URL, "set both"),
-            (
-                vec![
-                    (vars::FORGE_URL, url),
-                    (vars::FORGE_ADMIN_TOKEN_FILE, &token),
-                    (vars::FORGE_TEMPLATE_REPO, "a/b"),
-                    (vars::FORGE_ORG, "-x"),
-                ],
-                vars::FORGE_ORG,
-                "must start with",
-            ),
-            (
-                vec![
-                    (vars::FORGE_URL, url),
-                    (vars::FORGE_ADMIN_TOKEN_FILE, &token),
-                    (vars::FORGE_TEMPLATE_REPO, "a/b"),
-                    (vars::FORGE_WEBHOOK_URL, "ftp://x/api/forge/webhook"),
-                ],
-                vars::FORGE_WEBHOOK_URL,
-                "http(s) URL",
-            ),
-            (
-                vec![
-                    (vars::FORGE_URL, url),
-                    (vars::FORGE_ADMIN_TOKEN_FILE, &token),
-                    (vars::FORGE_TEMPLATE_REPO, "a/b"),
-                    (vars::FORGE_WEBHOOK_URL, "https://x/hook"),
-                ],
-                vars::FORGE_WEBHOOK_URL,
-                "/api/forge/webhook",
-            ),
-            (
-                vec![
-                    (vars::FORGE_URL, url),
-                    (vars::FORGE_ADMIN_TOKEN_FILE, &token),
-                    (vars::FORGE_TEMPLATE_REPO, "a/b"),
-                    (vars::FORGE_RECONCILE_EVERY, "0s"),
-                ],
-                vars::FORGE_RECONCILE_EVERY,
-                "at least 1s",
-            ),
+            (forge_with(vars::FORGE_ORG, "-x"), vars::FORGE_ORG, "must start with"),
+            (forge_with(vars::FORGE_WEBHOOK_URL, "ftp://x/api/forge/webhook"), vars::FORGE_WEBHOOK_URL, "http(s) URL"),
+            (forge_with(vars::FORGE_WEBHOOK_URL, "https://x/hook"), vars::FORGE_WEBHOOK_URL, "/api/forge/webhook"),
+            (forge_with(vars::FORGE_RECONCILE_EVERY, "0s"), vars::FORGE_RECONCILE_EVERY, "at least 1s"),
             (vec![(vars::STORE_CA_KEY_FILE, "/k")], vars::STORE_CA_CERT_FILE, "set both"),
             (vec![(vars::STORE_CERT_LIFETIME, "0s")], vars::STORE_CERT_LIFETIME, "at least 1s"),
             (vec![(vars::QUEUE_CREDS_LIFETIME, "soon")], vars::QUEUE_CREDS_LIFETIME, "duration"),
