@@ -89,6 +89,16 @@ impl ForgeSwarm {
         swarm
     }
 
+    /// [`ForgeSwarm::start`] on the swarm's organisation [`ORG`] with the agent `alpha` (its
+    /// config repository `swarm/alpha-config`), once the first forge pass has made every object;
+    /// returns the swarm and the controller's hook.
+    pub async fn with_alpha(every: &str) -> (Self, StandInHook) {
+        let swarm = Self::start(ORG, every).await;
+        swarm.add_agent("alpha").await;
+        let hook = swarm.wait_objects(ORG).await;
+        (swarm, hook)
+    }
+
     pub async fn start_controller(&mut self) {
         self.controller.start(&self.nats, &self.socket).await;
     }

@@ -12,9 +12,7 @@ use crate::harness::{ForgeSwarm, ORG, PATIENCE};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_delivery_is_healed_by_the_listing() {
-    let swarm = ForgeSwarm::start(ORG, "1s").await;
-    swarm.add_agent("alpha").await;
-    swarm.wait_objects(ORG).await;
+    let (swarm, _) = ForgeSwarm::with_alpha("1s").await;
     swarm.forge.hold_deliveries(true);
     let (number, _) = swarm.forge.open_pull(ORG, "alpha-config", "alpha", "lost on the way", "b").await;
     swarm.forge.change_pull(ORG, "alpha-config", number, PullChange::Mergeable(false)).await;
@@ -74,9 +72,7 @@ fn report_titles(report: &Value, repo: &str, label: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_issue_report_groups_open_issues_by_repository_and_label() {
-    let swarm = ForgeSwarm::start(ORG, "2s").await;
-    swarm.add_agent("alpha").await;
-    swarm.wait_objects(ORG).await;
+    let (swarm, _) = ForgeSwarm::with_alpha("2s").await;
     swarm.forge.add_repo(ORG, "tools", false, true);
     let (_, sent) = swarm.forge.open_issue(ORG, "tools", "flaky build", &["blocked"]).await;
     assert_eq!(sent[0].status, Some(200));

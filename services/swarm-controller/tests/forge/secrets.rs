@@ -8,9 +8,7 @@ use crate::harness::{ForgeSwarm, ORG};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_webhook_secret_appears_in_no_log_answer_or_kv_value() {
-    let mut swarm = ForgeSwarm::start(ORG, "1s").await;
-    swarm.add_agent("alpha").await;
-    let hook = swarm.wait_objects(ORG).await;
+    let (mut swarm, hook) = ForgeSwarm::with_alpha("1s").await;
     let (number, _) = swarm.forge.open_pull(ORG, "alpha-config", "alpha", "t", "b").await;
     swarm.forge.open_issue(ORG, "alpha-config", "an issue", &["blocked"]).await;
     // A repair, a refused delivery and a restart, so their log lines are scanned too.
@@ -43,9 +41,7 @@ async fn the_webhook_secret_appears_in_no_log_answer_or_kv_value() {
 /// delivery writes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_tenant_credential_reaches_config_prs() {
-    let swarm = ForgeSwarm::start(ORG, "1h").await;
-    swarm.add_agent("alpha").await;
-    swarm.wait_objects(ORG).await;
+    let (swarm, _) = ForgeSwarm::with_alpha("1h").await;
     let (number, _) = swarm.forge.open_pull(ORG, "alpha-config", "alpha", "t", "b").await;
     let titles = std::sync::atomic::AtomicUsize::new(0);
     crate::common::assert_no_tenant_reaches(&swarm.nats, "config-prs", "alpha", || async {

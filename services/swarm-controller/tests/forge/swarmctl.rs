@@ -16,9 +16,7 @@ fn swarmctl(swarm: &ForgeSwarm, args: &[&str]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn swarmctl_prints_config_prs_and_issues_as_tables_and_json() {
-    let swarm = ForgeSwarm::start(ORG, "1h").await;
-    swarm.add_agent("alpha").await;
-    swarm.wait_objects(ORG).await;
+    let (swarm, _) = ForgeSwarm::with_alpha("1h").await;
     let (number, _) = swarm.forge.open_pull(ORG, "alpha-config", "alpha", "raise the budget", "b").await;
     swarm.forge.open_issue(ORG, "alpha-config", "more memory", &["needs-review"]).await;
 

@@ -7,9 +7,7 @@ use crate::harness::{ForgeSwarm, ORG};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signed_delivery_from_the_forge_updates_the_agents_config_pr() {
-    let swarm = ForgeSwarm::start(ORG, "1h").await;
-    swarm.add_agent("alpha").await;
-    swarm.wait_objects(ORG).await;
+    let (swarm, _) = ForgeSwarm::with_alpha("1h").await;
 
     let (number, deliveries) = swarm.forge.open_pull(ORG, "alpha-config", "alpha", "raise the budget", "budget").await;
     assert_eq!(deliveries.len(), 1, "one hook, one delivery");
@@ -42,9 +40,7 @@ async fn a_signed_delivery_from_the_forge_updates_the_agents_config_pr() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unsigned_wrongly_signed_truncated_or_oversized_deliveries_are_refused_and_change_nothing() {
-    let swarm = ForgeSwarm::start(ORG, "1h").await;
-    swarm.add_agent("alpha").await;
-    let hook = swarm.wait_objects(ORG).await;
+    let (swarm, hook) = ForgeSwarm::with_alpha("1h").await;
     let (number, _) = swarm.forge.open_pull(ORG, "alpha-config", "alpha", "first", "b").await;
     let stored = swarm.wait_pr("alpha", "the first state", |pr| pr["title"] == "first").await;
     let before = swarm.config_prs_sequence().await;
@@ -108,9 +104,7 @@ async fn unsigned_wrongly_signed_truncated_or_oversized_deliveries_are_refused_a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replayed_delivery_changes_nothing_and_reversed_deliveries_end_in_the_newest_state() {
-    let swarm = ForgeSwarm::start(ORG, "1h").await;
-    swarm.add_agent("alpha").await;
-    swarm.wait_objects(ORG).await;
+    let (swarm, _) = ForgeSwarm::with_alpha("1h").await;
     let (number, opened) = swarm.forge.open_pull(ORG, "alpha-config", "alpha", "one", "b").await;
     let before = swarm.config_prs_sequence().await;
     let again = swarm.forge.send(&opened[0]).await;
@@ -163,9 +157,7 @@ fn rfc3339(secs: i64) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_controller_keeps_its_secret_and_config_prs() {
-    let mut swarm = ForgeSwarm::start(ORG, "1h").await;
-    swarm.add_agent("alpha").await;
-    swarm.wait_objects(ORG).await;
+    let (mut swarm, _) = ForgeSwarm::with_alpha("1h").await;
     let file = swarm.state_dir.join("webhook-secret");
     let bytes = std::fs::read(&file).unwrap();
     let (number, _) = swarm.forge.open_pull(ORG, "alpha-config", "alpha", "kept", "b").await;
