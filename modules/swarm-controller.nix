@@ -78,6 +78,7 @@ let
     storeCertLifetime = prov.storeCertLifetime;
     queueCredsLifetime = prov.queueCredsLifetime;
     credentialCheckEvery = prov.credentialCheckEvery;
+    "forge.reconcileEvery" = prov.forge.reconcileEvery;
   };
   isLifetime = value: builtins.match "[0-9]+[smhd]" value != null;
   # Forgejo's owner and repository names.
@@ -250,8 +251,8 @@ in
           default = null;
           example = "/run/secrets/forge-admin-token";
           description = ''
-            A token of a forge site administrator, with the scopes `write:admin`, `read:user` and
-            `write:repository` (or `all`). Handed to the unit with `LoadCredential=`
+            A token of a forge site administrator, with the scopes `write:admin`, `read:user`,
+            `write:repository` and `write:organization` (or `all`). Handed to the unit with `LoadCredential=`
             (`SWARM_FORGE_ADMIN_TOKEN_FILE`); not in the Nix store. Required with `url`.
           '';
         };
@@ -263,6 +264,38 @@ in
             The template repository (`owner/name`, marked as a template in its settings) each
             agent's config repository is generated from (`SWARM_FORGE_TEMPLATE_REPO`). Required
             with `url`.
+          '';
+        };
+        org = mkOption {
+          type = types.nullOr (types.strMatching "[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?");
+          default = null;
+          example = "hyperhive";
+          description = ''
+            The swarm's organisation on the forge (`SWARM_FORGE_ORG`), made private by the controller
+            when absent: agents' config repositories are generated in it (each agent the only
+            collaborator of its own), and its one webhook covers them. Unset, the template
+            repository's owner (docs/swarm/forge.md).
+          '';
+        };
+        webhookUrl = mkOption {
+          type = types.nullOr (types.strMatching "https?://[^[:space:]@]+/api/forge/webhook");
+          default = null;
+          example = "https://swarm.example/api/forge/webhook";
+          description = ''
+            The public URL the forge reaches the controller's `POST /api/forge/webhook` at, through
+            a proxy in front of its socket (`SWARM_FORGE_WEBHOOK_URL`). The controller keeps one
+            organisation webhook pointing there, signed with the secret in its state directory.
+            Unset, no webhook: only the periodic listing updates config pull requests and issues.
+          '';
+        };
+        reconcileEvery = mkOption {
+          type = types.str;
+          default = "5m";
+          example = "1m";
+          description = ''
+            The interval of the forge pass (`SWARM_FORGE_RECONCILE_EVERY`): the organisation, team,
+            labels and webhook reconciled, config pull requests and open issues listed. A number
+            and s, m, h or d.
           '';
         };
       };
@@ -401,6 +434,10 @@ in
       (needs (prov.storeCa.keyFile != null) "storeCa.keyFile" (prov.storeCa.certFile != null)
         "${provisioningOption "storeCa.certFile"} is not: give the CA's certificate, store-ca.pem from `swarm-controller store-ca --out-dir DIR`"
       )
+      (needs (prov.forge.org != null || prov.forge.webhookUrl != null) "forge.org or forge.webhookUrl"
+        (prov.forge.url != null)
+        "${provisioningOption "forge.url"} is not: the swarm's organisation and webhook are on that forge"
+      )
       {
         assertion = prov.forge.templateRepo == null || isRepo prov.forge.templateRepo;
         message = ''
@@ -470,6 +507,8 @@ in
         SWARM_CONTROLLER_SOCKET = cfg.socketPath;
         SWARM_NATS_URL = cfg.nats.url;
         SWARM_RECONCILE_SECS = toString cfg.reconcileInterval;
+        # StateDirectory below: the one file the controller keeps, its webhook secret.
+        SWARM_STATE_DIR = "/var/lib/swarm-controller";
       }
       // lib.optionalAttrs (cfg.nats.credentialsFile != null) {
         # LoadCredential below puts the credential here, readable by this unit only.
@@ -491,6 +530,9 @@ in
         // lib.optionalAttrs (prov.sso.url != null) { SWARM_SSO_BRIDGE_URL = prov.sso.url; }
         // lib.optionalAttrs (prov.forge.url != null) { SWARM_FORGE_URL = prov.forge.url; }
         // lib.optionalAttrs (prov.forge.templateRepo != null) { SWARM_FORGE_TEMPLATE_REPO = prov.forge.templateRepo; }
+        // lib.optionalAttrs (prov.forge.url != null) { SWARM_FORGE_RECONCILE_EVERY = prov.forge.reconcileEvery; }
+        // lib.optionalAttrs (prov.forge.org != null) { SWARM_FORGE_ORG = prov.forge.org; }
+        // lib.optionalAttrs (prov.forge.webhookUrl != null) { SWARM_FORGE_WEBHOOK_URL = prov.forge.webhookUrl; }
         // lib.optionalAttrs (prov.matrix.url != null) { SWARM_MATRIX_URL = prov.matrix.url; }
       )
       # LoadCredential below puts each provisioning file here, readable by this unit only.
@@ -515,6 +557,10 @@ in
         RuntimeDirectory = runtimeDirectory;
         RuntimeDirectoryMode = "0750";
         RuntimeDirectoryPreserve = "yes";
+        # /var/lib/swarm-controller: holds `webhook-secret` (32 bytes, 0600, made at the first
+        # start and kept), which the forge's webhook deliveries are signed with.
+        StateDirectory = "swarm-controller";
+        StateDirectoryMode = "0700";
         # The signing directory is rewritten when a credential is revoked; the rest of the
         # system stays read-only.
         ReadWritePaths = lib.optional (cfg.nats.signingDir != null) (toString cfg.nats.signingDir);

@@ -11,8 +11,8 @@
 #
 # The script makes a forge administrator, its token and the template repository through the API,
 # delivers the token to the controller, creates the agent `gamma` on hive1, and checks: every job
-# of the agent succeeded, the forge has the user and a config repository with the template's
-# content, Synapse has the user, the bridge has the SSO user (managed), the agent is deployed to
+# of the agent succeeded, the forge has the user and a config repository in the swarm's
+# organisation with the template's content and the agent its only collaborator, Synapse has the user, the bridge has the SSO user (managed), the agent is deployed to
 # hive1 and `paused`; then `up`, it runs a one-shot todo once. tests/nixos/README.md says what it
 # mirrors and that it has not been run.
 { self }:
@@ -210,6 +210,9 @@ in
               # once this file exists, as with a secret delivered after boot.
               adminTokenFile = "/run/secrets/forge-admin-token";
               templateRepo = "swarm-admin/agent-config";
+              # The template's owner is a user, so the swarm's organisation is named: the
+              # controller makes it and generates config repositories in it.
+              org = "swarm";
             };
             matrix = {
               url = "http://services:8008";
@@ -348,12 +351,12 @@ in
         unsettled = [(job["id"], job["state"], job["last_error"]) for job in jobs["nodes"] if job["state"] != "succeeded"]
         assert not unsettled, unsettled
 
-    with subtest("the forge has the agent's user and its config repository, generated from the template"):
+    with subtest("the forge has the agent's user and its config repository in the swarm's organisation"):
         user = forge_api("GET", "/users/${agent}", token)
         assert user["login"] == "${agent}", user
-        repos = forge_api("GET", "/users/${agent}/repos", token)
-        assert len(repos) == 1, repos
-        forge_api("GET", f"/repos/${agent}/{repos[0]['name']}/contents/README.md", token)
+        forge_api("GET", "/repos/swarm/${agent}-config/contents/README.md", token)
+        collaborators = forge_api("GET", "/repos/swarm/${agent}-config/collaborators", token)
+        assert [c["login"] for c in collaborators] == ["${agent}"], collaborators
 
     with subtest("Synapse has the agent's matrix user"):
         services.succeed(

@@ -48,10 +48,10 @@ pub const RELAY_MAX_BYTES: i64 = 256 * MIB;
 pub const BUCKET_HISTORY: i64 = 1;
 /// What the swarm's streams reserve on the NATS server's disk together (nats-server refuses a
 /// stream whose `max_bytes` does not fit in its `max_file_store`, which defaults to 75% of the
-/// disk space free at its start): the TODO and DEPLOY queues, the RELAY history and seven buckets
+/// disk space free at its start): the TODO and DEPLOY queues, the RELAY history and eight buckets
 /// (`schedule-definitions`, `agent-schedules`, `hive-status`, `agent-wanted`, `agents`,
-/// `swarm-secrets`, `agent-icons`).
-pub const SWARM_RESERVED_BYTES: i64 = TODO_MAX_BYTES + DEPLOY_MAX_BYTES + RELAY_MAX_BYTES + 7 * BUCKET_MAX_BYTES;
+/// `swarm-secrets`, `agent-icons`, `config-prs`).
+pub const SWARM_RESERVED_BYTES: i64 = TODO_MAX_BYTES + DEPLOY_MAX_BYTES + RELAY_MAX_BYTES + 8 * BUCKET_MAX_BYTES;
 
 /// The swarm account: JetStream where every stream must declare its size (so the account's use
 /// is the sum of its streams' `max_bytes`, reserved on the server when each is made), at most 64

@@ -235,3 +235,240 @@ async fn down_answers_503_to_everything_and_counts_requests() {
     assert_eq!(answer(api.admin(Method::GET, "/user")).await.0, StatusCode::OK);
     assert_eq!(api.stand_in.counts().requests, 2);
 }
+
+#[tokio::test]
+async fn organisations_teams_labels_and_hooks_check_owners_and_bindings() {
+    let api = Api::start().await;
+    api.stand_in.add_user("member", "member-password", false);
+    let member = api.stand_in.add_token("member", "t", &["all"]);
+    let as_member =
+        |method: Method, path: &str| api.request(method, path).header("authorization", format!("token {member}"));
+
+    // orgCreate: bindings, a name taken by a user, then 201 with the doer as owner.
+    assert_error(
+        answer(api.admin(Method::POST, "/orgs").json(&json!({}))).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "[UserName]: Required",
+    );
+    assert_error(
+        answer(api.admin(Method::POST, "/orgs").json(&json!({"username": "member"}))).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "user already exists",
+    );
+    let (status, org) =
+        answer(api.admin(Method::POST, "/orgs").json(&json!({"username": "swarm", "visibility": "private"}))).await;
+    assert_eq!(
+        (status, org["name"].as_str(), org["visibility"].as_str()),
+        (StatusCode::CREATED, Some("swarm"), Some("private"))
+    );
+    assert_eq!(
+        answer(api.request(Method::GET, "/orgs/swarm")).await.0,
+        StatusCode::NOT_FOUND,
+        "private: hidden from strangers"
+    );
+    assert_eq!(
+        answer(api.admin(Method::GET, "/orgs/member")).await.0,
+        StatusCode::NOT_FOUND,
+        "a user is no organisation"
+    );
+
+    // Teams: owners only, name and permission bindings, taken names.
+    let team = json!({"name": "agents", "permission": "read", "units": ["repo.code"]});
+    assert_error(
+        answer(as_member(Method::POST, "/orgs/swarm/teams").json(&team)).await,
+        StatusCode::FORBIDDEN,
+        "Must be an organization",
+    );
+    assert_error(
+        answer(api.admin(Method::POST, "/orgs/swarm/teams").json(&json!({"name": "a b", "permission": "read"}))).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "AlphaDashDot",
+    );
+    assert_error(
+        answer(api.admin(Method::POST, "/orgs/swarm/teams").json(&json!({"name": "x", "permission": "owner"}))).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "[Permission]: In",
+    );
+    let (status, created) = answer(api.admin(Method::POST, "/orgs/swarm/teams").json(&team)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_error(
+        answer(api.admin(Method::POST, "/orgs/swarm/teams").json(&team)).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "team already exists",
+    );
+    let id = created["id"].as_i64().unwrap();
+    assert_eq!(answer(api.admin(Method::PUT, &format!("/teams/{id}/members/ghost"))).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(answer(api.admin(Method::PUT, &format!("/teams/{id}/members/member"))).await.0, StatusCode::NO_CONTENT);
+    let (status, members) = answer(api.admin(Method::GET, &format!("/teams/{id}/members"))).await;
+    assert_eq!((status, members[0]["login"].as_str()), (StatusCode::OK, Some("member")));
+    let (status, teams) = answer(as_member(Method::GET, "/orgs/swarm/teams")).await;
+    assert_eq!(
+        (status, teams.as_array().map(Vec::len)),
+        (StatusCode::OK, Some(2)),
+        "Owners and agents, seen by a member"
+    );
+
+    // Labels: name and colour required, the colour six hex digits.
+    assert_error(
+        answer(api.admin(Method::POST, "/orgs/swarm/labels").json(&json!({"name": "x"}))).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "[Color]: Required",
+    );
+    assert_error(
+        answer(api.admin(Method::POST, "/orgs/swarm/labels").json(&json!({"name": "x", "color": "blue"}))).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid color",
+    );
+    assert_error(
+        answer(as_member(Method::POST, "/orgs/swarm/labels").json(&json!({"name": "x", "color": "00aa00"}))).await,
+        StatusCode::FORBIDDEN,
+        "owner",
+    );
+    let (status, label) =
+        answer(api.admin(Method::POST, "/orgs/swarm/labels").json(&json!({"name": "x", "color": "#00AA00"}))).await;
+    assert_eq!((status, label["color"].as_str()), (StatusCode::CREATED, Some("#00aa00")));
+
+    // Hooks: type, config.url and config.content_type checked; the secret is never shown.
+    let hook =
+        |kind: &str, config: Value| json!({"type": kind, "config": config, "events": ["pull_request"], "active": true});
+    let config = json!({"url": "http://127.0.0.1:9/hook", "content_type": "json", "secret": "s3cret-value"});
+    assert_error(
+        answer(api.admin(Method::POST, "/orgs/swarm/hooks").json(&hook("slack", config.clone()))).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "Invalid hook type",
+    );
+    assert_error(
+        answer(api.admin(Method::POST, "/orgs/swarm/hooks").json(&hook("gitea", json!({"content_type": "json"}))))
+            .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "Missing config option: url",
+    );
+    assert_error(
+        answer(
+            api.admin(Method::POST, "/orgs/swarm/hooks")
+                .json(&hook("gitea", json!({"url": "http://x", "content_type": "xml"}))),
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "Invalid content type",
+    );
+    assert_error(answer(as_member(Method::GET, "/orgs/swarm/hooks")).await, StatusCode::FORBIDDEN, "owner");
+    let (status, created) = answer(api.admin(Method::POST, "/orgs/swarm/hooks").json(&hook("forgejo", config))).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(!created.to_string().contains("s3cret-value"), "{created}");
+    let id = created["id"].as_i64().unwrap();
+    let (status, edited) = answer(
+        api.admin(Method::PATCH, &format!("/orgs/swarm/hooks/{id}")).json(&json!({"config": {"secret": "new"}})),
+    )
+    .await;
+    assert_eq!(
+        (status, edited["events"].clone()),
+        (StatusCode::OK, json!(["push"])),
+        "events set anew: none means push"
+    );
+    assert_eq!(api.stand_in.hooks("swarm")[0].secret, "new");
+    assert_eq!(answer(api.admin(Method::DELETE, &format!("/orgs/swarm/hooks/{id}"))).await.0, StatusCode::NO_CONTENT);
+    assert_eq!(answer(api.admin(Method::DELETE, &format!("/orgs/swarm/hooks/{id}"))).await.0, StatusCode::NOT_FOUND);
+    let counts = api.stand_in.counts();
+    assert_eq!(
+        (
+            counts.orgs_created,
+            counts.teams_created,
+            counts.labels_created,
+            counts.hooks_created,
+            counts.hooks_edited,
+            counts.hooks_deleted
+        ),
+        (1, 1, 1, 1, 1, 1)
+    );
+}
+
+#[tokio::test]
+async fn pulls_issues_and_collaborators_check_visibility_and_bindings() {
+    let api = Api::start().await;
+    api.stand_in.add_org("swarm");
+    api.stand_in.add_repo("swarm", "a-config", false, true);
+    api.stand_in.add_user("a", "a-password", false);
+    api.stand_in.add_user("b", "b-password", false);
+    let token_b = api.stand_in.add_token("b", "t", &["all"]);
+    let (number, sent) = api.stand_in.open_pull("swarm", "a-config", "a", "change", "topic").await;
+    assert!(sent.is_empty(), "no hook, no delivery");
+    api.stand_in.open_issue("swarm", "a-config", "bug", &[]).await;
+
+    let as_b = |path: &str| api.request(Method::GET, path).header("authorization", format!("token {token_b}"));
+    assert_eq!(answer(as_b("/repos/swarm/a-config/pulls")).await.0, StatusCode::NOT_FOUND, "private: hidden");
+    assert_error(
+        answer(api.admin(Method::GET, "/repos/swarm/a-config/pulls?state=merged")).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "[State]: In",
+    );
+    let (status, pulls) = answer(api.admin(Method::GET, "/repos/swarm/a-config/pulls?state=all")).await;
+    assert_eq!(
+        (status, pulls[0]["number"].as_i64(), pulls[0]["head"]["ref"].as_str()),
+        (StatusCode::OK, Some(number), Some("topic"))
+    );
+    let (_, issues) = answer(api.admin(Method::GET, "/repos/swarm/a-config/issues?state=open&type=issues")).await;
+    assert_eq!(
+        (issues[0]["title"].as_str(), issues[0]["number"].as_i64()),
+        (Some("bug"), Some(number + 1)),
+        "one index for both"
+    );
+
+    // Collaborators: administrators or owners only, users only, a known permission.
+    let put = |user: &str, body: Value| {
+        api.admin(Method::PUT, &format!("/repos/swarm/a-config/collaborators/{user}")).json(&body)
+    };
+    assert_error(
+        answer(put("a", json!({"permission": "owner"}))).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "[Permission]: In",
+    );
+    assert_error(
+        answer(put("swarm", json!({"permission": "write"}))).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "organization",
+    );
+    assert_eq!(answer(put("a", json!({"permission": "write"}))).await.0, StatusCode::NO_CONTENT);
+    let as_b_put = api
+        .request(Method::PUT, "/repos/swarm/a-config/collaborators/b")
+        .header("authorization", format!("token {token_b}"))
+        .json(&json!({"permission": "write"}));
+    assert_eq!(answer(as_b_put).await.0, StatusCode::NOT_FOUND, "b cannot even see a's repository");
+    assert_eq!(api.stand_in.collaborators("swarm", "a-config").len(), 1);
+}
+
+#[tokio::test]
+async fn deliveries_are_signed_with_the_hooks_secret_and_carry_the_forges_headers() {
+    use std::sync::{Arc, Mutex};
+    use warp::Filter;
+    let api = Api::start().await;
+    api.stand_in.add_org("swarm");
+    api.stand_in.add_repo("swarm", "r", false, true);
+    let received: Arc<Mutex<Vec<(warp::http::HeaderMap, bytes::Bytes)>>> = Arc::default();
+    let keep = received.clone();
+    let route = warp::post().and(warp::header::headers_cloned()).and(warp::body::bytes()).map(move |h, b| {
+        keep.lock().unwrap().push((h, b));
+        warp::reply()
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let server = tokio::spawn(warp::serve(route).incoming(listener).run());
+    let body = json!({"type": "gitea", "config": {"url": url, "content_type": "json", "secret": "k"}, "events": ["pull_request"], "active": true});
+    assert_eq!(answer(api.admin(Method::POST, "/orgs/swarm/hooks").json(&body)).await.0, StatusCode::CREATED);
+
+    let (_, sent) = api.stand_in.open_pull("swarm", "r", ADMIN_USER, "t", "b").await;
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].status, Some(200));
+    let issue = api.stand_in.open_issue("swarm", "r", "not subscribed", &[]).await;
+    assert!(issue.1.is_empty(), "the hook does not take issues");
+    let (headers, payload) = received.lock().unwrap()[0].clone();
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    assert_eq!(header("x-forgejo-event"), "pull_request");
+    assert_eq!(header("x-gitea-delivery"), header("x-forgejo-delivery"));
+    assert_eq!(header("x-gitea-signature"), hyperhive_testkit::forge::signature("k", &payload));
+    assert_eq!(header("content-type"), "application/json");
+    let payload: Value = serde_json::from_slice(&payload).unwrap();
+    assert_eq!((payload["action"].as_str(), payload["pull_request"]["title"].as_str()), (Some("opened"), Some("t")));
+    assert_eq!(payload["repository"]["full_name"], "swarm/r");
+    server.abort();
+}

@@ -60,6 +60,8 @@ async fn setup() -> anyhow::Result<Bench> {
     anyhow::ensure!(release.is_file(), "build it first: cargo build --release -p swarm-authelia-bridge");
     let bridge = AutheliaBridge::builder(release).start().await?;
     let forge = ForgeStandIn::start().await?;
+    // The template lives in the swarm's organisation, where config repositories are generated.
+    forge.add_org("swarm");
     forge.add_template("swarm", "agent-template");
     let synapse = Synapse::start().await?;
     let dir = tempfile::tempdir()?;
@@ -78,6 +80,9 @@ async fn setup() -> anyhow::Result<Bench> {
             admin_token: Secret::new(forge.admin_token()),
             template_owner: "swarm".into(),
             template_name: "agent-template".into(),
+            org: "swarm".into(),
+            webhook_url: None,
+            reconcile_every: std::time::Duration::from_secs(300),
         }),
         matrix: Some(MatrixSettings { url: synapse.base_url(), shared_secret: Secret::new(synapse.shared_secret()) }),
         store_ca: Some(Arc::new(StoreCa::load(&ca.key_file, &ca.cert_file)?)),

@@ -24,6 +24,9 @@ SWARM_NATS_DIR           the directory `nats init` wrote (optional; needed to de
 which revokes its credentials)\n  \
 SWARM_SECRETS_KEY_FILE   the secret store's key, from `swarm-controller secrets-key` (optional;\n                           \
 needed to provision agents)\n  \
+SWARM_STATE_DIR          the state directory; holds webhook-secret, made at first start (optional;\n                           \
+needed for the forge webhook)\n  \
+SWARM_FORGE_*            the forge and the swarm's organisation on it (docs/swarm/forge.md)\n  \
 RUST_LOG                 log filter (default info)"
 )]
 pub struct Cli {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use hyperhive_hive_proto::directory::{HiveDirectory, parse_directory};
 
+use crate::forge::webhook_secret::WebhookSecret;
 use crate::provision::ProvisionSettings;
 use crate::secrets::SecretsKey;
 use crate::ui::quick_links::{self, QuickLink};
@@ -36,6 +37,9 @@ pub mod vars {
     pub const SECRETS_KEY_FILE: &str = "SWARM_SECRETS_KEY_FILE";
     /// The UI's quick links, a JSON file (optional).
     pub const QUICK_LINKS_FILE: &str = "SWARM_QUICK_LINKS_FILE";
+    /// The controller's state directory, holding `webhook-secret` (optional; the forge webhook
+    /// needs it).
+    pub const STATE_DIR: &str = "SWARM_STATE_DIR";
 }
 
 /// The daemon's settings.
@@ -59,6 +63,8 @@ pub struct Config {
     pub provisioning: ProvisionSettings,
     /// The UI's quick links, from `SWARM_QUICK_LINKS_FILE` (none when it is not set).
     pub quick_links: Vec<QuickLink>,
+    /// The forge webhook's secret, read from (or made in) `SWARM_STATE_DIR` at start.
+    pub webhook_secret: Option<WebhookSecret>,
 }
 
 /// A missing or malformed setting; the message names the variable and the fix.
@@ -133,6 +139,10 @@ impl Config {
             None => Vec::new(),
             Some(path) => read_quick_links(&path)?,
         };
+        let webhook_secret = match lookup(vars::STATE_DIR) {
+            None => None,
+            Some(path) => Some(read_webhook_secret(&path)?),
+        };
         Ok(Self {
             socket,
             nats_url,
@@ -143,6 +153,7 @@ impl Config {
             secrets_key,
             provisioning,
             quick_links,
+            webhook_secret,
         })
     }
 }
@@ -171,6 +182,19 @@ fn read_secrets_key(path: &str) -> Result<SecretsKey, ConfigError> {
         ));
     }
     SecretsKey::load(Path::new(path)).map_err(|e| ConfigError::new(vars::SECRETS_KEY_FILE, e.to_string()))
+}
+
+fn read_webhook_secret(path: &str) -> Result<WebhookSecret, ConfigError> {
+    let dir = Path::new(path);
+    if !dir.is_absolute() {
+        return Err(ConfigError::new(
+            vars::STATE_DIR,
+            format!(
+                "{path:?} is not an absolute path; set it to the controller's state directory, e.g. /var/lib/swarm-controller"
+            ),
+        ));
+    }
+    WebhookSecret::load_or_create(dir).map_err(|e| ConfigError::new(vars::STATE_DIR, e))
 }
 
 fn parse_nats_dir(path: &str) -> Result<PathBuf, ConfigError> {
@@ -332,6 +356,23 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
         let err = config(&[url, (vars::SECRETS_KEY_FILE, shown)]).unwrap_err().to_string();
         assert!(err.starts_with(vars::SECRETS_KEY_FILE) && err.contains("chmod 600"), "{err}");
+    }
+
+    #[test]
+    fn the_state_dir_gets_a_webhook_secret_at_first_start_and_keeps_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let url = (vars::NATS_URL, "nats://127.0.0.1:4222");
+        let shown = dir.path().to_str().unwrap();
+        assert!(config(&[url]).unwrap().webhook_secret.is_none());
+        let first = config(&[url, (vars::STATE_DIR, shown)]).unwrap().webhook_secret.unwrap();
+        assert_eq!(config(&[url, (vars::STATE_DIR, shown)]).unwrap().webhook_secret, Some(first));
+        let file = dir.path().join(crate::forge::webhook_secret::FILE_NAME);
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let err = config(&[url, (vars::STATE_DIR, shown)]).unwrap_err().to_string();
+        assert!(err.starts_with(vars::STATE_DIR) && err.contains("mode 640"), "{err}");
+        let err = config(&[url, (vars::STATE_DIR, "var/lib/x")]).unwrap_err().to_string();
+        assert!(err.starts_with(vars::STATE_DIR) && err.contains("absolute"), "{err}");
     }
 
     #[test]

@@ -2,18 +2,24 @@
 //! serve the API, watch hive statuses into the roster and reconcile periodically until shutdown.
 //! It holds the job graph (`hive-jobq`, in memory only) that `/api/jobq` serves.
 //! The periodic pass also syncs the roster from every status (repairing a missed watch event)
-//! and retries the revocation of every `destroyed` agent not yet revoked.
+//! and retries the revocation of every `destroyed` agent not yet revoked. With a forge it runs
+//! the forge pass too (objects, config pull requests, issues; see [`crate::forge`]).
 
 use std::future::Future;
 use std::sync::Arc;
 
 use hive_jobq::Jobq;
+use hyperhive_provision::forge::ForgejoClient;
 
 use crate::accounts::Accounts;
 
 use crate::api::{self, App};
 use crate::clock::{Clock, JobqClock};
 use crate::config::Config;
+use crate::forge::config_prs::ConfigPrs;
+use crate::forge::issues::IssueReport;
+use crate::forge::webhook::SeenDeliveries;
+use crate::forge::{self, ForgeHub};
 use crate::linked::service::LinkedAccounts;
 use crate::nats::{self, NatsError};
 use crate::provision::health::HealthBoard;
@@ -41,7 +47,7 @@ pub enum StartError {
     /// The first reconcile pass could not read the buckets.
     #[error("first reconcile pass: {0}")]
     FirstPass(#[from] StoreError),
-    /// A provisioning client could not be built from its settings.
+    /// A provisioning or forge client could not be built from its settings.
     #[error("provisioning: {0}")]
     Provisioning(String),
 }
@@ -98,6 +104,30 @@ pub async fn run_with_jobq(
     let wanted = WantedStore::new(js.clone(), buckets.agent_wanted);
     // One `Accounts` for every account change, so changes reach the server in order.
     let accounts = config.nats_dir.map(|dir| Arc::new(Accounts::new(dir, config.nats_url.clone())));
+    let hub = Arc::new(ForgeHub {
+        secret: config.webhook_secret,
+        config_prs: ConfigPrs::new(buckets.config_prs),
+        issues: IssueReport::default(),
+        seen: SeenDeliveries::default(),
+        roster: roster.clone(),
+    });
+    if hub.secret.is_none() {
+        tracing::info!("SWARM_STATE_DIR is not set: no webhook secret (POST /api/forge/webhook answers 503)");
+    }
+    let forge_passes = match config.provisioning.forge.clone() {
+        None => {
+            tracing::info!(
+                "the forge is not configured (SWARM_FORGE_URL): no forge objects, config pull requests or issue report"
+            );
+            None
+        }
+        Some(settings) => {
+            let client = ForgejoClient::new(&settings.url, settings.admin_token.clone())
+                .map_err(|e| StartError::Provisioning(e.to_string()))?;
+            tracing::info!(org = %settings.org, every = ?settings.reconcile_every, "forge passes enabled");
+            Some(tokio::spawn(forge::run_passes(hub.clone(), Arc::new(client), settings, clock.clone())))
+        }
+    };
     let provisioner = match (config.secrets_key, &accounts) {
         (Some(key), Some(accounts)) => {
             let adapters = Adapters::from_settings(&config.provisioning).map_err(StartError::Provisioning)?;
@@ -150,6 +180,7 @@ pub async fn run_with_jobq(
         icons: IconStore::new(buckets.icons),
         quick_links: Arc::new(config.quick_links),
         provisioner: provisioner.clone(),
+        forge: hub,
     });
     let watch = tokio::spawn(watch_statuses(buckets.hive_status, app.roster.clone(), app.hives.clone(), clock));
     let periodic = tokio::spawn(reconcile_periodically(app.clone(), config.reconcile_every));
@@ -158,6 +189,9 @@ pub async fn run_with_jobq(
     warp::serve(api::routes(app)).incoming(listener).graceful(shutdown).run().await;
     periodic.abort();
     watch.abort();
+    if let Some(passes) = forge_passes {
+        passes.abort();
+    }
     if let Some(health) = health {
         health.abort();
     }

@@ -15,6 +15,8 @@
 //! - [`linked`]: accounts an operator links to one agent (matrix, forge, GitHub).
 //! - [`provision`]: creating agents through the job graph (`POST /api/agents`) and keeping
 //!   their credentials healthy; [`secrets`]: the sealed secret store it keeps them in.
+//! - [`forge`]: the swarm's forge objects (organisation, team, labels, webhook), the webhook
+//!   secret, config pull requests (`config-prs`) and the issue report.
 //! - [`relay`]: agents' terminals and turn headers as server-sent events.
 //! - [`ui`]: the swarm UI's files, agent icons and quick links.
 //! - [`api`]: the HTTP routes.
@@ -29,6 +31,7 @@ pub mod config;
 pub mod daemon;
 pub mod definition;
 pub mod deploy;
+pub mod forge;
 pub mod hives;
 pub mod linked;
 pub mod nats;

@@ -11,6 +11,7 @@ use hyperhive_hive_proto::AGENTS_BUCKET;
 use hyperhive_nats_creds::{AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, RELAY_STREAM, limits};
 use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, SCHEDULE_DEFINITIONS_BUCKET, TODO_STREAM};
 
+use crate::forge::config_prs::CONFIG_PRS_BUCKET;
 use crate::secrets::SWARM_SECRETS_BUCKET;
 use crate::ui::icons::AGENT_ICONS_BUCKET;
 
@@ -92,11 +93,13 @@ pub struct Buckets {
     pub secrets: kv::Store,
     /// agent name -> its uploaded icon (PNG).
     pub icons: kv::Store,
+    /// agent name -> its config pull request (see [`crate::forge::config_prs`]).
+    pub config_prs: kv::Store,
 }
 
 /// Creates every stream and bucket of the swarm when absent (`schedule-definitions`,
 /// `agent-schedules` with direct get, `hive-status`, `agent-wanted`, `agents`, `swarm-secrets`,
-/// `agent-icons`, `TODO`, `DEPLOY`, `RELAY`), sets the
+/// `agent-icons`, `config-prs`, `TODO`, `DEPLOY`, `RELAY`), sets the
 /// limits each must hold to (see `hyperhive_nats_creds::limits`) on existing ones, and refuses
 /// existing ones whose settings would break the design.
 ///
@@ -114,10 +117,14 @@ pub async fn ensure_objects(js: &jetstream::Context) -> Result<Buckets, NatsErro
     // Only the controller reads it; no tenant imports it.
     let secrets = ensure_bucket(js, SWARM_SECRETS_BUCKET, "record key -> a sealed secret", false).await?;
     let icons = ensure_bucket(js, AGENT_ICONS_BUCKET, "agent name -> its uploaded icon (PNG)", false).await?;
+    // Only the controller reads and writes it (no tenant imports it); read from the leader,
+    // since every write is a compare-and-set.
+    let config_prs =
+        ensure_bucket(js, CONFIG_PRS_BUCKET, "agent name -> its config repository's pull request", false).await?;
     ensure_queue(js, todo_stream_config()).await?;
     ensure_queue(js, deploy_stream_config()).await?;
     ensure_relay(js).await?;
-    Ok(Buckets { definitions, agent_schedules, hive_status, agent_wanted, agents, secrets, icons })
+    Ok(Buckets { definitions, agent_schedules, hive_status, agent_wanted, agents, secrets, icons, config_prs })
 }
 
 /// Makes `bucket` if absent, keeps one value per key, bounds its size (also on a bucket that

@@ -28,12 +28,20 @@ fn stderr(out: &Output) -> String {
 
 #[test]
 fn a_missing_or_bad_setting_stops_the_daemon_with_one_line() {
+    // A state directory whose webhook secret others may read.
+    let state = tempfile::tempdir().unwrap();
+    let secret = state.path().join("webhook-secret");
+    std::fs::write(&secret, [7u8; 32]).unwrap();
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let exposed = state.path().to_str().unwrap();
     for (env, needle) in [
         (vec![], "SWARM_NATS_URL: not set"),
         (vec![("SWARM_NATS_URL", "localhost")], "SWARM_NATS_URL"),
         (vec![("SWARM_NATS_URL", "nats://127.0.0.1:1"), ("SWARM_RECONCILE_SECS", "often")], "SWARM_RECONCILE_SECS"),
         (vec![("SWARM_NATS_URL", "nats://127.0.0.1:1"), ("SWARM_HIVES_FILE", "/nonexistent.json")], "SWARM_HIVES_FILE"),
         (vec![("SWARM_NATS_URL", "nats://127.0.0.1:1"), ("SWARM_NATS_DIR", "/")], "SWARM_NATS_DIR"),
+        (vec![("SWARM_NATS_URL", "nats://127.0.0.1:1"), ("SWARM_STATE_DIR", exposed)], "chmod 600"),
+        (vec![("SWARM_NATS_URL", "nats://127.0.0.1:1"), ("SWARM_STATE_DIR", "/nonexistent/state")], "SWARM_STATE_DIR"),
     ] {
         let out = Command::new(CONTROLLER)
             .env_remove("SWARM_NATS_URL")
@@ -41,6 +49,7 @@ fn a_missing_or_bad_setting_stops_the_daemon_with_one_line() {
             .env_remove("SWARM_CONTROLLER_SOCKET")
             .env_remove("SWARM_HIVES_FILE")
             .env_remove("SWARM_NATS_DIR")
+            .env_remove("SWARM_STATE_DIR")
             .envs(env)
             .output()
             .unwrap();
@@ -60,6 +69,7 @@ fn help_explains_every_setting() {
         "SWARM_RECONCILE_SECS",
         "SWARM_HIVES_FILE",
         "SWARM_NATS_DIR",
+        "SWARM_STATE_DIR",
     ] {
         assert!(help.contains(var), "{var} missing from --help");
     }
@@ -72,7 +82,7 @@ fn help_explains_every_setting() {
         assert!(help.contains(word), "{word} missing from swarmctl agent state --help");
     }
     let help = stdout(&Command::new(SWARMCTL).arg("--help").output().unwrap());
-    for verb in ["hives", "agents", "agent", "jobs", "--json"] {
+    for verb in ["hives", "agents", "agent", "jobs", "config-prs", "issues", "--json"] {
         assert!(help.contains(verb), "{verb} missing from swarmctl --help");
     }
 }

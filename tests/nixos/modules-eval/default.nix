@@ -145,6 +145,9 @@ let
       url = "https://forge.example";
       adminTokenFile = "/run/secrets/forge-admin-token";
       templateRepo = "hyperhive/agent-config";
+      org = "hyperhive";
+      webhookUrl = "https://swarm.example/api/forge/webhook";
+      reconcileEvery = "2m";
     };
     matrix = {
       url = "https://matrix.example";
@@ -350,6 +353,14 @@ let
       expect = "${prov}.forge.templateRepo is \"hyperhive/agent config\", not\nowner/name";
     }
     {
+      change = provisionedWith { forge.url = null; forge.adminTokenFile = null; forge.templateRepo = null; };
+      expect = "${prov}.forge.org or forge.webhookUrl is set, but services.hyperhive.deploy.${prov}.forge.url is not";
+    }
+    {
+      change = provisionedWith { forge.reconcileEvery = "often"; };
+      expect = "${prov}.forge.reconcileEvery is \"often\": give a number and s, m, h or d";
+    }
+    {
       change = provisionedWith { storeCertLifetime = "1 day"; };
       expect = "${prov}.storeCertLifetime is \"1 day\": give a number and s, m, h or d";
     }
@@ -416,6 +427,8 @@ let
       forge.url = null;
       forge.adminTokenFile = null;
       forge.templateRepo = null;
+      forge.org = null;
+      forge.webhookUrl = null;
       matrix.url = null;
       matrix.sharedSecretFile = null;
     };
@@ -531,12 +544,13 @@ let
       ]
       && keyFileUnit.serviceConfig.EnvironmentFile == [ ]
       && lib.hasInfix "export AWS_SHARED_CREDENTIALS_FILE='/run/secrets/bucket'" (adminText withKeyFile);
-    "swarm-controller gets its four variables and the provisioning lifetimes' defaults, no provisioning system" =
+    "swarm-controller gets its five variables and the provisioning lifetimes' defaults, no provisioning system" =
       controllerUnit.environment == {
         SWARM_CONTROLLER_SOCKET = "/run/swarm-controller/controller.sock";
         SWARM_NATS_URL = "nats://nats:4222";
         SWARM_NATS_CREDS = "%d/nats-creds";
         SWARM_RECONCILE_SECS = "60";
+        SWARM_STATE_DIR = "/var/lib/swarm-controller";
         SWARM_STORE_CERT_LIFETIME = "24h";
         SWARM_QUEUE_CREDS_LIFETIME = "24h";
         SWARM_CREDENTIAL_CHECK_EVERY = "5m";
@@ -559,6 +573,10 @@ let
         SWARM_FORGE_URL = "https://forge.example";
         SWARM_FORGE_ADMIN_TOKEN_FILE = "%d/forge-admin-token";
         SWARM_FORGE_TEMPLATE_REPO = "hyperhive/agent-config";
+        SWARM_FORGE_ORG = "hyperhive";
+        SWARM_FORGE_WEBHOOK_URL = "https://swarm.example/api/forge/webhook";
+        SWARM_FORGE_RECONCILE_EVERY = "2m";
+        SWARM_STATE_DIR = "/var/lib/swarm-controller";
         SWARM_MATRIX_URL = "https://matrix.example";
         SWARM_MATRIX_SHARED_SECRET_FILE = "%d/matrix-shared-secret";
         SWARM_STORE_CA_KEY_FILE = "%d/store-ca-key";
@@ -586,6 +604,7 @@ let
       storeOnly.failed == [ ]
       && b.filter (lib.hasPrefix "SWARM_S") (b.attrNames unit.environment) == [
         "SWARM_SECRETS_KEY_FILE"
+        "SWARM_STATE_DIR"
         "SWARM_STORE_CA_CERT_FILE"
         "SWARM_STORE_CA_KEY_FILE"
         "SWARM_STORE_CERT_LIFETIME"
@@ -593,6 +612,8 @@ let
       && !(unit.environment ? SWARM_FORGE_URL)
       && !(unit.environment ? SWARM_MATRIX_URL)
       && !(unit.environment ? SWARM_FORGE_TEMPLATE_REPO)
+      && !(unit.environment ? SWARM_FORGE_RECONCILE_EVERY)
+      && !(unit.environment ? SWARM_FORGE_WEBHOOK_URL)
       && unit.serviceConfig.LoadCredential == [
         "nats-creds:/run/secrets/controller.creds"
         "secrets-key:/run/secrets/swarm-secrets.key"
@@ -614,6 +635,10 @@ let
       && controllerUnit.serviceConfig.RuntimeDirectoryPreserve == "yes"
       && controllerUnit.serviceConfig.Group == "swarm-controller"
       && ok.users.groups ? swarm-controller;
+    "the controller keeps its webhook secret in its own state directory" =
+      controllerUnit.serviceConfig.StateDirectory == "swarm-controller"
+      && controllerUnit.serviceConfig.StateDirectoryMode == "0700"
+      && controllerUnit.environment.SWARM_STATE_DIR == "/var/lib/swarm-controller";
     "swarmctl on PATH defaults to the socket" =
       lib.hasInfix "--set-default SWARM_CONTROLLER_SOCKET '/run/swarm-controller/controller.sock'" swarmctl.script;
     "one unit per enabled agent" =

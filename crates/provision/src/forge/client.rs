@@ -34,11 +34,12 @@ use crate::secret::Secret;
 /// How long one call may take, connection included, unless [`ForgejoClient::with_timeout`]
 /// says otherwise. Generating a repository copies its git content, the slowest call here.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-/// Tokens asked for per page. The forge cuts a larger `limit` to its `MAX_RESPONSE_ITEMS`
+/// Items asked for per page. The forge cuts a larger `limit` to its `MAX_RESPONSE_ITEMS`
 /// (50 unless configured), so a smaller page may come back; paging goes by what came back.
 const PAGE_LIMIT: usize = 50;
-/// Pages read at most when listing tokens: 5000 tokens is far beyond what an agent's user
-/// holds; the bound stops a forge that never answers an empty page.
+/// Pages read at most of one list: 5000 items (tokens of a user, repositories of the swarm's
+/// organisation, pull requests of a config repository) is far beyond what the swarm holds; the
+/// bound stops a forge that never answers an empty page.
 const MAX_PAGES: usize = 100;
 /// Characters of an error body kept in an error (an HTML page from a proxy, say).
 const MAX_MESSAGE: usize = 300;
@@ -55,22 +56,22 @@ pub struct ForgejoClient {
 }
 
 /// Who a request is sent as.
-enum Auth<'a> {
+pub(super) enum Auth<'a> {
     Admin,
     Basic { user: &'a str, password: &'a Secret },
     Token(&'a Secret),
 }
 
 /// An HTTP answer, read whole.
-struct Answer {
-    status: StatusCode,
+pub(super) struct Answer {
+    pub(super) status: StatusCode,
     body: Vec<u8>,
     /// `X-Total-Count`, which the forge sets on lists.
     total_count: Option<usize>,
 }
 
 /// One call: what it is (for errors) and the secrets its errors must never contain.
-struct Call<'a> {
+pub(super) struct Call<'a> {
     what: String,
     secrets: Vec<&'a str>,
 }
@@ -115,7 +116,7 @@ impl ForgejoClient {
         &self.api
     }
 
-    fn call<'a>(&'a self, what: String, secrets: &[&'a Secret]) -> Call<'a> {
+    pub(super) fn call<'a>(&'a self, what: String, secrets: &[&'a Secret]) -> Call<'a> {
         let mut all = vec![self.admin_token.expose()];
         all.extend(secrets.iter().map(|s| s.expose()));
         Call { what, secrets: all }
@@ -130,7 +131,7 @@ impl ForgejoClient {
         url
     }
 
-    async fn send<B: Serialize + ?Sized>(
+    pub(super) async fn send<B: Serialize + ?Sized>(
         &self,
         call: &Call<'_>,
         method: Method,
@@ -162,8 +163,37 @@ impl ForgejoClient {
         Ok(Answer { status, body, total_count })
     }
 
-    async fn get(&self, call: &Call<'_>, segments: &[&str], auth: Auth<'_>) -> Result<Answer, ForgeError> {
+    pub(super) async fn get(&self, call: &Call<'_>, segments: &[&str], auth: Auth<'_>) -> Result<Answer, ForgeError> {
         self.send::<()>(call, Method::GET, segments, &[], auth, None).await
+    }
+
+    /// Every item of a list route, page by page (`page`, `limit`, and `query` besides): it ends
+    /// at an empty page, a short one, or when `X-Total-Count` items came; at most [`MAX_PAGES`].
+    pub(super) async fn list_all<'a, T: DeserializeOwned>(
+        &self,
+        call: &Call<'_>,
+        segments: &[&str],
+        query: &[(&str, String)],
+        auth: impl Fn() -> Auth<'a>,
+    ) -> Result<Vec<T>, ForgeError> {
+        let mut all = Vec::new();
+        for page in 1..=MAX_PAGES {
+            let mut paged = vec![("page", page.to_string()), ("limit", PAGE_LIMIT.to_string())];
+            paged.extend(query.iter().cloned());
+            let answer = self.send::<()>(call, Method::GET, segments, &paged, auth(), None).await?;
+            if answer.status != StatusCode::OK {
+                return Err(call.refused(&answer));
+            }
+            let items: Vec<T> = call.decode(&answer)?;
+            if items.is_empty() {
+                return Ok(all);
+            }
+            all.extend(items);
+            if answer.total_count.is_some_and(|total| all.len() >= total) {
+                return Ok(all);
+            }
+        }
+        Err(call.bad_answer(format!("the list did not end within {MAX_PAGES} pages")))
     }
 }
 
@@ -314,24 +344,9 @@ impl Forge for ForgejoClient {
         let call = self.call(format!("list the tokens of user {user:?}"), &[password]);
         call.check(names::check_user_name(user))?;
         call.check(names::check_password(password.expose()))?;
-        let mut all = Vec::new();
-        for page in 1..=MAX_PAGES {
-            let query = [("page", page.to_string()), ("limit", PAGE_LIMIT.to_string())];
-            let auth = Auth::Basic { user, password };
-            let answer = self.send::<()>(&call, Method::GET, &["users", user, "tokens"], &query, auth, None).await?;
-            if answer.status != StatusCode::OK {
-                return Err(call.refused(&answer));
-            }
-            let tokens: Vec<wire::AccessToken> = call.decode(&answer)?;
-            if tokens.is_empty() {
-                return Ok(all);
-            }
-            all.extend(tokens.into_iter().map(|token| token.name));
-            if answer.total_count.is_some_and(|total| all.len() >= total) {
-                return Ok(all);
-            }
-        }
-        Err(call.bad_answer(format!("the list did not end within {MAX_PAGES} pages")))
+        let tokens: Vec<wire::AccessToken> =
+            self.list_all(&call, &["users", user, "tokens"], &[], || Auth::Basic { user, password }).await?;
+        Ok(tokens.into_iter().map(|token| token.name).collect())
     }
 
     async fn delete_token(&self, user: &str, password: &Secret, token_name: &str) -> Result<(), ForgeError> {
@@ -364,11 +379,11 @@ impl Forge for ForgejoClient {
 }
 
 impl Call<'_> {
-    fn check(&self, rule: Result<(), String>) -> Result<(), ForgeError> {
+    pub(super) fn check(&self, rule: Result<(), String>) -> Result<(), ForgeError> {
         rule.map_err(|reason| self.invalid(reason))
     }
 
-    fn invalid(&self, reason: String) -> ForgeError {
+    pub(super) fn invalid(&self, reason: String) -> ForgeError {
         ForgeError::Invalid { call: self.what.clone(), reason: self.scrub(&reason) }
     }
 
@@ -383,7 +398,7 @@ impl Call<'_> {
         ForgeError::Unreachable { call: self.what.clone(), reason: self.scrub(&reason) }
     }
 
-    fn refused(&self, answer: &Answer) -> ForgeError {
+    pub(super) fn refused(&self, answer: &Answer) -> ForgeError {
         let parsed = serde_json::from_slice::<wire::ApiError>(&answer.body).ok();
         let message = match parsed.and_then(|e| e.message.or(e.error)) {
             Some(message) => message,
@@ -393,13 +408,13 @@ impl Call<'_> {
         ForgeError::Refused { call: self.what.clone(), status: answer.status.as_u16(), message: cut(&message) }
     }
 
-    fn bad_answer(&self, reason: String) -> ForgeError {
+    pub(super) fn bad_answer(&self, reason: String) -> ForgeError {
         ForgeError::BadAnswer { call: self.what.clone(), reason: self.scrub(&reason) }
     }
 
     /// Reads a success body. The parser's own message is kept only when it names a missing
     /// field: its other messages quote the offending value, which could be a secret.
-    fn decode<T: DeserializeOwned>(&self, answer: &Answer) -> Result<T, ForgeError> {
+    pub(super) fn decode<T: DeserializeOwned>(&self, answer: &Answer) -> Result<T, ForgeError> {
         serde_json::from_slice(&answer.body).map_err(|e| {
             use serde_json::error::Category;
             let what = match e.classify() {

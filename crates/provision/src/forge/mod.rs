@@ -19,12 +19,17 @@
 //! - [`types`]: what the trait takes and returns.
 //! - [`error`]: [`ForgeError`]: the call, the HTTP status and the forge's own message.
 //! - [`names`]: the formats of user names, repository names, token names, emails and scopes.
-//! - `wire`: the JSON bodies of the v1 API (private).
+//! - `wire`: the JSON bodies of the v1 API (private); [`payload`] reads the objects inside
+//!   webhook payloads with them.
 //! - [`client`]: [`ForgejoClient`], the trait over HTTP with an admin token.
+//! - [`swarm`]: [`SwarmForge`], the swarm-wide objects (organisation, team, labels, webhook) and
+//!   the listings of pull requests and issues, also on [`ForgejoClient`].
 
 pub mod client;
 pub mod error;
 pub mod names;
+pub mod payload;
+pub mod swarm;
 pub mod types;
 mod wire;
 
@@ -32,7 +37,11 @@ use async_trait::async_trait;
 
 pub use client::ForgejoClient;
 pub use error::ForgeError;
-pub use types::{ForgeUser, NewForgeUser, Repo, TokenCheck, Visibility};
+pub use swarm::SwarmForge;
+pub use types::{
+    ForgeUser, Hook, HookSpec, Issue, Label, LabelScope, NewForgeUser, NewTeam, Org, PullFilter, PullRequest, Repo,
+    Team, TeamPermission, TokenCheck, Visibility,
+};
 
 use crate::secret::Secret;
 

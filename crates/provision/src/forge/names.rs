@@ -8,7 +8,9 @@
 //!   `.` or `..`;
 //! - email: `CreateUserOption.email`, `Required;Email;MaxSize(254)`;
 //! - full name: `MaxSize(100)`; password: `MaxSize(255)`;
-//! - token scopes: the forge's scope names (`read:`/`write:` per category, or `all`).
+//! - token scopes: the forge's scope names (`read:`/`write:` per category, or `all`);
+//! - organisation names are user names (one namespace); team names `AlphaDashDot`, labels and
+//!   webhook URLs as [`check_team_name`], [`check_label`] and [`check_hook_url`] say.
 //!
 //! Token names are stricter than the forge's: `DELETE /users/{username}/tokens/{token}` reads a
 //! `{token}` that parses as a number as a token *id*, so a name must start with a letter.
@@ -42,6 +44,8 @@ const MAX_TOKEN_NAME: usize = 255;
 const MAX_EMAIL: usize = 254;
 const MAX_FULL_NAME: usize = 100;
 const MAX_PASSWORD: usize = 255;
+const MAX_TEAM_NAME: usize = 255;
+const MAX_LABEL_NAME: usize = 50;
 
 fn is_separator(c: char) -> bool {
     matches!(c, '_' | '-' | '.')
@@ -188,6 +192,60 @@ fn shown(name: &str) -> String {
         let head: String = name.chars().take(MAX_SHOWN).collect();
         format!("{head:?}...")
     }
+}
+
+/// A team name: `CreateTeamOption.name`, `Required;AlphaDashDot;MaxSize(255)`.
+pub fn check_team_name(name: &str) -> Result<(), String> {
+    let shown = shown(name);
+    if name.is_empty() {
+        return Err("team name is empty".into());
+    }
+    if name.len() > MAX_TEAM_NAME {
+        return Err(format!("team name {shown} is longer than {MAX_TEAM_NAME} characters"));
+    }
+    if let Some(bad) = name.chars().find(|c| !c.is_ascii_alphanumeric() && !is_separator(*c)) {
+        return Err(format!("team name {shown} contains {bad:?}; only letters, digits, '_', '-' and '.' are allowed"));
+    }
+    Ok(())
+}
+
+/// A label: `CreateLabelOption`, `name` `Required` (the forge keeps it to 50 characters in its
+/// table) and `color` `Required`, six hex digits with or without `#` (`label.NormalizeColor`).
+pub fn check_label(name: &str, color: &str) -> Result<(), String> {
+    let shown = shown(name);
+    if name.trim().is_empty() {
+        return Err("label name is empty".into());
+    }
+    if name.chars().count() > MAX_LABEL_NAME {
+        return Err(format!("label name {shown} is longer than {MAX_LABEL_NAME} characters"));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(format!("label name {shown} contains a control character"));
+    }
+    let hex = color.strip_prefix('#').unwrap_or(color);
+    if hex.len() != 6 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(format!("label colour {:?} is not six hex digits, e.g. 0075ca", color));
+    }
+    Ok(())
+}
+
+/// A webhook's target: an absolute http(s) URL without user info (the forge refuses anything
+/// else with 422, and a user info part could hold a password).
+pub fn check_hook_url(url: &str) -> Result<(), String> {
+    let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"));
+    match rest {
+        Some(host) if !host.is_empty() && !host.starts_with('/') && !host.contains('@') => {}
+        _ => {
+            return Err(
+                "webhook URL must be an http(s) URL without user info, e.g. https://swarm.example/api/forge/webhook"
+                    .into(),
+            );
+        }
+    }
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("webhook URL contains white space".into());
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::types::{ForgeUser, Repo, Visibility};
+use super::types::{ForgeUser, Hook, Issue, Label, Org, PullRequest, Repo, Team, TeamPermission, Visibility};
 
 /// `POST /admin/users`.
 #[derive(Serialize)]
@@ -110,4 +110,231 @@ pub(super) struct AccessToken {
 pub(super) struct ApiError {
     pub message: Option<String>,
     pub error: Option<String>,
+}
+
+/// `Organization`. Gitea names it `name` (and `username`, deprecated); older versions only
+/// `username`.
+#[derive(Deserialize)]
+pub(super) struct Organization {
+    pub id: i64,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub username: String,
+    #[serde(default)]
+    pub visibility: String,
+}
+
+impl From<Organization> for Org {
+    fn from(org: Organization) -> Self {
+        let name = if org.name.is_empty() { org.username } else { org.name };
+        Self { id: org.id, name, visibility: org.visibility }
+    }
+}
+
+/// `POST /orgs` (`CreateOrgOption`).
+#[derive(Serialize)]
+pub(super) struct CreateOrgOption<'a> {
+    pub username: &'a str,
+    pub full_name: &'a str,
+    pub visibility: &'a str,
+    pub repo_admin_change_team_access: bool,
+}
+
+/// `Team`.
+#[derive(Deserialize)]
+pub(super) struct WireTeam {
+    pub id: i64,
+    pub name: String,
+    #[serde(default)]
+    pub permission: String,
+    #[serde(default)]
+    pub includes_all_repositories: bool,
+    #[serde(default)]
+    pub can_create_org_repo: bool,
+}
+
+impl From<WireTeam> for Team {
+    fn from(t: WireTeam) -> Self {
+        Self {
+            id: t.id,
+            name: t.name,
+            permission: t.permission,
+            includes_all_repositories: t.includes_all_repositories,
+            can_create_org_repo: t.can_create_org_repo,
+        }
+    }
+}
+
+/// `POST /orgs/{org}/teams` (`CreateTeamOption`). `units` is what members reach in the team's
+/// repositories.
+#[derive(Serialize)]
+pub(super) struct CreateTeamOption<'a> {
+    pub name: &'a str,
+    pub description: &'a str,
+    pub permission: TeamPermission,
+    pub includes_all_repositories: bool,
+    pub can_create_org_repo: bool,
+    pub units: &'a [&'a str],
+}
+
+/// `Label`.
+#[derive(Deserialize)]
+pub(super) struct WireLabel {
+    pub id: i64,
+    pub name: String,
+    #[serde(default)]
+    pub color: String,
+    #[serde(default)]
+    pub description: String,
+}
+
+impl From<WireLabel> for Label {
+    fn from(l: WireLabel) -> Self {
+        Self { id: l.id, name: l.name, color: l.color.trim_start_matches('#').to_owned(), description: l.description }
+    }
+}
+
+/// `CreateLabelOption`.
+#[derive(Serialize)]
+pub(super) struct CreateLabelOption<'a> {
+    pub name: &'a str,
+    pub color: &'a str,
+    pub description: &'a str,
+}
+
+/// `Hook`; `config` holds `url` and `content_type` (never the secret).
+#[derive(Deserialize)]
+pub(super) struct WireHook {
+    pub id: i64,
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    #[serde(default)]
+    pub config: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pub events: Vec<String>,
+    #[serde(default)]
+    pub active: bool,
+}
+
+impl From<WireHook> for Hook {
+    fn from(mut h: WireHook) -> Self {
+        Self {
+            id: h.id,
+            kind: h.kind,
+            url: h.config.remove("url").unwrap_or_default(),
+            content_type: h.config.remove("content_type").unwrap_or_default(),
+            events: h.events,
+            active: h.active,
+        }
+    }
+}
+
+/// `config` of `CreateHookOption` and `EditHookOption` (`CreateHookOptionConfig`, a map of
+/// strings).
+#[derive(Serialize)]
+pub(super) struct HookConfig<'a> {
+    pub url: &'a str,
+    pub content_type: &'a str,
+    pub secret: &'a str,
+}
+
+/// `POST /orgs/{org}/hooks` (`CreateHookOption`).
+#[derive(Serialize)]
+pub(super) struct CreateHookOption<'a> {
+    #[serde(rename = "type")]
+    pub kind: &'a str,
+    pub config: HookConfig<'a>,
+    pub events: &'a [String],
+    pub active: bool,
+}
+
+/// `PATCH /orgs/{org}/hooks/{id}` (`EditHookOption`).
+#[derive(Serialize)]
+pub(super) struct EditHookOption<'a> {
+    pub config: HookConfig<'a>,
+    pub events: &'a [String],
+    pub active: bool,
+}
+
+/// `PullRequest`: `head` is a `PRBranchInfo`.
+#[derive(Deserialize)]
+pub(super) struct WirePull {
+    pub number: i64,
+    #[serde(default)]
+    pub title: String,
+    #[serde(default)]
+    pub html_url: String,
+    #[serde(default)]
+    pub state: String,
+    #[serde(default)]
+    pub merged: bool,
+    #[serde(default)]
+    pub mergeable: Option<bool>,
+    pub head: Option<BranchInfo>,
+    #[serde(default)]
+    pub updated_at: String,
+}
+
+/// `PRBranchInfo`.
+#[derive(Deserialize)]
+pub(super) struct BranchInfo {
+    #[serde(rename = "ref", default)]
+    pub reference: String,
+    #[serde(default)]
+    pub sha: String,
+}
+
+impl From<WirePull> for PullRequest {
+    fn from(p: WirePull) -> Self {
+        let head = p.head.unwrap_or(BranchInfo { reference: String::new(), sha: String::new() });
+        Self {
+            number: p.number,
+            title: p.title,
+            html_url: p.html_url,
+            state: p.state,
+            merged: p.merged,
+            mergeable: p.mergeable,
+            head_sha: head.sha,
+            head_ref: head.reference,
+            updated_at: p.updated_at,
+        }
+    }
+}
+
+/// `Issue`; `pull_request` is set when the issue is a pull request.
+#[derive(Deserialize)]
+pub(super) struct WireIssue {
+    pub number: i64,
+    #[serde(default)]
+    pub title: String,
+    #[serde(default)]
+    pub html_url: String,
+    #[serde(default)]
+    pub state: String,
+    #[serde(default)]
+    pub labels: Vec<WireLabel>,
+    #[serde(default)]
+    pub updated_at: String,
+    #[serde(default)]
+    pub pull_request: Option<serde_json::Value>,
+}
+
+impl From<WireIssue> for Issue {
+    fn from(i: WireIssue) -> Self {
+        Self {
+            number: i.number,
+            title: i.title,
+            html_url: i.html_url,
+            state: i.state,
+            labels: i.labels.into_iter().map(|l| l.name).collect(),
+            updated_at: i.updated_at,
+        }
+    }
+}
+
+/// `AddCollaboratorOption`.
+#[derive(Serialize)]
+pub(super) struct AddCollaboratorOption<'a> {
+    pub permission: &'a str,
 }

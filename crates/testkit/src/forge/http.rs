@@ -157,7 +157,7 @@ fn basic_doer(state: &State, credential: &str) -> Result<Doer, Reply> {
     let user = state
         .user(name)
         .or_else(|| state.users.values().find(|u| u.email.eq_ignore_ascii_case(name)))
-        .filter(|user| user.password == password)
+        .filter(|user| !user.is_org && user.password == password)
         .ok_or_else(|| error(state, StatusCode::UNAUTHORIZED, AUTH_FAILED))?;
     Ok(Doer { user: user.login.to_ascii_lowercase(), via: Via::Basic })
 }

@@ -2,10 +2,10 @@
 //!
 //! No forge installs on the machines the tests run on, so this answers the operations the
 //! forge adapter (`hyperhive_provision::forge`) calls, checking what the real server checks.
-//! It is a stand-in: it keeps everything in memory, has no git content, no organisations and
-//! no web UI. What it checks, and where each rule comes from (the operation ids and definitions
-//! of the OpenAPI document `templates/swagger/v1_json.tmpl`, and the route guards of
-//! `routers/api/v1/api.go` for what the document leaves out):
+//! It is a stand-in: it keeps everything in memory, has no git content and no web UI. What it
+//! checks, and where each rule comes from (the operation ids and definitions of the OpenAPI
+//! document `templates/swagger/v1_json.tmpl`, the route guards of `routers/api/v1/api.go` for
+//! what the document leaves out, and the handlers named below):
 //!
 //! - **Authentication** (`securityDefinitions`, and `parseToken` of `services/auth/oauth2.go`):
 //!   the deprecated `token`/`access_token` query parameters (looked at first), then
@@ -42,16 +42,57 @@
 //!   template item", 404 `{"error": ...}` for an unknown owner, 403 for a non-administrator
 //!   generating for another user, 409 for a taken name, 201 `Repository`.
 //! - Error bodies are `APIError` (`{"message", "url"}`), 404 adds `errors`.
+//! - **Organisations** share the users' namespace and never sign in. `orgCreate` (`POST /orgs`,
+//!   `CreateOrgOption`): `username` `Required;Username;MaxSize(40)`, `full_name`
+//!   `MaxSize(100)`, `visibility` `In(,public,limited,private)` (422 `[Field]: rule`), a taken
+//!   or reserved name 422; 201 `Organization`, the doer the member of its `Owners` team
+//!   (`routers/api/v1/org/org.go`). `orgGet`: 404 for a user, and for a private organisation to
+//!   a non-member.
+//! - **Teams** (`routers/api/v1/org/team.go`): `orgListTeams` members only (`reqOrgMembership`,
+//!   403 "Must be an organization member"); `orgCreateTeam` owners only (`reqOrgOwnership`, 403
+//!   "Must be an organization owner"), `CreateTeamOption` `name`
+//!   `Required;AlphaDashDot;MaxSize(255)`, `permission` `In(read,write,admin)`, known `units`,
+//!   a taken name 422 "team already exists"; `orgListTeamMembers`; `orgAddTeamMember` 204, 404
+//!   for an unknown user, 422 for an organisation.
+//! - **Labels** (`routers/api/v1/org/label.go`, `routers/api/v1/repo/label.go`): an
+//!   organisation's read by members and written by owners; a repository's read by whoever sees
+//!   it and written by its owner, administrators and write collaborators; `CreateLabelOption`
+//!   `name` and `color` `Required`, the colour three or six hex digits (`NormalizeColor`, 422
+//!   "invalid color"); two labels of one name are allowed, as on the forge.
+//! - **Organisation webhooks** (`routers/api/v1/org/hook.go`, `routers/api/v1/utils/hook.go`):
+//!   owners only; `CreateHookOption` `type` and `config` `Required`, then `checkCreateHookOption`:
+//!   a known type (the stand-in sends only the forge's own payloads, so `forgejo` and `gitea`;
+//!   422 "Invalid hook type: …"), `config.url` and `config.content_type` present (422 "Missing
+//!   config option: url"), the content type `json` or `form` (422 "Invalid content type"), no
+//!   events meaning `push`; `editHook`: each config key given replaces its value, the events are
+//!   set anew (none means `push`), `active` when given; 200; delete 204, 404. `Hook` never shows
+//!   the secret.
+//! - **Lists of a repository** (`repoListPullRequests`, `issueListIssues`, `orgListRepos`):
+//!   private repositories are 404 to whoever may not read them (their owner, administrators,
+//!   collaborators, members of a team of the organisation reaching every repository may);
+//!   `state` `open` (default), `closed` or `all` (422 else); newest first; paged. Issues and
+//!   pull requests share a repository's numbers.
+//! - `repoAddCollaborator` (`PUT /repos/{owner}/{repo}/collaborators/{collaborator}`):
+//!   repository administrators (403), a user (404) not an organisation (422), `permission`
+//!   `In(read,write,admin)` (422), 204.
+//! - **Deliveries** (`services/webhook/deliver.go`, payloads of `modules/structs/hook.go`): see
+//!   `deliver`; each change a test makes sends one `POST` per active organisation hook of the
+//!   repository's owner whose events take it, signed with the hook's secret.
 //!
-//! For tests it also: counts what it was asked to create and delete ([`Counts`]), answers 503 to
-//! everything while [`ForgeStandIn::set_down`], answers every success with a body that is not
-//! the documented JSON while [`ForgeStandIn::set_malformed`], and lets a test set up users,
-//! templates, repositories and tokens, or revoke a token, directly.
+//! For tests it also: counts what it was asked to create, edit and delete ([`Counts`]), answers
+//! 503 to everything while [`ForgeStandIn::set_down`], answers every success with a body that is
+//! not the documented JSON while [`ForgeStandIn::set_malformed`], lets a test set up users,
+//! organisations, templates, repositories and tokens, or revoke a token, directly, and change
+//! pull requests, issues and webhooks as a person would (`control`).
 
+mod control;
+mod deliver;
 mod http;
 mod routes;
+mod routes_swarm;
 mod rules;
 mod state;
+mod swarm_state;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -60,7 +101,10 @@ use anyhow::Context;
 use warp::Filter;
 use warp::http::{HeaderMap, Method};
 
+pub use control::PullChange;
+pub use deliver::signature;
 pub use state::{Counts, StandInRepo};
+pub use swarm_state::{Delivery, StandInHook, StandInIssue, StandInPull};
 
 use http::Request;
 use state::State;

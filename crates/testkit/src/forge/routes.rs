@@ -48,28 +48,67 @@ fn route(state: &mut State, request: &Request) -> Result<Reply, Reply> {
         (&Method::DELETE, ["users", name, "tokens", token]) => delete_token(state, request, doer, name, token),
         (&Method::GET, ["repos", owner, repo]) => get_repo(state, request, doer, owner, repo),
         (&Method::POST, ["repos", owner, repo, "generate"]) => generate_repo(state, request, doer, owner, repo),
-        _ => Ok(not_found(state, "The target couldn't be found.", "")),
+        _ => super::routes_swarm::route(state, request, doer, &segments),
     }
 }
 
 /// `bind`: the body into the option type; a body that does not decode is a validation error.
-fn bind<T: DeserializeOwned>(state: &State, body: &[u8]) -> Result<T, Reply> {
+pub(super) fn bind<T: DeserializeOwned>(state: &State, body: &[u8]) -> Result<T, Reply> {
     serde_json::from_slice(body)
         .map_err(|e| error(state, StatusCode::UNPROCESSABLE_ENTITY, &format!("[]: cannot decode the body: {e}")))
 }
 
-fn invalid(state: &State, field: &str, rule: &str) -> Reply {
+pub(super) fn invalid(state: &State, field: &str, rule: &str) -> Reply {
     error(state, StatusCode::UNPROCESSABLE_ENTITY, &format!("[{field}]: {rule}"))
 }
 
+/// The binding `Required;Username;MaxSize(40)` of `field`.
+pub(super) fn check_username(state: &State, field: &str, name: &str) -> Result<(), Reply> {
+    if name.is_empty() {
+        return Err(invalid(state, field, "Required"));
+    }
+    if !rules::valid_username(name) {
+        return Err(invalid(state, field, "invalid username"));
+    }
+    if name.len() > 40 {
+        return Err(invalid(state, field, "MaxSize"));
+    }
+    Ok(())
+}
+
+/// The binding `Required;AlphaDashDot;MaxSize(max)` of `field`.
+pub(super) fn check_alpha_dash_dot(state: &State, field: &str, name: &str, max: usize) -> Result<(), Reply> {
+    if name.is_empty() {
+        return Err(invalid(state, field, "Required"));
+    }
+    if !rules::alpha_dash_dot(name) {
+        return Err(invalid(state, field, "AlphaDashDot"));
+    }
+    if name.len() > max {
+        return Err(invalid(state, field, "MaxSize"));
+    }
+    Ok(())
+}
+
+/// The bindings `full_name` `MaxSize(100)` and `visibility` `In(,public,limited,private)`.
+pub(super) fn check_profile(state: &State, full_name: &str, visibility: &str) -> Result<(), Reply> {
+    if full_name.chars().count() > 100 {
+        return Err(invalid(state, "FullName", "MaxSize"));
+    }
+    if !["", "public", "limited", "private"].contains(&visibility) {
+        return Err(invalid(state, "Visibility", "In"));
+    }
+    Ok(())
+}
+
 /// `reqSiteAdmin`, after `reqToken`.
-fn require_admin(state: &State, doer: Option<&Doer>) -> Result<(), Reply> {
+pub(super) fn require_admin(state: &State, doer: Option<&Doer>) -> Result<(), Reply> {
     let user = require_signed(state, doer)?;
     if user.is_admin { Ok(()) } else { Err(error(state, StatusCode::FORBIDDEN, "user should be the site admin")) }
 }
 
 /// `context.UserAssignmentAPI`: the `{username}` of the path must exist.
-fn context_user<'a>(state: &'a State, name: &str) -> Result<&'a super::state::User, Reply> {
+pub(super) fn context_user<'a>(state: &'a State, name: &str) -> Result<&'a super::state::User, Reply> {
     state
         .user(name)
         .ok_or_else(|| not_found(state, "GetUserByName", &format!("user redirect does not exist [name: {name}]")))
@@ -99,15 +138,7 @@ fn create_user(state: &mut State, request: &Request, doer: Option<&Doer>) -> Res
     // The bindings, field by field: username `Required;Username;MaxSize(40)`, full_name
     // `MaxSize(100)`, email `Required;Email;MaxSize(254)`, password `MaxSize(255)`,
     // visibility `In(,public,limited,private)`.
-    if username.is_empty() {
-        return Err(invalid(state, "Username", "Required"));
-    }
-    if !rules::valid_username(&username) {
-        return Err(invalid(state, "Username", "invalid username"));
-    }
-    if username.len() > 40 {
-        return Err(invalid(state, "Username", "MaxSize"));
-    }
+    check_username(state, "Username", &username)?;
     if full_name.chars().count() > 100 {
         return Err(invalid(state, "FullName", "MaxSize"));
     }
@@ -123,9 +154,7 @@ fn create_user(state: &mut State, request: &Request, doer: Option<&Doer>) -> Res
     if password.len() > 255 {
         return Err(invalid(state, "Password", "MaxSize"));
     }
-    if !["", "public", "limited", "private"].contains(&visibility.as_str()) {
-        return Err(invalid(state, "Visibility", "In"));
-    }
+    check_profile(state, &full_name, &visibility)?;
     if password.chars().count() < MIN_PASSWORD_LENGTH {
         return Err(error(state, StatusCode::BAD_REQUEST, "PasswordIsRequired"));
     }
@@ -211,18 +240,25 @@ fn token_route_guard(
 /// paged by `page` (1-based) and `limit` (cut to `MAX_RESPONSE_ITEMS`).
 fn list_tokens(state: &mut State, request: &Request, doer: Option<&Doer>, name: &str) -> Result<Reply, Reply> {
     let context = token_route_guard(state, request, doer, name)?;
+    let owner = context.login.to_ascii_lowercase();
+    let mine: Vec<_> = state.tokens.iter().filter(|t| t.owner == owner).map(|t| token_json(t, false)).collect();
+    Ok(paged(state, request, mine))
+}
+
+/// One page of a list (`ListOptions`): `page` (1-based) and `limit` (cut to
+/// `MAX_RESPONSE_ITEMS`), with `X-Total-Count` set to the whole list's length.
+pub(super) fn paged(state: &State, request: &Request, items: Vec<serde_json::Value>) -> Reply {
     let number = |key: &str| request.query.get(key).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
     let page = usize::try_from(number("page")).unwrap_or(0).max(1);
     let limit = match usize::try_from(number("limit")).unwrap_or(0) {
         0 => DEFAULT_PAGE.min(state.max_page),
         limit => limit.min(state.max_page),
     };
-    let owner = context.login.to_ascii_lowercase();
-    let mine: Vec<_> = state.tokens.iter().filter(|t| t.owner == owner).collect();
-    let body: Vec<_> = mine.iter().skip((page - 1) * limit).take(limit).map(|t| token_json(t, false)).collect();
+    let total = items.len();
+    let body: Vec<_> = items.into_iter().skip((page - 1) * limit).take(limit).collect();
     let mut reply = json_reply(StatusCode::OK, &json!(body));
-    reply.total_count = Some(mine.len());
-    Ok(reply)
+    reply.total_count = Some(total);
+    reply
 }
 
 #[derive(Deserialize)]
@@ -291,8 +327,9 @@ fn delete_token(
 }
 
 /// `repoAssignment` and read permission: the owner and repository must exist and be visible
-/// to the doer (a private repository to its owner and administrators); 404 otherwise.
-fn visible_repo(
+/// to the doer (a private repository to its owner, collaborators, teams reaching it and
+/// administrators); 404 otherwise.
+pub(super) fn visible_repo(
     state: &State,
     doer: Option<&Doer>,
     owner: &str,
@@ -304,8 +341,7 @@ fn visible_repo(
             format!("repository does not exist [id: 0, uid: {}, owner_name: {owner}, name: {name}]", owner_user.id);
         return Err(not_found(state, "GetRepositoryByName", &detail));
     };
-    let viewer = doer.and_then(|d| state.user(&d.user));
-    let sees = !repo.private || viewer.is_some_and(|v| v.is_admin || v.login.eq_ignore_ascii_case(&repo.owner));
+    let sees = !repo.private || doer.is_some_and(|d| state.may_read_repo(&d.user, &repo.owner, &repo.name));
     if !sees {
         return Err(not_found(state, "The target couldn't be found.", ""));
     }
@@ -369,15 +405,7 @@ fn generate_repo(
     if owner.is_empty() {
         return Err(invalid(state, "Owner", "Required"));
     }
-    if name.is_empty() {
-        return Err(invalid(state, "Name", "Required"));
-    }
-    if !rules::alpha_dash_dot(&name) {
-        return Err(invalid(state, "Name", "AlphaDashDot"));
-    }
-    if name.len() > 100 {
-        return Err(invalid(state, "Name", "MaxSize"));
-    }
+    check_alpha_dash_dot(state, "Name", &name, 100)?;
     if !template.template {
         return Err(error(state, StatusCode::UNPROCESSABLE_ENTITY, "this is not a template repo"));
     }

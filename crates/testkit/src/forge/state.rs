@@ -15,6 +15,14 @@ pub struct Counts {
     pub repos_generated: usize,
     pub tokens_minted: usize,
     pub tokens_deleted: usize,
+    pub orgs_created: usize,
+    pub teams_created: usize,
+    pub team_members_added: usize,
+    pub labels_created: usize,
+    pub hooks_created: usize,
+    pub hooks_edited: usize,
+    pub hooks_deleted: usize,
+    pub collaborators_set: usize,
     /// Every HTTP request, answered or not.
     pub requests: usize,
 }
@@ -29,6 +37,8 @@ pub(super) struct User {
     pub is_admin: bool,
     pub must_change_password: bool,
     pub visibility: String,
+    /// An organisation: it shares the users' namespace but never signs in.
+    pub is_org: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -70,6 +80,8 @@ pub(super) struct State {
     pub max_page: usize,
     /// `http://127.0.0.1:<port>`, for the URLs inside answers.
     pub base: String,
+    /// Organisations' teams, labels, webhooks; repositories' pulls, issues, collaborators.
+    pub swarm: super::swarm_state::SwarmState,
 }
 
 /// The forge's defaults for `[api] DEFAULT_PAGING_NUM` and `MAX_RESPONSE_ITEMS`.
@@ -88,6 +100,7 @@ impl State {
             malformed: false,
             max_page: MAX_PAGE,
             base,
+            swarm: super::swarm_state::SwarmState::default(),
         }
     }
 
@@ -112,6 +125,7 @@ impl State {
             is_admin,
             must_change_password: false,
             visibility: "public".into(),
+            is_org: false,
         };
         self.users.entry(login.to_ascii_lowercase()).or_insert(user)
     }

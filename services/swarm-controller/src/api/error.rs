@@ -13,6 +13,9 @@ use crate::schedules::StoreError;
 pub enum ApiError {
     /// 400: the request is malformed or breaks a validation rule.
     BadRequest(String),
+    /// 401: the request does not prove who sent it (a webhook delivery without a valid
+    /// signature).
+    Unauthorized(String),
     /// 404: no such schedule or route.
     NotFound(String),
     /// 405: the route exists, the method does not.
@@ -49,6 +52,7 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::Conflict { .. } => StatusCode::CONFLICT,
@@ -66,6 +70,7 @@ impl ApiError {
         let (message, current) = match &self {
             Self::Conflict { message, current } => (message.as_str(), current.as_deref()),
             Self::BadRequest(m)
+            | Self::Unauthorized(m)
             | Self::NotFound(m)
             | Self::MethodNotAllowed(m)
             | Self::PayloadTooLarge(m)

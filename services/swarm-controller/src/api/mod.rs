@@ -31,11 +31,16 @@
 //! | `GET /api/quick-links` | the configured quick links |
 //! | `GET /api/jobq/graph` | the job graph: nodes and edges; `?agent=NAME` keeps one agent's |
 //! | `POST /api/jobq/jobs/{id}/retry` | retry a failed job (202) |
+//! | `POST /api/forge/webhook` | a forge delivery, signed (`X-Forgejo-Signature`/`X-Gitea-Signature`); 401 unsigned |
+//! | `GET /api/config-prs` | every agent's config pull request |
+//! | `GET /api/agents/{agent}/config-pr` | one agent's; 404 when it has none |
+//! | `GET /api/issues` | open issues of the swarm's organisation, by repository and label |
 //! | `GET /metrics` | Prometheus text: credential checks, renewals, failures |
 
 mod agents;
 mod create;
 mod error;
+mod forge;
 mod hives;
 mod jobq;
 mod linked;
@@ -58,6 +63,7 @@ use hive_jobq::Jobq;
 use hyperhive_hive_proto::directory::HiveDirectory;
 
 use crate::clock::Clock;
+use crate::forge::ForgeHub;
 use crate::linked::account::Kind;
 use crate::linked::service::LinkedAccounts;
 use crate::provision::Provisioner;
@@ -113,6 +119,8 @@ pub struct App {
     pub icons: IconStore,
     /// The UI's quick links.
     pub quick_links: Arc<Vec<QuickLink>>,
+    /// The webhook secret, `config-prs` and the issue report.
+    pub forge: Arc<ForgeHub>,
 }
 
 /// The warp filter serving every route.
@@ -200,6 +208,10 @@ impl App {
             }
             (["api", "jobq", "graph"], &Method::GET) => self.jobq_graph(query),
             (["api", "jobq", "jobs", id, "retry"], &Method::POST) => self.jobq_retry(id),
+            (["api", "forge", "webhook"], &Method::POST) => self.forge_webhook(headers, body).await,
+            (["api", "config-prs"], &Method::GET) => self.config_prs().await,
+            (["api", "agents", agent, "config-pr"], &Method::GET) => self.config_pr(agent).await,
+            (["api", "issues"], &Method::GET) => Ok(self.issues()),
             (["healthz"] | ["metrics"], _) => Err(not_allowed(method, path, "GET")),
             (["api", "agents"], _) => Err(not_allowed(method, path, "GET, POST")),
             (["api", "schedules"], _) => Err(not_allowed(method, path, "GET, POST")),
@@ -216,6 +228,10 @@ impl App {
             }
             (["api", "jobq", "graph"], _) => Err(not_allowed(method, path, "GET")),
             (["api", "jobq", "jobs", _, "retry"], _) => Err(not_allowed(method, path, "POST")),
+            (["api", "forge", "webhook"], _) => Err(not_allowed(method, path, "POST")),
+            (["api", "config-prs"] | ["api", "agents", _, "config-pr"] | ["api", "issues"], _) => {
+                Err(not_allowed(method, path, "GET"))
+            }
             _ => Err(ApiError::NotFound(format!(
                 "no route {method} {path}; the API serves /healthz, /metrics, /api/schedules[/{{id}}], \
                  /api/hives, /api/hives/status, /api/hives/{{hive}}/status, /api/agents, \
@@ -223,7 +239,9 @@ impl App {
                  /api/agents/{{name}}/icon, /api/quick-links, \
                  /api/hives/{{hive}}/agents/{{agent}}/state, \
                  /api/hives/{{hive}}/agents/{{agent}}/linked-accounts, .../matrix-accounts/{{name}}, \
-                 .../forge-accounts/{{label}}, .../github-account, /api/jobq/graph and /api/jobq/jobs/{{id}}/retry"
+                 .../forge-accounts/{{label}}, .../github-account, /api/jobq/graph, \
+                 /api/jobq/jobs/{{id}}/retry, /api/forge/webhook, /api/config-prs, \
+                 /api/agents/{{agent}}/config-pr and /api/issues"
             ))),
         }
     }

@@ -20,8 +20,20 @@ use super::{IdentityChange, Outcome, Provisioner, not_configured};
 /// The mail domain of agents' accounts: `.invalid` is reserved (RFC 2606), so no mail is ever
 /// sent on an agent's behalf to a real mailbox.
 pub const AGENT_EMAIL_DOMAIN: &str = "agents.hyperhive.invalid";
-/// The name of the config repository in the agent's forge account.
-pub const CONFIG_REPO: &str = "config";
+/// The suffix of an agent's config repository, `<agent>-config` in the swarm's organisation.
+pub const CONFIG_REPO_SUFFIX: &str = "-config";
+
+/// The name of `agent`'s config repository in the swarm's organisation. The suffix keeps the
+/// mapping one to one (no agent's repository is named like another's) and [`config_repo_agent`]
+/// reverses it.
+pub fn config_repo_name(agent: &AgentName) -> String {
+    format!("{agent}{CONFIG_REPO_SUFFIX}")
+}
+
+/// The agent whose config repository is called `repo`, if the name has that form.
+pub fn config_repo_agent(repo: &str) -> Option<AgentName> {
+    repo.strip_suffix(CONFIG_REPO_SUFFIX).and_then(|name| AgentName::parse(name).ok())
+}
 /// The name of the agent's forge token (one per agent; a lost one is deleted and minted again).
 pub const FORGE_TOKEN_NAME: &str = "hyperhive";
 /// What the agent's forge token may do: read its user (which the health check needs), work on
@@ -96,18 +108,29 @@ impl Provisioner {
         Ok(identities(|i| i.forge_user = Some(name.to_owned())))
     }
 
+    /// The agent's config repository, `<org>/<agent>-config`, generated from the template in
+    /// the swarm's organisation (whose webhook then covers it), the agent its only collaborator
+    /// (write on this repository alone: agents never get a team with write on the organisation's
+    /// repositories). A repository of that name already in the organisation is adopted: only the
+    /// controller's admin token and the organisation's owners can make repositories there (the
+    /// agents' team cannot), so it was made by this swarm, perhaps by a run that stopped before
+    /// recording it.
     pub(super) async fn config_repo(&self, agent: &AgentName) -> Result<Outcome, String> {
-        let (Some(forge), Some(settings)) = (&self.adapters.forge, &self.settings.forge) else {
+        let (Some(forge), Some(swarm), Some(settings)) =
+            (&self.adapters.forge, &self.adapters.swarm_forge, &self.settings.forge)
+        else {
             return Ok(not_configured(vars::FORGE_URL));
         };
-        // The forge user step proved the account is this swarm's, so whatever it owns is too.
-        let repo = match forge.repo(agent.as_str(), CONFIG_REPO).await.map_err(|e| e.to_string())? {
+        crate::forge::objects::ensure_org(swarm.as_ref(), &settings.org).await?;
+        let name = config_repo_name(agent);
+        let repo = match forge.repo(&settings.org, &name).await.map_err(|e| e.to_string())? {
             Some(repo) => repo,
             None => forge
-                .generate_repo(&settings.template_owner, &settings.template_name, agent.as_str(), CONFIG_REPO, true)
+                .generate_repo(&settings.template_owner, &settings.template_name, &settings.org, &name, true)
                 .await
                 .map_err(|e| e.to_string())?,
         };
+        swarm.add_collaborator(&repo.owner, &repo.name, agent.as_str()).await.map_err(|e| e.to_string())?;
         Ok(identities(|i| i.config_repo = Some(repo.full_name)))
     }
 

@@ -32,7 +32,7 @@ use hive_jobq::{AddError, JobId, JobSpec, Jobq, work};
 use hyperhive_hive_proto::AgentName;
 use hyperhive_hive_proto::directory::HiveDirectory;
 use hyperhive_hive_proto::roster::{Identities, Origin, RosterEntry, StepProgress};
-use hyperhive_provision::forge::Forge;
+use hyperhive_provision::forge::{Forge, SwarmForge};
 use hyperhive_provision::matrix::Matrix;
 use hyperhive_provision::sso::Sso;
 use hyperhive_schedule::instant::format_instant;
@@ -55,6 +55,8 @@ pub struct Adapters {
     pub sso: Option<Arc<dyn Sso>>,
     /// The forge.
     pub forge: Option<Arc<dyn Forge>>,
+    /// The same forge's swarm-wide objects (its organisation, teams, collaborators).
+    pub swarm_forge: Option<Arc<dyn SwarmForge>>,
     /// The matrix homeserver.
     pub matrix: Option<Arc<dyn Matrix>>,
 }
@@ -82,15 +84,17 @@ impl Adapters {
             None => None,
             Some(s) => Some(Arc::new(BridgeClient::new(&s.url, s.token.clone()).map_err(|e| e.to_string())?)),
         };
-        let forge: Option<Arc<dyn Forge>> = match &settings.forge {
+        let client = match &settings.forge {
             None => None,
             Some(f) => Some(Arc::new(ForgejoClient::new(&f.url, f.admin_token.clone()).map_err(|e| e.to_string())?)),
         };
+        let forge = client.clone().map(|c| c as Arc<dyn Forge>);
+        let swarm_forge = client.map(|c| c as Arc<dyn SwarmForge>);
         let matrix: Option<Arc<dyn Matrix>> = match &settings.matrix {
             None => None,
             Some(m) => Some(Arc::new(SynapseClient::new(&m.url, m.shared_secret.clone()).map_err(|e| e.to_string())?)),
         };
-        Ok(Self { sso, forge, matrix })
+        Ok(Self { sso, forge, swarm_forge, matrix })
     }
 }
 

@@ -27,6 +27,14 @@ pub mod vars {
     pub const FORGE_ADMIN_TOKEN_FILE: &str = "SWARM_FORGE_ADMIN_TOKEN_FILE";
     /// `owner/name` of the template every agent's config repository is generated from.
     pub const FORGE_TEMPLATE_REPO: &str = "SWARM_FORGE_TEMPLATE_REPO";
+    /// The swarm's organisation on the forge (agents' config repositories, the webhook);
+    /// defaults to the template repository's owner.
+    pub const FORGE_ORG: &str = "SWARM_FORGE_ORG";
+    /// The public URL of `POST /api/forge/webhook`, which the organisation's webhook calls
+    /// (optional: without it no webhook is made and only the periodic listing updates).
+    pub const FORGE_WEBHOOK_URL: &str = "SWARM_FORGE_WEBHOOK_URL";
+    /// Time between passes over the swarm's forge objects and listings.
+    pub const FORGE_RECONCILE_EVERY: &str = "SWARM_FORGE_RECONCILE_EVERY";
     /// Synapse's client API base URL.
     pub const MATRIX_URL: &str = "SWARM_MATRIX_URL";
     /// Synapse's `registration_shared_secret`, in a file.
@@ -51,6 +59,8 @@ pub mod vars {
 pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 /// Default time between credential health passes.
 pub const DEFAULT_CHECK_EVERY: Duration = Duration::from_secs(5 * 60);
+/// Default time between forge passes (objects, pull requests, issues).
+pub const DEFAULT_FORGE_RECONCILE_EVERY: Duration = Duration::from_secs(5 * 60);
 /// The longest secret file read (a token or a shared secret is far smaller).
 const MAX_SECRET_FILE: u64 = 16 * 1024;
 
@@ -74,6 +84,13 @@ pub struct ForgeSettings {
     pub template_owner: String,
     /// The template repository's name.
     pub template_name: String,
+    /// The swarm's organisation: agents' config repositories live in it, and its webhook
+    /// covers them.
+    pub org: String,
+    /// The public URL of `POST /api/forge/webhook`, if the forge can reach the controller.
+    pub webhook_url: Option<String>,
+    /// Time between forge passes.
+    pub reconcile_every: Duration,
 }
 
 /// Synapse.
@@ -131,9 +148,11 @@ impl ProvisionSettings {
             .map(|(url, token)| SsoSettings { url, token });
         let forge = match pair(lookup, vars::FORGE_URL, vars::FORGE_ADMIN_TOKEN_FILE)? {
             None => {
-                if lookup(vars::FORGE_TEMPLATE_REPO).is_some() {
+                let forge_only =
+                    [vars::FORGE_TEMPLATE_REPO, vars::FORGE_ORG, vars::FORGE_WEBHOOK_URL, vars::FORGE_RECONCILE_EVERY];
+                if let Some(var) = forge_only.into_iter().find(|var| lookup(var).is_some()) {
                     return Err(ConfigError::new(
-                        vars::FORGE_TEMPLATE_REPO,
+                        var,
                         format!("is set but {} is not; set both or neither", vars::FORGE_URL),
                     ));
                 }
@@ -141,7 +160,21 @@ impl ProvisionSettings {
             }
             Some((url, admin_token)) => {
                 let (template_owner, template_name) = template_repo(lookup(vars::FORGE_TEMPLATE_REPO))?;
-                Some(ForgeSettings { url, admin_token, template_owner, template_name })
+                let org = match lookup(vars::FORGE_ORG) {
+                    None => template_owner.clone(),
+                    Some(org) => forge_org(&org)?,
+                };
+                let webhook_url = lookup(vars::FORGE_WEBHOOK_URL).map(|url| webhook_url(&url)).transpose()?;
+                let reconcile_every = duration(lookup, vars::FORGE_RECONCILE_EVERY, DEFAULT_FORGE_RECONCILE_EVERY)?;
+                Some(ForgeSettings {
+                    url,
+                    admin_token,
+                    template_owner,
+                    template_name,
+                    org,
+                    webhook_url,
+                    reconcile_every,
+                })
             }
         };
         let matrix = pair(lookup, vars::MATRIX_URL, vars::MATRIX_SHARED_SECRET_FILE)?
@@ -264,6 +297,24 @@ fn template_repo(value: Option<String>) -> Result<(String, String), ConfigError>
     }
 }
 
+fn forge_org(org: &str) -> Result<String, ConfigError> {
+    hyperhive_provision::forge::names::check_user_name(org.trim())
+        .map(|()| org.trim().to_owned())
+        .map_err(|e| ConfigError::new(vars::FORGE_ORG, format!("{e}; name the swarm's organisation, e.g. swarm")))
+}
+
+fn webhook_url(url: &str) -> Result<String, ConfigError> {
+    let url = url.trim();
+    hyperhive_provision::forge::names::check_hook_url(url).map_err(|e| ConfigError::new(vars::FORGE_WEBHOOK_URL, e))?;
+    if !url.ends_with("/api/forge/webhook") {
+        return Err(ConfigError::new(
+            vars::FORGE_WEBHOOK_URL,
+            format!("{url:?} does not end with /api/forge/webhook, the route the controller serves"),
+        ));
+    }
+    Ok(url.to_owned())
+}
+
 fn duration(
     lookup: &impl Fn(&str) -> Option<String>,
     var: &'static str,
@@ -332,6 +383,8 @@ mod tests {
         assert_eq!((sso.url.as_str(), sso.token.expose()), ("http://127.0.0.1:9091", "tok-1"));
         let forge = s.forge.unwrap();
         assert_eq!((forge.template_owner.as_str(), forge.template_name.as_str()), ("swarm", "agent-template"));
+        assert_eq!((forge.org.as_str(), forge.webhook_url.as_deref()), ("swarm", None), "the template's owner");
+        assert_eq!(forge.reconcile_every, Duration::from_secs(300));
         assert!(s.matrix.is_some() && s.store_ca.is_some());
         assert_eq!(s.store_cert_lifetime, Duration::from_secs(90));
         assert_eq!(s.queue_creds_lifetime, Duration::from_secs(7200));
@@ -346,6 +399,15 @@ mod tests {
         let open = secret_file(dir.path(), "o", "hunter2-secret", 0o644);
         let empty = secret_file(dir.path(), "e", "\n", 0o600);
         let url = "http://127.0.0.1:1";
+        // A configured forge with one more variable.
+        let forge_with = |var: &'static str, value: &'static str| {
+            vec![
+                (vars::FORGE_URL, url),
+                (vars::FORGE_ADMIN_TOKEN_FILE, token.as_str()),
+                (vars::FORGE_TEMPLATE_REPO, "a/b"),
+                (var, value),
+            ]
+        };
         type Case<'a> = (Vec<(&'a str, &'a str)>, &'a str, &'a str);
         let cases: Vec<Case> = vec![
             (vec![(vars::SSO_BRIDGE_URL, url)], vars::SSO_BRIDGE_TOKEN_FILE, "set both"),
@@ -381,6 +443,12 @@ mod tests {
                 "owner/name",
             ),
             (vec![(vars::FORGE_TEMPLATE_REPO, "a/b")], vars::FORGE_TEMPLATE_REPO, "set both"),
+            (vec![(vars::FORGE_ORG, "swarm")], vars::FORGE_ORG, "set both"),
+            (vec![(vars::FORGE_WEBHOOK_URL, "https://x/api/forge/webhook")], vars::FORGE_WEBHOOK_URL, "set both"),
+            (forge_with(vars::FORGE_ORG, "-x"), vars::FORGE_ORG, "must start with"),
+            (forge_with(vars::FORGE_WEBHOOK_URL, "ftp://x/api/forge/webhook"), vars::FORGE_WEBHOOK_URL, "http(s) URL"),
+            (forge_with(vars::FORGE_WEBHOOK_URL, "https://x/hook"), vars::FORGE_WEBHOOK_URL, "/api/forge/webhook"),
+            (forge_with(vars::FORGE_RECONCILE_EVERY, "0s"), vars::FORGE_RECONCILE_EVERY, "at least 1s"),
             (vec![(vars::STORE_CA_KEY_FILE, "/k")], vars::STORE_CA_CERT_FILE, "set both"),
             (vec![(vars::STORE_CERT_LIFETIME, "0s")], vars::STORE_CERT_LIFETIME, "at least 1s"),
             (vec![(vars::QUEUE_CREDS_LIFETIME, "soon")], vars::QUEUE_CREDS_LIFETIME, "duration"),

@@ -21,7 +21,7 @@ pub(super) fn pretty(value: &Value) -> String {
 }
 
 /// A JSON string field, or `-` when absent or null.
-fn text(value: &Value) -> String {
+pub(super) fn text(value: &Value) -> String {
     match value {
         Value::String(s) if !s.is_empty() => s.clone(),
         Value::Number(n) => n.to_string(),
@@ -29,7 +29,7 @@ fn text(value: &Value) -> String {
     }
 }
 
-fn rows(value: &Value) -> &[Value] {
+pub(super) fn rows(value: &Value) -> &[Value] {
     value.as_array().map_or(&[], Vec::as_slice)
 }
 

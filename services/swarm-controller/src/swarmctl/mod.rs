@@ -3,6 +3,7 @@
 mod accounts;
 pub mod client;
 mod create;
+mod forge;
 mod format;
 mod hives;
 mod jobs;
@@ -31,7 +32,7 @@ use hyperhive_schedule::instant::format_instant;
 #[command(
     name = "swarmctl",
     version,
-    about = "Drives swarm-controller's API over its unix socket: scheduled prompts, hives, agents, their wanted state and the job graph",
+    about = "Drives swarm-controller's API over its unix socket: scheduled prompts, hives, agents, their wanted state, the job graph, config pull requests and issues",
     after_help = "Every command prints a table (or text) by default and the API's JSON with --json; an \
 error from the controller is printed as one line and swarmctl exits non-zero."
 )]
@@ -74,6 +75,19 @@ pub enum Top {
     /// stdin), rm (`--revoke` logs a matrix token out first).
     #[command(subcommand)]
     Accounts(accounts::AccountsCommand),
+    /// Each agent's config pull request (the one of its config repository changed last): its
+    /// number, state (open, closed, merged), whether it merges cleanly, title and URL.
+    ConfigPrs {
+        /// Print the API's JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The open issues of the swarm's organisation, by repository and label.
+    Issues {
+        /// Print the API's JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// The job graph: each job's id, kind, agent, state (waiting, ready, running, retrying,
     /// succeeded, failed, blocked, cancelled), attempts, last error and age; `jobs retry ID`
     /// retries a failed job.
@@ -325,6 +339,8 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
         }
         Top::Agents { json } => return hives::agents(socket, json).await,
         Top::Accounts(command) => return accounts::run(socket, command).await,
+        Top::ConfigPrs { json } => return forge::config_prs(socket, json).await,
+        Top::Issues { json } => return forge::issues(socket, json).await,
         Top::Agent(AgentCommand::Create(args)) => {
             return create::create(socket, &args, || clock.now()).await;
         }

@@ -80,6 +80,7 @@ pub fn config(nats: &NatsJwt, socket: PathBuf, reconcile_secs: u64) -> Config {
         secrets_key: None,
         provisioning: Default::default(),
         quick_links: Vec::new(),
+        webhook_secret: None,
     }
 }
 
@@ -233,4 +234,80 @@ pub fn job_states(graph: &Value) -> Vec<(String, String)> {
         .iter()
         .map(|n| (n["id"].as_str().unwrap().to_owned(), n["state"].as_str().unwrap().to_owned()))
         .collect()
+}
+
+/// Fails when any of `secrets` appears in `text` (`what` names where), never printing one.
+pub fn assert_absent(secrets: &[String], what: &str, text: &str) {
+    for secret in secrets {
+        assert!(!text.contains(secret.as_str()), "a secret ({} characters) appears in {what}", secret.len());
+    }
+}
+
+/// The swarm-controller binary, started again after each kill with one environment; the logs of
+/// the runs it killed are kept, so a test can scan every run's log.
+pub struct ControllerRuns {
+    env: Vec<(String, String)>,
+    process: Option<Process>,
+    /// The logs of the runs killed so far, oldest first.
+    pub past_logs: Vec<String>,
+}
+
+impl ControllerRuns {
+    pub fn new(env: Vec<(String, String)>) -> Self {
+        Self { env, process: None, past_logs: Vec::new() }
+    }
+
+    /// Starts a run on `nats`, serving on `socket`; waits until it serves.
+    pub async fn start(&mut self, nats: &NatsJwt, socket: &std::path::Path) {
+        let env: Vec<(&str, &str)> = self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        self.process = Some(daemon_process(nats, socket, &env).await);
+    }
+
+    /// `kill -9` of the running one: nothing it holds in memory survives.
+    pub fn kill(&mut self) {
+        let mut process = self.process.take().expect("running");
+        process.kill();
+        self.past_logs.push(process.log());
+    }
+
+    /// The running one's log so far ("" when none runs).
+    pub fn log(&self) -> String {
+        self.process.as_ref().map(Process::log).unwrap_or_default()
+    }
+}
+
+/// An agent's and a hive's credential each ask for `bucket`'s `key` by direct get and watch the
+/// bucket's subjects while `write` makes the controller write to it: nothing reaches either.
+pub async fn assert_no_tenant_reaches<F, Fut>(nats: &NatsJwt, bucket: &str, key: &str, write: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    use futures::StreamExt;
+    let alpha = hyperhive_nats_creds::AgentName::parse("alpha").unwrap();
+    let tenants = [
+        (nats.mint_agent("alpha").await.unwrap(), hyperhive_nats_creds::agent_inbox_prefix(&alpha)),
+        (
+            nats.mint_hive("h1", &["alpha"]).await.unwrap(),
+            hyperhive_nats_creds::hive_inbox_prefix(&"h1".parse().unwrap()),
+        ),
+    ];
+    for (creds, inbox) in tenants {
+        let client = async_nats::ConnectOptions::with_credentials_file(creds)
+            .await
+            .unwrap()
+            .custom_inbox_prefix(inbox)
+            .request_timeout(Some(Duration::from_secs(2)))
+            .connect(nats.url())
+            .await
+            .unwrap();
+        let mut watch = client.subscribe(format!("$KV.{bucket}.>")).await.unwrap();
+        let direct = format!("$JS.API.DIRECT.GET.KV_{bucket}.$KV.{bucket}.{key}");
+        let answer = client.request_with_headers(direct, async_nats::HeaderMap::new(), "".into()).await;
+        assert!(answer.is_err(), "a tenant's direct get of {bucket} was answered: {answer:?}");
+        client.flush().await.unwrap();
+        write().await;
+        let seen = tokio::time::timeout(Duration::from_millis(500), watch.next()).await;
+        assert!(seen.is_err(), "a tenant saw a write to {bucket}: {seen:?}");
+    }
 }

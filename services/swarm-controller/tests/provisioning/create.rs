@@ -5,7 +5,7 @@ use hyperhive_provision::Secret;
 use hyperhive_provision::forge::{Forge, ForgejoClient, TokenCheck};
 use hyperhive_provision::matrix::{AccountCheck, Matrix, SynapseClient};
 
-use crate::harness::{HIVE, Swarm, Tuning};
+use crate::harness::{HIVE, Swarm, TEMPLATE, Tuning};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_is_provisioned_in_every_system_and_runs_its_todo_once_up() {
@@ -31,7 +31,7 @@ async fn an_agent_is_provisioned_in_every_system_and_runs_its_todo_once_up() {
     let identities = &entry["identities"];
     assert_eq!(identities["sso_user"], "gamma");
     assert_eq!(identities["forge_user"], "gamma");
-    assert_eq!(identities["config_repo"], "gamma/config");
+    assert_eq!(identities["config_repo"], format!("{}/gamma-config", TEMPLATE.0));
     assert_eq!(identities["matrix_user"], swarm.synapse.user_id("gamma"));
     assert!(identities["store_cert_serial"].is_string() && identities["queue_creds_expires_at"].is_string());
     assert_eq!(entry["origin"], "created");
@@ -41,7 +41,10 @@ async fn an_agent_is_provisioned_in_every_system_and_runs_its_todo_once_up() {
     // Each system has exactly one of each, and the template's content is in the repository.
     let counts = swarm.forge.counts();
     assert_eq!((counts.users_created, counts.repos_generated, counts.tokens_minted), (1, 1, 1), "{counts:?}");
-    assert!(swarm.forge.repo("gamma", "config").is_some());
+    assert!(swarm.forge.repo(TEMPLATE.0, "gamma-config").is_some());
+    // The agent may write to its own config repository, and nobody else was given a part of it.
+    let collaborators = swarm.forge.collaborators(TEMPLATE.0, "gamma-config");
+    assert_eq!(collaborators.into_iter().collect::<Vec<_>>(), [("gamma".to_owned(), "write".to_owned())]);
     let users = std::fs::read_to_string(swarm.bridge.users_file()).unwrap();
     assert_eq!(users.matches("gamma:").count(), 1, "{users}");
 

@@ -50,7 +50,7 @@ async fn killed_after_the_config_repo_was_generated_the_next_run_adopts_it() {
     let path = format!("/api/v1/repos/{}/{}/generate", TEMPLATE.0, TEMPLATE.1);
     let swarm = kill_while_held(|s| &s.proxies.forge, Method::POST, &path).await;
     assert_eq!(swarm.forge.counts().repos_generated, 1);
-    assert!(swarm.forge.repo("gamma", "config").is_some());
+    assert!(swarm.forge.repo(TEMPLATE.0, "gamma-config").is_some());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -22,7 +22,7 @@ use hyperhive_testkit::{
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::common;
+use crate::common::{self, ControllerRuns};
 
 pub const SWARMCTL: &str = env!("CARGO_BIN_EXE_swarmctl");
 pub const CONTROLLER: &str = env!("CARGO_BIN_EXE_swarm-controller");
@@ -53,7 +53,7 @@ pub struct Swarm {
     pub nats: NatsJwt,
     pub dir: TempDir,
     pub socket: PathBuf,
-    pub controller: Option<Process>,
+    pub controller: ControllerRuns,
     pub hive: Option<Process>,
     pub bridge: AutheliaBridge,
     pub forge: ForgeStandIn,
@@ -63,9 +63,6 @@ pub struct Swarm {
     pub proxies: Proxies,
     /// The controller's own connection, to queue todos and read buckets as an operator would.
     pub js: jetstream::Context,
-    controller_env: Vec<(String, String)>,
-    /// The logs of controllers killed so far (for the secret scan).
-    pub past_logs: Vec<String>,
 }
 
 fn secret_file(path: &Path, text: &str) {
@@ -96,6 +93,8 @@ impl Swarm {
 
         let bridge = AutheliaBridge::from_workspace().unwrap().start().await.unwrap();
         let forge = ForgeStandIn::start().await.unwrap();
+        // The template lives in the swarm's organisation, where config repositories are made.
+        forge.add_org(TEMPLATE.0);
         forge.add_template(TEMPLATE.0, TEMPLATE.1);
         let synapse = Synapse::start_with_config(tuning.synapse_config.as_deref().unwrap_or("")).await.unwrap();
         let site = ClientCertSite::start(dir.path(), &path("ca/store-ca.pem")).await.unwrap();
@@ -137,15 +136,13 @@ impl Swarm {
             nats,
             dir,
             socket,
-            controller: None,
+            controller: ControllerRuns::new(controller_env),
             hive: None,
             bridge,
             forge,
             synapse,
             site,
             proxies,
-            controller_env,
-            past_logs: Vec::new(),
         };
         swarm.start_controller().await;
         swarm.start_hive();
@@ -153,19 +150,16 @@ impl Swarm {
     }
 
     pub async fn start_controller(&mut self) {
-        let env: Vec<(&str, &str)> = self.controller_env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        self.controller = Some(common::daemon_process(&self.nats, &self.socket, &env).await);
+        self.controller.start(&self.nats, &self.socket).await;
     }
 
     /// `kill -9` of the controller: nothing it holds in memory survives.
     pub fn kill_controller(&mut self) {
-        let mut controller = self.controller.take().expect("running");
-        controller.kill();
-        self.past_logs.push(controller.log());
+        self.controller.kill();
     }
 
     pub fn controller_log(&self) -> String {
-        self.controller.as_ref().map(Process::log).unwrap_or_default()
+        self.controller.log()
     }
 
     fn start_hive(&mut self) {

@@ -1,0 +1,142 @@
+//! The forge routes: `POST /api/forge/webhook` (deliveries), `GET /api/config-prs`,
+//! `GET /api/agents/{agent}/config-pr` and `GET /api/issues` (docs/swarm/forge.md).
+//!
+//! A delivery is taken only when its signature verifies against the webhook secret, compared in
+//! constant time; anything else is 401 and changes nothing. The checks run in this order, each
+//! refusing before anything is written: the body is at most [`MAX_DELIVERY_BYTES`] (413) and
+//! JSON (415), a secret is configured (503), the signature verifies (401), the event is named
+//! (400), the delivery id was not taken before (200, nothing done), the payload reads (400).
+
+use bytes::{Buf, Bytes, BytesMut};
+use futures::{Stream, StreamExt};
+use hyperhive_hive_proto::AgentName;
+use serde_json::json;
+use warp::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use warp::http::{HeaderMap, StatusCode};
+use warp::reply::Response;
+
+use super::{ApiError, App, json};
+use crate::forge::Outcome;
+use crate::forge::webhook::{self, MAX_DELIVERY_BYTES};
+
+/// Bytes of a refused body still read (and dropped) so that the answer reaches the sender: a
+/// proxy in front (Caddy) streams the body after the headers, and a connection closed before it
+/// is sent turns the 413 or 415 into its own 502. A body larger than this is cut off instead.
+const DRAIN_BYTES: usize = 8 * MAX_DELIVERY_BYTES;
+
+/// A delivery's body: JSON (415) of at most [`MAX_DELIVERY_BYTES`] (413), read whole before it
+/// is judged (see [`DRAIN_BYTES`]).
+async fn delivery_body<S, B>(headers: &HeaderMap, body: S) -> Result<Bytes, ApiError>
+where
+    S: Stream<Item = Result<B, warp::Error>> + Send,
+    B: Buf,
+{
+    let too_large = || {
+        ApiError::PayloadTooLarge(format!(
+            "the request body is larger than {} KiB; no forge delivery is that large",
+            MAX_DELIVERY_BYTES / 1024
+        ))
+    };
+    let declared = headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > DRAIN_BYTES) {
+        return Err(too_large());
+    }
+    let mut body = std::pin::pin!(body);
+    let (mut buffer, mut seen) = (BytesMut::new(), 0usize);
+    while let Some(chunk) = body.next().await {
+        let mut chunk = chunk.map_err(|e| ApiError::BadRequest(format!("reading the request body failed: {e}")))?;
+        seen += chunk.remaining();
+        if seen > DRAIN_BYTES {
+            return Err(too_large());
+        }
+        if seen > MAX_DELIVERY_BYTES {
+            chunk.advance(chunk.remaining());
+            continue;
+        }
+        while chunk.has_remaining() {
+            let piece = chunk.chunk();
+            buffer.extend_from_slice(piece);
+            let n = piece.len();
+            chunk.advance(n);
+        }
+    }
+    if seen > MAX_DELIVERY_BYTES {
+        return Err(too_large());
+    }
+    let content_type = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if !content_type.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json") {
+        return Err(ApiError::UnsupportedMediaType(format!(
+            "the body must be JSON sent with Content-Type: application/json (got {content_type:?}); set the webhook's content type to json"
+        )));
+    }
+    Ok(buffer.freeze())
+}
+
+impl App {
+    pub(super) async fn forge_webhook<S, B>(&self, headers: &HeaderMap, body: S) -> Result<Response, ApiError>
+    where
+        S: Stream<Item = Result<B, warp::Error>> + Send,
+        B: Buf,
+    {
+        let hub = &self.forge;
+        // Read before anything is judged, so that even a refusal reaches a proxied sender.
+        let body = delivery_body(headers, body).await?;
+        let Some(secret) = &hub.secret else {
+            return Err(ApiError::Unavailable(
+                "no webhook secret: set SWARM_STATE_DIR to the controller's state directory and restart".into(),
+            ));
+        };
+        let Some(signature) = webhook::signature(headers) else {
+            return Err(ApiError::Unauthorized(
+                "no X-Forgejo-Signature or X-Gitea-Signature header; deliveries come from the forge's webhook".into(),
+            ));
+        };
+        if !secret.verifies(&body, signature) {
+            return Err(ApiError::Unauthorized(
+                "the signature does not match the body: not signed with this swarm's webhook secret".into(),
+            ));
+        }
+        let Some(event) = webhook::event_name(headers) else {
+            return Err(ApiError::BadRequest("no X-Forgejo-Event or X-Gitea-Event header".into()));
+        };
+        let delivery = webhook::delivery_id(headers).map(str::to_owned);
+        if let Some(id) = &delivery
+            && hub.seen.seen(id)
+        {
+            return Ok(json(StatusCode::OK, &json!({"event": event, "outcome": "duplicate"})));
+        }
+        let parsed = webhook::parse(event, &body).map_err(ApiError::BadRequest)?;
+        let outcome =
+            hub.apply(parsed).await.map_err(|e| ApiError::Unavailable(format!("{e}; the forge may send it again")))?;
+        if let Some(id) = &delivery {
+            hub.seen.record(id);
+        }
+        let outcome = match outcome {
+            Outcome::Applied => "applied",
+            Outcome::Ignored => "ignored",
+        };
+        Ok(json(StatusCode::OK, &json!({"event": event, "outcome": outcome})))
+    }
+
+    pub(super) async fn config_prs(&self) -> Result<Response, ApiError> {
+        let all =
+            self.forge.config_prs.list(&self.js).await.map_err(|e| ApiError::Unavailable(format!("{e}; try again")))?;
+        Ok(json(StatusCode::OK, &all))
+    }
+
+    pub(super) async fn config_pr(&self, agent: &str) -> Result<Response, ApiError> {
+        let agent = AgentName::parse(agent).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let found =
+            self.forge.config_prs.get(&agent).await.map_err(|e| ApiError::Unavailable(format!("{e}; try again")))?;
+        match found {
+            Some(pr) => Ok(json(StatusCode::OK, &pr)),
+            None => Err(ApiError::NotFound(format!(
+                "agent {agent} has no config pull request (none opened yet, or it is not on the roster)"
+            ))),
+        }
+    }
+
+    pub(super) fn issues(&self) -> Response {
+        json(StatusCode::OK, &self.forge.issues.view())
+    }
+}
