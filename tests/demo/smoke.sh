@@ -106,6 +106,14 @@ assert gamma["identities"]["matrix_user"] == "@gamma:demo.hyperhive.invalid", ga
 wait_for "gamma's turn" 30 grep -q 'hello gamma' "$demo_dir/agents/gamma/turns.log"
 echo "gamma was created through swarmctl agent create, provisioned, deployed paused and works once up"
 
+ui=$(sed -n 's/^hyperhive is running.*The swarm UI: \(http:[^ ]*\)$/\1/p' "$out")
+[ -n "$ui" ] || fail "the demo did not print the swarm UI's address"
+curl -sf "$ui" | grep -q '<script src="app.js"' || fail "$ui did not serve the swarm UI"
+curl -sf "${ui}api/agents" | grep -q '"gamma"' || fail "${ui}api/agents did not list gamma through the proxy"
+curl -sf -N --max-time 3 "${ui}api/agents/gamma/terminal" | grep -q 'hello gamma' \
+  || fail "gamma's terminal did not replay its turn through the proxy"
+echo "the swarm UI and its API answer through the demo's proxy, gamma's terminal included"
+
 url=$(sed -n 's/^demo: control plane: 3 copies behind Caddy at \(https:[^ ]*\) .*/\1/p' "$out")
 [ -n "$url" ] || fail "the demo did not print the control plane's address"
 curl -sf --cacert "$demo_dir/control/proxy.crt" "$url/readyz" >/dev/null \

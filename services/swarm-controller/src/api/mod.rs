@@ -8,6 +8,7 @@
 //!
 //! | route | does |
 //! |---|---|
+//! | `GET /`, `/app.js`, `/app.css` | the swarm UI, embedded in the binary |
 //! | `GET /healthz` | 200 while NATS is connected, else 503 |
 //! | `GET /api/schedules` | every schedule with its revision |
 //! | `POST /api/schedules` | create (201) |
@@ -156,6 +157,11 @@ impl App {
         S: Stream<Item = Result<B, warp::Error>> + Send,
         B: Buf,
     {
+        if method == Method::GET
+            && let Some(file) = crate::ui::assets::asset(path)
+        {
+            return Ok(ui::asset(file, headers));
+        }
         let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         match (segments.as_slice(), method) {
             (["healthz"], &Method::GET) => Ok(self.health()),

@@ -11,6 +11,7 @@ use warp::http::{HeaderMap, HeaderValue, StatusCode};
 use warp::reply::Response;
 
 use super::{ApiError, App, json};
+use crate::ui::assets::{Asset, CONTENT_SECURITY_POLICY};
 use crate::ui::icons::{self, MAX_ICON_BYTES};
 
 impl App {
@@ -65,6 +66,25 @@ impl App {
     pub(super) fn quick_links(&self) -> Response {
         json(StatusCode::OK, &*self.quick_links)
     }
+}
+
+/// One of the UI's embedded files, with its type, its policy and a revalidated cache.
+pub(super) fn asset(asset: Asset, headers: &HeaderMap) -> Response {
+    let tag = icons::etag(asset.body.as_bytes());
+    let fresh = headers.get(IF_NONE_MATCH).and_then(|v| v.to_str().ok()).is_some_and(|v| v.split(',').any(|t| t.trim() == tag));
+    let mut response = if fresh {
+        warp::reply::with_status(Vec::new(), StatusCode::NOT_MODIFIED).into_response()
+    } else {
+        asset.body.into_response()
+    };
+    let out = response.headers_mut();
+    out.insert(CONTENT_TYPE, HeaderValue::from_static(asset.media_type));
+    out.insert(ETAG, HeaderValue::from_str(&tag).expect("a hex tag is a header value"));
+    out.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    out.insert("content-security-policy", HeaderValue::from_static(CONTENT_SECURITY_POLICY));
+    out.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    out.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    response
 }
 
 /// An icon upload: declared as `image/png` (else 415), at most [`MAX_ICON_BYTES`] (else 413).
