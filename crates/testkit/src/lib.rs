@@ -13,12 +13,15 @@
 //! - [`mitm`]: an in-process WebSocket man in the middle that records, injects and rewrites.
 //! - [`forge`]: an in-process stand-in for a Forgejo/Gitea server's v1 API (no forge installs here).
 //! - [`sse`]: a server-sent events client over a unix socket (the controller's relay routes).
+//! - [`nginx`]: nginx in front of a unix socket, as the hive-gateway runs it.
+//! - [`browser`]: headless Chromium over WebDriver (chromedriver), for the swarm UI.
 //! - [`stats`]: percentiles and resident memory, for benchmarks.
 //!
 //! Every handle kills its process (SIGKILL, then reaps it) and removes its temp dir on drop,
 //! also while a test panics; a panicking test gets the tail of each process log on stderr.
 
 pub mod authelia_bridge;
+pub mod browser;
 pub mod caddy;
 pub mod chaos;
 pub mod client_cert_site;
@@ -28,6 +31,7 @@ pub mod liveness;
 pub mod mitm;
 pub mod nats;
 pub mod nats_jwt;
+pub mod nginx;
 pub mod ports;
 pub mod process;
 pub mod s3;
@@ -39,6 +43,7 @@ pub mod tools;
 pub mod wait;
 
 pub use authelia_bridge::AutheliaBridge;
+pub use browser::Browser;
 pub use caddy::Caddy;
 pub use chaos::ChaosProxy;
 pub use client_cert_site::ClientCertSite;
@@ -48,6 +53,7 @@ pub use liveness::{is_running, wait_until_none_running};
 pub use mitm::{Toward, WsMitm};
 pub use nats::Nats;
 pub use nats_jwt::NatsJwt;
+pub use nginx::Nginx;
 pub use nix::sys::signal::Signal;
 pub use ports::free_port;
 pub use process::{Process, ProcessBuilder};

@@ -71,7 +71,8 @@ impl App {
 /// One of the UI's embedded files, with its type, its policy and a revalidated cache.
 pub(super) fn asset(asset: Asset, headers: &HeaderMap) -> Response {
     let tag = icons::etag(asset.body.as_bytes());
-    let fresh = headers.get(IF_NONE_MATCH).and_then(|v| v.to_str().ok()).is_some_and(|v| v.split(',').any(|t| t.trim() == tag));
+    let fresh =
+        headers.get(IF_NONE_MATCH).and_then(|v| v.to_str().ok()).is_some_and(|v| v.split(',').any(|t| t.trim() == tag));
     let mut response = if fresh {
         warp::reply::with_status(Vec::new(), StatusCode::NOT_MODIFIED).into_response()
     } else {

@@ -13,17 +13,18 @@ pub struct Asset {
 const INDEX: Asset = Asset { media_type: "text/html; charset=utf-8", body: include_str!("../../ui/index.html") };
 const SCRIPT: Asset = Asset { media_type: "text/javascript; charset=utf-8", body: include_str!("../../ui/app.js") };
 const STYLE: Asset = Asset { media_type: "text/css; charset=utf-8", body: include_str!("../../ui/app.css") };
+const ICON: Asset = Asset { media_type: "image/svg+xml", body: include_str!("../../ui/favicon.svg") };
 
 /// The page's content security policy: its own files and its own API only.
-pub const CONTENT_SECURITY_POLICY: &str =
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
-/// The file served at `path` (`/`, `/index.html`, `/app.js`, `/app.css`).
+/// The file served at `path` (`/`, `/index.html`, `/app.js`, `/app.css`, the favicon).
 pub fn asset(path: &str) -> Option<Asset> {
     match path {
         "/" | "/index.html" => Some(INDEX),
         "/app.js" => Some(SCRIPT),
         "/app.css" => Some(STYLE),
+        "/favicon.svg" | "/favicon.ico" => Some(ICON),
         _ => None,
     }
 }
@@ -39,6 +40,13 @@ mod tests {
         for file in ["/", "/app.js", "/app.css"] {
             let body = asset(file).unwrap().body;
             assert!(!body.contains("http://") && !body.contains("https://"), "{file} refers to another origin");
+        }
+        for file in ["/favicon.svg"] {
+            let body = asset(file).unwrap().body;
+            assert!(
+                !body.replace("http://www.w3.org/2000/svg", "").contains("http"),
+                "{file} refers to another origin"
+            );
         }
         assert!(asset("/../Cargo.toml").is_none());
     }

@@ -1,0 +1,222 @@
+//! A real headless Chromium (Debian's `chromium`), driven over WebDriver by `chromedriver`, for
+//! end-to-end tests of the swarm UI: load pages, click, type, read, take screenshots and collect
+//! the console's errors.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use base64::Engine;
+use serde_json::{Value, json};
+
+use crate::ports::free_port;
+use crate::process::Process;
+use crate::tools::tool;
+use crate::wait::wait_until;
+
+/// The key WebDriver names an element with.
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+/// A browser session; the browser and its driver are stopped on drop (chromedriver's own end
+/// would leave Chromium running).
+#[derive(Debug)]
+pub struct Browser {
+    base: String,
+    http: reqwest::Client,
+    _driver: Process,
+    _profile: tempfile::TempDir,
+}
+
+fn find_binary(names: &[&str]) -> anyhow::Result<std::path::PathBuf> {
+    for name in names {
+        if let Ok(path) = tool(name) {
+            return Ok(path);
+        }
+        let debian = Path::new("/usr/bin").join(name);
+        if debian.is_file() {
+            return Ok(debian);
+        }
+    }
+    bail!("{} is not installed: run scripts/setup (Debian packages chromium and chromium-driver)", names[0])
+}
+
+impl Browser {
+    /// Starts chromedriver and a headless Chromium session with a fresh profile.
+    ///
+    /// # Errors
+    /// Either is missing, or the session could not start.
+    pub async fn start() -> anyhow::Result<Browser> {
+        let driver = find_binary(&["chromedriver"])?;
+        let chromium = find_binary(&["chromium", "chromium-browser"])?;
+        let port = free_port();
+        let process = Process::builder(driver).arg(format!("--port={port}")).start("chromedriver")?;
+        let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build()?;
+        let status = format!("http://127.0.0.1:{port}/status");
+        wait_until("chromedriver ready", Duration::from_secs(20), || async {
+            let answer: Value = http.get(&status).send().await.ok()?.json().await.ok()?;
+            answer["value"]["ready"].as_bool().filter(|ready| *ready)
+        })
+        .await?;
+        let profile = tempfile::tempdir()?;
+        let capabilities = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": chromium,
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                         "--window-size=1280,900", format!("--user-data-dir={}", profile.path().display())],
+            },
+            "goog:loggingPrefs": {"browser": "ALL"},
+        }}});
+        let answer: Value = http
+            .post(format!("http://127.0.0.1:{port}/session"))
+            .json(&capabilities)
+            .send()
+            .await?
+            .json()
+            .await
+            .context("starting a Chromium session")?;
+        let Some(session) = answer["value"]["sessionId"].as_str() else { bail!("no session: {answer}") };
+        Ok(Browser {
+            base: format!("http://127.0.0.1:{port}/session/{session}"),
+            http,
+            _driver: process,
+            _profile: profile,
+        })
+    }
+
+    async fn command(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let answer: Value = request.send().await?.json().await?;
+        if let Some(error) = answer["value"]["error"].as_str() {
+            bail!("webdriver {path}: {error}: {}", answer["value"]["message"]);
+        }
+        Ok(answer["value"].clone())
+    }
+
+    /// Loads `url`.
+    ///
+    /// # Errors
+    /// The driver refused.
+    pub async fn open(&self, url: &str) -> anyhow::Result<()> {
+        self.command(reqwest::Method::POST, "/url", Some(json!({"url": url}))).await.map(drop)
+    }
+
+    /// Runs `script` (a function body; `arguments` holds `args`) in the page and returns its value.
+    ///
+    /// # Errors
+    /// The script threw, or the driver refused.
+    pub async fn run(&self, script: &str, args: Value) -> anyhow::Result<Value> {
+        self.command(reqwest::Method::POST, "/execute/sync", Some(json!({"script": script, "args": args}))).await
+    }
+
+    /// The first element matching `css`, waiting up to `patience` for it.
+    ///
+    /// # Errors
+    /// None appeared.
+    pub async fn find(&self, css: &str, patience: Duration) -> anyhow::Result<String> {
+        wait_until(&format!("an element {css}"), patience, || async {
+            let value = self
+                .command(reqwest::Method::POST, "/element", Some(json!({"using": "css selector", "value": css})))
+                .await
+                .ok()?;
+            value[ELEMENT].as_str().map(str::to_owned)
+        })
+        .await
+    }
+
+    /// Clicks the first element matching `css` (a real click, as a person's).
+    ///
+    /// # Errors
+    /// No such element, or it cannot be clicked.
+    pub async fn click(&self, css: &str, patience: Duration) -> anyhow::Result<()> {
+        let element = self.find(css, patience).await?;
+        self.command(reqwest::Method::POST, &format!("/element/{element}/click"), Some(json!({}))).await.map(drop)
+    }
+
+    /// Types `text` into the first element matching `css`.
+    ///
+    /// # Errors
+    /// No such element.
+    pub async fn type_into(&self, css: &str, text: &str, patience: Duration) -> anyhow::Result<()> {
+        let element = self.find(css, patience).await?;
+        self.command(reqwest::Method::POST, &format!("/element/{element}/value"), Some(json!({"text": text})))
+            .await
+            .map(drop)
+    }
+
+    /// The text of the first element matching `css`, once `ready` accepts it.
+    ///
+    /// # Errors
+    /// It never did within `patience`.
+    pub async fn text_when(
+        &self,
+        css: &str,
+        patience: Duration,
+        ready: impl Fn(&str) -> bool,
+    ) -> anyhow::Result<String> {
+        wait_until(&format!("the text of {css}"), patience, || async {
+            let text = self
+                .run("const e = document.querySelector(arguments[0]); return e ? e.textContent : null;", json!([css]))
+                .await
+                .ok()?;
+            text.as_str().filter(|t| ready(t)).map(str::to_owned)
+        })
+        .await
+    }
+
+    /// Accepts the next `window.prompt` with `answer` (a prompt blocks WebDriver otherwise).
+    ///
+    /// # Errors
+    /// The script could not run.
+    pub async fn answer_prompts_with(&self, answer: &str) -> anyhow::Result<()> {
+        self.run("window.prompt = () => arguments[0];", json!([answer])).await.map(drop)
+    }
+
+    /// Saves a PNG of the window to `path`.
+    ///
+    /// # Errors
+    /// The driver failed, or the file could not be written.
+    pub async fn screenshot(&self, path: &Path) -> anyhow::Result<()> {
+        let value = self.command(reqwest::Method::GET, "/screenshot", None).await?;
+        let png = base64::engine::general_purpose::STANDARD.decode(value.as_str().unwrap_or_default())?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(path, png)?;
+        Ok(())
+    }
+
+    /// The console's entries at level SEVERE since the last call (errors, failed loads).
+    ///
+    /// # Errors
+    /// The driver failed.
+    pub async fn console_errors(&self) -> anyhow::Result<Vec<String>> {
+        let entries = self.command(reqwest::Method::POST, "/se/log", Some(json!({"type": "browser"}))).await?;
+        Ok(entries
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .filter(|e| e["level"] == "SEVERE")
+            .map(|e| e["message"].as_str().unwrap_or_default().to_owned())
+            .collect())
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        // Every Chromium process of this session names its profile directory on its command line.
+        let marker = format!("--user-data-dir={}", self._profile.path().display());
+        let Ok(entries) = std::fs::read_dir("/proc") else { return };
+        for entry in entries.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            if cmdline.split(|b| *b == 0).any(|arg| arg == marker.as_bytes()) {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+    }
+}
