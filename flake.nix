@@ -48,6 +48,7 @@
         hive-agent = ./modules/hive-agent.nix;
         hive-c0re = ./modules/hive-c0re.nix;
         swarm-authelia-bridge = ./modules/swarm-authelia-bridge.nix;
+        hive-gateway = ./modules/hive-gateway.nix;
         default = ./modules;
       };
 

@@ -8,5 +8,6 @@
     ./hive-agent.nix
     ./hive-c0re.nix
     ./swarm-authelia-bridge.nix
+    ./hive-gateway.nix
   ];
 }

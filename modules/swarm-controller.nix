@@ -211,6 +211,23 @@ in
       '';
     };
 
+    quickLinks = mkOption {
+      type = types.listOf (types.attrsOf types.str);
+      default = [ ];
+      example = [
+        {
+          title = "Forge";
+          url = "https://forge.example.com/swarm";
+          description = "the agents' repositories";
+        }
+      ];
+      description = ''
+        The swarm UI's quick links (`SWARM_QUICK_LINKS_FILE`, written to the store as JSON): each a
+        `title` (1 to 100 characters), an http(s) `url` and an optional `description`; at most 100.
+        The controller refuses to start on a malformed list, saying which link is wrong.
+      '';
+    };
+
     provisioning = {
       sso = {
         url = mkOption {
@@ -519,6 +536,9 @@ in
       }
       // lib.optionalAttrs (cfg.secretsKeyFile != null) { SWARM_SECRETS_KEY_FILE = "%d/secrets-key"; }
       // lib.optionalAttrs (hives != { }) { SWARM_HIVES_FILE = "${hivesFile}"; }
+      // lib.optionalAttrs (cfg.quickLinks != [ ]) {
+        SWARM_QUICK_LINKS_FILE = "${pkgs.writeText "swarm-quick-links.json" (builtins.toJSON cfg.quickLinks)}";
+      }
       // lib.mapAttrs (_: hyperhive.literalForSystemd) (
         {
           SWARM_STORE_CERT_LIFETIME = prov.storeCertLifetime;

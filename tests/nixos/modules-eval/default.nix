@@ -48,6 +48,7 @@ let
     "hive-agent.nix"
     "hive-c0re.nix"
     "swarm-authelia-bridge.nix"
+    "hive-gateway.nix"
   ];
 
   merge =
@@ -180,10 +181,19 @@ let
     enable = true;
     tokenFile = "/run/secrets/authelia-bridge-token";
   };
+  gateway = {
+    enable = true;
+    serverName = "swarm.example.com";
+    sso = {
+      authRequestUrl = "http://127.0.0.1:9091/api/authz/auth-request";
+      signInUrl = "https://auth.example.com/";
+    };
+  };
   good = {
     deploy.agents-control = copy;
     deploy.swarm-controller = controller;
     deploy.authelia-bridge = bridge;
+    deploy.hive-gateway = gateway;
     agents.alpha = agent;
     agents.off = agent // { enable = false; };
   };
@@ -227,6 +237,16 @@ let
 
   # One bad setting on top of `good` (or of `base`), and a text the refusal must contain.
   refusals = [
+    {
+      change.deploy = good.deploy // {
+        hive-gateway = gateway // { sso = gateway.sso // { authRequestUrl = null; }; };
+      };
+      expect = "sso.authRequestUrl and sso.signInUrl go together";
+    }
+    {
+      change.deploy = good.deploy // { swarm-controller = controller // { enable = false; }; };
+      expect = "hive-gateway proxies the swarm-controller's socket";
+    }
     {
       change.deploy.authelia-bridge = bridge // { tokenFile = ./default.nix; };
       expect = "authelia-bridge.tokenFile is in the Nix store, or is a Nix path literal";
@@ -412,6 +432,13 @@ let
   keyFileUnit = withKeyFile.units.agents-control;
   adminText = result: (b.head (b.filter (p: p.name == "agents-control") result.packages)).text;
   controllerUnit = ok.units.swarm-controller;
+  quickLinks = [
+    {
+      title = "Forge";
+      url = "https://forge.example.com/swarm";
+    }
+  ];
+  withLinks = evaluate { values = good // { deploy = good.deploy // { swarm-controller = controller // { inherit quickLinks; }; }; }; };
   withSecretsKey = evaluate {
     values = good // {
       deploy.swarm-controller = controller // { secretsKeyFile = "/run/secrets/swarm-secrets.key"; };
@@ -487,6 +514,7 @@ let
     "services.hyperhive.agents.<name>."
     "services.hyperhive.c0re."
     "services.hyperhive.deploy.authelia-bridge."
+    "services.hyperhive.deploy.hive-gateway."
   ];
   relative = path: b.foldl' (rest: prefix: lib.removePrefix prefix rest) path sections;
   guide = b.readFile ../../../docs/nixos.md;
@@ -558,6 +586,10 @@ let
         SWARM_JOBQ_MAX_ATTEMPTS = "6";
       }
       && controllerUnit.serviceConfig.LoadCredential == [ "nats-creds:/run/secrets/controller.creds" ];
+    "quick links reach the controller as a JSON file" =
+      withLinks.failed == [ ]
+      && (written withLinks.units.swarm-controller.environment.SWARM_QUICK_LINKS_FILE).json == quickLinks
+      && !(controllerUnit.environment ? SWARM_QUICK_LINKS_FILE);
     "a controller with every provisioning setting passes every assertion (the CA's certificate may be in the store)" =
       provisioned.failed == [ ];
     "provisioning reaches the documented variables, each secret file as %d/<name>" =

@@ -344,12 +344,13 @@ in
       "overlays"
       "packages"
     ];
-  "nixosModules are agents-control, swarm-controller, hive-agent, hive-c0re, swarm-authelia-bridge and default, each a file here" =
+  "nixosModules are agents-control, swarm-controller, hive-agent, hive-c0re, swarm-authelia-bridge, hive-gateway and default, each a file here" =
     names outputs.nixosModules == [
       "agents-control"
       "default"
       "hive-agent"
       "hive-c0re"
+      "hive-gateway"
       "swarm-authelia-bridge"
       "swarm-controller"
     ]

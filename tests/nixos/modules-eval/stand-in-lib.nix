@@ -48,6 +48,7 @@ rec {
     in
     {
       str = type "str";
+      attrs = type "attrs";
       bool = type "bool";
       path = type "path";
       port = type "port";
