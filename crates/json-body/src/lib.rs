@@ -2,7 +2,8 @@
 //! swarm-authelia-bridge's): it must be declared as JSON and be no larger than the API's cap,
 //! which is checked on the declared length first and then on the bytes as they arrive, so a
 //! client that lies about the length (or sends none) still cannot make the server buffer more.
-//! Each API turns a [`BodyError`] into its own 415, 413 or 400 with its own wording.
+//! Each API turns a [`BodyError`] into its own 415, 413 or 400 with its own wording. A refused
+//! body is read on (up to a bound) and discarded, so a client still sending it reads the refusal.
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures::{Stream, StreamExt};
@@ -35,9 +36,40 @@ where
     let content_type = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     let essence = content_type.split(';').next().unwrap_or("").trim();
     if !essence.eq_ignore_ascii_case("application/json") {
+        drain(headers, std::pin::pin!(body), max).await;
         return Err(BodyError::NotJson(content_type.to_owned()));
     }
     limited_body(headers, body, max).await
+}
+
+/// The most a refused body is read past its refusal, as a multiple of the route's cap (and at
+/// most [`DRAIN_MAX`]).
+const DRAIN_FACTOR: usize = 4;
+/// The most any refused body is read past its refusal.
+const DRAIN_MAX: usize = 32 * 1024 * 1024;
+/// How long a refused body may pause between chunks before it is abandoned.
+const DRAIN_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Reads and discards what is left of a refused body, so a client still sending it gets to read
+/// the refusal rather than a connection closed under its write; up to a bound, after which the
+/// connection is closed anyway.
+async fn drain<S, B>(headers: &HeaderMap, mut body: std::pin::Pin<&mut S>, max: usize)
+where
+    S: Stream<Item = Result<B, warp::Error>> + Send,
+    B: Buf,
+{
+    let limit = max.saturating_mul(DRAIN_FACTOR).min(DRAIN_MAX);
+    let declared = headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return;
+    }
+    let mut read = 0usize;
+    while read <= limit {
+        match tokio::time::timeout(DRAIN_PATIENCE, body.next()).await {
+            Ok(Some(Ok(chunk))) => read += chunk.remaining(),
+            _ => return,
+        }
+    }
 }
 
 /// The whole body, whatever its type, at most `max` bytes (for a route that checks the type
@@ -51,14 +83,16 @@ where
     B: Buf,
 {
     let declared = headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
+    let mut body = std::pin::pin!(body);
     if declared.is_some_and(|n| n > max) {
+        drain(headers, body.as_mut(), max).await;
         return Err(BodyError::TooLarge { max });
     }
-    let mut body = std::pin::pin!(body);
     let mut buffer = BytesMut::new();
     while let Some(chunk) = body.next().await {
         let mut chunk = chunk.map_err(|e| BodyError::Read(e.to_string()))?;
         if buffer.len() + chunk.remaining() > max {
+            drain(headers, body.as_mut(), max).await;
             return Err(BodyError::TooLarge { max });
         }
         while chunk.has_remaining() {
@@ -87,6 +121,36 @@ mod tests {
 
     fn chunks(parts: &[&'static [u8]]) -> impl Stream<Item = Result<Bytes, warp::Error>> + Send {
         futures::stream::iter(parts.iter().map(|p| Ok(Bytes::from_static(p))).collect::<Vec<_>>())
+    }
+
+    /// A body of `chunks` chunks of 1 KiB that counts how many were read.
+    fn counted(
+        chunks: usize,
+    ) -> (impl Stream<Item = Result<Bytes, warp::Error>> + Send, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        let read = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = read.clone();
+        let stream = futures::stream::iter(0..chunks).map(move |_| {
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(Bytes::from_static(&[b' '; 1024]))
+        });
+        (stream, read)
+    }
+
+    #[tokio::test]
+    async fn a_refused_body_is_read_to_its_end_within_a_bound() {
+        let (body, read) = counted(20);
+        let refused = json_body(&headers("application/json", None), body, 4 * 1024).await;
+        assert_eq!(refused, Err(BodyError::TooLarge { max: 4 * 1024 }));
+        assert_eq!(read.load(std::sync::atomic::Ordering::Relaxed), 20, "drained, so the client reads the 413");
+        let (body, read) = counted(12);
+        assert!(matches!(json_body(&headers("text/plain", None), body, 4 * 1024).await, Err(BodyError::NotJson(_))));
+        assert_eq!(read.load(std::sync::atomic::Ordering::Relaxed), 12);
+        // Past four times the cap, the rest is left: the connection closes instead.
+        let (body, read) = counted(1000);
+        assert!(json_body(&headers("application/json", None), body, 4 * 1024).await.is_err());
+        let taken = read.load(std::sync::atomic::Ordering::Relaxed);
+        // The cap (4 chunks and the one past it), then four times the cap and the chunk past that.
+        assert_eq!(taken, 5 + 17, "{taken} chunks read");
     }
 
     #[tokio::test]
