@@ -28,6 +28,12 @@ async fn call(swarm: &Swarm, method: Method, path: &str, content_type: &str, bod
     (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
 }
 
+/// `PUT .../forge-accounts/{label}` with `body`.
+async fn put_forge(swarm: &Swarm, label: &str, body: &Value) -> (StatusCode, Value) {
+    let path = format!("{}/forge-accounts/{label}", base(AGENT));
+    call(swarm, Method::PUT, &path, "application/json", body.to_string().into_bytes()).await
+}
+
 fn base(agent: &str) -> String {
     format!("/api/hives/{HIVE}/agents/{agent}")
 }
@@ -38,6 +44,32 @@ async fn matrix_account(swarm: &Swarm, localpart: &str) -> (String, String) {
         SynapseClient::new(&swarm.synapse.base_url(), Secret::new(swarm.synapse.shared_secret().to_owned())).unwrap();
     let session = synapse.register(localpart, &Secret::new("a-long-password-1".to_owned()), None).await.unwrap();
     (session.user_id, session.access_token.expose().to_owned())
+}
+
+/// Registers `localpart` on the test's Synapse and links it to the agent as matrix account
+/// `name` with `swarmctl accounts add` (the token from a file): its user id and token.
+async fn link_new_matrix(swarm: &Swarm, name: &str, localpart: &str) -> (String, String) {
+    let (user_id, token) = matrix_account(swarm, localpart).await;
+    let file = token_file(swarm, &format!("{name}.token"), &token);
+    let homeserver = swarm.synapse.base_url();
+    let args = [
+        "accounts",
+        "add",
+        HIVE,
+        AGENT,
+        "matrix",
+        name,
+        "--url",
+        &homeserver,
+        "--user",
+        &user_id,
+        "--token-file",
+        &file,
+        "--json",
+    ];
+    let answer = swarm.swarmctl(&args).unwrap();
+    assert!(!answer.contains(&token), "the token in swarmctl's answer: {answer}");
+    (user_id, token)
 }
 
 fn token_file(swarm: &Swarm, name: &str, token: &str) -> String {
@@ -67,26 +99,7 @@ async fn linked_accounts_are_verified_delivered_listed_without_credentials_and_r
     let homeserver = swarm.synapse.base_url();
 
     // Matrix: linked with swarmctl (the token from a file), verified with whoami.
-    let (ops_id, ops_token) = matrix_account(&swarm, "ops-bot").await;
-    let file = token_file(&swarm, "ops.token", &ops_token);
-    let answer = swarm
-        .swarmctl(&[
-            "accounts",
-            "add",
-            HIVE,
-            AGENT,
-            "matrix",
-            "ops",
-            "--url",
-            &homeserver,
-            "--user",
-            &ops_id,
-            "--token-file",
-            &file,
-            "--json",
-        ])
-        .unwrap();
-    assert!(!answer.contains(&ops_token), "{answer}");
+    let (ops_id, ops_token) = link_new_matrix(&swarm, "ops", "ops-bot").await;
     let delivered = wait_file(&swarm, "linked-matrix-ops.json", true).await.unwrap();
     let delivered: Value = serde_json::from_str(&delivered).unwrap();
     assert_eq!(
@@ -100,14 +113,7 @@ async fn linked_accounts_are_verified_delivered_listed_without_credentials_and_r
     let forge_token = swarm.forge.add_token("ext-bot", "linked", &["read:user"]);
     let forge_body =
         |username: &str, token: &str| json!({"url": swarm.forge.url(), "username": username, "token": token});
-    let (status, answer) = call(
-        &swarm,
-        Method::PUT,
-        &format!("{}/forge-accounts/work", base(AGENT)),
-        "application/json",
-        forge_body("ext-bot", &forge_token).to_string().into_bytes(),
-    )
-    .await;
+    let (status, answer) = put_forge(&swarm, "work", &forge_body("ext-bot", &forge_token)).await;
     assert_eq!(status, StatusCode::OK, "{answer}");
     assert_eq!(answer["account"]["user"], "ext-bot");
     // GitHub: form only.
@@ -153,24 +159,7 @@ async fn linked_accounts_are_verified_delivered_listed_without_credentials_and_r
     assert!(!listing(&swarm).to_string().contains("\"ops\""));
 
     // A token already logged out elsewhere: revoking says so, and the account stays.
-    let (spare_id, spare_token) = matrix_account(&swarm, "spare-bot").await;
-    let spare = token_file(&swarm, "spare.token", &spare_token);
-    swarm
-        .swarmctl(&[
-            "accounts",
-            "add",
-            HIVE,
-            AGENT,
-            "matrix",
-            "spare",
-            "--url",
-            &homeserver,
-            "--user",
-            &spare_id,
-            "--token-file",
-            &spare,
-        ])
-        .unwrap();
+    let (_, spare_token) = link_new_matrix(&swarm, "spare", "spare-bot").await;
     client.logout(&Secret::new(spare_token.clone())).await.unwrap();
     let err = swarm.swarmctl(&["accounts", "rm", HIVE, AGENT, "matrix", "spare", "--revoke"]).unwrap_err();
     assert!(err.contains("already invalid"), "{err}");
@@ -179,60 +168,22 @@ async fn linked_accounts_are_verified_delivered_listed_without_credentials_and_r
     // A forge token revoked at the forge, a wrong username, the forge down: refused, not stored.
     let cases = [(forge_body("someone-else", &forge_token), StatusCode::BAD_REQUEST, "not someone-else")];
     for (body, status, needle) in cases {
-        let (got, answer) = call(
-            &swarm,
-            Method::PUT,
-            &format!("{}/forge-accounts/other", base(AGENT)),
-            "application/json",
-            body.to_string().into_bytes(),
-        )
-        .await;
+        let (got, answer) = put_forge(&swarm, "other", &body).await;
         assert_eq!(got, status, "{answer}");
         assert!(answer["error"].as_str().unwrap().contains(needle), "{answer}");
     }
     swarm.forge.set_down(true);
-    let (got, answer) = call(
-        &swarm,
-        Method::PUT,
-        &format!("{}/forge-accounts/other", base(AGENT)),
-        "application/json",
-        forge_body("ext-bot", &forge_token).to_string().into_bytes(),
-    )
-    .await;
+    let (got, answer) = put_forge(&swarm, "other", &forge_body("ext-bot", &forge_token)).await;
     assert_eq!(got, StatusCode::BAD_GATEWAY, "{answer}");
     swarm.forge.set_down(false);
     assert!(swarm.forge.revoke_token("ext-bot", "linked"));
-    let (got, answer) = call(
-        &swarm,
-        Method::PUT,
-        &format!("{}/forge-accounts/other", base(AGENT)),
-        "application/json",
-        forge_body("ext-bot", &forge_token).to_string().into_bytes(),
-    )
-    .await;
+    let (got, answer) = put_forge(&swarm, "other", &forge_body("ext-bot", &forge_token)).await;
     assert_eq!(got, StatusCode::BAD_REQUEST, "{answer}");
     assert!(answer["error"].as_str().unwrap().contains("does not know this token"), "{answer}");
     assert!(!listing(&swarm).to_string().contains("\"other\""), "nothing stored for refused links");
 
     // Revoking with the homeserver stopped: an error, and the account stays.
-    let (last_id, last_token) = matrix_account(&swarm, "last-bot").await;
-    let last = token_file(&swarm, "last.token", &last_token);
-    swarm
-        .swarmctl(&[
-            "accounts",
-            "add",
-            HIVE,
-            AGENT,
-            "matrix",
-            "last",
-            "--url",
-            &homeserver,
-            "--user",
-            &last_id,
-            "--token-file",
-            &last,
-        ])
-        .unwrap();
+    let (_, last_token) = link_new_matrix(&swarm, "last", "last-bot").await;
     swarm.synapse.process().kill();
     let (got, answer) = call(
         &swarm,
