@@ -95,6 +95,12 @@ impl Stack {
         status["agents"]["bee"]["actual"].as_str().map(str::to_owned)
     }
 
+    /// The sequence of bee's last terminal chunk in `RELAY`.
+    async fn last_terminal_sequence(&self) -> u64 {
+        let stream = self.js.get_stream("RELAY").await.unwrap();
+        stream.direct_get_last_for_subject("term.bee").await.map_or(0, |m| m.sequence)
+    }
+
     fn turns(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("bee.turns")).unwrap_or_default()
     }
@@ -180,7 +186,13 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
     wait_until("the browser's connections cut", SOON, || async { (stack.proxy.live_connections() == 0).then_some(()) })
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(800)).await; // lines are written meanwhile
+    // The turn writes on while the browser is cut off: the terminal must catch up on that.
+    let at_cut = stack.last_terminal_sequence().await;
+    wait_until("output written while cut off", SOON, || async {
+        (stack.last_terminal_sequence().await > at_cut).then_some(())
+    })
+    .await
+    .unwrap();
     stack.proxy.pass();
     let text = browser.text_when("#terminal", SOON, |t| t.contains("line 8 of t-ui")).await.unwrap();
     for i in 1..=8 {
