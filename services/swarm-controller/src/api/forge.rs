@@ -3,15 +3,15 @@
 //!
 //! A delivery is taken only when its signature verifies against the webhook secret, compared in
 //! constant time; anything else is 401 and changes nothing. The checks run in this order, each
-//! refusing before anything is written: the body is at most [`MAX_DELIVERY_BYTES`] (413) and
-//! JSON (415), a secret is configured (503), the signature verifies (401), the event is named
+//! refusing before anything is written: the body is JSON (415) and at most
+//! [`MAX_DELIVERY_BYTES`] (413), a secret is configured (503), the signature verifies (401), the event is named
 //! (400), the delivery id was not taken before (200, nothing done), the payload reads (400).
 
-use bytes::{Buf, Bytes, BytesMut};
-use futures::{Stream, StreamExt};
+use bytes::{Buf, Bytes};
+use futures::Stream;
 use hyperhive_hive_proto::AgentName;
+use hyperhive_json_body::BodyError;
 use serde_json::json;
-use warp::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use warp::http::{HeaderMap, StatusCode};
 use warp::reply::Response;
 
@@ -19,57 +19,20 @@ use super::{ApiError, App, json};
 use crate::forge::Outcome;
 use crate::forge::webhook::{self, MAX_DELIVERY_BYTES};
 
-/// Bytes of a refused body still read (and dropped) so that the answer reaches the sender: a
-/// proxy in front (Caddy) streams the body after the headers, and a connection closed before it
-/// is sent turns the 413 or 415 into its own 502. A body larger than this is cut off instead.
-const DRAIN_BYTES: usize = 8 * MAX_DELIVERY_BYTES;
-
-/// A delivery's body: JSON (415) of at most [`MAX_DELIVERY_BYTES`] (413), read whole before it
-/// is judged (see [`DRAIN_BYTES`]).
+/// A delivery's body: JSON (415) of at most [`MAX_DELIVERY_BYTES`] (413). A refused body is
+/// read on and dropped (up to a bound) before the answer: a proxy in front (Caddy) streams the
+/// body after the headers, and a connection closed before it is sent turns the 413 or 415 into
+/// its own 502.
 async fn delivery_body<S, B>(headers: &HeaderMap, body: S) -> Result<Bytes, ApiError>
 where
     S: Stream<Item = Result<B, warp::Error>> + Send,
     B: Buf,
 {
-    let too_large = || {
-        ApiError::PayloadTooLarge(format!(
-            "the request body is larger than {} KiB; no forge delivery is that large",
-            MAX_DELIVERY_BYTES / 1024
-        ))
-    };
-    let declared = headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > DRAIN_BYTES) {
-        return Err(too_large());
-    }
-    let mut body = std::pin::pin!(body);
-    let (mut buffer, mut seen) = (BytesMut::new(), 0usize);
-    while let Some(chunk) = body.next().await {
-        let mut chunk = chunk.map_err(|e| ApiError::BadRequest(format!("reading the request body failed: {e}")))?;
-        seen += chunk.remaining();
-        if seen > DRAIN_BYTES {
-            return Err(too_large());
-        }
-        if seen > MAX_DELIVERY_BYTES {
-            chunk.advance(chunk.remaining());
-            continue;
-        }
-        while chunk.has_remaining() {
-            let piece = chunk.chunk();
-            buffer.extend_from_slice(piece);
-            let n = piece.len();
-            chunk.advance(n);
-        }
-    }
-    if seen > MAX_DELIVERY_BYTES {
-        return Err(too_large());
-    }
-    let content_type = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-    if !content_type.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json") {
-        return Err(ApiError::UnsupportedMediaType(format!(
-            "the body must be JSON sent with Content-Type: application/json (got {content_type:?}); set the webhook's content type to json"
-        )));
-    }
-    Ok(buffer.freeze())
+    hyperhive_json_body::json_body(headers, body, MAX_DELIVERY_BYTES).await.map_err(|e| match e {
+        BodyError::NotJson(_) => ApiError::UnsupportedMediaType(format!("{e}; set the webhook's content type to json")),
+        BodyError::TooLarge { .. } => ApiError::PayloadTooLarge(format!("{e}; no forge delivery is that large")),
+        BodyError::Read(_) => ApiError::BadRequest(e.to_string()),
+    })
 }
 
 impl App {
