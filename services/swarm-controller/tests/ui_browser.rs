@@ -169,6 +169,14 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
     .await
     .unwrap();
 
+    // Creating an agent on a controller without a secret store: the page says why, with the
+    // API's own words, and nothing is created.
+    browser.open(&stack.url("create")).await.unwrap();
+    browser.type_into(r#"#create-form input[name="name"]"#, "gamma", SOON).await.unwrap();
+    browser.type_into(r#"#create-form input[name="turn_command"]"#, "cat", SOON).await.unwrap();
+    browser.click("#create-form button[type=submit]", SOON).await.unwrap();
+    browser.text_when("#banner", SOON, |t| t.contains("SWARM_SECRETS_KEY_FILE")).await.unwrap();
+
     // The terminal view shows a running turn's output as it comes.
     browser.open(&stack.url("agents/bee")).await.unwrap();
     browser.find("#terminal", SOON).await.unwrap();

@@ -307,6 +307,8 @@ const views = { hives: hivesView, agents: agentsView, create: createView, jobs: 
 async function route() {
   for (const stop of live) stop();
   live = [];
+  if (route.shown !== location.hash) showError("");
+  route.shown = location.hash;
   const [, view = "agents", arg] = location.hash.split("/");
   for (const link of document.querySelectorAll("nav a")) link.classList.toggle("here", link.getAttribute("href") === `#/${view}`);
   try {
