@@ -108,10 +108,13 @@ echo "gamma was created through swarmctl agent create, provisioned, deployed pau
 
 ui=$(sed -n 's/^hyperhive is running.*The swarm UI: \(http:[^ ]*\)$/\1/p' "$out")
 [ -n "$ui" ] || fail "the demo did not print the swarm UI's address"
-curl -sf "$ui" | grep -q '<script src="app.js"' || fail "$ui did not serve the swarm UI"
-curl -sf "${ui}api/agents" | grep -q '"gamma"' || fail "${ui}api/agents did not list gamma through the proxy"
-curl -sf -N --max-time 3 "${ui}api/agents/gamma/terminal" | grep -q 'hello gamma' \
-  || fail "gamma's terminal did not replay its turn through the proxy"
+page=$(curl -sf "$ui") || fail "$ui did not answer"
+grep -q '<script src="app.js"' <<<"$page" || fail "$ui did not serve the swarm UI"
+agents=$(curl -sf "${ui}api/agents") || fail "${ui}api/agents did not answer through the proxy"
+grep -q '"gamma"' <<<"$agents" || fail "${ui}api/agents did not list gamma through the proxy"
+# An event stream never ends by itself: read it for 3 seconds (curl then exits 28).
+terminal=$(curl -s -N --max-time 3 "${ui}api/agents/gamma/terminal" || true)
+grep -q 'hello gamma' <<<"$terminal" || fail "gamma's terminal did not replay its turn through the proxy"
 echo "the swarm UI and its API answer through the demo's proxy, gamma's terminal included"
 
 url=$(sed -n 's/^demo: control plane: 3 copies behind Caddy at \(https:[^ ]*\) .*/\1/p' "$out")
