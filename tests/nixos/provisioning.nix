@@ -292,6 +292,15 @@ in
         out = ${hive}.succeed(f"grep -c -F 'source={source} ' /var/lib/hive-agent-${agent}/turns.log || true")
         return int(out.strip() or "0")
 
+    def fire_once(name, body):
+        """A one-shot schedule five seconds from now; returns its id once its turn has run."""
+        anchor = controller.succeed("date -u -d '+5 seconds' +%Y-%m-%dT%H:%M:%SZ").strip()
+        schedule = json.loads(controller.succeed(
+            f"swarmctl schedule add --json --anchor {anchor} --name {name} --agent ${agent} --body '{body}' --once"
+        ))["id"]
+        ${hive}.wait_until_succeeds(f"test \"$(grep -c -F 'source=schedule:{schedule} ' /var/lib/hive-agent-${agent}/turns.log)\" -ge 1", timeout=120)
+        return schedule
+
     def agent_row():
         rows = json.loads(controller.succeed("swarmctl agents --json"))
         return next((row for row in rows if row["name"] == "${agent}"), None)
@@ -398,14 +407,7 @@ in
             "swarmctl agents --json | jq -e '.[] | select(.name == \"${agent}\") | .actual.actual == \"running\"'",
             timeout=90,
         )
-        anchor = controller.succeed("date -u -d '+5 seconds' +%Y-%m-%dT%H:%M:%SZ").strip()
-        once = json.loads(controller.succeed(
-            f"swarmctl schedule add --json --anchor {anchor} --name first --agent ${agent} --body 'hello, new agent' --once"
-        ))["id"]
-        ${hive}.wait_until_succeeds(
-            f"test \"$(grep -c -F 'source=schedule:{once} ' /var/lib/hive-agent-${agent}/turns.log)\" -ge 1",
-            timeout=120,
-        )
+        once = fire_once("first", "hello, new agent")
         ${hive}.succeed("grep -F 'hello, new agent' /var/lib/hive-agent-${agent}/turns.log")
         ${hive}.sleep(6)
         assert turns(f"schedule:{once}") == 1, "the todo ran more than once"
@@ -421,12 +423,6 @@ in
         )
         assert ${hive}.succeed("systemctl show -p MainPID --value hive-agent-${agent}.service").strip() == pid, \
             "the unit was restarted for a renewal"
-        again = json.loads(controller.succeed(
-            f"swarmctl schedule add --json --anchor $(date -u -d '+5 seconds' +%Y-%m-%dT%H:%M:%SZ) --name renewed --agent ${agent} --body 'after renewal' --once"
-        ))["id"]
-        ${hive}.wait_until_succeeds(
-            f"test \"$(grep -c -F 'source=schedule:{again} ' /var/lib/hive-agent-${agent}/turns.log)\" -ge 1",
-            timeout=120,
-        )
+        fire_once("renewed", "after renewal")
   '';
 }

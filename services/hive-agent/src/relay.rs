@@ -63,7 +63,8 @@ impl Relay {
     }
 
     /// A relay that publishes nothing (tests of the turn alone).
-    pub fn disabled() -> Relay {
+    #[cfg(test)]
+    pub(crate) fn disabled() -> Relay {
         let (queue, _) = mpsc::channel(1);
         Relay { queue, dropped: Arc::default() }
     }

@@ -7,7 +7,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::Stream;
-use hyperhive_hive_proto::AgentName;
 use tokio::sync::mpsc;
 use warp::Reply;
 use warp::http::HeaderMap;
@@ -22,12 +21,8 @@ const KEEPALIVE: Duration = Duration::from_secs(15);
 
 impl App {
     pub(super) async fn relay(&self, name: &str, kind: RelayKind, headers: &HeaderMap) -> Result<Response, ApiError> {
-        let agent = AgentName::parse(name).map_err(|e| ApiError::BadRequest(e.to_string()))?;
         let start = last_event_id(headers)?;
-        let known = self.roster.get(&agent).await.map_err(ApiError::Unavailable)?;
-        if known.is_none() {
-            return Err(ApiError::NotFound(format!("no agent {agent} on the roster (see GET /api/agents)")));
-        }
+        let agent = self.known_agent(name).await?;
         let frames = self.relay.watch(kind, agent.as_str(), start).await.map_err(ApiError::Unavailable)?;
         let events = warp::sse::keep_alive().interval(KEEPALIVE).stream(Frames(frames));
         let mut response = warp::sse::reply(events).into_response();

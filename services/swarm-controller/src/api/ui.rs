@@ -16,7 +16,7 @@ use crate::ui::icons::{self, MAX_ICON_BYTES};
 
 impl App {
     /// The agent on the roster named `name` (400 malformed, 404 unknown).
-    async fn known_agent(&self, name: &str) -> Result<AgentName, ApiError> {
+    pub(super) async fn known_agent(&self, name: &str) -> Result<AgentName, ApiError> {
         let agent = AgentName::parse(name).map_err(|e| ApiError::BadRequest(e.to_string()))?;
         match self.roster.get(&agent).await.map_err(ApiError::Unavailable)? {
             Some(_) => Ok(agent),
@@ -31,22 +31,7 @@ impl App {
             Some(png) => (png, "image/png"),
             None => (Bytes::from(icons::generated_svg(agent.as_str())), "image/svg+xml"),
         };
-        let tag = icons::etag(&body);
-        let fresh = headers
-            .get(IF_NONE_MATCH)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.split(',').any(|t| t.trim() == tag));
-        let mut response = if fresh {
-            warp::reply::with_status(Vec::new(), StatusCode::NOT_MODIFIED).into_response()
-        } else {
-            body.to_vec().into_response()
-        };
-        let headers = response.headers_mut();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static(media_type));
-        headers.insert(ETAG, HeaderValue::from_str(&tag).expect("a hex tag is a header value"));
-        // Cached, but asked again each time: an upload shows at once, an unchanged icon costs a 304.
-        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        Ok(response)
+        Ok(revalidated(body.to_vec(), media_type, headers))
     }
 
     pub(super) async fn put_icon(&self, name: &str, png: &[u8]) -> Result<Response, ApiError> {
@@ -68,20 +53,28 @@ impl App {
     }
 }
 
-/// One of the UI's embedded files, with its type, its policy and a revalidated cache.
-pub(super) fn asset(asset: Asset, headers: &HeaderMap) -> Response {
-    let tag = icons::etag(asset.body.as_bytes());
+/// `body` with its type and an ETag, or a bare 304 when `If-None-Match` names that tag. Cached
+/// but asked again each time (`no-cache`): a change shows at once, an unchanged file costs a 304.
+fn revalidated(body: Vec<u8>, media_type: &'static str, headers: &HeaderMap) -> Response {
+    let tag = icons::etag(&body);
     let fresh =
         headers.get(IF_NONE_MATCH).and_then(|v| v.to_str().ok()).is_some_and(|v| v.split(',').any(|t| t.trim() == tag));
     let mut response = if fresh {
         warp::reply::with_status(Vec::new(), StatusCode::NOT_MODIFIED).into_response()
     } else {
-        asset.body.into_response()
+        body.into_response()
     };
     let out = response.headers_mut();
-    out.insert(CONTENT_TYPE, HeaderValue::from_static(asset.media_type));
+    out.insert(CONTENT_TYPE, HeaderValue::from_static(media_type));
     out.insert(ETAG, HeaderValue::from_str(&tag).expect("a hex tag is a header value"));
     out.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+/// One of the UI's embedded files, with its type, its policy and a revalidated cache.
+pub(super) fn asset(asset: Asset, headers: &HeaderMap) -> Response {
+    let mut response = revalidated(asset.body.as_bytes().to_vec(), asset.media_type, headers);
+    let out = response.headers_mut();
     out.insert("content-security-policy", HeaderValue::from_static(CONTENT_SECURITY_POLICY));
     out.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
     out.insert("referrer-policy", HeaderValue::from_static("no-referrer"));

@@ -30,6 +30,7 @@ pub struct Event {
 pub struct Feed {
     events: broadcast::Sender<Event>,
     task: AbortHandle,
+    metrics: Arc<RelayMetrics>,
 }
 
 impl Feed {
@@ -42,6 +43,7 @@ impl Feed {
 impl Drop for Feed {
     fn drop(&mut self) {
         self.task.abort();
+        self.metrics.feeds.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -131,13 +133,8 @@ impl RelayHub {
         let mut messages = consumer.messages().await.map_err(|e| format!("following {subject}: {e}"))?;
         let (events, _) = broadcast::channel(FEED_BUFFER);
         let sender = events.clone();
-        let metrics = self.metrics.clone();
         let name = subject.to_owned();
         let task = tokio::spawn(async move {
-            metrics.feeds.fetch_add(1, Ordering::Relaxed);
-            let _gone = scopeguard(move || {
-                metrics.feeds.fetch_sub(1, Ordering::Relaxed);
-            });
             while let Some(message) = messages.next().await {
                 match message {
                     Ok(message) => {
@@ -153,22 +150,10 @@ impl RelayHub {
             }
         })
         .abort_handle();
-        let feed = Arc::new(Feed { events, task });
+        self.metrics.feeds.fetch_add(1, Ordering::Relaxed);
+        let feed = Arc::new(Feed { events, task, metrics: self.metrics.clone() });
         feeds.retain(|_, weak| weak.strong_count() > 0);
         feeds.insert(subject.to_owned(), Arc::downgrade(&feed));
         Ok(feed)
     }
-}
-
-/// Runs `f` when dropped (also when the task is aborted).
-fn scopeguard(f: impl FnOnce()) -> impl Drop {
-    struct Guard<F: FnOnce()>(Option<F>);
-    impl<F: FnOnce()> Drop for Guard<F> {
-        fn drop(&mut self) {
-            if let Some(f) = self.0.take() {
-                f();
-            }
-        }
-    }
-    Guard(Some(f))
 }

@@ -87,29 +87,13 @@ impl Watcher {
         metrics.watchers.fetch_add(1, Ordering::Relaxed);
         let closed = self.hub.closed();
         let stop = tokio::select! {
-            stop = self.relay(&mut live, first, last, start) => stop,
+            outcome = self.relay_until_stopped(&mut live, first, last, start) => outcome.err().unwrap_or(Stop::Left),
             () = closed => Stop::Left,
         };
-        let Stop::Dropped(why) = stop else {
-            metrics.watchers.fetch_sub(1, Ordering::Relaxed);
-            return;
-        };
         metrics.watchers.fetch_sub(1, Ordering::Relaxed);
+        let Stop::Dropped(why) = stop else { return };
         metrics.dropped.fetch_add(1, Ordering::Relaxed);
         tracing::info!(subject = %self.subject, "relay watcher dropped: {why}; it resumes with Last-Event-ID");
-    }
-
-    async fn relay(
-        &self,
-        live: &mut broadcast::Receiver<super::hub::Event>,
-        first: u64,
-        last: u64,
-        start: Start,
-    ) -> Stop {
-        match self.relay_until_stopped(live, first, last, start).await {
-            Ok(()) => Stop::Left,
-            Err(stop) => stop,
-        }
     }
 
     async fn relay_until_stopped(
