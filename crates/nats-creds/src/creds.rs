@@ -1,9 +1,9 @@
 //! The standard `.creds` file (a user JWT and its nkey seed between markers) and 0600 files.
 
 use std::fmt;
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use nkeys::{KeyPair, KeyPairType};
@@ -134,21 +134,29 @@ fn section(text: &str, markers: Markers) -> Result<&str, &'static str> {
     Ok(inside)
 }
 
-/// Creates `path` with `contents`; refuses if it exists. Secrets get mode 0600 from creation on,
+/// Creates `path` with `contents`; refuses if it exists. The file appears whole or not at all:
+/// a process killed mid-write (the controller during an agent's queue-credential step) must not
+/// leave an empty seed that every later run refuses to read. Secrets are 0600 from creation on,
 /// so they are never readable by others, not even briefly.
 pub(crate) fn create_new(path: &Path, contents: &str, secret: bool) -> Result<(), CredsError> {
-    let mode = if secret { SECRET_MODE } else { 0o644 };
-    let mut file =
-        OpenOptions::new().write(true).create_new(true).mode(mode).open(path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::AlreadyExists => CredsError::Exists(path.to_path_buf()),
-            _ => CredsError::io("create", path)(e),
-        })?;
-    file.write_all(contents.as_bytes()).and_then(|()| file.sync_all()).map_err(CredsError::io("write", path))
+    let tmp = written_temp(path, contents, secret)?;
+    tmp.persist_noclobber(path).map_err(|e| match e.error.kind() {
+        std::io::ErrorKind::AlreadyExists => CredsError::Exists(path.to_path_buf()),
+        _ => CredsError::io("create", path)(e.error),
+    })?;
+    Ok(())
 }
 
 /// Writes a file, replacing any old one atomically (a rotated credential replaces the previous
 /// one; a reader sees the old or the new file, never half of one). A secret is 0600 throughout.
 pub(crate) fn replace_file(path: &Path, contents: &str, secret: bool) -> Result<(), CredsError> {
+    let tmp = written_temp(path, contents, secret)?;
+    tmp.persist(path).map_err(|e| CredsError::io("write", path)(e.error))?;
+    Ok(())
+}
+
+/// A synced temp file beside `path` holding `contents`, with its final mode.
+fn written_temp(path: &Path, contents: &str, secret: bool) -> Result<tempfile::NamedTempFile, CredsError> {
     let dir = match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
@@ -161,8 +169,7 @@ pub(crate) fn replace_file(path: &Path, contents: &str, secret: bool) -> Result<
     tmp.as_file()
         .set_permissions(fs::Permissions::from_mode(if secret { SECRET_MODE } else { 0o644 }))
         .map_err(CredsError::io("set the mode of", tmp.path()))?;
-    tmp.persist(path).map_err(|e| CredsError::io("write", path)(e.error))?;
-    Ok(())
+    Ok(tmp)
 }
 
 #[cfg(test)]
@@ -219,5 +226,21 @@ mod tests {
         assert!(err.contains("already exists"), "{err}");
         assert_eq!(fs::read_to_string(&path).unwrap(), "one");
         assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+
+    #[test]
+    fn racing_creators_leave_one_whole_file_and_no_temp_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k.seed");
+        let contents: Vec<String> = (0..8).map(|i| format!("{i}").repeat(4096)).collect();
+        let won: Vec<bool> = std::thread::scope(|s| {
+            let racers: Vec<_> = contents.iter().map(|c| s.spawn(|| create_new(&path, c, true).is_ok())).collect();
+            racers.into_iter().map(|r| r.join().unwrap()).collect()
+        });
+        assert_eq!(won.iter().filter(|w| **w).count(), 1, "exactly one creator wins: {won:?}");
+        let winner = won.iter().position(|w| *w).unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), contents[winner], "the winner's file, whole");
+        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("k.seed")], "no temp file is left behind");
     }
 }

@@ -94,8 +94,12 @@ impl Tenant {
             Ok(_) => read_seed(&seed_path, KeyPairType::Account, "account")?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let fresh = KeyPair::new_account();
-                creds::create_new(&seed_path, &format!("{}\n", seed(&fresh)?), true)?;
-                fresh
+                match creds::create_new(&seed_path, &format!("{}\n", seed(&fresh)?), true) {
+                    Ok(()) => fresh,
+                    // Another writer made it first: theirs is the account.
+                    Err(CredsError::Exists(_)) => read_seed(&seed_path, KeyPairType::Account, "account")?,
+                    Err(e) => return Err(e),
+                }
             }
             Err(e) => return Err(CredsError::io("read", &seed_path)(e)),
         };
