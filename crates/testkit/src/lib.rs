@@ -16,6 +16,8 @@
 //! - [`nginx`]: nginx in front of a unix socket, as the hive-gateway runs it.
 //! - [`browser`]: headless Chromium over WebDriver (chromedriver), for the swarm UI.
 //! - [`stats`]: percentiles and resident memory, for benchmarks.
+//! - [`control_plane`]: three `agents-control serve` copies behind Caddy, and devices run as
+//!   `agents-control device pair|connect` (the binary must be built).
 //!
 //! Every handle kills its process (SIGKILL, then reaps it) and removes its temp dir on drop,
 //! also while a test panics; a panicking test gets the tail of each process log on stderr.
@@ -25,6 +27,7 @@ pub mod browser;
 pub mod caddy;
 pub mod chaos;
 pub mod client_cert_site;
+pub mod control_plane;
 pub mod forge;
 pub mod hold_proxy;
 pub mod liveness;

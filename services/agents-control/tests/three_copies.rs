@@ -6,11 +6,9 @@
 //! once, in order; a device forgotten through one copy is cut off on another; and a bucket
 //! outage stops pairing and readiness but neither relaying nor reconnecting.
 
-mod cluster;
-
-use cluster::device::{Device, EVENT_WITHIN, Input, Linked, Timed};
-use cluster::{Cluster, other_pin};
 use hyperhive_testkit::Signal;
+use hyperhive_testkit::control_plane::device::{Device, EVENT_WITHIN, Input, Linked, Timed};
+use hyperhive_testkit::control_plane::{Cluster, other_pin};
 use serde_json::{Value, json};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -24,7 +22,7 @@ async fn a_code_or_an_identity_with_another_pin_gets_no_connection() {
     let cluster = Cluster::start().await;
     let code = cluster.code("--client", &["--pin", &other_pin()]).await;
     let refused =
-        Device::pair(&code, "window", cluster.dir()).await.err().expect("a code with another pin must not pair");
+        Device::pair(&code, "window", cluster.dir()).await.expect_err("a code with another pin must not pair");
     assert!(refused.contains("pin"), "{refused}");
 
     let host = cluster.pair("--host", "box").await;
@@ -45,7 +43,7 @@ async fn a_copy_without_the_control_key_is_refused_at_pairing_and_at_connecting(
     // A real code sent to the impostor's address: the impostor cannot make the code's proof
     // (it refuses the code, or the device refuses its unsigned answer).
     let code = cluster.code("--host", &["--control-url", &impostor_url]).await;
-    let refused = Device::pair(&code, "lured", cluster.dir()).await.err().expect("the impostor must not pair a device");
+    let refused = Device::pair(&code, "lured", cluster.dir()).await.expect_err("the impostor must not pair a device");
     assert!(refused.contains("control key"), "{refused}");
 
     // A device paired with the real control plane, sent to the impostor: its welcome does not
@@ -273,7 +271,7 @@ async fn a_bucket_outage_stops_pairing_and_readiness_but_not_relaying_or_reconne
     exchange(&host, &mut host_link, &client, &mut client_link, "paused").await;
     cluster.wait_readyz(&[0, 1, 2], 503, Duration::from_secs(10)).await;
     eprintln!("/readyz 503 on every copy {:?} after the pause", paused.elapsed());
-    let refused = Device::pair(&spare_code, "late", cluster.dir()).await.err().expect("no pairing without the bucket");
+    let refused = Device::pair(&spare_code, "late", cluster.dir()).await.expect_err("no pairing without the bucket");
     assert!(refused.contains("store unavailable"), "{refused}");
 
     let killed = Instant::now();

@@ -2,16 +2,20 @@
 //! Caddy site that terminates TLS with a certificate made here (pinned in every code), balances
 //! round robin and health-checks `/readyz`. Devices are the real `device pair|connect` binary
 //! ([`device`]).
+//!
+//! The binary is `target/debug/agents-control` ([`agents_control_binary`]): build it first
+//! (`cargo build -p agents-control --bins`; agents-control's own tests build it anyway).
 
 pub mod device;
 
+use crate::process::http_status;
+use crate::{Caddy, Process, S3, S3Server, Signal, free_port, wait_until};
 use device::{Device, Input, Linked};
 use hyperhive_control_link::Pin;
 use hyperhive_control_proto::encoding;
 use hyperhive_object_store::Store;
 use hyperhive_object_store::s3::S3Store;
-use hyperhive_testkit::process::http_status;
-use hyperhive_testkit::{Caddy, Process, S3, S3Server, Signal, free_port, wait_until};
+use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -25,14 +29,24 @@ const PEERS_WITHIN: Duration = Duration::from_secs(30);
 /// How many times a device is restarted to land on a chosen copy: round robin over three
 /// copies lands on each within three tries; the rest absorbs health-check flaps.
 const PLACEMENT_ATTEMPTS: usize = 12;
+/// Where the copies write their membership records (agents-control's `records::MEMBERS`).
+const MEMBERS: &str = "members/";
+
+/// The `agents-control` binary as `cargo build` left it; panics with how to build it when it is
+/// not there.
+pub fn agents_control_binary() -> PathBuf {
+    crate::tools::project_binary("agents-control").unwrap_or_else(|error| panic!("{error:#}"))
+}
 
 /// One running copy and what devices call it (the `copy` of its `welcome`).
+#[derive(Debug)]
 pub struct Copy {
     pub process: Process,
     pub addr: SocketAddr,
     pub name: String,
 }
 
+#[derive(Debug)]
 pub struct Cluster {
     // Field order is drop order: devices' servers go before the bucket.
     pub copies: Vec<Copy>,
@@ -40,10 +54,12 @@ pub struct Cluster {
     pub s3: S3,
     env: Vec<(String, String)>,
     tls: Tls,
+    binary: PathBuf,
     dir: tempfile::TempDir,
 }
 
 /// The proxy's certificate and its pin.
+#[derive(Debug)]
 struct Tls {
     cert: PathBuf,
     key: PathBuf,
@@ -104,6 +120,7 @@ impl Cluster {
     /// Starts the bucket, three copies and Caddy; returns once every copy is ready and Caddy
     /// listens.
     pub async fn start() -> Cluster {
+        let binary = agents_control_binary();
         let dir = tempfile::tempdir().unwrap();
         let s3 = S3::start(S3Server::Moto).await.unwrap();
         let tls = Tls::make(dir.path());
@@ -118,7 +135,7 @@ impl Cluster {
         ]);
         let mut copies = Vec::new();
         for index in 0..3 {
-            copies.push(start_copy(&env, &format!("copy{index}")));
+            copies.push(start_copy(&binary, &env, &format!("copy{index}")));
         }
         let mut running = Vec::new();
         for (mut process, addr) in copies {
@@ -129,11 +146,17 @@ impl Cluster {
         let copies = name_copies(&store, running).await;
         let upstreams: Vec<SocketAddr> = copies.iter().map(|copy| copy.addr).collect();
         let caddy = Caddy::start(&caddy_site(caddy_port, &tls, &upstreams), &[caddy_port]).await.unwrap();
-        Cluster { copies, _caddy: caddy, s3, env, tls, dir }
+        Cluster { copies, _caddy: caddy, s3, env, tls, binary, dir }
     }
 
     pub fn dir(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// The environment every copy runs with (the bucket, the control key, the public URL and
+    /// the pin); [`Cluster::cli`] runs with it too.
+    pub fn env(&self) -> &[(String, String)] {
+        &self.env
     }
 
     /// Starts a copy that shares the bucket but holds another control key, behind its own Caddy
@@ -149,7 +172,7 @@ impl Cluster {
                 _ => {}
             }
         }
-        let (mut process, addr) = start_copy(&env, "impostor");
+        let (mut process, addr) = start_copy(&self.binary, &env, "impostor");
         process.wait_for_http_ok(addr, "/readyz", START).await.unwrap();
         let caddy = Caddy::start(&caddy_site(port, &self.tls, &[addr]), &[port]).await.unwrap();
         (format!("https://localhost:{port}"), process, caddy)
@@ -157,7 +180,7 @@ impl Cluster {
 
     /// Runs `agents-control ARGS` with the copies' environment; (success, stdout, stderr).
     pub async fn cli(&self, args: &[&str]) -> (bool, String, String) {
-        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agents-control"))
+        let output = tokio::process::Command::new(&self.binary)
             .args(args)
             .envs(self.env.iter().cloned())
             .output()
@@ -256,6 +279,11 @@ impl Cluster {
         self.copies[index].process.signal(signal).unwrap();
     }
 
+    /// Kills copy `index` (SIGKILL) and reaps it; a no-op when it has already exited.
+    pub fn kill(&mut self, index: usize) {
+        self.copies[index].process.kill();
+    }
+
     /// Waits until `/readyz` answers `status` on every copy in `indexes`.
     pub async fn wait_readyz(&self, indexes: &[usize], status: u16, within: Duration) {
         let addrs: Vec<SocketAddr> = indexes.iter().map(|&i| self.copies[i].addr).collect();
@@ -272,9 +300,9 @@ impl Cluster {
     }
 }
 
-fn start_copy(env: &[(String, String)], label: &str) -> (Process, SocketAddr) {
+fn start_copy(binary: &Path, env: &[(String, String)], label: &str) -> (Process, SocketAddr) {
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let process = Process::builder(env!("CARGO_BIN_EXE_agents-control"))
+    let process = Process::builder(binary)
         .args(["serve", "--listen", &addr.to_string(), "--peer-url", &format!("http://{addr}"), "--drain", "300ms"])
         .envs(env.iter().cloned())
         .start(label)
@@ -282,14 +310,27 @@ fn start_copy(env: &[(String, String)], label: &str) -> (Process, SocketAddr) {
     (process, addr)
 }
 
+/// What the harness reads of a membership record (agents-control's `records::MemberRecord`,
+/// documented in docs/control-plane/store.md); the kit does not depend on agents-control.
+#[derive(Deserialize)]
+struct MemberRecord {
+    schema: u32,
+    copy_id: String,
+    peer_url: Option<String>,
+}
+
+/// The schema version of the records this harness reads (agents-control's `records::SCHEMA`).
+const SCHEMA: u32 = 1;
+
 /// Names each copy by its membership record (the copy id its `welcome` carries), found by the
 /// peer URL it was given.
 async fn name_copies(store: &dyn Store, running: Vec<(Process, SocketAddr)>) -> Vec<Copy> {
-    use agents_control::records::{self, MemberRecord};
     let mut by_url = std::collections::HashMap::new();
-    for key in store.list(records::MEMBERS).await.unwrap() {
+    for key in store.list(MEMBERS).await.unwrap() {
         let bytes = store.get(&key).await.unwrap().expect("a listed member record").bytes;
-        let member: MemberRecord = records::decode(&key, &bytes).unwrap();
+        let member: MemberRecord =
+            serde_json::from_slice(&bytes).unwrap_or_else(|error| panic!("{key} is not a member record: {error}"));
+        assert_eq!(member.schema, SCHEMA, "{key}: a schema version this harness does not know");
         by_url.insert(member.peer_url.unwrap_or_default(), member.copy_id);
     }
     running

@@ -2,6 +2,7 @@
 //! and speaks JSON lines. Every event is read as soon as it is printed and kept with the moment
 //! it arrived, so tests can measure how long a move took after the fact.
 
+use super::agents_control_binary;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -15,6 +16,7 @@ use tokio::time::Instant;
 pub const EVENT_WITHIN: Duration = Duration::from_secs(15);
 
 /// A paired device: its identity file.
+#[derive(Debug)]
 pub struct Device {
     pub id: String,
     pub name: String,
@@ -22,7 +24,7 @@ pub struct Device {
 }
 
 fn command(args: &[&str]) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agents-control"));
+    let mut command = tokio::process::Command::new(agents_control_binary());
     command.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
     command
 }
@@ -64,6 +66,7 @@ pub enum Input {
 pub type Timed = (Instant, Value);
 
 /// A running `device connect`.
+#[derive(Debug)]
 pub struct Linked {
     child: Child,
     stdin: Option<ChildStdin>,
@@ -74,6 +77,7 @@ pub struct Linked {
 }
 
 /// The process's stderr: read to its end, which comes when the process exits.
+#[derive(Debug)]
 enum Stderr {
     Reading(tokio::task::JoinHandle<String>),
     Read(String),
