@@ -417,6 +417,32 @@ in
       };
     };
 
+    controlPlane = {
+      identityFile = mkOption {
+        type = types.nullOr types.path;
+        default = null;
+        example = "/run/secrets/swarm-control-identity.json";
+        description = ''
+          The host identity that makes the controller a host of an agents-control control plane
+          (`SWARM_CONTROL_IDENTITY`), written once by `swarm-controller pair CODE --identity FILE`
+          with a code from `agents-control code --host`. Handed to the unit with `LoadCredential=`;
+          not in the Nix store. Unset, the identity `swarm-controller pair` writes into the state
+          directory (`/var/lib/swarm-controller/control-identity.json`) is used when it is there;
+          without either the API is reachable through the socket only (docs/swarm/remote.md).
+        '';
+      };
+
+      requestsPerSecond = mkOption {
+        type = types.ints.between 1 10000;
+        default = 20;
+        example = 50;
+        description = ''
+          Requests a second each paired client may send through the control plane
+          (`SWARM_REMOTE_RATE`), with bursts of five seconds' worth; more are answered 429.
+        '';
+      };
+    };
+
     reconcileInterval = mkOption {
       type = types.ints.positive;
       default = 60;
@@ -433,6 +459,7 @@ in
       (hyperhive.notInStore "services.hyperhive.deploy.swarm-controller.nats.credentialsFile" cfg.nats.credentialsFile)
       (hyperhive.notInStore "services.hyperhive.deploy.swarm-controller.nats.signingDir" cfg.nats.signingDir)
       (hyperhive.notInStore "services.hyperhive.deploy.swarm-controller.secretsKeyFile" cfg.secretsKeyFile)
+      (hyperhive.notInStore "services.hyperhive.deploy.swarm-controller.controlPlane.identityFile" cfg.controlPlane.identityFile)
     ]
     ++ map (f: hyperhive.notInStore (provisioningOption f.option) f.file) (builtins.filter (f: f.secret) provisioningFiles)
     ++ [
@@ -524,8 +551,14 @@ in
         SWARM_CONTROLLER_SOCKET = cfg.socketPath;
         SWARM_NATS_URL = cfg.nats.url;
         SWARM_RECONCILE_SECS = toString cfg.reconcileInterval;
-        # StateDirectory below: the one file the controller keeps, its webhook secret.
+        # StateDirectory below: the controller's webhook secret, and the host identity when
+        # `swarm-controller pair` wrote it there.
         SWARM_STATE_DIR = "/var/lib/swarm-controller";
+        SWARM_REMOTE_RATE = toString cfg.controlPlane.requestsPerSecond;
+      }
+      // lib.optionalAttrs (cfg.controlPlane.identityFile != null) {
+        # LoadCredential below puts the identity here, readable by this unit only.
+        SWARM_CONTROL_IDENTITY = "%d/control-identity";
       }
       // lib.optionalAttrs (cfg.nats.credentialsFile != null) {
         # LoadCredential below puts the credential here, readable by this unit only.
@@ -568,6 +601,7 @@ in
         LoadCredential =
           lib.optional (cfg.nats.credentialsFile != null) "nats-creds:${cfg.nats.credentialsFile}"
           ++ lib.optional (cfg.secretsKeyFile != null) "secrets-key:${cfg.secretsKeyFile}"
+          ++ lib.optional (cfg.controlPlane.identityFile != null) "control-identity:${toString cfg.controlPlane.identityFile}"
           # A public file given as a Nix path literal (the CA's certificate) is copied to the store;
           # a secret never is (toString), and is refused as a path literal above.
           ++ map (f: "${f.name}:${if f.secret then toString f.file else "${f.file}"}") givenFiles;

@@ -260,12 +260,13 @@ async fn connection(
     let mut pings: u64 = 0;
     loop {
         let mut out: Vec<LinkFrame> = vec![];
+        let mut event = None;
         tokio::select! {
             incoming = socket.next() => {
                 heard = Instant::now();
                 match incoming {
                     Some(Ok(Message::Text(text))) => match LinkFrame::decode(&text) {
-                        Ok(frame) => on_frame(state, frame, events, &mut out).await,
+                        Ok(frame) => event = on_frame(state, frame, &mut out),
                         Err(error) => {
                             let _ = events.send(Event::Error { message: format!("the control plane sent a bad frame: {error}") }).await;
                         }
@@ -300,12 +301,19 @@ async fn connection(
                 return Ended::Retry(error.to_string());
             }
         }
+        // After the frames it caused: a message's ack is on the socket before the application
+        // sees the message, so an application that exits once it has the last message it
+        // wanted does not leave that message unacked (and resent to its next session).
+        if let Some(event) = event {
+            let _ = events.send(event).await;
+        }
     }
 }
 
-/// Handles one frame from the control plane; frames to send back go to `out`.
-async fn on_frame(state: &mut State, frame: LinkFrame, events: &mpsc::Sender<Event>, out: &mut Vec<LinkFrame>) {
-    let event = match frame {
+/// Handles one frame from the control plane: frames to send back go to `out`, and the event
+/// for the application is returned.
+fn on_frame(state: &mut State, frame: LinkFrame, out: &mut Vec<LinkFrame>) -> Option<Event> {
+    match frame {
         LinkFrame::Message { from, epoch, seq, first_unacked, body } => {
             let (receipt, ack) = state.inbox.receive(&from, epoch, seq, first_unacked);
             out.push(ack);
@@ -337,9 +345,6 @@ async fn on_frame(state: &mut State, frame: LinkFrame, events: &mpsc::Sender<Eve
         other => {
             Some(Event::Error { message: format!("the control plane sent an unexpected \"{}\"", other.type_name()) })
         }
-    };
-    if let Some(event) = event {
-        let _ = events.send(event).await;
     }
 }
 

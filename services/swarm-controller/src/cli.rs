@@ -27,6 +27,9 @@ needed to provision agents)\n  \
 SWARM_STATE_DIR          the state directory; holds webhook-secret, made at first start (optional;\n                           \
 needed for the forge webhook)\n  \
 SWARM_FORGE_*            the forge and the swarm's organisation on it (docs/swarm/forge.md)\n  \
+SWARM_CONTROL_IDENTITY   the host identity `pair` wrote (default: control-identity.json in\n                           \
+SWARM_STATE_DIR, when there); with one the daemon holds a link to the control plane\n  \
+SWARM_REMOTE_RATE        requests a second each control-plane client may send (default 20)\n  \
 RUST_LOG                 log filter (default info)"
 )]
 pub struct Cli {
@@ -50,6 +53,21 @@ pub enum Command {
         /// The file to write (must not exist).
         #[arg(long, value_name = "FILE")]
         out: PathBuf,
+    },
+    /// Pair this controller with a control plane as a host, once: redeems CODE (from
+    /// `agents-control code --host`) and writes the identity (mode 0600) to --identity, else
+    /// SWARM_CONTROL_IDENTITY, else control-identity.json in SWARM_STATE_DIR. The daemon then
+    /// holds a link to the control plane and answers paired clients (`swarmctl --via`) with the
+    /// socket's rights.
+    Pair {
+        /// The host code.
+        code: String,
+        /// The name clients see for this host.
+        #[arg(long, default_value = "swarm-controller")]
+        name: String,
+        /// Where to write the identity (must not exist).
+        #[arg(long, value_name = "FILE")]
+        identity: Option<PathBuf>,
     },
     /// Make the swarm's store CA: store-ca.key (mode 0600, for SWARM_STORE_CA_KEY_FILE) and
     /// store-ca.pem (its certificate, for SWARM_STORE_CA_CERT_FILE and for every server that
@@ -278,4 +296,27 @@ mod tests {
             assert!(err.contains(ttl), "{err}");
         }
     }
+}
+
+/// Runs `swarm-controller pair CODE`.
+///
+/// # Errors
+/// A line saying what is wrong (no place for the identity, a client code, a refused pairing).
+pub fn pair(code: &str, name: &str, identity: Option<&std::path::Path>) -> Result<(), String> {
+    let lookup = |name: &str| std::env::var(name).ok();
+    let path = crate::remote::pair::identity_path(identity, lookup)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting tokio: {e}"))?;
+    let paired = runtime.block_on(crate::remote::pair::pair(code, name, &path))?;
+    println!(
+        "paired as host {} ({}) with {}; wrote {} (mode 0600). Start (or restart) the daemon: it holds the link \
+         while the identity is there",
+        paired.device_id,
+        paired.name,
+        paired.control_url,
+        path.display()
+    );
+    Ok(())
 }

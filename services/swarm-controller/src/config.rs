@@ -65,6 +65,17 @@ pub struct Config {
     pub quick_links: Vec<QuickLink>,
     /// The forge webhook's secret, read from (or made in) `SWARM_STATE_DIR` at start.
     pub webhook_secret: Option<WebhookSecret>,
+    /// The control plane this controller is a host of, when it was paired.
+    pub remote: Option<RemoteSettings>,
+}
+
+/// Reaching the swarm through the control plane.
+#[derive(Debug, Clone)]
+pub struct RemoteSettings {
+    /// The host identity `swarm-controller pair` wrote.
+    pub identity: hyperhive_control_link::Identity,
+    /// Requests a second each client may send.
+    pub rate: u32,
 }
 
 /// A missing or malformed setting; the message names the variable and the fix.
@@ -143,6 +154,7 @@ impl Config {
             None => None,
             Some(path) => Some(read_webhook_secret(&path)?),
         };
+        let remote = read_remote(&lookup)?;
         Ok(Self {
             socket,
             nats_url,
@@ -154,6 +166,7 @@ impl Config {
             provisioning,
             quick_links,
             webhook_secret,
+            remote,
         })
     }
 }
@@ -172,6 +185,37 @@ fn read_quick_links(path: &str) -> Result<Vec<QuickLink>, ConfigError> {
     let problem = |what: String| ConfigError::new(vars::QUICK_LINKS_FILE, what);
     let text = std::fs::read_to_string(path).map_err(|e| problem(format!("cannot read {path:?}: {e}")))?;
     quick_links::parse(&text).map_err(|e| problem(format!("{path}: {e}")))
+}
+
+/// The identity from `SWARM_CONTROL_IDENTITY` (which must then be there), else from the state
+/// directory when `pair` wrote one; none means the controller is not a host.
+fn read_remote(lookup: &impl Fn(&str) -> Option<String>) -> Result<Option<RemoteSettings>, ConfigError> {
+    use crate::remote::{DEFAULT_RATE, pair, vars as remote};
+    let explicit = lookup(remote::CONTROL_IDENTITY);
+    let (variable, path) = match (&explicit, lookup(vars::STATE_DIR)) {
+        (Some(path), _) if path.trim().is_empty() => {
+            return Err(ConfigError::new(
+                remote::CONTROL_IDENTITY,
+                "is empty; set it to the file `swarm-controller pair` wrote, or unset it",
+            ));
+        }
+        (Some(path), _) => (remote::CONTROL_IDENTITY, PathBuf::from(path)),
+        (None, Some(dir)) if Path::new(&dir).join(pair::IDENTITY_FILE).exists() => {
+            (vars::STATE_DIR, Path::new(&dir).join(pair::IDENTITY_FILE))
+        }
+        (None, _) => return Ok(None),
+    };
+    let identity = pair::load_host_identity(&path).map_err(|e| ConfigError::new(variable, e))?;
+    let rate = match lookup(remote::REMOTE_RATE) {
+        None => DEFAULT_RATE,
+        Some(text) => text.trim().parse::<u32>().ok().filter(|r| (1..=10_000).contains(r)).ok_or_else(|| {
+            ConfigError::new(
+                remote::REMOTE_RATE,
+                format!("{text:?} is not a whole number of requests a second from 1 to 10000, e.g. 20"),
+            )
+        })?,
+    };
+    Ok(Some(RemoteSettings { identity, rate }))
 }
 
 fn read_secrets_key(path: &str) -> Result<SecretsKey, ConfigError> {
@@ -377,6 +421,14 @@ mod tests {
 
     #[test]
     fn missing_or_bad_values_name_the_variable() {
+        use crate::remote::vars as remote;
+        let identities = tempfile::tempdir().unwrap();
+        let host_identity =
+            test_identity(identities.path(), "host.json", hyperhive_control_proto::DeviceKind::Host, 0o600);
+        let client_identity =
+            test_identity(identities.path(), "client.json", hyperhive_control_proto::DeviceKind::Client, 0o600);
+        let open_identity =
+            test_identity(identities.path(), "open.json", hyperhive_control_proto::DeviceKind::Host, 0o644);
         let url = (vars::NATS_URL, "nats://127.0.0.1:4222");
         type Case<'a> = (Vec<(&'a str, &'a str)>, &'a str, &'a str);
         let cases: Vec<Case> = vec![
@@ -391,6 +443,24 @@ mod tests {
             (vec![url, (vars::RECONCILE_SECS, "-3")], vars::RECONCILE_SECS, ">= 1"),
             (vec![url, (vars::SECRETS_KEY_FILE, "")], vars::SECRETS_KEY_FILE, "empty"),
             (vec![url, (vars::SECRETS_KEY_FILE, "/nonexistent/key")], vars::SECRETS_KEY_FILE, "cannot read"),
+            (vec![url, (remote::CONTROL_IDENTITY, " ")], remote::CONTROL_IDENTITY, "empty"),
+            (
+                vec![url, (remote::CONTROL_IDENTITY, "/nonexistent/id.json")],
+                remote::CONTROL_IDENTITY,
+                "/nonexistent/id.json",
+            ),
+            (vec![url, (remote::CONTROL_IDENTITY, &client_identity)], remote::CONTROL_IDENTITY, "client's identity"),
+            (vec![url, (remote::CONTROL_IDENTITY, &open_identity)], remote::CONTROL_IDENTITY, "chmod 600"),
+            (
+                vec![url, (remote::CONTROL_IDENTITY, &host_identity), (remote::REMOTE_RATE, "0")],
+                remote::REMOTE_RATE,
+                "1 to 10000",
+            ),
+            (
+                vec![url, (remote::CONTROL_IDENTITY, &host_identity), (remote::REMOTE_RATE, "fast")],
+                remote::REMOTE_RATE,
+                "1 to 10000",
+            ),
         ];
         for (env, variable, needle) in cases {
             let err = config(&env).unwrap_err().to_string();
@@ -398,5 +468,37 @@ mod tests {
             assert!(err.contains(needle), "{env:?}: {err}");
             assert!(!err.contains('\n'), "one line: {err}");
         }
+    }
+
+    /// An identity as pairing writes it (the pure halves of pairing, with the answer a control
+    /// plane would give), saved with `mode`; returns its path.
+    fn test_identity(dir: &Path, name: &str, kind: hyperhive_control_proto::DeviceKind, mode: u32) -> String {
+        use hyperhive_control_proto::code::Code;
+        use std::os::unix::fs::PermissionsExt;
+        let control = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+        let code = Code {
+            control_url: "https://control.example".into(),
+            control_public_key: control.verifying_key().to_bytes(),
+            pin: None,
+            kind,
+            secret: [1; hyperhive_control_proto::code::SECRET_LEN],
+        };
+        let (request, pending) =
+            hyperhive_control_link::start_pairing(&code.to_token(), "c", &mut rand::rng()).unwrap();
+        let statement = hyperhive_control_proto::pair::device_statement("d0", kind, &request.public_key);
+        let response = hyperhive_control_proto::pair::PairResponse {
+            device_id: "d0".into(),
+            kind,
+            name: "c".into(),
+            signature: hyperhive_control_proto::encoding::encode(
+                &ed25519_dalek::Signer::sign(&control, &statement).to_bytes(),
+            ),
+            control_name: None,
+        };
+        let identity = pending.finish(&response).unwrap();
+        let path = dir.join(name);
+        identity.save(&path).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path.display().to_string()
     }
 }

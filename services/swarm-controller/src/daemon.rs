@@ -27,6 +27,7 @@ use crate::provision::vault::Vault;
 use crate::provision::{Adapters, Provisioner};
 use crate::reconcile::Reconciler;
 use crate::relay::RelayHub;
+use crate::remote::link::Link;
 use crate::revoke::Revoker;
 use crate::roster::{Roster, watch_statuses};
 use crate::schedules::{Definitions, StoreError};
@@ -181,12 +182,24 @@ pub async fn run_with_jobq(
         quick_links: Arc::new(config.quick_links),
         provisioner: provisioner.clone(),
         forge: hub,
+        control_link: std::sync::OnceLock::new(),
     });
+    let link = config.remote.map(|remote| {
+        let link = Link::start(remote.identity, app.clone(), remote.rate);
+        let _ = app.control_link.set(link.status.clone());
+        link
+    });
+    if link.is_none() {
+        tracing::info!("not paired with a control plane: the API is reachable through the socket only");
+    }
     let watch = tokio::spawn(watch_statuses(buckets.hive_status, app.roster.clone(), app.hives.clone(), clock));
     let periodic = tokio::spawn(reconcile_periodically(app.clone(), config.reconcile_every));
     let health = provisioner.map(|p| tokio::spawn(provision_and_check(p)));
     tracing::info!(socket = %config.socket.display(), "serving the API");
     warp::serve(api::routes(app)).incoming(listener).graceful(shutdown).run().await;
+    if let Some(link) = link {
+        link.stop().await;
+    }
     periodic.abort();
     watch.abort();
     if let Some(passes) = forge_passes {

@@ -20,6 +20,8 @@
 //! - [`relay`]: agents' terminals and turn headers as server-sent events.
 //! - [`ui`]: the swarm UI's files, agent icons and quick links.
 //! - [`api`]: the HTTP routes.
+//! - [`remote`]: the controller as a host of the control plane: pairing, the link, clients'
+//!   requests through the same routes.
 //! - [`daemon`]: wires them together ([`daemon::run`]) and holds the job graph (`hive-jobq`).
 //! - [`cli`]: the `swarm-controller` command line; [`swarmctl`]: the `swarmctl` one.
 pub mod accounts;
@@ -38,6 +40,7 @@ pub mod nats;
 pub mod provision;
 pub mod reconcile;
 pub mod relay;
+pub mod remote;
 pub mod revoke;
 pub mod roster;
 pub mod schedules;

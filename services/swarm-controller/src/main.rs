@@ -16,6 +16,7 @@ fn main() -> ExitCode {
         None | Some(Command::Serve) => serve(),
         Some(Command::Nats(command)) => command.run(),
         Some(Command::SecretsKey { out }) => swarm_controller::cli::write_secrets_key(&out),
+        Some(Command::Pair { code, name, identity }) => swarm_controller::cli::pair(&code, &name, identity.as_deref()),
         Some(Command::StoreCa { out_dir, name }) => swarm_controller::cli::write_store_ca(&out_dir, &name),
     };
     match outcome {

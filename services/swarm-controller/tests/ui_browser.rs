@@ -10,99 +10,32 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
-use async_nats::jetstream;
-use hyperhive_testkit::{Browser, ChaosProxy, NatsJwt, Nginx, Process, project_binary, wait_until, workspace_root};
-use serde_json::{Value, json};
+use common::one_hive::{OneHive, printing_turn};
+use hyperhive_testkit::{Browser, ChaosProxy, Nginx, wait_until, workspace_root};
+use serde_json::json;
 
 const SOON: Duration = Duration::from_secs(30);
 
-/// The agent's turn: the prompt goes to a file; eight numbered lines, 0.4 s apart, to its
-/// terminal.
-fn turn_command(turns: &std::path::Path) -> String {
-    format!(
-        "body=$(cat); printf '%s\\n' \"$body\" >> {}; for i in 1 2 3 4 5 6 7 8; do echo \"line $i of $HIVE_TODO_ID\"; sleep 0.4; done",
-        turns.display()
-    )
-}
-
+/// The swarm (bee prints eight numbered lines, 0.4 s apart, per turn), nginx in front of its
+/// socket and a proxy the test can cut in front of nginx.
 struct Stack {
-    nats: NatsJwt,
-    dir: tempfile::TempDir,
-    js: jetstream::Context,
-    _controller: Process,
-    _hive: Process,
+    swarm: OneHive,
     _nginx: Nginx,
     proxy: ChaosProxy,
 }
 
 impl Stack {
     async fn start() -> Stack {
-        let nats = NatsJwt::start().await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        nats.mint_agent("bee").await.unwrap();
-        nats.mint_hive("h1", &["bee"]).await.unwrap();
-        let key = dir.path().join("h1.xkey");
-        let out =
-            Command::new(project_binary("hive-c0re").unwrap()).args(["keygen", "--out"]).arg(&key).output().unwrap();
-        let hives = dir.path().join("hives.json");
-        let xkey = String::from_utf8(out.stdout).unwrap();
-        std::fs::write(&hives, json!({"h1": {"description": "the UI test's hive", "xkey": xkey.trim()}}).to_string())
-            .unwrap();
-        let socket = dir.path().join("run/controller.sock");
-        let controller = common::daemon_process(
-            &nats,
-            &socket,
-            &[("SWARM_HIVES_FILE", hives.to_str().unwrap()), ("SWARM_RECONCILE_SECS", "1"), ("NO_COLOR", "1")],
-        )
-        .await;
-        let agents = dir.path().join("h1.agents.json");
-        let declared = json!({"bee": {
-            "spec": {"turn_command": turn_command(&dir.path().join("bee.turns")), "schedule_tick": "200ms"},
-            "creds_file": nats.creds_dir().join("agent-bee.creds"),
-        }});
-        std::fs::write(&agents, declared.to_string()).unwrap();
-        let hive = Process::builder(project_binary("hive-c0re").unwrap())
-            .arg("run")
-            .env("HIVE_C0RE_HIVE", "h1")
-            .env("HIVE_C0RE_NATS_URL", nats.url())
-            .env("HIVE_C0RE_NATS_CREDS", nats.creds_dir().join("hive-h1.creds"))
-            .env("HIVE_C0RE_XKEY_FILE", &key)
-            .env("HIVE_C0RE_STATE_DIR", dir.path().join("h1.state"))
-            .env("HIVE_C0RE_RUNNER", "process")
-            .env("HIVE_C0RE_AGENTS_FILE", &agents)
-            .env("HIVE_C0RE_AGENT_BIN", project_binary("hive-agent").unwrap())
-            .env("HIVE_C0RE_STATUS_SECS", "1")
-            .env("NO_COLOR", "1")
-            .start("hive-c0re-h1")
-            .unwrap();
-        let nginx = Nginx::in_front_of(&socket).await.unwrap();
+        let swarm = OneHive::start(&["bee"], |turns| printing_turn(turns, 8, "0.4"), &[]).await;
+        let nginx = Nginx::in_front_of(&swarm.socket).await.unwrap();
         let proxy = ChaosProxy::start(([127, 0, 0, 1], nginx.port()).into()).await.unwrap();
-        let js = jetstream::new(nats.controller_client().await.unwrap());
-        Stack { nats, dir, js, _controller: controller, _hive: hive, _nginx: nginx, proxy }
+        Stack { swarm, _nginx: nginx, proxy }
     }
 
     fn url(&self, route: &str) -> String {
         format!("http://127.0.0.1:{}/#/{route}", self.proxy.port())
-    }
-
-    /// bee's actual state in the hive's last status.
-    async fn actual_in_hive_status(&self) -> Option<String> {
-        let kv = self.js.get_key_value("hive-status").await.ok()?;
-        let status: Value = serde_json::from_slice(&kv.get("h1").await.ok()??).ok()?;
-        status["agents"]["bee"]["actual"].as_str().map(str::to_owned)
-    }
-
-    /// The sequence of bee's last terminal chunk in `RELAY`.
-    async fn last_terminal_sequence(&self) -> u64 {
-        let stream = self.js.get_stream("RELAY").await.unwrap();
-        stream.direct_get_last_for_subject("term.bee").await.map_or(0, |m| m.sequence)
-    }
-
-    fn turns(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("bee.turns")).unwrap_or_default()
     }
 }
 
@@ -144,13 +77,13 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
     browser.open(&stack.url("agents")).await.unwrap();
     browser.click(r#"button[data-agent="bee"][data-state="paused"]"#, SOON).await.unwrap();
     wait_until("bee paused in hive-status", SOON, || async {
-        (stack.actual_in_hive_status().await.as_deref() == Some("paused")).then_some(())
+        (stack.swarm.actual_in_hive_status("bee").await.as_deref() == Some("paused")).then_some(())
     })
     .await
     .unwrap();
     browser.click(r#"button[data-agent="bee"][data-state="up"]"#, SOON).await.unwrap();
     wait_until("bee running in hive-status", SOON, || async {
-        (stack.actual_in_hive_status().await.as_deref() == Some("running")).then_some(())
+        (stack.swarm.actual_in_hive_status("bee").await.as_deref() == Some("running")).then_some(())
     })
     .await
     .unwrap();
@@ -164,7 +97,7 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
     browser.text_when("main table", SOON, |t| t.contains("from-the-ui")).await.unwrap();
     browser.screenshot(&screenshot_path("schedules")).await.unwrap();
     wait_until("the UI's schedule fired", SOON, || async {
-        stack.turns().contains("a prompt typed in the UI").then_some(())
+        stack.swarm.turns("bee").contains("a prompt typed in the UI").then_some(())
     })
     .await
     .unwrap();
@@ -181,7 +114,7 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
     browser.open(&stack.url("agents/bee")).await.unwrap();
     browser.find("#terminal", SOON).await.unwrap();
     let todo = json!({"id": "t-ui", "source": "ui test", "body": "watch me"}).to_string();
-    stack.js.publish("todo.bee", todo.into()).await.unwrap().await.unwrap();
+    stack.swarm.js.publish("todo.bee", todo.into()).await.unwrap().await.unwrap();
     browser.text_when("#terminal", SOON, |t| t.contains("line 1 of t-ui")).await.unwrap();
     let header = browser.text_when("#turn-header", SOON, |t| t.contains("working")).await.unwrap();
     assert!(header.contains("t-ui"), "{header}");
@@ -195,9 +128,9 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
         .await
         .unwrap();
     // The turn writes on while the browser is cut off: the terminal must catch up on that.
-    let at_cut = stack.last_terminal_sequence().await;
+    let at_cut = stack.swarm.last_terminal_sequence("bee").await;
     wait_until("output written while cut off", SOON, || async {
-        (stack.last_terminal_sequence().await > at_cut).then_some(())
+        (stack.swarm.last_terminal_sequence("bee").await > at_cut).then_some(())
     })
     .await
     .unwrap();
@@ -208,5 +141,5 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
         assert_eq!(text.matches(&line).count(), 1, "{line:?} missed or doubled: {text}");
     }
     browser.text_when("#turn-header", SOON, |t| t.contains("idle")).await.unwrap();
-    drop(stack.nats);
+    drop(stack.swarm.nats);
 }

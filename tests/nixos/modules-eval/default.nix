@@ -345,6 +345,12 @@ let
       expect = "swarm-controller.secretsKeyFile is in the Nix store";
     }
     {
+      change.deploy = good.deploy // {
+        swarm-controller = controller // { controlPlane.identityFile = ./default.nix; };
+      };
+      expect = "swarm-controller.controlPlane.identityFile is in the Nix store";
+    }
+    {
       change = provisionedWith { sso.tokenFile = null; };
       expect = "${prov}.sso.url is set, but services.hyperhive.deploy.${prov}.sso.tokenFile is not";
     }
@@ -579,6 +585,7 @@ let
         SWARM_NATS_CREDS = "%d/nats-creds";
         SWARM_RECONCILE_SECS = "60";
         SWARM_STATE_DIR = "/var/lib/swarm-controller";
+        SWARM_REMOTE_RATE = "20";
         SWARM_STORE_CERT_LIFETIME = "24h";
         SWARM_QUEUE_CREDS_LIFETIME = "24h";
         SWARM_CREDENTIAL_CHECK_EVERY = "5m";
@@ -586,6 +593,30 @@ let
         SWARM_JOBQ_MAX_ATTEMPTS = "6";
       }
       && controllerUnit.serviceConfig.LoadCredential == [ "nats-creds:/run/secrets/controller.creds" ];
+    "a paired controller's identity arrives through LoadCredential, with its request rate" =
+      let
+        paired = evaluate {
+          values = good // {
+            deploy = good.deploy // {
+              swarm-controller = controller // {
+                controlPlane = {
+                  identityFile = "/run/secrets/swarm-control-identity.json";
+                  requestsPerSecond = 50;
+                };
+              };
+            };
+          };
+        };
+        unit = paired.units.swarm-controller;
+      in
+      paired.failed == [ ]
+      && unit.environment.SWARM_CONTROL_IDENTITY == "%d/control-identity"
+      && unit.environment.SWARM_REMOTE_RATE == "50"
+      && unit.serviceConfig.LoadCredential == [
+        "nats-creds:/run/secrets/controller.creds"
+        "control-identity:/run/secrets/swarm-control-identity.json"
+      ]
+      && !(controllerUnit.environment ? SWARM_CONTROL_IDENTITY);
     "quick links reach the controller as a JSON file" =
       withLinks.failed == [ ]
       && (written withLinks.units.swarm-controller.environment.SWARM_QUICK_LINKS_FILE).json == quickLinks
@@ -609,6 +640,7 @@ let
         SWARM_FORGE_WEBHOOK_URL = "https://swarm.example/api/forge/webhook";
         SWARM_FORGE_RECONCILE_EVERY = "2m";
         SWARM_STATE_DIR = "/var/lib/swarm-controller";
+        SWARM_REMOTE_RATE = "20";
         SWARM_MATRIX_URL = "https://matrix.example";
         SWARM_MATRIX_SHARED_SECRET_FILE = "%d/matrix-shared-secret";
         SWARM_STORE_CA_KEY_FILE = "%d/store-ca-key";

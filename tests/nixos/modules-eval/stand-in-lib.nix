@@ -54,6 +54,7 @@ rec {
       port = type "port";
       package = type "package";
       ints.positive = type "positiveInt";
+      ints.between = lowest: highest: type "intBetween" // { inherit lowest highest; };
       strMatching = pattern: type "strMatching ${pattern}";
       enum = values: type "enum" // { inherit values; };
       nullOr = wrap "nullOr";

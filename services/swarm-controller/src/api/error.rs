@@ -29,6 +29,14 @@ pub enum ApiError {
     },
     /// 413: the request body is larger than any valid request.
     PayloadTooLarge(String),
+    /// 429: the client sent more requests than it may (through the control plane); retry
+    /// after `retry_after` seconds.
+    TooManyRequests {
+        /// What happened.
+        message: String,
+        /// Seconds to wait, sent as `Retry-After`.
+        retry_after: u64,
+    },
     /// 415: the body is not declared as JSON.
     UnsupportedMediaType(String),
     /// 502: a server the request needed (a linked account's homeserver or forge) could not
@@ -58,6 +66,7 @@ impl ApiError {
             Self::Conflict { .. } => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::BadGateway(_) => StatusCode::BAD_GATEWAY,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -69,6 +78,7 @@ impl ApiError {
         let status = self.status();
         let (message, current) = match &self {
             Self::Conflict { message, current } => (message.as_str(), current.as_deref()),
+            Self::TooManyRequests { message, .. } => (message.as_str(), None),
             Self::BadRequest(m)
             | Self::Unauthorized(m)
             | Self::NotFound(m)
@@ -83,7 +93,11 @@ impl ApiError {
             tracing::error!(%status, error = message, "request failed");
         }
         let body = Body { error: message, current };
-        warp::reply::with_status(warp::reply::json(&body), status).into_response()
+        let mut response = warp::reply::with_status(warp::reply::json(&body), status).into_response();
+        if let Self::TooManyRequests { retry_after, .. } = &self {
+            response.headers_mut().insert(warp::http::header::RETRY_AFTER, (*retry_after).into());
+        }
+        response
     }
 }
 

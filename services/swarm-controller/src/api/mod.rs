@@ -9,7 +9,7 @@
 //! | route | does |
 //! |---|---|
 //! | `GET /`, `/app.js`, `/app.css` | the swarm UI, embedded in the binary |
-//! | `GET /healthz` | 200 while NATS is connected, else 503 |
+//! | `GET /healthz` | 200 while NATS is connected, else 503; says whether the control link is up |
 //! | `GET /api/schedules` | every schedule with its revision |
 //! | `POST /api/schedules` | create (201) |
 //! | `GET /api/schedules/{id}` | one schedule |
@@ -122,6 +122,9 @@ pub struct App {
     pub quick_links: Arc<Vec<QuickLink>>,
     /// The webhook secret, `config-prs` and the issue report.
     pub forge: Arc<ForgeHub>,
+    /// The control link's state, when the controller is a host of a control plane (set once
+    /// the link starts, after the app exists).
+    pub control_link: std::sync::OnceLock<Arc<crate::remote::link::LinkStatus>>,
 }
 
 /// The warp filter serving every route.
@@ -137,14 +140,27 @@ pub fn routes(
         .and(warp::body::stream())
         .then(move |method: Method, path: warp::path::FullPath, query: String, headers: HeaderMap, body| {
             let app = app.clone();
-            async move {
-                let outcome = app.handle(&method, path.as_str(), &query, &headers, body).await;
-                outcome.unwrap_or_else(ApiError::into_response)
-            }
+            async move { app.respond(&method, path.as_str(), &query, &headers, body).await }
         })
 }
 
 impl App {
+    /// The response to one request, whether it came through the socket or the control plane.
+    pub(crate) async fn respond<S, B>(
+        &self,
+        method: &Method,
+        path: &str,
+        query: &str,
+        headers: &HeaderMap,
+        body: S,
+    ) -> Response
+    where
+        S: Stream<Item = Result<B, warp::Error>> + Send,
+        B: Buf,
+    {
+        self.handle(method, path, query, headers, body).await.unwrap_or_else(ApiError::into_response)
+    }
+
     async fn handle<S, B>(
         &self,
         method: &Method,
@@ -255,7 +271,9 @@ impl App {
     fn health(&self) -> Response {
         let state = self.client.connection_state();
         if state == async_nats::connection::State::Connected {
-            json(StatusCode::OK, &serde_json::json!({"status": "ok"}))
+            // The control link is reported, not judged: the swarm works without it.
+            let link = self.control_link.get().map(|status| status.view());
+            json(StatusCode::OK, &serde_json::json!({"status": "ok", "control_link": link}))
         } else {
             ApiError::Unavailable(format!("NATS connection is {state}")).into_response()
         }

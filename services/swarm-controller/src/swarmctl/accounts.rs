@@ -10,7 +10,7 @@ use hyper::http::Method;
 use hyperhive_hive_proto::{AgentName, HiveName};
 use serde_json::json;
 
-use super::client::{self, CtlError};
+use super::client::{self, Api, CtlError};
 use super::format::grid;
 use super::hives::{parse, pretty};
 
@@ -132,11 +132,11 @@ fn read_token(path: &Path) -> Result<String, CtlError> {
 ///
 /// # Errors
 /// [`CtlError`].
-pub async fn run(socket: &Path, command: AccountsCommand) -> Result<String, CtlError> {
+pub async fn run(api: &Api, command: AccountsCommand) -> Result<String, CtlError> {
     match command {
         AccountsCommand::List { hive, agent, json } => {
             let path = format!("/api/hives/{hive}/agents/{agent}/linked-accounts");
-            let listing = parse(&client::request(socket, Method::GET, &path, None, None).await?)?;
+            let listing = parse(&client::request(api, Method::GET, &path, None, None).await?)?;
             if json {
                 return Ok(pretty(&listing));
             }
@@ -163,7 +163,7 @@ pub async fn run(socket: &Path, command: AccountsCommand) -> Result<String, CtlE
                 AccountKind::Github => json!({"login": args.user, "token": token}),
             };
             let answer =
-                parse(&client::request(socket, Method::PUT, &path, None, Some(body.to_string().into_bytes())).await?)?;
+                parse(&client::request(api, Method::PUT, &path, None, Some(body.to_string().into_bytes())).await?)?;
             if args.json {
                 return Ok(pretty(&answer));
             }
@@ -178,7 +178,7 @@ pub async fn run(socket: &Path, command: AccountsCommand) -> Result<String, CtlE
             if revoke {
                 path.push_str("?revoke=true");
             }
-            let answer = parse(&client::request(socket, Method::DELETE, &path, None, None).await?)?;
+            let answer = parse(&client::request(api, Method::DELETE, &path, None, None).await?)?;
             if json {
                 return Ok(pretty(&answer));
             }

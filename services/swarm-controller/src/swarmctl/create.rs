@@ -2,7 +2,7 @@
 //! asks the controller to create an agent, then (with `--wait`) follows its provisioning jobs
 //! until every one has settled, and prints their table.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use hive_jobq::JobState;
@@ -11,7 +11,7 @@ use hyperhive_hive_proto::{AgentName, HiveName};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use super::client::{self, CtlError};
+use super::client::{self, Api, CtlError};
 use super::hives::{parse, pretty};
 use super::jobs::{WATCH_EVERY, table};
 
@@ -75,10 +75,10 @@ impl CreateArgs {
 ///
 /// # Errors
 /// [`CtlError`]: the API's refusal, or (with `--wait`) a job that failed or the timeout.
-pub async fn create(socket: &Path, args: &CreateArgs, now: impl Fn() -> OffsetDateTime) -> Result<String, CtlError> {
+pub async fn create(api: &Api, args: &CreateArgs, now: impl Fn() -> OffsetDateTime) -> Result<String, CtlError> {
     let body = json!({"name": args.name, "hive": args.hive, "spec": args.spec()?});
     let answer =
-        parse(&client::request(socket, Method::POST, "/api/agents", None, Some(body.to_string().into_bytes())).await?)?;
+        parse(&client::request(api, Method::POST, "/api/agents", None, Some(body.to_string().into_bytes())).await?)?;
     let ids: Vec<String> =
         answer["jobs"].as_array().into_iter().flatten().filter_map(|j| j.as_str().map(str::to_owned)).collect();
     let accepted = if args.json {
@@ -94,7 +94,7 @@ pub async fn create(socket: &Path, args: &CreateArgs, now: impl Fn() -> OffsetDa
         };
         return Ok(format!("{accepted}{hint}"));
     }
-    let graph = settled(socket, &args.name, &ids, args.timeout).await?;
+    let graph = settled(api, &args.name, &ids, args.timeout).await?;
     let nodes = graph["nodes"].as_array().cloned().unwrap_or_default();
     let unhappy: Vec<String> = nodes
         .iter()
@@ -121,11 +121,11 @@ pub async fn create(socket: &Path, args: &CreateArgs, now: impl Fn() -> OffsetDa
 }
 
 /// Asks for the agent's graph every [`WATCH_EVERY`] until every job in `ids` has settled.
-async fn settled(socket: &Path, agent: &AgentName, ids: &[String], timeout: Duration) -> Result<Value, CtlError> {
+async fn settled(api: &Api, agent: &AgentName, ids: &[String], timeout: Duration) -> Result<Value, CtlError> {
     let deadline = tokio::time::Instant::now() + timeout;
     let path = format!("/api/jobq/graph?agent={agent}");
     loop {
-        let graph = parse(&client::request(socket, Method::GET, &path, None, None).await?)?;
+        let graph = parse(&client::request(api, Method::GET, &path, None, None).await?)?;
         let nodes = graph["nodes"].as_array().cloned().unwrap_or_default();
         let settled = ids.iter().all(|id| {
             nodes.iter().any(|n| {

@@ -1,18 +1,16 @@
 //! `swarmctl config-prs` and `swarmctl issues`: each agent's config pull request and the open
 //! issues of the swarm's organisation. Tables by default, the API's JSON with `--json`.
 
-use std::path::Path;
-
 use hyper::http::Method;
 use serde_json::Value;
 
-use super::client::{self, CtlError};
+use super::client::{self, Api, CtlError};
 use super::format::grid;
 use super::hives::{parse, pretty, rows, text};
 
 /// `swarmctl config-prs`: AGENT, PR, STATE, MERGEABLE, TITLE, UPDATED, URL.
-pub async fn config_prs(socket: &Path, as_json: bool) -> Result<String, CtlError> {
-    let all = parse(&client::request(socket, Method::GET, "/api/config-prs", None, None).await?)?;
+pub async fn config_prs(api: &Api, as_json: bool) -> Result<String, CtlError> {
+    let all = parse(&client::request(api, Method::GET, "/api/config-prs", None, None).await?)?;
     if as_json {
         return Ok(pretty(&all));
     }
@@ -36,8 +34,8 @@ pub async fn config_prs(socket: &Path, as_json: bool) -> Result<String, CtlError
 }
 
 /// `swarmctl issues`: REPO, LABEL, ISSUE, TITLE, UPDATED; one line per issue and label.
-pub async fn issues(socket: &Path, as_json: bool) -> Result<String, CtlError> {
-    let report = parse(&client::request(socket, Method::GET, "/api/issues", None, None).await?)?;
+pub async fn issues(api: &Api, as_json: bool) -> Result<String, CtlError> {
+    let report = parse(&client::request(api, Method::GET, "/api/issues", None, None).await?)?;
     if as_json {
         return Ok(pretty(&report));
     }

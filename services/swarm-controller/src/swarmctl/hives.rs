@@ -1,14 +1,12 @@
 //! `swarmctl hives`, `hives status`, `agents` and `agent state`: the hive directory, hive status,
 //! the roster and wanted state. Tables by default, the API's JSON with `--json`.
 
-use std::path::Path;
-
 use hyper::http::Method;
 use hyperhive_hive_proto::wanted::WantedState;
 use hyperhive_hive_proto::{AgentName, HiveName};
 use serde_json::{Value, json};
 
-use super::client::{self, CtlError};
+use super::client::{self, Api, CtlError};
 use super::format::grid;
 
 pub(super) fn parse(bytes: &[u8]) -> Result<Value, CtlError> {
@@ -34,8 +32,8 @@ pub(super) fn rows(value: &Value) -> &[Value] {
 }
 
 /// `swarmctl hives`: NAME, DESCRIPTION, LABELS, XKEY.
-pub async fn list(socket: &Path, as_json: bool) -> Result<String, CtlError> {
-    let hives = parse(&client::request(socket, Method::GET, "/api/hives", None, None).await?)?;
+pub async fn list(api: &Api, as_json: bool) -> Result<String, CtlError> {
+    let hives = parse(&client::request(api, Method::GET, "/api/hives", None, None).await?)?;
     if as_json {
         return Ok(pretty(&hives));
     }
@@ -55,12 +53,12 @@ pub async fn list(socket: &Path, as_json: bool) -> Result<String, CtlError> {
 }
 
 /// `swarmctl hives status [HIVE]`: HIVE, STATE (fresh, stale, never), AGE, VERSION, LOAD, AGENTS.
-pub async fn status(socket: &Path, hive: Option<&HiveName>, as_json: bool) -> Result<String, CtlError> {
+pub async fn status(api: &Api, hive: Option<&HiveName>, as_json: bool) -> Result<String, CtlError> {
     let path = match hive {
         Some(hive) => format!("/api/hives/{hive}/status"),
         None => "/api/hives/status".into(),
     };
-    let answer = parse(&client::request(socket, Method::GET, &path, None, None).await?)?;
+    let answer = parse(&client::request(api, Method::GET, &path, None, None).await?)?;
     if as_json {
         return Ok(pretty(&answer));
     }
@@ -83,8 +81,8 @@ pub async fn status(socket: &Path, hive: Option<&HiveName>, as_json: bool) -> Re
 }
 
 /// `swarmctl agents`: NAME, HIVE, ORIGIN, WANTED, ACTUAL, RESTARTS.
-pub async fn agents(socket: &Path, as_json: bool) -> Result<String, CtlError> {
-    let agents = parse(&client::request(socket, Method::GET, "/api/agents", None, None).await?)?;
+pub async fn agents(api: &Api, as_json: bool) -> Result<String, CtlError> {
+    let agents = parse(&client::request(api, Method::GET, "/api/agents", None, None).await?)?;
     if as_json {
         return Ok(pretty(&agents));
     }
@@ -107,7 +105,7 @@ pub async fn agents(socket: &Path, as_json: bool) -> Result<String, CtlError> {
 
 /// `swarmctl agent state HIVE AGENT STATE [--if-match REV]`.
 pub async fn set_state(
-    socket: &Path,
+    api: &Api,
     hive: &HiveName,
     agent: &AgentName,
     state: WantedState,
@@ -116,7 +114,7 @@ pub async fn set_state(
 ) -> Result<String, CtlError> {
     let path = format!("/api/hives/{hive}/agents/{agent}/state");
     let body = json!({"state": state}).to_string().into_bytes();
-    let answer = parse(&client::request(socket, Method::PUT, &path, if_match, Some(body)).await?)?;
+    let answer = parse(&client::request(api, Method::PUT, &path, if_match, Some(body)).await?)?;
     if as_json {
         return Ok(pretty(&answer));
     }

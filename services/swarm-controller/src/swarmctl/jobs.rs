@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::io::Write;
-use std::path::Path;
+
 use std::time::Duration;
 
 use hive_jobq::{GraphSnapshot, JobId, JobState, Node};
@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use super::client::{self, CtlError};
+use super::client::{self, Api, CtlError};
 use super::format::grid;
 use super::hives::{parse, pretty};
 use crate::clock::Clock;
@@ -31,8 +31,8 @@ fn graph_path(agent: Option<&AgentName>) -> String {
     }
 }
 
-async fn fetch(socket: &Path, agent: Option<&AgentName>) -> Result<Value, CtlError> {
-    parse(&client::request(socket, Method::GET, &graph_path(agent), None, None).await?)
+async fn fetch(api: &Api, agent: Option<&AgentName>) -> Result<Value, CtlError> {
+    parse(&client::request(api, Method::GET, &graph_path(agent), None, None).await?)
 }
 
 fn typed(value: &Value) -> Result<GraphSnapshot, CtlError> {
@@ -42,12 +42,12 @@ fn typed(value: &Value) -> Result<GraphSnapshot, CtlError> {
 
 /// `swarmctl jobs`: the table, or the API's JSON.
 pub async fn list(
-    socket: &Path,
+    api: &Api,
     agent: Option<&AgentName>,
     as_json: bool,
     now: OffsetDateTime,
 ) -> Result<String, CtlError> {
-    let graph = fetch(socket, agent).await?;
+    let graph = fetch(api, agent).await?;
     if as_json {
         return Ok(pretty(&graph));
     }
@@ -62,7 +62,7 @@ pub async fn list(
 /// # Errors
 /// When the first request fails; later failures are printed and the watch goes on.
 pub async fn watch(
-    socket: &Path,
+    api: &Api,
     agent: Option<&AgentName>,
     as_json: bool,
     clear: bool,
@@ -74,7 +74,7 @@ pub async fn watch(
     let mut shown: Option<String> = None;
     let mut first = true;
     loop {
-        match fetch(socket, agent).await {
+        match fetch(api, agent).await {
             Ok(graph) => {
                 // The generation moves with any job's change, another agent's too: compare
                 // what is shown. On a terminal the table itself, so the ages tick.
@@ -123,9 +123,9 @@ fn write(out: &mut dyn Write, text: &str) -> Result<(), CtlError> {
 }
 
 /// `swarmctl jobs retry ID`.
-pub async fn retry(socket: &Path, id: &JobId, as_json: bool) -> Result<String, CtlError> {
+pub async fn retry(api: &Api, id: &JobId, as_json: bool) -> Result<String, CtlError> {
     let path = format!("/api/jobq/jobs/{id}/retry");
-    let answer = parse(&client::request(socket, Method::POST, &path, None, None).await?)?;
+    let answer = parse(&client::request(api, Method::POST, &path, None, None).await?)?;
     if as_json {
         return Ok(pretty(&answer));
     }

@@ -1,4 +1,5 @@
-//! swarmctl: drives swarm-controller's API over its unix socket.
+//! swarmctl: drives swarm-controller's API over its unix socket, or through the control plane
+//! with `--via`.
 
 mod accounts;
 pub mod client;
@@ -7,6 +8,9 @@ mod forge;
 mod format;
 mod hives;
 mod jobs;
+pub mod remote;
+mod sse;
+mod terminal;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -16,7 +20,7 @@ use hyper::http::{Method, StatusCode};
 use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 
-pub use client::CtlError;
+pub use client::{Api, CtlError};
 pub use format::{format_every, parse_every};
 
 use crate::clock::Clock;
@@ -27,19 +31,29 @@ use hyperhive_hive_proto::wanted::WantedState;
 use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_schedule::instant::format_instant;
 
-/// Drives swarm-controller over its unix socket.
+/// Drives swarm-controller over its unix socket, or through the control plane.
 #[derive(Debug, Parser)]
 #[command(
     name = "swarmctl",
     version,
-    about = "Drives swarm-controller's API over its unix socket: scheduled prompts, hives, agents, their wanted state, the job graph, config pull requests and issues",
+    about = "Drives swarm-controller's API over its unix socket (or from anywhere, through the control plane, with --via): scheduled prompts, hives, agents, their wanted state and terminals, the job graph, config pull requests and issues",
     after_help = "Every command prints a table (or text) by default and the API's JSON with --json; an \
-error from the controller is printed as one line and swarmctl exits non-zero."
+error from the controller is printed as one line and swarmctl exits non-zero.\n\n\
+With --via FILE (a client identity from `agents-control device pair CODE --identity FILE`) every \
+command goes through the control plane to the controller, which must be paired as a host \
+(`swarm-controller pair CODE`); output and exit codes are the same as on the socket."
 )]
 pub struct Cli {
     /// The controller's API socket.
     #[arg(long, global = true, env = "SWARM_CONTROLLER_SOCKET", default_value = DEFAULT_SOCKET, value_name = "PATH")]
     pub socket: PathBuf,
+    /// Go through the control plane as the paired client whose identity is FILE, instead of
+    /// the socket.
+    #[arg(long, global = true, env = "SWARMCTL_VIA", value_name = "FILE")]
+    pub via: Option<PathBuf>,
+    /// With --via: the controller's host, by device id or name (default: the only host).
+    #[arg(long = "host", global = true, env = "SWARMCTL_HOST", value_name = "ID|NAME", requires = "via")]
+    pub host: Option<String>,
     /// What to do.
     #[command(subcommand)]
     pub command: Top,
@@ -58,6 +72,19 @@ pub enum Top {
         #[command(subcommand)]
         command: Option<HivesCommand>,
         /// Print the API's JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Follow an agent's terminal: what its turns print, as they print it, until interrupted
+    /// (history first). A stream that ends early is resumed after the last event printed.
+    Terminal {
+        /// The agent.
+        agent: AgentName,
+        /// Start after this event id (as `--json` prints them) instead of the oldest kept.
+        #[arg(long, value_name = "ID")]
+        after: Option<u64>,
+        /// One JSON line per event: {"id", "text"} (or "bytes", base64, for output that is not
+        /// UTF-8); {"gap": {"from", "to"}} for events no longer kept.
         #[arg(long)]
         json: bool,
     },
@@ -329,41 +356,44 @@ fn printed(view: &ScheduleView, json: bool, now: OffsetDateTime) -> String {
 /// # Errors
 /// [`CtlError`] with the message to print; the process then exits non-zero.
 pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
-    let socket = cli.socket.as_path();
+    let api = match &cli.via {
+        None => Api::Socket(cli.socket.clone()),
+        Some(identity) => Api::Remote(remote::RemoteApi::connect(identity, cli.host.as_deref()).await?),
+    };
+    let api = &api;
     let now = clock.now();
     let command = match cli.command {
         Top::Schedule(command) => command,
-        Top::Hives { command: None, json } => return hives::list(socket, json).await,
+        Top::Hives { command: None, json } => return hives::list(api, json).await,
         Top::Hives { command: Some(HivesCommand::Status { hive, json }), .. } => {
-            return hives::status(socket, hive.as_ref(), json).await;
+            return hives::status(api, hive.as_ref(), json).await;
         }
-        Top::Agents { json } => return hives::agents(socket, json).await,
-        Top::Accounts(command) => return accounts::run(socket, command).await,
-        Top::ConfigPrs { json } => return forge::config_prs(socket, json).await,
-        Top::Issues { json } => return forge::issues(socket, json).await,
+        Top::Agents { json } => return hives::agents(api, json).await,
+        Top::Accounts(command) => return accounts::run(api, command).await,
+        Top::ConfigPrs { json } => return forge::config_prs(api, json).await,
+        Top::Issues { json } => return forge::issues(api, json).await,
         Top::Agent(AgentCommand::Create(args)) => {
-            return create::create(socket, &args, || clock.now()).await;
+            return create::create(api, &args, || clock.now()).await;
         }
         Top::Agent(AgentCommand::State { hive, agent, state, if_match, json }) => {
-            return hives::set_state(socket, &hive, &agent, state, if_match, json).await;
+            return hives::set_state(api, &hive, &agent, state, if_match, json).await;
         }
         Top::Jobs { command: Some(JobsCommand::Retry { id, json }), .. } => {
-            return jobs::retry(socket, &id, json).await;
+            return jobs::retry(api, &id, json).await;
         }
         Top::Jobs { command: None, agent, watch: false, json } => {
-            return jobs::list(socket, agent.as_ref(), json, now).await;
+            return jobs::list(api, agent.as_ref(), json, now).await;
         }
         Top::Jobs { command: None, agent, watch: true, json } => {
             use std::io::IsTerminal;
             let clear = std::io::stdout().is_terminal();
-            let interrupted = async {
-                // Should the handler fail to install, Ctrl-C still ends the process (abruptly).
-                if tokio::signal::ctrl_c().await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-            };
             let mut out = std::io::stdout();
-            jobs::watch(socket, agent.as_ref(), json, clear, clock, &mut out, interrupted).await?;
+            jobs::watch(api, agent.as_ref(), json, clear, clock, &mut out, interrupted()).await?;
+            return Ok(String::new());
+        }
+        Top::Terminal { agent, after, json } => {
+            let mut out = std::io::stdout();
+            terminal::follow(api, &agent, after, json, &mut out, interrupted()).await?;
             return Ok(String::new());
         }
     };
@@ -382,13 +412,13 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
                 "paused": args.paused,
             });
             let bytes =
-                client::request(socket, Method::POST, "/api/schedules", None, Some(request.to_string().into_bytes()))
+                client::request(api, Method::POST, "/api/schedules", None, Some(request.to_string().into_bytes()))
                     .await?;
             let view = parse_view(&bytes)?;
             Ok(printed(&view, args.json, now))
         }
         ScheduleCommand::List { json } => {
-            let bytes = client::request(socket, Method::GET, "/api/schedules", None, None).await?;
+            let bytes = client::request(api, Method::GET, "/api/schedules", None, None).await?;
             let all: Vec<ScheduleView> = serde_json::from_slice(&bytes)
                 .map_err(|e| CtlError::Protocol(format!("unexpected answer from swarm-controller: {e}")))?;
             if json {
@@ -398,7 +428,7 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
             }
         }
         ScheduleCommand::Show { id, json } => {
-            let bytes = client::request(socket, Method::GET, &schedule_path(&id)?, None, None).await?;
+            let bytes = client::request(api, Method::GET, &schedule_path(&id)?, None, None).await?;
             Ok(printed(&parse_view(&bytes)?, json, now))
         }
         ScheduleCommand::Edit(args) => {
@@ -426,28 +456,36 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
                     "nothing to change: give at least one of --name, --body, --body-file, --agent, --anchor, --every, --once".into(),
                 ));
             }
-            let view = change(socket, &args.id, args.revision, Value::Object(patch), now).await?;
+            let view = change(api, &args.id, args.revision, Value::Object(patch), now).await?;
             Ok(printed(&view, args.json, now))
         }
         ScheduleCommand::Pause { id } => {
-            let view = change(socket, &id, None, json!({"paused": true}), now).await?;
+            let view = change(api, &id, None, json!({"paused": true}), now).await?;
             Ok(format!("paused schedule {}\n", view.definition.id))
         }
         ScheduleCommand::Resume { id } => {
-            let view = change(socket, &id, None, json!({"paused": false}), now).await?;
+            let view = change(api, &id, None, json!({"paused": false}), now).await?;
             Ok(format!("resumed schedule {}\n", view.definition.id))
         }
         ScheduleCommand::Rm { id } => {
-            client::request(socket, Method::DELETE, &schedule_path(&id)?, None, None).await?;
+            client::request(api, Method::DELETE, &schedule_path(&id)?, None, None).await?;
             Ok(format!("removed schedule {id}\n"))
         }
+    }
+}
+
+/// Resolves at Ctrl-C. Should the handler fail to install, Ctrl-C still ends the process
+/// (abruptly).
+async fn interrupted() {
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 
 /// PATCHes with `If-Match: revision` (by default the revision read just before); a conflict
 /// says so and shows the current version.
 async fn change(
-    socket: &std::path::Path,
+    api: &Api,
     id: &str,
     revision: Option<u64>,
     patch: Value,
@@ -456,10 +494,9 @@ async fn change(
     let path = schedule_path(id)?;
     let revision = match revision {
         Some(revision) => revision,
-        None => parse_view(&client::request(socket, Method::GET, &path, None, None).await?)?.revision,
+        None => parse_view(&client::request(api, Method::GET, &path, None, None).await?)?.revision,
     };
-    let result =
-        client::request(socket, Method::PATCH, &path, Some(revision), Some(patch.to_string().into_bytes())).await;
+    let result = client::request(api, Method::PATCH, &path, Some(revision), Some(patch.to_string().into_bytes())).await;
     match result {
         Ok(bytes) => parse_view(&bytes),
         Err(CtlError::Api { status: StatusCode::CONFLICT, message, current: Some(current) }) => Err(CtlError::Api {

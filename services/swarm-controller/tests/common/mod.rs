@@ -2,6 +2,8 @@
 //! in-process on a socket in a temp dir.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod one_hive;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -81,6 +83,7 @@ pub fn config(nats: &NatsJwt, socket: PathBuf, reconcile_secs: u64) -> Config {
         provisioning: Default::default(),
         quick_links: Vec::new(),
         webhook_secret: None,
+        remote: None,
     }
 }
 

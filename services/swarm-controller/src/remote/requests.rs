@@ -1,0 +1,564 @@
+//! Clients' requests arriving over the control link, run through the same router and handlers
+//! as the socket ([`App::respond`]), answered with messages ([`super::frames`]).
+//!
+//! The link already delivers each message once and in order, and keeps what it sent until the
+//! client acks it, across copies' deaths. Request ids add the application's half: a request id
+//! seen again (a client that sent it twice) never runs twice; while it runs the repeat is
+//! ignored (its answer is on its way), after it the stored answer is sent again.
+//!
+//! Bounds, all per client: [`MAX_REQUEST_BYTES`] per request, [`MAX_OPEN`] requests being sent
+//! or running at once, and a token bucket of `rate` requests a second ([`super::rate`]).
+//! Over any of them the request is refused (413 or 429) and nothing runs.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use warp::http::{HeaderMap, HeaderName, HeaderValue, Method};
+use warp::reply::Response;
+
+use super::frames::{
+    self, FromController, Header, MAX_HEADER_BYTES, MAX_HEADERS, MAX_PATH_BYTES, PIECE_BYTES, ToController,
+};
+use super::outgoing::{NotSent, Outgoing};
+use super::rate::TokenBucket;
+use crate::api::{ApiError, App};
+
+/// The largest request body, the largest the socket takes on any route (an agent's spec).
+pub const MAX_REQUEST_BYTES: usize = crate::api::MAX_CREATE_REQUEST_BYTES;
+
+/// Requests one client may have being sent or running at once (a followed terminal is one).
+pub const MAX_OPEN: usize = 16;
+
+/// Answers remembered for repeated ids, across every client.
+const REMEMBERED: usize = 4096;
+
+/// Bytes of stored answers kept for repeated ids; an answer larger than this is not stored (a
+/// repeat of it is answered 409, saying it ran).
+const REMEMBERED_BYTES: usize = 16 * 1024 * 1024;
+
+/// How long an answer waits for room in its client's window before it is given up (its pieces
+/// already sent stay with the link and reach the client when it is back).
+const ANSWER_PATIENCE: Duration = Duration::from_secs(60);
+
+/// How long a stream waits for room: a client that reads this slowly is dropped, as the socket
+/// drops a slow event-stream reader, and resumes by event id.
+const STREAM_PATIENCE: Duration = Duration::from_secs(10);
+
+/// What happened to a request id.
+#[derive(Debug, Clone)]
+enum Outcome {
+    /// Being sent or running; the sender ends it with `cancel`.
+    Open(tokio::sync::watch::Sender<bool>),
+    /// Answered; the messages, to send again on a repeat, when small enough to keep.
+    Answered(Option<Arc<Vec<FromController>>>),
+}
+
+/// Request ids and their outcomes, oldest first, bounded.
+#[derive(Debug, Default)]
+struct Outcomes {
+    by_id: HashMap<(String, String), Outcome>,
+    order: VecDeque<(String, String)>,
+    stored_bytes: usize,
+    open_per_client: HashMap<String, usize>,
+}
+
+impl Outcomes {
+    fn open(&mut self, key: (String, String), cancel: tokio::sync::watch::Sender<bool>) {
+        *self.open_per_client.entry(key.0.clone()).or_default() += 1;
+        self.by_id.insert(key.clone(), Outcome::Open(cancel));
+        self.order.push_back(key);
+        self.trim();
+    }
+
+    fn answered(&mut self, key: &(String, String), frames: Option<Vec<FromController>>) {
+        let size = frames.as_ref().map_or(0, |f| frames_size(f));
+        let kept = frames.filter(|_| size <= REMEMBERED_BYTES / 16).map(Arc::new);
+        if let Some(outcome) = self.by_id.get_mut(key) {
+            if matches!(outcome, Outcome::Open(_))
+                && let Some(open) = self.open_per_client.get_mut(&key.0)
+            {
+                *open = open.saturating_sub(1);
+            }
+            self.stored_bytes += kept.as_ref().map_or(0, |_| size);
+            *outcome = Outcome::Answered(kept);
+        }
+        self.trim();
+    }
+
+    fn open_count(&self, client: &str) -> usize {
+        self.open_per_client.get(client).copied().unwrap_or(0)
+    }
+
+    /// Forgets the oldest answered ids beyond the bounds; open ones stay (they are bounded by
+    /// [`MAX_OPEN`] per client).
+    fn trim(&mut self) {
+        let mut scanned = 0;
+        while (self.order.len() > REMEMBERED || self.stored_bytes > REMEMBERED_BYTES) && scanned < self.order.len() {
+            let key = self.order.pop_front().expect("non-empty");
+            match self.by_id.get(&key) {
+                Some(Outcome::Open(_)) => {
+                    self.order.push_back(key);
+                    scanned += 1;
+                }
+                Some(Outcome::Answered(frames)) => {
+                    self.stored_bytes -= frames.as_ref().map_or(0, |f| frames_size(f));
+                    self.by_id.remove(&key);
+                }
+                None => {}
+            }
+        }
+    }
+}
+
+fn frames_size(frames: &[FromController]) -> usize {
+    frames
+        .iter()
+        .map(|f| match f {
+            FromController::Response { body, .. } | FromController::Body { body, .. } => body.len() + 256,
+            FromController::Refused { error } => error.len(),
+        })
+        .sum()
+}
+
+/// A request whose body is still arriving.
+#[derive(Debug)]
+struct Partial {
+    method: Method,
+    path: String,
+    headers: HeaderMap,
+    body: Vec<u8>,
+    /// Refused already: later pieces are dropped until the last.
+    refused: bool,
+}
+
+/// Everything about one client the dispatch loop keeps.
+#[derive(Debug)]
+struct Client {
+    bucket: TokenBucket,
+    partial: HashMap<String, Partial>,
+}
+
+/// The requests side of the link.
+#[derive(Debug)]
+pub struct Requests {
+    app: Arc<App>,
+    out: Arc<Outgoing>,
+    rate: u32,
+    clients: HashMap<String, Client>,
+    outcomes: Arc<Mutex<Outcomes>>,
+    tasks: tokio::task::JoinSet<()>,
+}
+
+impl Requests {
+    pub fn new(app: Arc<App>, out: Arc<Outgoing>, rate: u32) -> Self {
+        Self { app, out, rate, clients: HashMap::new(), outcomes: Arc::default(), tasks: tokio::task::JoinSet::new() }
+    }
+
+    /// One message from `from`, as the link delivered it.
+    pub fn on_message(&mut self, from: &str, body: &str) {
+        // Finished tasks' results are of no interest; reap them so the set stays small.
+        while self.tasks.try_join_next().is_some() {}
+        let frame = match serde_json::from_str::<ToController>(body) {
+            Ok(frame) => frame,
+            Err(e) => {
+                tracing::info!(client = from, error = %e, "refused a message that is not an API request");
+                let error = format!(
+                    "not an API request ({e}); send {{\"type\": \"request\", \"id\", \"method\", \"path\", ...}} \
+                     as docs/swarm/remote.md describes"
+                );
+                self.send_later(from, vec![FromController::Refused { error }]);
+                return;
+            }
+        };
+        match frame {
+            ToController::Request { id, method, path, headers, size, body, more } => {
+                self.on_request(from, id, &method, path, &headers, size, &body, more);
+            }
+            ToController::Body { id, body, more } => self.on_body(from, &id, &body, more),
+            ToController::Cancel { id } => {
+                let outcomes = self.outcomes.lock().expect("never poisoned");
+                if let Some(Outcome::Open(cancel)) = outcomes.by_id.get(&(from.to_owned(), id)) {
+                    cancel.send_replace(true);
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_request(
+        &mut self,
+        from: &str,
+        id: String,
+        method: &str,
+        path: String,
+        headers: &[Header],
+        size: Option<u64>,
+        body: &str,
+        more: bool,
+    ) {
+        if let Err(error) = frames::check_id(&id) {
+            self.send_later(from, vec![FromController::Refused { error }]);
+            return;
+        }
+        let key = (from.to_owned(), id.clone());
+        {
+            let outcomes = self.outcomes.lock().expect("never poisoned");
+            match outcomes.by_id.get(&key) {
+                Some(Outcome::Open(_)) => {
+                    tracing::debug!(
+                        client = from,
+                        id,
+                        "a repeated request that is still open: its answer is on its way"
+                    );
+                    return;
+                }
+                Some(Outcome::Answered(Some(frames))) => {
+                    tracing::info!(client = from, id, "a repeated request: sending its answer again");
+                    let frames = frames.as_ref().clone();
+                    drop(outcomes);
+                    self.send_later(from, frames);
+                    return;
+                }
+                Some(Outcome::Answered(None)) => {
+                    drop(outcomes);
+                    let error = ApiError::Conflict {
+                        message: format!(
+                            "request {id} already ran; its answer was not kept; send a new request to see the state now"
+                        ),
+                        current: None,
+                    };
+                    self.refuse(from, &id, error);
+                    return;
+                }
+                None => {}
+            }
+        }
+        let now = Instant::now();
+        let rate = self.rate;
+        let client = self
+            .clients
+            .entry(from.to_owned())
+            .or_insert_with(|| Client { bucket: TokenBucket::new(rate, now), partial: HashMap::new() });
+        if let Err(wait) = client.bucket.take(now) {
+            let secs = wait.as_secs().max(1);
+            self.refuse_then_drop(
+                from,
+                &id,
+                more,
+                ApiError::TooManyRequests {
+                    message: format!("over {rate} requests a second from this client; try again in {secs} s"),
+                    retry_after: secs,
+                },
+            );
+            return;
+        }
+        let open = self.outcomes.lock().expect("never poisoned").open_count(from) + client.partial.len();
+        if open >= MAX_OPEN {
+            self.refuse_then_drop(from, &id, more, ApiError::TooManyRequests {
+                message: format!(
+                    "this client has {MAX_OPEN} requests open already (streams count until they end); wait for one to finish"
+                ),
+                retry_after: 1,
+            });
+            return;
+        }
+        let parsed = parse_head(method, &path, headers, from).and_then(|(method, headers)| {
+            if size.is_some_and(|s| s > MAX_REQUEST_BYTES as u64) {
+                return Err(too_large(size.unwrap_or_default()));
+            }
+            Ok((method, headers))
+        });
+        let (method, headers) = match parsed {
+            Ok(head) => head,
+            Err(error) => {
+                self.refuse_then_drop(from, &id, more, error);
+                return;
+            }
+        };
+        let mut partial = Partial { method, path, headers, body: Vec::new(), refused: false };
+        if let Err(error) = append(&mut partial.body, body) {
+            self.refuse_then_drop(from, &id, more, error);
+            return;
+        }
+        if more {
+            self.clients.get_mut(from).expect("inserted above").partial.insert(id, partial);
+        } else {
+            self.run(from, id, partial);
+        }
+    }
+
+    fn on_body(&mut self, from: &str, id: &str, body: &str, more: bool) {
+        let Some(partial) = self.clients.get_mut(from).and_then(|c| c.partial.get_mut(id)) else {
+            let error =
+                format!("a body piece for request {id:?}, which is not being sent; start with a \"request\" message");
+            self.send_later(from, vec![FromController::Refused { error }]);
+            return;
+        };
+        if !partial.refused
+            && let Err(error) = append(&mut partial.body, body)
+        {
+            partial.refused = true;
+            self.refuse(from, id, error);
+        }
+        if more {
+            return;
+        }
+        let partial = self.clients.get_mut(from).and_then(|c| c.partial.remove(id)).expect("found above");
+        if !partial.refused {
+            self.run(from, id.to_owned(), partial);
+        }
+    }
+
+    /// Refuses `id`; when more of its body is to come, the pieces are dropped as they arrive.
+    fn refuse_then_drop(&mut self, from: &str, id: &str, more: bool, error: ApiError) {
+        if more && let Some(client) = self.clients.get_mut(from) {
+            let partial = Partial {
+                method: Method::GET,
+                path: String::new(),
+                headers: HeaderMap::new(),
+                body: Vec::new(),
+                refused: true,
+            };
+            client.partial.insert(id.to_owned(), partial);
+        }
+        self.refuse(from, id, error);
+    }
+
+    fn refuse(&mut self, from: &str, id: &str, error: ApiError) {
+        tracing::info!(client = from, id, status = %error.status(), "refused a request");
+        let (client, id, out) = (from.to_owned(), id.to_owned(), self.out.clone());
+        self.tasks.spawn(async move {
+            let _ = answer(&out, &client, &id, error.into_response(), None).await;
+        });
+    }
+
+    fn send_later(&mut self, to: &str, frames: Vec<FromController>) {
+        let (to, out) = (to.to_owned(), self.out.clone());
+        self.tasks.spawn(async move {
+            for frame in frames {
+                if let Err(e) = out.send(&to, &frame, ANSWER_PATIENCE).await {
+                    tracing::info!(client = to, error = %e, "gave up sending to a client");
+                    return;
+                }
+            }
+        });
+    }
+
+    fn run(&mut self, from: &str, id: String, partial: Partial) {
+        let key = (from.to_owned(), id.clone());
+        let (cancel_tx, cancel) = tokio::sync::watch::channel(false);
+        self.outcomes.lock().expect("never poisoned").open(key.clone(), cancel_tx);
+        let (app, out, outcomes, client) = (self.app.clone(), self.out.clone(), self.outcomes.clone(), from.to_owned());
+        tracing::info!(client, id, method = %partial.method, path = partial.path, "remote request");
+        self.tasks.spawn(async move {
+            let (path, query) = partial.path.split_once('?').unwrap_or((&partial.path, ""));
+            let body = futures::stream::iter([Ok::<_, warp::Error>(Bytes::from(partial.body))]);
+            let response = app.respond(&partial.method, path, query, &partial.headers, body).await;
+            let kept = answer(&out, &client, &id, response, Some(cancel)).await;
+            outcomes.lock().expect("never poisoned").answered(&key, kept);
+        });
+    }
+
+    /// Stops every request still running (the daemon is stopping).
+    pub async fn shutdown(mut self) {
+        self.tasks.shutdown().await;
+    }
+}
+
+fn too_large(size: u64) -> ApiError {
+    ApiError::PayloadTooLarge(format!(
+        "the request body is {size} bytes; requests through the control plane are at most {MAX_REQUEST_BYTES} bytes"
+    ))
+}
+
+fn append(body: &mut Vec<u8>, piece: &str) -> Result<(), ApiError> {
+    let bytes = frames::decode_piece(piece).map_err(ApiError::BadRequest)?;
+    if body.len() + bytes.len() > MAX_REQUEST_BYTES {
+        return Err(too_large((body.len() + bytes.len()) as u64));
+    }
+    body.extend_from_slice(&bytes);
+    Ok(())
+}
+
+/// The method and headers of a request, checked; `x-set-by` names the client.
+fn parse_head(method: &str, path: &str, headers: &[Header], client: &str) -> Result<(Method, HeaderMap), ApiError> {
+    let bad = ApiError::BadRequest;
+    let method = Method::from_bytes(method.as_bytes())
+        .ok()
+        .filter(|_| !method.is_empty() && method.len() <= 16)
+        .ok_or_else(|| bad(format!("{method:?} is not an HTTP method; use GET, POST, PUT, PATCH or DELETE")))?;
+    if !path.starts_with('/') || path.len() > MAX_PATH_BYTES || path.bytes().any(|b| b.is_ascii_control() || b == b' ')
+    {
+        return Err(bad(format!(
+            "the path must start with '/', hold no spaces or control characters and be at most {MAX_PATH_BYTES} bytes, e.g. /api/schedules"
+        )));
+    }
+    if headers.len() > MAX_HEADERS || headers.iter().map(|(n, v)| n.len() + v.len()).sum::<usize>() > MAX_HEADER_BYTES {
+        return Err(bad(format!("at most {MAX_HEADERS} headers of {MAX_HEADER_BYTES} bytes in all")));
+    }
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        let header =
+            HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad(format!("{name:?} is not a header name")))?;
+        let value =
+            HeaderValue::from_str(value).map_err(|_| bad(format!("the value of {name} is not a header value")))?;
+        map.append(header, value);
+    }
+    let who = map.get("x-set-by").and_then(|v| v.to_str().ok()).unwrap_or("api");
+    let who: String = who.chars().take(20).collect();
+    let set_by =
+        HeaderValue::from_str(&format!("{who}@{client}")).map_err(|_| bad("x-set-by is not printable".into()))?;
+    map.insert("x-set-by", set_by);
+    Ok((method, map))
+}
+
+/// Sends `response` to `client` as messages: one `response`, then a `body` per piece while the
+/// body lasts (a stream's until it ends or `cancel` says stop). Returns the messages when the
+/// answer is whole and small enough to keep for a repeat.
+async fn answer(
+    out: &Outgoing,
+    client: &str,
+    id: &str,
+    response: Response,
+    cancel: Option<tokio::sync::watch::Receiver<bool>>,
+) -> Option<Vec<FromController>> {
+    let status = response.status().as_u16();
+    let headers: Vec<Header> = response
+        .headers()
+        .iter()
+        .map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
+        .collect();
+    let streaming = response
+        .headers()
+        .get(warp::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    let mut body = response.into_body();
+    if !streaming {
+        let bytes = match body.collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(e) => {
+                tracing::warn!(client, id, error = %e, "a response body failed");
+                Bytes::new()
+            }
+        };
+        let header_bytes: usize = headers.iter().map(|(n, v)| n.len() + v.len() + 8).sum();
+        let pieces = frames::pieces(&bytes, PIECE_BYTES.saturating_sub(header_bytes));
+        let last = pieces.len() - 1;
+        let mut sent = Vec::with_capacity(pieces.len());
+        for (index, piece) in pieces.into_iter().enumerate() {
+            let (body, more) = (frames::encode_piece(piece), index < last);
+            let frame = if index == 0 {
+                FromController::Response { id: id.to_owned(), status, headers: headers.clone(), body, more }
+            } else {
+                FromController::Body { id: id.to_owned(), body, more, error: None }
+            };
+            if let Err(e) = out.send(client, &frame, ANSWER_PATIENCE).await {
+                tracing::info!(client, id, error = %e, "gave up sending an answer");
+                return None;
+            }
+            sent.push(frame);
+        }
+        return Some(sent);
+    }
+    let head = FromController::Response { id: id.to_owned(), status, headers, body: String::new(), more: true };
+    if out.send(client, &head, ANSWER_PATIENCE).await.is_err() {
+        return None;
+    }
+    let mut cancel = cancel;
+    let ended = loop {
+        let next = async {
+            match cancel.as_mut() {
+                Some(rx) => tokio::select! {
+                    frame = body.frame() => Some(frame),
+                    _ = rx.wait_for(|stop| *stop) => None,
+                },
+                None => Some(body.frame().await),
+            }
+        };
+        let frame = match next.await {
+            None => {
+                tracing::info!(client, id, "the client stopped following a stream");
+                return None;
+            }
+            Some(frame) => frame,
+        };
+        match frame {
+            None => break None,
+            Some(Err(e)) => break Some(e.to_string()),
+            Some(Ok(frame)) => {
+                let Ok(data) = frame.into_data() else { continue };
+                for piece in data.chunks(PIECE_BYTES) {
+                    let frame = FromController::Body {
+                        id: id.to_owned(),
+                        body: frames::encode_piece(piece),
+                        more: true,
+                        error: None,
+                    };
+                    if let Err(e) = out.send(client, &frame, STREAM_PATIENCE).await {
+                        log_dropped(client, id, &e);
+                        return None;
+                    }
+                }
+            }
+        }
+    };
+    let end = FromController::Body { id: id.to_owned(), body: String::new(), more: false, error: ended };
+    let _ = out.send(client, &end, ANSWER_PATIENCE).await;
+    None
+}
+
+fn log_dropped(client: &str, id: &str, error: &NotSent) {
+    tracing::info!(client, id, %error, "dropped a stream its client did not read; it resumes by event id");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use warp::http::StatusCode;
+
+    #[test]
+    fn heads_are_checked_and_name_the_client() {
+        let client = "d0123";
+        let (method, headers) =
+            parse_head("PUT", "/api/x?y=1", &[("X-Set-By".into(), "swarmctl".into())], client).unwrap();
+        assert_eq!(method, Method::PUT);
+        assert_eq!(headers["x-set-by"], "swarmctl@d0123");
+        let (_, headers) = parse_head("GET", "/", &[], client).unwrap();
+        assert_eq!(headers["x-set-by"], "api@d0123");
+        for (method, path, headers, why) in [
+            ("", "/", vec![], "not an HTTP method"),
+            ("G E T", "/", vec![], "not an HTTP method"),
+            ("GET", "api", vec![], "must start with '/'"),
+            ("GET", "/a b", vec![], "no spaces"),
+            ("GET", "/a\nb", vec![], "control characters"),
+            ("GET", "/", vec![("bad name".to_owned(), "v".to_owned())], "not a header name"),
+            ("GET", "/", vec![("x".to_owned(), "a\nb".to_owned())], "not a header value"),
+            ("GET", "/", vec![("x".to_owned(), "v".to_owned()); MAX_HEADERS + 1], "at most"),
+        ] {
+            let err = parse_head(method, path, &headers, client).unwrap_err();
+            assert_eq!(err.status(), StatusCode::BAD_REQUEST);
+            let ApiError::BadRequest(message) = err else { unreachable!() };
+            assert!(message.contains(why), "{message}");
+        }
+    }
+
+    #[test]
+    fn outcomes_stay_bounded_and_keep_open_requests() {
+        let mut outcomes = Outcomes::default();
+        let open = ("c".to_owned(), "open".to_owned());
+        outcomes.open(open.clone(), tokio::sync::watch::channel(false).0);
+        for n in 0..REMEMBERED + 10 {
+            let key = ("c".to_owned(), format!("r{n}"));
+            outcomes.open(key.clone(), tokio::sync::watch::channel(false).0);
+            outcomes.answered(&key, Some(vec![FromController::Refused { error: "e".into() }]));
+        }
+        assert!(outcomes.by_id.len() <= REMEMBERED);
+        assert!(matches!(outcomes.by_id.get(&open), Some(Outcome::Open(_))), "an open request is never forgotten");
+        assert_eq!(outcomes.open_count("c"), 1);
+        assert!(outcomes.by_id.contains_key(&("c".to_owned(), format!("r{}", REMEMBERED + 9))));
+        assert!(!outcomes.by_id.contains_key(&("c".to_owned(), "r0".to_owned())), "the oldest answers go first");
+    }
+}

@@ -1,0 +1,408 @@
+//! `swarmctl --via IDENTITY`: the API through the control plane. swarmctl holds a link as a
+//! paired client, picks the controller among the hosts (`--host`, by id or name; the only host
+//! when there is one), and sends each request as messages ([`crate::remote::frames`]); the
+//! link resends what a dying copy lost, so a request sent once is answered once.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper::http::StatusCode;
+use hyperhive_control_link::Identity;
+use hyperhive_control_link::connect::{self, Command, Event};
+use hyperhive_control_proto::DeviceKind;
+use hyperhive_control_proto::link::{Body, HostPresence};
+use tokio::sync::{mpsc, watch};
+
+use super::client::CtlError;
+use crate::remote::frames::{self, FromController, PIECE_BYTES, ToController};
+
+/// How long swarmctl waits for the control plane to let it in and list the hosts.
+const CONNECT_WITHIN: Duration = Duration::from_secs(20);
+
+/// How long a request waits for each message of its answer (a copy's death costs a few
+/// seconds; a host that is offline never answers).
+const ANSWER_WITHIN: Duration = Duration::from_secs(60);
+
+type Pending = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<FromController>>>>;
+
+/// What the link's events tell the requests.
+#[derive(Debug, Default, Clone)]
+struct LinkState {
+    hosts: Option<Vec<HostPresence>>,
+    /// Why the last connection failed, or why the link stopped for good.
+    trouble: Option<String>,
+    stopped: bool,
+}
+
+/// A link to the control plane, pointed at one host.
+#[derive(Debug)]
+pub struct RemoteApi {
+    /// Held while the link is: see [`lock_identity`].
+    _lock: nix::fcntl::Flock<std::fs::File>,
+    commands: mpsc::Sender<Command>,
+    host: HostPresence,
+    pending: Pending,
+    state: watch::Receiver<LinkState>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for RemoteApi {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl RemoteApi {
+    /// Connects with the client identity at `path` and picks the host `host` (an id or a
+    /// name), or the only host.
+    ///
+    /// # Errors
+    /// [`CtlError::Remote`] saying what failed: the identity, the control plane, the host.
+    pub async fn connect(path: &Path, host: Option<&str>) -> Result<Self, CtlError> {
+        let identity = Identity::load(path).map_err(|e| CtlError::Remote(format!("--via: {e}")))?;
+        let lock = lock_identity(path)?;
+        if identity.kind != DeviceKind::Client {
+            return Err(CtlError::Remote(format!(
+                "--via {} is a host's identity; swarmctl needs a client's: `agents-control device pair CODE \
+                 --identity FILE` with a code from `agents-control code --client`",
+                path.display()
+            )));
+        }
+        let control = identity.control_url.clone();
+        let (commands, command_rx) = mpsc::channel(256);
+        let (event_tx, events) = mpsc::channel(1024);
+        let (state_tx, mut state) = watch::channel(LinkState::default());
+        let pending: Pending = Arc::default();
+        let task = tokio::spawn(hold(identity, command_rx, event_tx, events, state_tx, pending.clone()));
+        let mut api = RemoteApi {
+            _lock: lock,
+            commands,
+            host: HostPresence { device_id: String::new(), name: String::new(), paired: true, online: false },
+            pending,
+            state: state.clone(),
+            task,
+        };
+        let listed =
+            tokio::time::timeout(CONNECT_WITHIN, state.wait_for(|s| s.hosts.is_some() || s.stopped)).await.is_ok();
+        let now = state.borrow().clone();
+        let hosts = match (listed, now.hosts) {
+            (true, Some(hosts)) => hosts,
+            _ => {
+                let why = now.trouble.unwrap_or_else(|| "no answer".into());
+                let verb = if now.stopped { "refused this client" } else { "could not be reached" };
+                return Err(CtlError::Remote(format!("the control plane at {control} {verb}: {why}")));
+            }
+        };
+        api.host = choose(&hosts, host)?;
+        Ok(api)
+    }
+
+    /// Sends `request` to the host; returns the answer's status and its body as it arrives.
+    ///
+    /// # Errors
+    /// [`CtlError::Remote`] when the link stops or the host does not answer in time.
+    pub async fn open(&self, request: Request<Full<Bytes>>) -> Result<(StatusCode, RemoteBody), CtlError> {
+        let (parts, body) = request.into_parts();
+        let content = body.collect().await.map_err(|e| CtlError::Protocol(e.to_string()))?.to_bytes();
+        let id = frames::new_id();
+        let headers: Vec<frames::Header> = parts
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .collect();
+        let path = parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
+        let header_bytes: usize = headers.iter().map(|(n, v)| n.len() + v.len() + 8).sum::<usize>() + path.len();
+        let pieces = frames::pieces(&content, PIECE_BYTES.saturating_sub(header_bytes));
+        let last = pieces.len() - 1;
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.pending.lock().expect("never poisoned").insert(id.clone(), tx);
+        let mut reader = RemoteBody {
+            id: id.clone(),
+            rx,
+            commands: self.commands.clone(),
+            host: self.host.clone(),
+            pending: self.pending.clone(),
+            state: self.state.clone(),
+            first: None,
+            ended: false,
+        };
+        for (index, piece) in pieces.into_iter().enumerate() {
+            let (body, more) = (frames::encode_piece(piece), index < last);
+            let frame = if index == 0 {
+                ToController::Request {
+                    id: id.clone(),
+                    method: parts.method.to_string(),
+                    path: path.clone(),
+                    headers: headers.clone(),
+                    size: Some(content.len() as u64),
+                    body,
+                    more,
+                }
+            } else {
+                ToController::Body { id: id.clone(), body, more }
+            };
+            self.send(&frame).await?;
+        }
+        match reader.message().await? {
+            FromController::Response { status, body, more, .. } => {
+                let status = StatusCode::from_u16(status)
+                    .map_err(|_| CtlError::Protocol(format!("the controller answered status {status}")))?;
+                reader.first = Some(Bytes::from(frames::decode_piece(&body).map_err(CtlError::Protocol)?));
+                reader.ended = !more;
+                Ok((status, reader))
+            }
+            other => Err(CtlError::Protocol(format!("the controller answered {other:?} before a response"))),
+        }
+    }
+
+    async fn send(&self, frame: &ToController) -> Result<(), CtlError> {
+        send_to(&self.commands, &self.host.device_id, frame).await
+    }
+}
+
+/// Takes `<identity>.lock`. A device holds one link at a time (the control plane keeps a
+/// device's newest session and closes the older), so two swarmctl processes with one identity
+/// would keep replacing each other and take each other's answers. The second is refused at
+/// once, saying so.
+fn lock_identity(identity: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, CtlError> {
+    use nix::fcntl::{Flock, FlockArg};
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut name = identity.as_os_str().to_owned();
+    name.push(".lock");
+    let path = std::path::PathBuf::from(name);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| CtlError::Remote(format!("--via: cannot open the lock file {}: {e}", path.display())))?;
+    Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|_| {
+        CtlError::Remote(format!(
+            "another swarmctl is using {} (a device holds one link at a time); wait for it to finish, or pair \
+             another client (`agents-control device pair`) for commands that run side by side",
+            identity.display()
+        ))
+    })
+}
+
+async fn send_to(commands: &mpsc::Sender<Command>, host: &str, frame: &ToController) -> Result<(), CtlError> {
+    let text = serde_json::to_string(frame).expect("frames serialize");
+    let body = Body::parse(&text).expect("serde_json writes JSON");
+    commands
+        .send(Command::Send { to: host.to_owned(), body })
+        .await
+        .map_err(|_| CtlError::Remote("the link to the control plane stopped".into()))
+}
+
+/// The host named `wanted` (an id, or a name only one host has), or the only host.
+fn choose(hosts: &[HostPresence], wanted: Option<&str>) -> Result<HostPresence, CtlError> {
+    let listed = || {
+        let names: Vec<String> = hosts
+            .iter()
+            .map(|h| format!("{} ({}, {})", h.name, h.device_id, if h.online { "online" } else { "offline" }))
+            .collect();
+        if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+    };
+    let found: Vec<&HostPresence> = match wanted {
+        Some(wanted) => {
+            let by_id: Vec<_> = hosts.iter().filter(|h| h.device_id == wanted).collect();
+            if by_id.is_empty() { hosts.iter().filter(|h| h.name == wanted).collect() } else { by_id }
+        }
+        None => hosts.iter().collect(),
+    };
+    match (found.as_slice(), wanted) {
+        ([host], _) => Ok((*host).clone()),
+        ([], Some(wanted)) => {
+            Err(CtlError::Remote(format!("no host {wanted:?} at the control plane; hosts: {}", listed())))
+        }
+        ([], None) => Err(CtlError::Remote(
+            "the control plane has no hosts: pair the controller with `swarm-controller pair CODE`".into(),
+        )),
+        (_, Some(wanted)) => Err(CtlError::Remote(format!(
+            "more than one host is called {wanted:?}; choose by id with --host: {}",
+            listed()
+        ))),
+        (_, None) => Err(CtlError::Remote(format!("choose the controller with --host ID|NAME; hosts: {}", listed()))),
+    }
+}
+
+/// An answer's body as its messages arrive.
+#[derive(Debug)]
+pub struct RemoteBody {
+    id: String,
+    rx: mpsc::UnboundedReceiver<FromController>,
+    commands: mpsc::Sender<Command>,
+    host: HostPresence,
+    pending: Pending,
+    state: watch::Receiver<LinkState>,
+    /// The piece the `response` message carried, handed out first.
+    first: Option<Bytes>,
+    ended: bool,
+}
+
+impl RemoteBody {
+    /// The next message of this request's answer.
+    async fn message(&mut self) -> Result<FromController, CtlError> {
+        let mut state = self.state.clone();
+        tokio::select! {
+            frame = tokio::time::timeout(ANSWER_WITHIN, self.rx.recv()) => match frame {
+                Ok(Some(frame)) => Ok(frame),
+                Ok(None) => Err(self.trouble("the link to the control plane stopped")),
+                Err(_) => {
+                    let online = self.state.borrow().hosts.iter().flatten().any(|h| h.device_id == self.host.device_id && h.online);
+                    let how = if online { "is online but did not answer" } else { "is offline" };
+                    Err(CtlError::Remote(format!(
+                        "no answer from the controller (host {} {}) within {}s: it {how}",
+                        self.host.name, self.host.device_id, ANSWER_WITHIN.as_secs()
+                    )))
+                }
+            },
+            _ = state.wait_for(|s| s.stopped) => Err(self.trouble("the control plane closed the link")),
+        }
+    }
+
+    fn trouble(&self, what: &str) -> CtlError {
+        let why = self.state.borrow().trouble.clone().unwrap_or_default();
+        CtlError::Remote(format!("{what}: {why}"))
+    }
+
+    /// The next piece of the body; `None` at its end.
+    pub async fn next(&mut self) -> Option<Result<Bytes, CtlError>> {
+        if let Some(first) = self.first.take().filter(|f| !f.is_empty()) {
+            return Some(Ok(first));
+        }
+        if self.ended {
+            return None;
+        }
+        let frame = match self.message().await {
+            Ok(frame) => frame,
+            Err(e) => {
+                self.ended = true;
+                return Some(Err(e));
+            }
+        };
+        match frame {
+            FromController::Body { body, more, error, .. } => {
+                self.ended = !more;
+                if let Some(error) = error {
+                    return Some(Err(CtlError::Remote(format!("the stream ended: {error}"))));
+                }
+                Some(frames::decode_piece(&body).map(Bytes::from).map_err(CtlError::Protocol))
+            }
+            FromController::Refused { error } => {
+                self.ended = true;
+                Some(Err(CtlError::Remote(format!("the controller refused the request: {error}"))))
+            }
+            FromController::Response { .. } => {
+                self.ended = true;
+                Some(Err(CtlError::Protocol("the controller answered one request twice".into())))
+            }
+        }
+    }
+}
+
+impl Drop for RemoteBody {
+    fn drop(&mut self) {
+        self.pending.lock().expect("never poisoned").remove(&self.id);
+        if !self.ended {
+            // Stop the controller's side of a stream no one reads any more.
+            let cancel = ToController::Cancel { id: self.id.clone() };
+            let text = serde_json::to_string(&cancel).expect("frames serialize");
+            let body = Body::parse(&text).expect("serde_json writes JSON");
+            let _ = self.commands.try_send(Command::Send { to: self.host.device_id.clone(), body });
+        }
+    }
+}
+
+/// Holds the link and routes what arrives.
+async fn hold(
+    identity: Identity,
+    command_rx: mpsc::Receiver<Command>,
+    event_tx: mpsc::Sender<Event>,
+    mut events: mpsc::Receiver<Event>,
+    state: watch::Sender<LinkState>,
+    pending: Pending,
+) {
+    let link = connect::run(&identity, command_rx, event_tx);
+    let route = async {
+        while let Some(event) = events.recv().await {
+            match event {
+                Event::Presence { hosts, changed: false } => state.send_modify(|s| s.hosts = Some(hosts)),
+                Event::Presence { hosts, changed: true } => state.send_modify(|s| {
+                    let known = s.hosts.get_or_insert_with(Vec::new);
+                    for host in hosts {
+                        known.retain(|h| h.device_id != host.device_id);
+                        if host.paired {
+                            known.push(host);
+                        }
+                    }
+                }),
+                Event::Reconnecting { reason, .. } => state.send_modify(|s| s.trouble = Some(reason)),
+                Event::Message { body, .. } => route_message(&pending, body.get()),
+                Event::Undeliverable { reason, .. } => {
+                    state.send_modify(|s| {
+                        s.trouble = Some(format!("the controller cannot be reached now ({reason:?})"))
+                    });
+                }
+                Event::Error { message } => state.send_modify(|s| s.trouble = Some(message)),
+                Event::Connected { .. } | Event::Acked { .. } | Event::Reply { .. } | Event::RequestFailed { .. } => {}
+            }
+        }
+    };
+    let (stopped, ()) = tokio::join!(link, route);
+    let reason = stopped.err().map_or_else(|| "the link ended".to_owned(), |e| e.to_string());
+    state.send_modify(|s| {
+        s.stopped = true;
+        s.trouble = Some(reason);
+    });
+}
+
+fn route_message(pending: &Pending, body: &str) {
+    let Ok(frame) = serde_json::from_str::<FromController>(body) else {
+        return;
+    };
+    let pending = pending.lock().expect("never poisoned");
+    match &frame {
+        FromController::Response { id, .. } | FromController::Body { id, .. } => {
+            if let Some(tx) = pending.get(id) {
+                let _ = tx.send(frame);
+            }
+        }
+        // Not tied to a request: every open one learns of it.
+        FromController::Refused { .. } => {
+            for tx in pending.values() {
+                let _ = tx.send(frame.clone());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(id: &str, name: &str, online: bool) -> HostPresence {
+        HostPresence { device_id: id.into(), name: name.into(), paired: true, online }
+    }
+
+    #[test]
+    fn the_host_is_chosen_by_id_then_name_or_is_the_only_one() {
+        let hosts = [host("d1", "swarm", true), host("d2", "laptop", false), host("d3", "laptop", true)];
+        assert_eq!(choose(&hosts, Some("d2")).unwrap().device_id, "d2");
+        assert_eq!(choose(&hosts, Some("swarm")).unwrap().device_id, "d1");
+        let err = choose(&hosts, Some("laptop")).unwrap_err().to_string();
+        assert!(err.contains("more than one") && err.contains("d2") && err.contains("d3"), "{err}");
+        let err = choose(&hosts, Some("nope")).unwrap_err().to_string();
+        assert!(err.contains("no host \"nope\"") && err.contains("swarm (d1, online)"), "{err}");
+        let err = choose(&hosts, None).unwrap_err().to_string();
+        assert!(err.contains("--host"), "{err}");
+        assert_eq!(choose(&hosts[..1], None).unwrap().device_id, "d1");
+        assert!(choose(&[], None).unwrap_err().to_string().contains("swarm-controller pair"));
+    }
+}

@@ -1,0 +1,116 @@
+//! A whole small swarm as processes: a JWT-mode nats-server, the swarm-controller binary on a
+//! socket (its NATS connection through a proxy a test can stall), and hive `h1` run by the
+//! hive-c0re binary (process runner) with real hive-agents.
+//! Needs `cargo build -p hive-agent -p hive-c0re`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use async_nats::jetstream;
+use hyperhive_testkit::{ChaosProxy, NatsJwt, Process, project_binary};
+use serde_json::{Value, json};
+
+/// The stack; every process stops when it is dropped.
+pub struct OneHive {
+    pub nats: NatsJwt,
+    pub dir: tempfile::TempDir,
+    pub js: jetstream::Context,
+    pub socket: PathBuf,
+    pub controller: Process,
+    pub hive: Process,
+    /// Between the controller and NATS (the hive and agents connect directly).
+    pub controller_nats: ChaosProxy,
+}
+
+impl OneHive {
+    /// Starts it with `agents` on `h1`, each with the turn command `turn(turns_file)`;
+    /// `controller_env` is added to the controller's environment.
+    pub async fn start(agents: &[&str], turn: impl Fn(&Path) -> String, controller_env: &[(&str, &str)]) -> OneHive {
+        let nats = NatsJwt::start().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let names = agents;
+        for name in names {
+            nats.mint_agent(name).await.unwrap();
+        }
+        nats.mint_hive("h1", names).await.unwrap();
+        let key = dir.path().join("h1.xkey");
+        let out =
+            Command::new(project_binary("hive-c0re").unwrap()).args(["keygen", "--out"]).arg(&key).output().unwrap();
+        let hives = dir.path().join("hives.json");
+        let xkey = String::from_utf8(out.stdout).unwrap();
+        std::fs::write(&hives, json!({"h1": {"description": "the test's hive", "xkey": xkey.trim()}}).to_string())
+            .unwrap();
+        let socket = dir.path().join("run/controller.sock");
+        let nats_port: u16 = nats.url().rsplit(':').next().unwrap().parse().unwrap();
+        let controller_nats = ChaosProxy::start(([127, 0, 0, 1], nats_port).into()).await.unwrap();
+        let proxied_url = format!("nats://127.0.0.1:{}", controller_nats.port());
+        let mut env = vec![
+            ("SWARM_HIVES_FILE", hives.to_str().unwrap()),
+            ("SWARM_RECONCILE_SECS", "1"),
+            ("SWARM_NATS_URL", &proxied_url),
+            ("NO_COLOR", "1"),
+        ];
+        env.extend_from_slice(controller_env);
+        let controller = super::daemon_process(&nats, &socket, &env).await;
+        let declared: serde_json::Map<String, Value> = agents
+            .iter()
+            .map(|name| {
+                let entry = json!({
+                    "spec": {"turn_command": turn(&dir.path().join(format!("{name}.turns"))), "schedule_tick": "200ms"},
+                    "creds_file": nats.creds_dir().join(format!("agent-{name}.creds")),
+                });
+                ((*name).to_owned(), entry)
+            })
+            .collect();
+        let agents_file = dir.path().join("h1.agents.json");
+        std::fs::write(&agents_file, Value::Object(declared).to_string()).unwrap();
+        let hive = Process::builder(project_binary("hive-c0re").unwrap())
+            .arg("run")
+            .env("HIVE_C0RE_HIVE", "h1")
+            .env("HIVE_C0RE_NATS_URL", nats.url())
+            .env("HIVE_C0RE_NATS_CREDS", nats.creds_dir().join("hive-h1.creds"))
+            .env("HIVE_C0RE_XKEY_FILE", &key)
+            .env("HIVE_C0RE_STATE_DIR", dir.path().join("h1.state"))
+            .env("HIVE_C0RE_RUNNER", "process")
+            .env("HIVE_C0RE_AGENTS_FILE", &agents_file)
+            .env("HIVE_C0RE_AGENT_BIN", project_binary("hive-agent").unwrap())
+            .env("HIVE_C0RE_STATUS_SECS", "1")
+            .env("NO_COLOR", "1")
+            .start("hive-c0re-h1")
+            .unwrap();
+        let js = jetstream::new(nats.controller_client().await.unwrap());
+        OneHive { nats, dir, js, socket, controller, hive, controller_nats }
+    }
+
+    /// A file in the stack's directory.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// The prompts `agent`'s turns were given, one per line (its turn command's `turns` file).
+    pub fn turns(&self, agent: &str) -> String {
+        std::fs::read_to_string(self.path(&format!("{agent}.turns"))).unwrap_or_default()
+    }
+
+    /// `agent`'s actual state in the hive's last status.
+    pub async fn actual_in_hive_status(&self, agent: &str) -> Option<String> {
+        let kv = self.js.get_key_value("hive-status").await.ok()?;
+        let status: Value = serde_json::from_slice(&kv.get("h1").await.ok()??).ok()?;
+        status["agents"][agent]["actual"].as_str().map(str::to_owned)
+    }
+
+    /// The sequence of `agent`'s last terminal chunk in `RELAY`.
+    pub async fn last_terminal_sequence(&self, agent: &str) -> u64 {
+        let stream = self.js.get_stream("RELAY").await.unwrap();
+        stream.direct_get_last_for_subject(format!("term.{agent}")).await.map_or(0, |m| m.sequence)
+    }
+}
+
+/// A turn command that appends the prompt to `turns`, then prints `lines` numbered lines
+/// `pause` seconds apart.
+pub fn printing_turn(turns: &Path, lines: u32, pause: &str) -> String {
+    format!(
+        "body=$(cat); printf '%s\\n' \"$body\" >> {}; for i in $(seq 1 {lines}); do echo \"line $i of $HIVE_TODO_ID\"; sleep {pause}; done",
+        turns.display()
+    )
+}
