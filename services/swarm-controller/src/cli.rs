@@ -245,6 +245,29 @@ fn parse_ttl(s: &str) -> Result<Duration, String> {
     Ok(ttl)
 }
 
+/// Runs `swarm-controller pair CODE`.
+///
+/// # Errors
+/// A line saying what is wrong (no place for the identity, a client code, a refused pairing).
+pub fn pair(code: &str, name: &str, identity: Option<&std::path::Path>) -> Result<(), String> {
+    let lookup = |name: &str| std::env::var(name).ok();
+    let path = crate::remote::pair::identity_path(identity, lookup)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting tokio: {e}"))?;
+    let paired = runtime.block_on(crate::remote::pair::pair(code, name, &path))?;
+    println!(
+        "paired as host {} ({}) with {}; wrote {} (mode 0600). Start (or restart) the daemon: it holds the link \
+         while the identity is there",
+        paired.device_id,
+        paired.name,
+        paired.control_url,
+        path.display()
+    );
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,27 +319,4 @@ mod tests {
             assert!(err.contains(ttl), "{err}");
         }
     }
-}
-
-/// Runs `swarm-controller pair CODE`.
-///
-/// # Errors
-/// A line saying what is wrong (no place for the identity, a client code, a refused pairing).
-pub fn pair(code: &str, name: &str, identity: Option<&std::path::Path>) -> Result<(), String> {
-    let lookup = |name: &str| std::env::var(name).ok();
-    let path = crate::remote::pair::identity_path(identity, lookup)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("starting tokio: {e}"))?;
-    let paired = runtime.block_on(crate::remote::pair::pair(code, name, &path))?;
-    println!(
-        "paired as host {} ({}) with {}; wrote {} (mode 0600). Start (or restart) the daemon: it holds the link \
-         while the identity is there",
-        paired.device_id,
-        paired.name,
-        paired.control_url,
-        path.display()
-    );
-    Ok(())
 }

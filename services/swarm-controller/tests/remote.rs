@@ -48,6 +48,21 @@ impl Remote {
     async fn start(agents: &[&str], controller_env: &[(&str, &str)]) -> Remote {
         let cluster = Cluster::start().await;
         let identity = cluster.dir().join("control-identity.json");
+        let pair = |code: &str, extra: &[&str]| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_swarm-controller"))
+                .args(["pair", code])
+                .args(extra)
+                .env_remove("SWARM_STATE_DIR")
+                .env_remove("SWARM_CONTROL_IDENTITY")
+                .output()
+                .unwrap()
+        };
+        let client_code = cluster.code("--client", &[]).await;
+        let refused = pair(&client_code, &["--identity", identity.to_str().unwrap()]);
+        assert!(String::from_utf8_lossy(&refused.stderr).contains("that is a client code"), "{refused:?}");
+        let nowhere = pair(&client_code, &[]);
+        assert!(String::from_utf8_lossy(&nowhere.stderr).contains("set SWARM_STATE_DIR"), "{nowhere:?}");
+        assert!(!identity.exists(), "a refused pairing writes nothing");
         let code = cluster.code("--host", &[]).await;
         let paired = std::process::Command::new(env!("CARGO_BIN_EXE_swarm-controller"))
             .args(["pair", &code, "--name", "swarm", "--identity"])
@@ -361,6 +376,16 @@ fn schedule(name: &str, body: &str) -> Value {
 async fn bad_requests_through_the_control_plane_are_refused_and_change_nothing() {
     let remote = Remote::start(&["bee"], &[("SWARM_REMOTE_RATE", "3")]).await;
     let mut raw = Raw::start(&remote.laptop.identity, &remote.controller).await;
+
+    // swarmctl refuses an identity that is not a client's, or that others can read.
+    let host_identity = remote.cluster.dir().join("control-identity.json");
+    let (ok, _, err) = remote.run(Some(&host_identity), &["agents"]).await;
+    assert!(!ok && err.contains("is a host's identity"), "{err}");
+    let open = remote.laptop.altered("open", |_| {});
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&open.identity, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (ok, _, err) = remote.run(Some(&open.identity), &["agents"]).await;
+    assert!(!ok && err.contains("chmod 600"), "{err}");
 
     // Not a request at all, and a body piece of no request: refused, saying why.
     raw.send(json!({"hello": "controller"})).await;
