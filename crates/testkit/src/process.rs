@@ -282,3 +282,15 @@ pub async fn http_status(addr: SocketAddr, path: &str) -> anyhow::Result<u16> {
         .and_then(|code| code.parse().ok())
         .with_context(|| format!("not an HTTP status line: {line:?}"))
 }
+
+/// The body of a plain `GET path` over HTTP/1.1 on `addr` when it answers 200, else `None`.
+pub async fn http_get_ok(addr: SocketAddr, path: &str) -> Option<String> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.ok()?;
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_owned())
+}

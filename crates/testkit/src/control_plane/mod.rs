@@ -344,20 +344,8 @@ async fn name_copies(store: &dyn Store, running: Vec<(Process, SocketAddr)>) -> 
 
 /// The value of an unlabelled gauge on a copy's `/metrics`, if it answers and has it.
 async fn gauge(addr: SocketAddr, name: &str) -> Option<u64> {
-    let text = get_text(addr, "/metrics").await?;
+    let text = crate::process::http_get_ok(addr, "/metrics").await?;
     text.lines()
         .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.trim().parse::<f64>().ok())
         .map(|v| v as u64)
-}
-
-async fn get_text(addr: SocketAddr, path: &str) -> Option<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.ok()?;
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).await.ok()?;
-    let response = String::from_utf8_lossy(&response).into_owned();
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200").then(|| body.to_owned())
 }

@@ -34,7 +34,7 @@ impl Copy {
     }
 
     pub async fn metrics(&self) -> Metrics {
-        Metrics(get_text(self.addr, "/metrics").await.unwrap_or_default())
+        Metrics(hyperhive_testkit::process::http_get_ok(self.addr, "/metrics").await.unwrap_or_default())
     }
 }
 
@@ -119,16 +119,4 @@ impl Metrics {
     pub fn connections(&self) -> f64 {
         self.sum("agents_control_connections")
     }
-}
-
-async fn get_text(addr: SocketAddr, path: &str) -> Option<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.ok()?;
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).await.ok()?;
-    let response = String::from_utf8_lossy(&response).into_owned();
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200").then(|| body.to_owned())
 }
