@@ -140,28 +140,17 @@ pub fn routes(
         .and(warp::body::stream())
         .then(move |method: Method, path: warp::path::FullPath, query: String, headers: HeaderMap, body| {
             let app = app.clone();
-            async move { app.respond(&method, path.as_str(), &query, &headers, body).await }
+            async move {
+                let outcome = app.handle(&method, path.as_str(), &query, &headers, body).await;
+                outcome.unwrap_or_else(ApiError::into_response)
+            }
         })
 }
 
 impl App {
-    /// The response to one request, whether it came through the socket or the control plane.
-    pub(crate) async fn respond<S, B>(
-        &self,
-        method: &Method,
-        path: &str,
-        query: &str,
-        headers: &HeaderMap,
-        body: S,
-    ) -> Response
-    where
-        S: Stream<Item = Result<B, warp::Error>> + Send,
-        B: Buf,
-    {
-        self.handle(method, path, query, headers, body).await.unwrap_or_else(ApiError::into_response)
-    }
-
-    async fn handle<S, B>(
+    /// The response to one request, whether it came through the socket or the control plane;
+    /// an error is the JSON error answer ([`ApiError::into_response`]).
+    pub(crate) async fn handle<S, B>(
         &self,
         method: &Method,
         path: &str,

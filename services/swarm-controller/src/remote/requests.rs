@@ -1,5 +1,5 @@
 //! Clients' requests arriving over the control link, run through the same router and handlers
-//! as the socket ([`App::respond`]), answered with messages ([`super::frames`]).
+//! as the socket ([`App::handle`]), answered with messages ([`super::frames`]).
 //!
 //! The link already delivers each message once and in order, and keeps what it sent until the
 //! client acks it, across copies' deaths. Request ids add the application's half: a request id
@@ -356,7 +356,8 @@ impl Requests {
         self.tasks.spawn(async move {
             let (path, query) = partial.path.split_once('?').unwrap_or((&partial.path, ""));
             let body = futures::stream::iter([Ok::<_, warp::Error>(Bytes::from(partial.body))]);
-            let response = app.respond(&partial.method, path, query, &partial.headers, body).await;
+            let outcome = app.handle(&partial.method, path, query, &partial.headers, body).await;
+            let response = outcome.unwrap_or_else(ApiError::into_response);
             let kept = answer(&out, &client, &id, response, Some(cancel)).await;
             outcomes.lock().expect("never poisoned").answered(&key, kept);
         });
