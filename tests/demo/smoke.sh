@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Smoke test of scripts/demo (run by scripts/test): it starts, a schedule fires in both agents, the
+# controller holds its link to the control plane as host "swarm" and `swarmctl --via` with the
+# demo's client identity answers as the socket does (a schedule made through it fires), the
 # control plane answers through Caddy with TLS and makes codes, a window and a host paired with
 # them exchange a message each way with end-to-end acks, and SIGINT (Ctrl-C) stops every process it
 # started. Needs scripts/setup and built binaries (scripts/test builds them first).
@@ -116,6 +118,34 @@ grep -q '"gamma"' <<<"$agents" || fail "${ui}api/agents did not list gamma throu
 terminal=$(curl -s -N --max-time 3 "${ui}api/agents/gamma/terminal" || true)
 grep -q 'hello gamma' <<<"$terminal" || fail "gamma's terminal did not replay its turn through the proxy"
 echo "the swarm UI and its API answer through the demo's proxy, gamma's terminal included"
+
+# The controller, paired as host "swarm", holds its link to the control plane (its /healthz says
+# so), and the demo's client ("laptop") reaches it there: `swarmctl --via` lists the agents the
+# socket lists, and a schedule made through the control plane fires. --host swarm: this test pairs
+# another host below.
+grep -q '^demo: swarm controller paired as host swarm (device [^)]\+); swarmctl --via ' "$out" \
+  || fail "the demo did not say the controller is paired as host swarm"
+link_up() {
+  curl -sf --unix-socket "$SWARM_CONTROLLER_SOCKET" http://x/healthz | python3 -c '
+import json, sys
+link = json.load(sys.stdin).get("control_link") or {}
+sys.exit(0 if link.get("state") == "up" and link.get("device_id") else 1)'
+}
+link_up || fail "the controller's /healthz does not show its control link up"
+laptop="$demo_dir/control/laptop.id"
+via() { "$bin/swarmctl" --via "$laptop" --host swarm "$@"; }
+agent_names() { python3 -c 'import json, sys; print(" ".join(sorted(a["name"] for a in json.load(sys.stdin))))'; }
+on_socket=$("$bin/swarmctl" agents --json | agent_names) || fail "swarmctl agents --json failed on the socket"
+through=$(via agents --json | agent_names) || fail "swarmctl --via $laptop agents --json failed"
+[ "$through" = "$on_socket" ] || fail "swarmctl --via listed the agents \"$through\", the socket \"$on_socket\""
+[ "$on_socket" = "alpha beta gamma" ] || fail "the socket listed the agents \"$on_socket\", not alpha beta gamma"
+via schedule add --name via-control --agent beta --body 'through the control plane' --once >/dev/null \
+  || fail "swarmctl --via $laptop schedule add --once failed"
+wait_for "beta's turn for the schedule made through the control plane" 30 \
+  grep -q 'through the control plane' "$demo_dir/agents/beta/turns.log"
+schedules=$(via schedule list) || fail "swarmctl --via $laptop schedule list failed"
+grep -qw smoke <<<"$schedules" || fail "swarmctl --via schedule list does not list the schedule smoke: $schedules"
+echo "the controller holds its control link; swarmctl --via lists the same agents and schedules, and its schedule fired"
 
 url=$(sed -n 's/^demo: control plane: 3 copies behind Caddy at \(https:[^ ]*\) .*/\1/p' "$out")
 [ -n "$url" ] || fail "the demo did not print the control plane's address"
