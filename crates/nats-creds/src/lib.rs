@@ -28,6 +28,7 @@ pub mod jwt;
 pub mod limits;
 mod minted;
 pub mod permissions;
+pub mod servers;
 mod tenant;
 
 use std::fs;

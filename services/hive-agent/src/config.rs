@@ -50,11 +50,7 @@ fn parse_name(s: &str) -> Result<AgentName, String> {
 }
 
 fn parse_nats_url(s: &str) -> Result<String, String> {
-    let scheme_ok = ["nats://", "tls://", "ws://", "wss://"].iter().any(|p| s.starts_with(p));
-    if !scheme_ok || s.contains(char::is_whitespace) {
-        return Err(format!("{s:?} is not a NATS URL; write it as nats://HOST:PORT (or tls://, ws://, wss://)"));
-    }
-    Ok(s.to_owned())
+    hyperhive_nats_creds::servers::parse_server_urls(s)
 }
 
 fn parse_tick(s: &str) -> Result<Duration, String> {

@@ -77,13 +77,13 @@ impl Config {
                 );
                 None
             }
-            Some(s) if is_nats_url(&s) => Some(s),
-            Some(s) => {
-                problem(format!(
-                    "HIVE_C0RE_NATS_URL {s:?} is not a NATS URL; write it as nats://HOST:PORT (or tls://, ws://, wss://)"
-                ));
-                None
-            }
+            Some(s) => match hyperhive_nats_creds::servers::parse_server_urls(&s) {
+                Ok(urls) => Some(urls),
+                Err(e) => {
+                    problem(format!("HIVE_C0RE_NATS_URL {e}"));
+                    None
+                }
+            },
         };
         let nats_creds = match var("HIVE_C0RE_NATS_CREDS") {
             None => {
@@ -193,10 +193,6 @@ impl Config {
             _ => Err(problems),
         }
     }
-}
-
-fn is_nats_url(s: &str) -> bool {
-    ["nats://", "tls://", "ws://", "wss://"].iter().any(|p| s.starts_with(p)) && !s.contains(char::is_whitespace)
 }
 
 /// Reads an xkey seed file (`hive-c0re keygen`). The error never holds the file's content.

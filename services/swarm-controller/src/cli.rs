@@ -15,8 +15,10 @@ use hyperhive_schedule::{AgentName, HiveName};
     after_help = "With no subcommand (or `serve`) it runs the daemon, configured only by the environment:\n  \
 SWARM_CONTROLLER_SOCKET  unix socket of the API (default /run/swarm-controller/controller.sock);\n                           \
 its directory must hold nothing else\n  \
-SWARM_NATS_URL           NATS server, e.g. nats://127.0.0.1:4222 (required)\n  \
+SWARM_NATS_URL           NATS server, e.g. nats://127.0.0.1:4222, or a cluster's nodes separated by\n                           \
+commas (required)\n  \
 SWARM_NATS_CREDS         the controller's .creds file from `nats init` (optional)\n  \
+SWARM_NATS_REPLICAS      copies of every stream and bucket: 1 (default, one server) or 3 (a cluster)\n  \
 SWARM_RECONCILE_SECS     seconds between reconcile passes (default 60)\n  \
 SWARM_HIVES_FILE         the hive directory, JSON {\"<hive>\": {description, labels, xkey}} (optional;\n                           \
 without it the swarm has no hives)\n  \

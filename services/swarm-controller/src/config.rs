@@ -40,7 +40,12 @@ pub mod vars {
     /// The controller's state directory, holding `webhook-secret` (optional; the forge webhook
     /// needs it).
     pub const STATE_DIR: &str = "SWARM_STATE_DIR";
+    /// Copies of every stream and bucket the controller creates (default 1; 3 on a cluster).
+    pub const NATS_REPLICAS: &str = "SWARM_NATS_REPLICAS";
 }
+
+/// The most replicas NATS keeps of a stream.
+pub const MAX_NATS_REPLICAS: usize = 5;
 
 /// The daemon's settings.
 #[derive(Debug, Clone)]
@@ -51,6 +56,8 @@ pub struct Config {
     pub nats_url: String,
     /// The controller's credential file, if NATS runs with JWT auth.
     pub nats_creds: Option<PathBuf>,
+    /// Copies of every stream and bucket (1 on a single server, 3 on a three-node cluster).
+    pub nats_replicas: usize,
     /// Time between reconcile passes.
     pub reconcile_every: Duration,
     /// The swarm's hives, from `SWARM_HIVES_FILE` (empty when it is not set).
@@ -129,6 +136,10 @@ impl Config {
             }
             Some(path) => Some(PathBuf::from(path)),
         };
+        let nats_replicas = match lookup(vars::NATS_REPLICAS) {
+            None => 1,
+            Some(text) => parse_replicas(&text)?,
+        };
         let reconcile_every = match lookup(vars::RECONCILE_SECS) {
             None => Duration::from_secs(DEFAULT_RECONCILE_SECS),
             Some(secs) => parse_reconcile_secs(&secs)?,
@@ -159,6 +170,7 @@ impl Config {
             socket,
             nats_url,
             nats_creds,
+            nats_replicas,
             reconcile_every,
             hives,
             nats_dir,
@@ -279,15 +291,19 @@ fn parse_socket(path: &str) -> Result<PathBuf, ConfigError> {
 }
 
 fn parse_nats_url(url: &str) -> Result<String, ConfigError> {
-    let valid = ["nats://", "tls://", "ws://", "wss://"]
-        .iter()
-        .any(|scheme| url.strip_prefix(scheme).is_some_and(|rest| !rest.is_empty()))
-        && !url.chars().any(char::is_whitespace);
-    if valid {
-        Ok(url.to_owned())
-    } else {
-        Err(ConfigError::new(vars::NATS_URL, format!("{url:?} is not a NATS URL; write e.g. nats://127.0.0.1:4222")))
-    }
+    hyperhive_nats_creds::servers::parse_server_urls(url).map_err(|e| ConfigError::new(vars::NATS_URL, e))
+}
+
+fn parse_replicas(text: &str) -> Result<usize, ConfigError> {
+    text.trim().parse::<usize>().ok().filter(|n| (1..=MAX_NATS_REPLICAS).contains(n)).ok_or_else(|| {
+        ConfigError::new(
+            vars::NATS_REPLICAS,
+            format!(
+                "{text:?} is not a replica count from 1 to {MAX_NATS_REPLICAS}; write 1 for a single server, 3 for a \
+                 three-node cluster"
+            ),
+        )
+    })
 }
 
 fn parse_reconcile_secs(secs: &str) -> Result<Duration, ConfigError> {
@@ -319,6 +335,12 @@ mod tests {
         assert_eq!(c.nats_creds, None);
         assert!(c.hives.is_empty(), "no SWARM_HIVES_FILE: no hives");
         assert_eq!(c.nats_dir, None);
+        assert_eq!(c.nats_replicas, 1);
+        let cluster =
+            config(&[(vars::NATS_URL, "nats://n1:4222, nats://n2:4222,nats://n3:4222"), (vars::NATS_REPLICAS, "3")])
+                .unwrap();
+        assert_eq!(cluster.nats_url, "nats://n1:4222,nats://n2:4222,nats://n3:4222");
+        assert_eq!(cluster.nats_replicas, 3);
     }
 
     #[test]
@@ -439,6 +461,10 @@ mod tests {
             (vec![url, (vars::SOCKET, "/")], vars::SOCKET, "names no file"),
             (vec![url, (vars::NATS_CREDS, " ")], vars::NATS_CREDS, "empty"),
             (vec![url, (vars::RECONCILE_SECS, "0")], vars::RECONCILE_SECS, ">= 1"),
+            (vec![url, (vars::NATS_REPLICAS, "0")], vars::NATS_REPLICAS, "1 to 5"),
+            (vec![url, (vars::NATS_REPLICAS, "7")], vars::NATS_REPLICAS, "1 to 5"),
+            (vec![url, (vars::NATS_REPLICAS, "three")], vars::NATS_REPLICAS, "three-node cluster"),
+            (vec![(vars::NATS_URL, "nats://a:1,localhost:2")], vars::NATS_URL, "\"localhost:2\" is not a NATS URL"),
             (vec![url, (vars::RECONCILE_SECS, "1m")], vars::RECONCILE_SECS, ">= 1"),
             (vec![url, (vars::RECONCILE_SECS, "-3")], vars::RECONCILE_SECS, ">= 1"),
             (vec![url, (vars::SECRETS_KEY_FILE, "")], vars::SECRETS_KEY_FILE, "empty"),

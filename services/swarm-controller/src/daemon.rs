@@ -94,7 +94,7 @@ pub async fn run_with_jobq(
         tracing::info!("SWARM_NATS_DIR is not set: agents cannot be destroyed (their credentials cannot be revoked)");
     }
     let js = async_nats::jetstream::new(client.clone());
-    let buckets = ensure_objects_patiently(&js).await?;
+    let buckets = ensure_objects_patiently(&js, config.nats_replicas).await?;
     let definitions = Definitions::new(js.clone(), buckets.definitions);
     let reconciler = Arc::new(Reconciler::new(js.clone(), definitions.clone(), buckets.agent_schedules));
     let listener = socket::bind(&config.socket)?;
@@ -218,11 +218,14 @@ pub async fn run_with_jobq(
 /// in the account ("error creating store for stream", 10049).
 const SETUP_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
-async fn ensure_objects_patiently(js: &async_nats::jetstream::Context) -> Result<nats::Buckets, NatsError> {
+async fn ensure_objects_patiently(
+    js: &async_nats::jetstream::Context,
+    replicas: usize,
+) -> Result<nats::Buckets, NatsError> {
     let deadline = tokio::time::Instant::now() + SETUP_PATIENCE;
     let mut pause = std::time::Duration::from_millis(50);
     loop {
-        match nats::ensure_objects(js).await {
+        match nats::ensure_replicated_objects(js, replicas).await {
             Ok(buckets) => return Ok(buckets),
             // A misconfigured object stays misconfigured: report it at once.
             Err(err @ NatsError::Misconfigured(_)) => return Err(err),

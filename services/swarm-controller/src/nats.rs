@@ -106,25 +106,56 @@ pub struct Buckets {
 /// # Errors
 /// [`NatsError`] naming the object.
 pub async fn ensure_objects(js: &jetstream::Context) -> Result<Buckets, NatsError> {
-    let definitions = ensure_bucket(js, SCHEDULE_DEFINITIONS_BUCKET, "schedule id -> definition", false).await?;
-    let agent_schedules =
-        ensure_bucket(js, AGENT_SCHEDULES_BUCKET, "agent name -> that agent's schedules", true).await?;
-    let hive_status = ensure_bucket(js, HIVE_STATUS_BUCKET, "hive -> its last published status", true).await?;
-    let agent_wanted =
-        ensure_bucket(js, AGENT_WANTED_BUCKET, "<hive>.<agent> -> the agent's wanted state", true).await?;
+    ensure_replicated_objects(js, 1).await
+}
+
+/// [`ensure_objects`] with `replicas` copies of every stream and bucket (`SWARM_NATS_REPLICAS`:
+/// 3 on a three-node cluster). An existing object with another count is changed to it (NATS
+/// moves the copies; the log says so), or the start fails naming the setting.
+///
+/// # Errors
+/// [`NatsError`] naming the object; on a single server a count above 1 is refused by NATS.
+pub async fn ensure_replicated_objects(js: &jetstream::Context, replicas: usize) -> Result<Buckets, NatsError> {
+    let bucket = |name, description, direct_get| ensure_bucket(js, name, description, direct_get, replicas);
+    let definitions = bucket(SCHEDULE_DEFINITIONS_BUCKET, "schedule id -> definition", false).await?;
+    let agent_schedules = bucket(AGENT_SCHEDULES_BUCKET, "agent name -> that agent's schedules", true).await?;
+    let hive_status = bucket(HIVE_STATUS_BUCKET, "hive -> its last published status", true).await?;
+    let agent_wanted = bucket(AGENT_WANTED_BUCKET, "<hive>.<agent> -> the agent's wanted state", true).await?;
     // No tenant reads the roster, so it is read from the leader only, like the definitions.
-    let agents = ensure_bucket(js, AGENTS_BUCKET, "agent name -> its roster entry", false).await?;
+    let agents = bucket(AGENTS_BUCKET, "agent name -> its roster entry", false).await?;
     // Only the controller reads it; no tenant imports it.
-    let secrets = ensure_bucket(js, SWARM_SECRETS_BUCKET, "record key -> a sealed secret", false).await?;
-    let icons = ensure_bucket(js, AGENT_ICONS_BUCKET, "agent name -> its uploaded icon (PNG)", false).await?;
+    let secrets = bucket(SWARM_SECRETS_BUCKET, "record key -> a sealed secret", false).await?;
+    let icons = bucket(AGENT_ICONS_BUCKET, "agent name -> its uploaded icon (PNG)", false).await?;
     // Only the controller reads and writes it (no tenant imports it); read from the leader,
     // since every write is a compare-and-set.
-    let config_prs =
-        ensure_bucket(js, CONFIG_PRS_BUCKET, "agent name -> its config repository's pull request", false).await?;
-    ensure_queue(js, todo_stream_config()).await?;
-    ensure_queue(js, deploy_stream_config()).await?;
-    ensure_relay(js).await?;
+    let config_prs = bucket(CONFIG_PRS_BUCKET, "agent name -> its config repository's pull request", false).await?;
+    ensure_queue(js, stream::Config { num_replicas: replicas, ..todo_stream_config() }).await?;
+    ensure_queue(js, stream::Config { num_replicas: replicas, ..deploy_stream_config() }).await?;
+    ensure_relay(js, replicas).await?;
     Ok(Buckets { definitions, agent_schedules, hive_status, agent_wanted, agents, secrets, icons, config_prs })
+}
+
+/// The error for a create or an update NATS refused, with the replica count in mind: a count the
+/// servers cannot hold is the likeliest cause.
+fn replicated_setup_error(what: String, replicas: usize) -> impl FnOnce(String) -> NatsError {
+    move |reason| {
+        // A single server says so for any count above 1; that never changes by retrying.
+        if reason.contains("non-clustered") {
+            return NatsError::Misconfigured(format!(
+                "{what}: SWARM_NATS_REPLICAS is {replicas}, but the NATS server is not part of a cluster and keeps \
+                 one copy only; set SWARM_NATS_REPLICAS=1, or run a cluster of at least {replicas} servers"
+            ));
+        }
+        let hint = if replicas > 1 {
+            format!(
+                " (SWARM_NATS_REPLICAS is {replicas}: the cluster needs at least {replicas} JetStream servers up; a single \
+                 server takes only 1)"
+            )
+        } else {
+            String::new()
+        };
+        NatsError::Setup { what, reason: format!("{reason}{hint}") }
+    }
 }
 
 /// Makes `bucket` if absent, keeps one value per key, bounds its size (also on a bucket that
@@ -137,19 +168,21 @@ async fn ensure_bucket(
     bucket: &str,
     description: &str,
     direct_get: bool,
+    replicas: usize,
 ) -> Result<kv::Store, NatsError> {
     if js.get_key_value(bucket).await.is_err() {
-        tracing::info!(bucket, "creating KV bucket");
+        tracing::info!(bucket, replicas, "creating KV bucket");
         js.create_key_value(kv::Config {
             bucket: bucket.to_owned(),
             description: description.to_owned(),
             history: limits::BUCKET_HISTORY,
             max_bytes: limits::BUCKET_MAX_BYTES,
             max_value_size: limits::BUCKET_MAX_VALUE_SIZE,
+            num_replicas: replicas,
             ..Default::default()
         })
         .await
-        .map_err(|e| setup_error(format!("creating KV bucket {bucket}"))(e.to_string()))?;
+        .map_err(|e| replicated_setup_error(format!("creating KV bucket {bucket}"), replicas)(e.to_string()))?;
     }
     let reading = || setup_error(format!("reading KV bucket {bucket}"));
     let stream = js.get_stream(format!("KV_{bucket}")).await.map_err(|e| reading()(e.to_string()))?;
@@ -167,11 +200,13 @@ async fn ensure_bucket(
     wanted.max_messages_per_subject = limits::BUCKET_HISTORY;
     wanted.max_bytes = limits::BUCKET_MAX_BYTES;
     wanted.max_message_size = limits::BUCKET_MAX_VALUE_SIZE;
+    wanted.num_replicas = replicas;
     if wanted != current {
-        tracing::info!(bucket, "setting the bucket's history, limits and direct get");
+        log_replicas(&format!("KV bucket {bucket}"), current.num_replicas, replicas);
+        tracing::info!(bucket, "setting the bucket's history, limits, direct get and replicas");
         js.update_stream(&wanted)
             .await
-            .map_err(|e| setup_error(format!("updating KV bucket {bucket}"))(e.to_string()))?;
+            .map_err(|e| replicated_setup_error(format!("updating KV bucket {bucket}"), replicas)(e.to_string()))?;
     }
     // Opened after any update, so the store's cached settings are the bucket's.
     js.get_key_value(bucket).await.map_err(|e| reading()(e.to_string()))
@@ -251,13 +286,22 @@ pub fn relay_stream_config() -> stream::Config {
     }
 }
 
+/// A line when an object's replica count changes: NATS then copies (or drops) its data, which
+/// an operator wants to see in the log.
+fn log_replicas(what: &str, from: usize, to: usize) {
+    // A stream created without a count reports 0 or 1 for one copy.
+    if from.max(1) != to {
+        tracing::warn!(object = what, from, to, "changing the number of replicas (SWARM_NATS_REPLICAS)");
+    }
+}
+
 /// Creates `RELAY` if absent and gives an existing one the limits and settings above.
-async fn ensure_relay(js: &jetstream::Context) -> Result<(), NatsError> {
-    let wanted = relay_stream_config();
+async fn ensure_relay(js: &jetstream::Context, replicas: usize) -> Result<(), NatsError> {
+    let wanted = stream::Config { num_replicas: replicas, ..relay_stream_config() };
     let stream = js
         .get_or_create_stream(wanted.clone())
         .await
-        .map_err(|e| setup_error(format!("creating stream {RELAY_STREAM}"))(e.to_string()))?;
+        .map_err(|e| replicated_setup_error(format!("creating stream {RELAY_STREAM}"), replicas)(e.to_string()))?;
     let current = stream.cached_info().config.clone();
     let settled = stream::Config {
         retention: current.retention,
@@ -267,6 +311,7 @@ async fn ensure_relay(js: &jetstream::Context) -> Result<(), NatsError> {
         max_bytes: wanted.max_bytes,
         max_message_size: wanted.max_message_size,
         allow_direct: true,
+        num_replicas: replicas,
         ..current.clone()
     };
     if settled.retention != stream::RetentionPolicy::Limits {
@@ -277,10 +322,11 @@ async fn ensure_relay(js: &jetstream::Context) -> Result<(), NatsError> {
         )));
     }
     if settled != current {
-        tracing::info!(stream = RELAY_STREAM, "setting the stream's limits");
+        log_replicas(&format!("stream {RELAY_STREAM}"), current.num_replicas, replicas);
+        tracing::info!(stream = RELAY_STREAM, "setting the stream's limits and replicas");
         js.update_stream(&settled)
             .await
-            .map_err(|e| setup_error(format!("updating stream {RELAY_STREAM}"))(e.to_string()))?;
+            .map_err(|e| replicated_setup_error(format!("updating stream {RELAY_STREAM}"), replicas)(e.to_string()))?;
     }
     Ok(())
 }
@@ -289,10 +335,11 @@ async fn ensure_relay(js: &jetstream::Context) -> Result<(), NatsError> {
 /// duplicate window, and gets `wanted`'s limits.
 async fn ensure_queue(js: &jetstream::Context, wanted: stream::Config) -> Result<(), NatsError> {
     let name = wanted.name.clone();
+    let replicas = wanted.num_replicas;
     let stream = js
         .get_or_create_stream(wanted.clone())
         .await
-        .map_err(|e| setup_error(format!("creating stream {name}"))(e.to_string()))?;
+        .map_err(|e| replicated_setup_error(format!("creating stream {name}"), replicas)(e.to_string()))?;
     let current = stream.cached_info().config.clone();
     if current.retention != stream::RetentionPolicy::WorkQueue || current.duplicate_window < TODO_DUPLICATE_WINDOW {
         return Err(NatsError::Misconfigured(format!(
@@ -309,11 +356,15 @@ async fn ensure_queue(js: &jetstream::Context, wanted: stream::Config) -> Result
         max_messages: wanted.max_messages,
         max_bytes: wanted.max_bytes,
         max_message_size: wanted.max_message_size,
+        num_replicas: replicas,
         ..current.clone()
     };
     if limited != current {
-        tracing::info!(stream = %name, "setting the stream's limits");
-        js.update_stream(&limited).await.map_err(|e| setup_error(format!("updating stream {name}"))(e.to_string()))?;
+        log_replicas(&format!("stream {name}"), current.num_replicas, replicas);
+        tracing::info!(stream = %name, "setting the stream's limits and replicas");
+        js.update_stream(&limited)
+            .await
+            .map_err(|e| replicated_setup_error(format!("updating stream {name}"), replicas)(e.to_string()))?;
     }
     Ok(())
 }

@@ -11,6 +11,7 @@ use hyper::http::{Method, StatusCode};
 use hyperhive_schedule::AGENT_SCHEDULES_BUCKET;
 use hyperhive_testkit::{NatsJwt, wait_until};
 use swarm_controller::clock::SystemClock;
+use swarm_controller::config::Config;
 use swarm_controller::nats;
 use swarm_controller::reconcile::Reconciler;
 use swarm_controller::schedules::Definitions;
@@ -137,6 +138,20 @@ async fn start_refuses_a_todo_stream_that_is_not_a_work_queue() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("stream TODO exists") && err.contains("work queue"), "{err}");
+}
+
+#[tokio::test]
+async fn start_refuses_replicas_a_single_server_cannot_keep() {
+    let nats = NatsJwt::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let started = tokio::time::Instant::now();
+    let config = Config { nats_replicas: 3, ..config(&nats, dir.path().join("controller.sock"), 60) };
+    let err = swarm_controller::daemon::run(config, Arc::new(SystemClock), std::future::pending())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("SWARM_NATS_REPLICAS is 3") && err.contains("not part of a cluster"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(10), "refused at once, not retried: {:?}", started.elapsed());
 }
 
 #[tokio::test]

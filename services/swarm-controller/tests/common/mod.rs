@@ -76,6 +76,7 @@ pub fn config(nats: &NatsJwt, socket: PathBuf, reconcile_secs: u64) -> Config {
         socket,
         nats_url: nats.url(),
         nats_creds: Some(nats.controller_creds()),
+        nats_replicas: 1,
         reconcile_every: Duration::from_secs(reconcile_secs),
         hives: Default::default(),
         nats_dir: None,
