@@ -13,7 +13,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::error::CredsError;
-use crate::files::{ACCOUNTS_DIR, NO_JETSTREAM_JWT, OPERATOR_JWT, RESOLVER_DIR, SERVER_CONF, SWARM_JWT, SYSTEM_JWT};
+use crate::files::{
+    ACCOUNTS_DIR, CLUSTER_NODE_EXAMPLE, NO_JETSTREAM_JWT, OPERATOR_JWT, RESOLVER_DIR, SERVER_CONF, SWARM_JWT,
+    SYSTEM_JWT,
+};
 use crate::{AccountJwt, creds};
 
 /// Where nats-server keeps its account JWTs when `nats init` is not told otherwise: beside the
@@ -107,6 +110,38 @@ pub(crate) fn write(dir: &Path) -> Result<(), CredsError> {
          resolver_preload: {{\n{preload}}}\n"
     );
     creds::replace_file(&dir.join(SERVER_CONF), &conf, false)
+}
+
+/// Writes [`CLUSTER_NODE_EXAMPLE`]: one node's whole config for a three-node cluster, with its
+/// JetStream store beside the resolver's directory (so one state directory holds both).
+pub(crate) fn write_cluster_node_example(dir: &Path, resolver_dir: &Path) -> Result<(), CredsError> {
+    let store_dir = resolver_dir.parent().filter(|p| p != &Path::new("/")).unwrap_or(resolver_dir);
+    let conf = format!(
+        "# One node of a three-node NATS cluster for the swarm (written by `swarm-controller nats init`).\n\
+         # Every node runs with the same {SERVER_CONF} (the same operator and accounts: copy it beside\n\
+         # this file), so an account the controller adds on one node reaches all three. Copy this file\n\
+         # to each node as its nats.conf, give each a server_name of its own and list the three nodes'\n\
+         # cluster addresses under routes, then run the controller with SWARM_NATS_REPLICAS=3 and\n\
+         # SWARM_NATS_URL listing the three client addresses (nats://nats1:4222,nats://nats2:4222,...).\n\
+         server_name: \"nats1\"\n\
+         listen: \"0.0.0.0:4222\"\n\
+         jetstream {{\n  \
+           store_dir: \"{store}\"\n  \
+           max_file_store: 8GB\n\
+         }}\n\
+         cluster {{\n  \
+           name: \"hyperhive\"\n  \
+           listen: \"0.0.0.0:6222\"\n  \
+           routes: [\n    \
+             \"nats-route://nats1:6222\"\n    \
+             \"nats-route://nats2:6222\"\n    \
+             \"nats-route://nats3:6222\"\n  \
+           ]\n\
+         }}\n\
+         include \"{SERVER_CONF}\"\n",
+        store = store_dir.display()
+    );
+    creds::create_new(&dir.join(CLUSTER_NODE_EXAMPLE), &conf, false)
 }
 
 fn read_jwt(path: &Path) -> Result<String, CredsError> {

@@ -76,6 +76,10 @@ pub mod files {
     /// The `nats-server` config fragment to `include`; rewritten when a tenant account is added
     /// or changed.
     pub const SERVER_CONF: &str = "nats-server.conf";
+    /// A whole `nats.conf` for one node of a three-node cluster, to copy to each node with its
+    /// `server_name` and the routes filled in; it includes [`SERVER_CONF`], so every node has the
+    /// same operator and accounts.
+    pub const CLUSTER_NODE_EXAMPLE: &str = "cluster-node.conf.example";
     /// The path of the full resolver's directory on the NATS host, as given to `init` (one line).
     /// An older `init` (memory resolver) did not write it: the next mint or revocation writes
     /// [`crate::DEFAULT_RESOLVER_DIR`] and rewrites the fragment for the full resolver. Write
@@ -137,6 +141,7 @@ pub fn init_with_resolver_dir(out: &Path, resolver_dir: &Path) -> Result<InitSum
         SYSTEM_JWT,
         NO_JETSTREAM_JWT,
         SERVER_CONF,
+        CLUSTER_NODE_EXAMPLE,
         CONTROLLER_CREDS,
         SYSTEM_CREDS,
         RESOLVER_DIR,
@@ -173,6 +178,7 @@ pub fn init_with_resolver_dir(out: &Path, resolver_dir: &Path) -> Result<InitSum
     creds::create_new(&out.join(RESOLVER_DIR), &format!("{resolver_dir}\n"), false)?;
     fs::create_dir(out.join(ACCOUNTS_DIR)).map_err(CredsError::io("create directory", &out.join(ACCOUNTS_DIR)))?;
     fragment::write(out)?;
+    fragment::write_cluster_node_example(out, Path::new(resolver_dir))?;
     creds::create_new(&out.join(CONTROLLER_CREDS), &creds::format_creds(&controller_jwt, &seed(&controller)?), true)?;
     write_system_creds(out, &system)?;
     Ok(InitSummary {

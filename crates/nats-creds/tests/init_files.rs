@@ -50,6 +50,29 @@ fn init_writes_secrets_0600_and_a_fragment_without_listen_or_jetstream() {
     assert!(swarm["nats"]["exports"].as_array().unwrap().iter().any(|e| e["subject"] == "todo.*"));
 }
 
+/// The cluster example is a config nats-server accepts as written (`-t` checks and exits), with
+/// the fragment included, a JetStream store beside the resolver's directory and three routes.
+#[test]
+fn the_cluster_node_example_is_a_config_nats_server_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let resolver = dir.path().join("state/jwt");
+    init_with_resolver_dir(dir.path(), &resolver).unwrap();
+    let example = fs::read_to_string(dir.path().join(files::CLUSTER_NODE_EXAMPLE)).unwrap();
+    assert!(example.contains(&format!("store_dir: \"{}\"", dir.path().join("state").display())), "{example}");
+    assert_eq!(example.matches("nats-route://").count(), 3, "{example}");
+    assert!(example.contains("include \"nats-server.conf\""), "{example}");
+    let conf = dir.path().join("node.conf");
+    fs::write(&conf, &example).unwrap();
+    let checked = std::process::Command::new(hyperhive_testkit::tool("nats-server").unwrap())
+        .arg("-t")
+        .arg("-c")
+        .arg(&conf)
+        .output()
+        .unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&checked.stdout), String::from_utf8_lossy(&checked.stderr));
+    assert!(checked.status.success(), "nats-server -t refused the example: {said}");
+}
+
 #[test]
 fn init_refuses_to_overwrite_and_leaves_files_alone() {
     let dir = tempfile::tempdir().unwrap();

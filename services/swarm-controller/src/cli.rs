@@ -192,6 +192,11 @@ impl NatsCommand {
                 println!("wrote the swarm's NATS credentials to {}", out.display());
                 println!("  nats-server config fragment: {}", summary.server_conf.display());
                 println!("  resolver directory (on the NATS host): {}", resolver_dir.display());
+                println!(
+                    "  a cluster node's whole config: {} (copy to each of three nodes with the fragment; \
+                     fill in server_name and routes)",
+                    out.join(hyperhive_nats_creds::files::CLUSTER_NODE_EXAMPLE).display()
+                );
                 println!("  controller credential:       {}", summary.controller_creds.display());
                 println!(
                     "  system user credential:      {} (adds and revokes accounts; SWARM_NATS_DIR={})",
