@@ -219,27 +219,45 @@ impl<R: Runner> Registry<R> {
         self.tasks.spawn(supervisor.run());
     }
 
-    /// Records `agent`'s wanted state (`None`: its key was deleted, so the default applies) and
-    /// converges to it. A wanted state for an agent this hive does not know is kept for when it
-    /// is deployed.
+    /// Records `agent`'s wanted state (`None`: its key was deleted, so the default applies), read
+    /// at `revision` of `agent-wanted`, and converges to it. A wanted state for an agent this hive
+    /// does not know is kept for when it is deployed. A read a replica answered (`from_replica`:
+    /// the direct gets at start) may lag on a cluster: one older than the revision already
+    /// applied is ignored. What the hive's consumer delivers comes from the stream's leader, in
+    /// order, and is always applied (also after the bucket was recreated and its revisions
+    /// started again).
     ///
     /// # Errors
     /// The record could not be saved (the message must then not be acked).
-    pub fn set_wanted(&mut self, agent: &AgentName, wanted: Option<Wanted>) -> std::io::Result<()> {
+    pub fn set_wanted(
+        &mut self,
+        agent: &AgentName,
+        wanted: Option<Wanted>,
+        revision: u64,
+        from_replica: bool,
+    ) -> std::io::Result<()> {
         let mut record = self.records.get(agent).cloned().unwrap_or_default();
+        if from_replica && revision < record.wanted_revision {
+            tracing::debug!(agent = %agent, revision, applied = record.wanted_revision, "ignoring an older wanted state from a lagging replica");
+            return Ok(());
+        }
         if record.wanted.as_ref().is_some_and(|w| w.state == WantedState::Destroyed)
             && wanted.as_ref().is_none_or(|w| w.state != WantedState::Destroyed)
         {
             tracing::warn!(agent = %agent, "ignoring a wanted state after destroyed: destroyed is final");
             return Ok(());
         }
-        if record.wanted == wanted {
+        if record.wanted == wanted && record.wanted_revision == revision {
             return Ok(());
         }
+        let changed = record.wanted != wanted;
         record.wanted = wanted;
+        record.wanted_revision = revision;
         self.state.save(agent, &record)?;
         self.records.insert(agent.clone(), record);
-        self.converge(agent, false);
+        if changed {
+            self.converge(agent, false);
+        }
         Ok(())
     }
 
@@ -322,5 +340,43 @@ impl<R: Runner> Registry<R> {
     /// Waits for every supervisor to finish (after shutdown was signalled).
     pub async fn join(&mut self) {
         while self.tasks.join_next().await.is_some() {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::process::ProcessRunner;
+
+    fn wanted(state: WantedState) -> Option<Wanted> {
+        Some(Wanted { state, set_at: "2026-12-01T00:00:00Z".into(), set_by: "test".into() })
+    }
+
+    #[test]
+    fn a_lagging_replica_never_takes_a_wanted_state_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(dir.path()).unwrap();
+        let runner = Arc::new(ProcessRunner { bin: "/nonexistent/hive-agent".into(), state: state.clone() });
+        let (_stop, stop_rx) = watch::channel(false);
+        let mut registry =
+            Registry::new("nats://x:4222".into(), BTreeMap::new(), runner, state.clone(), Board::default(), stop_rx);
+        let bee = AgentName::parse("bee").unwrap();
+        let stored = |state: &StateDir| {
+            let record = state.records().remove(&bee).unwrap_or_default();
+            (record.wanted.map(|w| w.state), record.wanted_revision)
+        };
+
+        registry.set_wanted(&bee, wanted(WantedState::Paused), 7, false).unwrap();
+        assert_eq!(stored(&state), (Some(WantedState::Paused), 7));
+        // At the next start a replica that lags answers revision 5 (up), or has no key yet.
+        registry.set_wanted(&bee, wanted(WantedState::Up), 5, true).unwrap();
+        registry.set_wanted(&bee, None, 0, true).unwrap();
+        assert_eq!(stored(&state), (Some(WantedState::Paused), 7), "older reads from a replica change nothing");
+        // The same revision or a newer one from a replica is applied.
+        registry.set_wanted(&bee, wanted(WantedState::Up), 9, true).unwrap();
+        assert_eq!(stored(&state), (Some(WantedState::Up), 9));
+        // The consumer (the leader, in order) is always applied: a recreated bucket starts at 1.
+        registry.set_wanted(&bee, wanted(WantedState::Offline), 1, false).unwrap();
+        assert_eq!(stored(&state), (Some(WantedState::Offline), 1));
     }
 }

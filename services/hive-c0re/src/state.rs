@@ -33,9 +33,16 @@ pub struct AgentRecord {
     /// The last wanted state received, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wanted: Option<Wanted>,
+    /// Its revision in `agent-wanted` (0: not known, as in records written before it was kept).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub wanted_revision: u64,
     /// For a deployed agent: its spec and last applied revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployed: Option<Deployed>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A deployed agent's spec and the last revision applied.
@@ -170,6 +177,7 @@ mod tests {
         let a = AgentName::parse("a").unwrap();
         let record = AgentRecord {
             wanted: None,
+            wanted_revision: 3,
             deployed: Some(Deployed {
                 spec: AgentSpec {
                     turn_command: "cat".into(),

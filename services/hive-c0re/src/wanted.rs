@@ -56,12 +56,17 @@ async fn read_all<R: Runner>(
     let known: Vec<AgentName> = registry.lock().await.known();
     for agent in known {
         let key = format!("$KV.{AGENT_WANTED_BUCKET}.{}", wanted_key(hive, &agent));
-        let wanted = match stream.direct_get_last_for_subject(&key).await {
-            Ok(message) => parse(&message.headers, &message.payload).map_err(|e| anyhow::anyhow!("{key}: {e}"))?,
-            Err(e) if e.kind() == DirectGetErrorKind::NotFound => None,
+        let (wanted, revision) = match stream.direct_get_last_for_subject(&key).await {
+            Ok(message) => (
+                parse(&message.headers, &message.payload).map_err(|e| anyhow::anyhow!("{key}: {e}"))?,
+                message.sequence,
+            ),
+            // No value at all (never written): revision 0, which a known revision outranks, since
+            // a replica that lags may not have the key yet.
+            Err(e) if e.kind() == DirectGetErrorKind::NotFound => (None, 0),
             Err(e) => return Err(e.into()),
         };
-        registry.lock().await.set_wanted(&agent, wanted)?;
+        registry.lock().await.set_wanted(&agent, wanted, revision, true)?;
     }
     Ok(())
 }
@@ -117,8 +122,9 @@ async fn handle<R: Runner>(message: Message, hive: &HiveName, registry: &Mutex<R
             return Ok(());
         }
     };
-    info!(agent = %agent, wanted = ?wanted.as_ref().map(|w| w.state), "wanted state");
-    registry.lock().await.set_wanted(&agent, wanted)?;
+    let revision = message.info().map_err(|e| anyhow::anyhow!(e))?.stream_sequence;
+    info!(agent = %agent, wanted = ?wanted.as_ref().map(|w| w.state), revision, "wanted state");
+    registry.lock().await.set_wanted(&agent, wanted, revision, false)?;
     message.double_ack().await.map_err(|e| anyhow::anyhow!(e))?;
     Ok(())
 }

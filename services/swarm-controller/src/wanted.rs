@@ -43,19 +43,28 @@ impl WantedStore {
         Self { js, kv }
     }
 
-    /// The wanted state of `agent` on `hive`, if one was ever written (and is readable).
+    /// The wanted state of `agent` on `hive`, if one was ever written (and is readable), read
+    /// from the stream's leader. The bucket allows direct get (hives read their keys that way),
+    /// and on a cluster a direct get may be answered by a replica that lags; this read is the base
+    /// of a compare-and-set and of what the API shows, so it must be the newest.
     ///
     /// # Errors
     /// NATS errors, as text.
     pub async fn get(&self, hive: &HiveName, agent: &AgentName) -> Result<Option<Stored>, String> {
+        use async_nats::jetstream::stream::LastRawMessageErrorKind;
         let key = wanted_key(hive, agent);
-        let Some(entry) = self.kv.entry(&key).await.map_err(|e| e.to_string())? else {
-            return Ok(None);
+        let stream =
+            self.js.get_stream_no_info(format!("KV_{AGENT_WANTED_BUCKET}")).await.map_err(|e| e.to_string())?;
+        let message = match stream.get_last_raw_message_by_subject(&format!("$KV.{AGENT_WANTED_BUCKET}.{key}")).await {
+            Ok(message) => message,
+            Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => return Ok(None),
+            Err(e) => return Err(e.to_string()),
         };
-        if entry.operation != kv::Operation::Put {
+        let removed = message.headers.get("KV-Operation").is_some_and(|op| matches!(op.as_str(), "DEL" | "PURGE"));
+        if removed {
             return Ok(None);
         }
-        Ok(decode(&key, &entry.value).map(|wanted| Stored { wanted, revision: entry.revision }))
+        Ok(decode(&key, &message.payload).map(|wanted| Stored { wanted, revision: message.sequence }))
     }
 
     /// Every readable wanted state, by (hive, agent).
