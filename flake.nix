@@ -45,6 +45,7 @@
       nixosModules = {
         agents-control = ./modules/agents-control.nix;
         swarm-controller = ./modules/swarm-controller.nix;
+        swarm-nats = ./modules/swarm-nats.nix;
         hive-agent = ./modules/hive-agent.nix;
         hive-c0re = ./modules/hive-c0re.nix;
         swarm-authelia-bridge = ./modules/swarm-authelia-bridge.nix;

@@ -4,6 +4,7 @@
     ./agents-control.nix
     ./swarm.nix
     ./swarm-controller.nix
+    ./swarm-nats.nix
     ./c0re.nix
     ./hive-agent.nix
     ./hive-c0re.nix

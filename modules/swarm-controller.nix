@@ -168,8 +168,23 @@ in
       url = mkOption {
         type = types.strMatching "(nats|tls|ws|wss)://[^[:space:]]+";
         default = "nats://127.0.0.1:4222";
-        example = "nats://nats.internal:4222";
-        description = "The swarm's NATS server (`SWARM_NATS_URL`).";
+        example = "nats://nats1:4222,nats://nats2:4222,nats://nats3:4222";
+        description = ''
+          The swarm's NATS server (`SWARM_NATS_URL`); for a cluster, every node, comma-separated
+          (the client reconnects to another when one goes away).
+        '';
+      };
+      replicas = mkOption {
+        type = types.ints.between 1 5;
+        default = 1;
+        example = 3;
+        description = ''
+          The copies of every JetStream stream and key-value bucket (`SWARM_NATS_REPLICAS`); the
+          controller changes existing ones to it at start. 1 for a single server; 3 on a
+          three-node cluster (services.hyperhive.deploy.nats with `cluster.routes`), whose nodes
+          `url` then lists. A single server refuses more than 1, and the controller stops at start
+          saying so.
+        '';
       };
       credentialsFile = mkOption {
         type = types.nullOr types.path;
@@ -550,6 +565,7 @@ in
       environment = lib.mapAttrs (_: hyperhive.literalForSystemd) {
         SWARM_CONTROLLER_SOCKET = cfg.socketPath;
         SWARM_NATS_URL = cfg.nats.url;
+        SWARM_NATS_REPLICAS = toString cfg.nats.replicas;
         SWARM_RECONCILE_SECS = toString cfg.reconcileInterval;
         # StateDirectory below: the controller's webhook secret, and the host identity when
         # `swarm-controller pair` wrote it there.

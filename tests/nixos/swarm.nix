@@ -1,5 +1,7 @@
-# VM test `swarm` (a flake check: `nix build .#checks.x86_64-linux.vm-swarm`): NATS in JWT mode
-# from `swarm-controller nats init`, swarm-controller from its NixOS module with the hive directory
+# VM test `swarm` (a flake check: `nix build .#checks.x86_64-linux.vm-swarm`): a three-node NATS
+# cluster in JWT mode (services.hyperhive.deploy.nats on nats1, nats2 and nats3, the fragment from
+# `swarm-controller nats init`), swarm-controller from its NixOS module with every stream and
+# bucket in three copies (nats.replicas = 3) and the hive directory
 # (services.hyperhive.swarm.hives), and two hives, each running hive-c0re
 # (services.hyperhive.deploy.hive-controller, systemd runner) with one declared agent
 # (services.hyperhive.agents). A schedule added with `swarmctl` fires in both agents; an agent
@@ -8,10 +10,11 @@
 # hives and their status; an agent paused takes no todo until it is up again, and an agent taken
 # offline has its unit stopped until it is up again. The control plane runs beside the swarm, as a
 # whole deployment does: an agents-control copy on the controller's machine with its store on a
-# MinIO node, so MinIO and NATS boot together; it makes a host code. tests/nixos/README.md names
-# the end-to-end tests this mirrors.
+# MinIO node, so MinIO and NATS boot together; it makes a host code. Last, the NATS node leading
+# the schedules' bucket is stopped: a schedule is still added and fires, and the node rejoins.
+# tests/nixos/README.md names the end-to-end tests this mirrors.
 { self }:
-{ pkgs, lib, ... }:
+{ pkgs, ... }:
 let
   swarm-controller = self.packages.${pkgs.stdenv.hostPlatform.system}.swarm-controller;
   hive-c0re = self.packages.${pkgs.stdenv.hostPlatform.system}.hive-c0re;
@@ -47,17 +50,33 @@ let
         done
       '';
 
-  # `nats init`, `nats agent-creds` and `nats hive-creds` write a fragment (operator, every
-  # account preloaded, the full resolver keeping the accounts it is given in /var/lib/nats/jwt,
-  # inside the unit's StateDirectory, so they survive a restart; nats-server creates it); the
-  # server's own config adds listen and JetStream.
-  nats-conf = pkgs.runCommand "nats.conf" { } ''
+  # Every client lists the three NATS nodes; it reconnects to another when one goes away.
+  natsUrl = "nats://nats1:4222,nats://nats2:4222,nats://nats3:4222";
+
+  # A node of the NATS cluster. `nats init`, `nats agent-creds` and `nats hive-creds` write the
+  # fragment (operator, every account preloaded, the full resolver keeping the accounts it is
+  # given in /var/lib/nats/jwt, inside the unit's StateDirectory, so they survive a restart); the
+  # module adds the server's name, listen, JetStream and the cluster. The same fragment and
+  # routes on all three.
+  natsNode =
+    name:
+    { ... }:
     {
-      echo 'listen: "0.0.0.0:4222"'
-      echo 'jetstream { store_dir: "/var/lib/nats", max_file_store: 4GB }'
-      cat ${nats-init}/nats-server.conf
-    } > "$out"
-  '';
+      imports = [ self.nixosModules.default ];
+      services.hyperhive.deploy.nats = {
+        enable = true;
+        serverName = name;
+        fragment = "${nats-init}/nats-server.conf";
+        # The VMs' disks are small.
+        jetstream.maxFileStore = "512MB";
+        cluster.routes = [
+          "nats-route://nats1:6222"
+          "nats-route://nats2:6222"
+          "nats-route://nats3:6222"
+        ];
+        openFirewall = true;
+      };
+    };
 
   # The control plane's bucket (tests/nixos/minio.nix) and its key: test-only, as above.
   minio = import ./minio.nix { inherit pkgs; };
@@ -87,7 +106,7 @@ let
         enable = true;
         hive = name;
         nats = {
-          url = "nats://nats:4222";
+          url = natsUrl;
           credentialsFile = "/etc/hyperhive/${name}.creds";
         };
         xkeyFile = "/etc/hyperhive/${name}.xk";
@@ -95,7 +114,7 @@ let
         statusInterval = 5;
       };
       services.hyperhive.agents.${agent} = {
-        nats.url = "nats://nats:4222";
+        nats.url = natsUrl;
         credentialsFile = "/etc/hyperhive/${agent}.creds";
         # A harmless turn: record which todo ran, and its body.
         turnCommand = ''printf 'source=%s id=%s\n' "$HIVE_TODO_SOURCE" "$HIVE_TODO_ID" >> turns.log; cat >> turns.log; echo >> turns.log'';
@@ -109,22 +128,9 @@ in
   defaults.documentation.enable = false;
 
   nodes = {
-    nats =
-      { ... }:
-      {
-        systemd.services.nats = {
-          wantedBy = [ "multi-user.target" ];
-          after = [ "network.target" ];
-          serviceConfig = {
-            ExecStart = "${lib.getExe pkgs.nats-server} -c ${nats-conf}";
-            DynamicUser = true;
-            # JetStream's store and the account resolver's directory (/var/lib/nats/jwt), where
-            # the accounts the controller gives the running server are kept.
-            StateDirectory = "nats";
-          };
-        };
-        networking.firewall.allowedTCPPorts = [ 4222 ];
-      };
+    nats1 = natsNode "nats1";
+    nats2 = natsNode "nats2";
+    nats3 = natsNode "nats3";
 
     controller =
       { ... }:
@@ -134,7 +140,9 @@ in
         services.hyperhive.deploy.swarm-controller = {
           enable = true;
           nats = {
-            url = "nats://nats:4222";
+            url = natsUrl;
+            # Every stream and bucket on all three nodes, so losing one loses nothing.
+            replicas = 3;
             credentialsFile = "/etc/hyperhive/controller.creds";
             # Where the controller mints and revokes credentials (a copy of nats-init, below).
             signingDir = "/var/lib/swarm-nats";
@@ -178,7 +186,12 @@ in
           source = minio.credentials;
           mode = "0400";
         };
-        environment.systemPackages = [ pkgs.curl ];
+        # natscli and jq: the test asks the cluster which node leads the schedules' bucket.
+        environment.systemPackages = [
+          pkgs.curl
+          pkgs.natscli
+          pkgs.jq
+        ];
         services.hyperhive.deploy.agents-control = {
           enable = true;
           store = {
@@ -230,14 +243,22 @@ in
             timeout=90,
         )
 
-    nats_as = "nats --server nats://nats:4222 --creds /etc/hyperhive/alpha.creds --inbox-prefix _INBOX_alpha --timeout 5s"
+    nats_urls = "${natsUrl}"
+    nats_as = f"nats --server {nats_urls} --creds /etc/hyperhive/alpha.creds --inbox-prefix _INBOX_alpha --timeout 5s"
     direct_get = "req '$JS.API.DIRECT.GET.KV_agent-schedules.$KV.agent-schedules.{}' '''"
 
     start_all()
 
-    with subtest("NATS, the controller, both hives and their agents come up"):
-        nats.wait_for_unit("nats.service")
-        nats.wait_for_open_port(4222)
+    nats_nodes = {"nats1": nats1, "nats2": nats2, "nats3": nats3}
+    # The controller's credential (the swarm account's one user) reads the streams' cluster state.
+    nats_controller = f"nats --server {nats_urls} --creds /etc/hyperhive/controller.creds --timeout 5s"
+    schedules_info = f"{nats_controller} stream info KV_agent-schedules --json"
+
+    with subtest("three NATS nodes, the controller, both hives and their agents come up"):
+        for node in nats_nodes.values():
+            node.wait_for_unit("nats.service")
+            node.wait_for_open_port(4222)
+            node.wait_for_open_port(6222)
         controller.wait_for_unit("swarm-controller.service")
         controller.wait_for_file("/run/swarm-controller/controller.sock")
         controller.succeed("test -S /run/swarm-controller/controller.sock")
@@ -324,5 +345,31 @@ in
         controller.wait_until_succeeds("curl -sf http://127.0.0.1:8791/readyz", timeout=120)
         code = controller.succeed("agents-control code --host --name swarm-host").strip()
         assert code.startswith("hhcode1."), code
+
+    with subtest("the NATS node leading the schedules' bucket stops: schedules are still added and fire; it rejoins"):
+        # Three copies (SWARM_NATS_REPLICAS=3): the leader and two replicas, on the three nodes.
+        controller.wait_until_succeeds(f"{schedules_info} | jq -e '(.cluster.replicas | length) == 2'", timeout=60)
+        cluster = json.loads(controller.succeed(schedules_info))["cluster"]
+        leader = cluster["leader"]
+        assert leader in nats_nodes, cluster
+        assert sorted([leader] + [r["name"] for r in cluster["replicas"]]) == sorted(nats_nodes), cluster
+        nats_nodes[leader].succeed("systemctl stop nats.service")
+        # The other two elect a new leader within seconds.
+        controller.wait_until_succeeds(
+            f"{schedules_info} | jq -e '.cluster.leader != null and .cluster.leader != \"{leader}\"'",
+            timeout=60,
+        )
+        controller.wait_until_succeeds("swarmctl schedule list", timeout=60)
+        survivor = add_schedule("--name survivor --agent alpha --agent beta --body 'one NATS node down' --once")
+        wait_turns(hive1, "alpha", f"schedule:{survivor}", 1)
+        wait_turns(hive2, "beta", f"schedule:{survivor}", 1)
+        nats_nodes[leader].succeed("systemctl start nats.service")
+        nats_nodes[leader].wait_for_open_port(4222)
+        # Back: both replicas current again, none offline.
+        controller.wait_until_succeeds(
+            f"{schedules_info} | jq -e '(.cluster.replicas | length) == 2"
+            " and all(.cluster.replicas[]; .current == true and (.offline // false) == false)'",
+            timeout=120,
+        )
   '';
 }

@@ -2,7 +2,8 @@
 # beside this file and placeholder packages, and checks what they produce: the environment each
 # daemon reads (the fixed names of docs/architecture.md), the credentials, the socket directory, the
 # hardening, hive-c0re's declared agents file and the controller's hive directory file (their JSON
-# content, as crates/hive-proto reads it), that every option has a description and an example and
+# content, as crates/hive-proto reads it), the NATS node's generated nats-server configuration (one
+# server, a cluster member), that every option has a description and an example and
 # a row in docs/nixos.md, and that each assertion refuses the bad configuration it is written for.
 #
 #   nix-instantiate --eval --strict tests/nixos/modules-eval     # prints true, or throws the failures
@@ -37,13 +38,17 @@ let
     writeText = name: text: placeholder name // { outPath = "${(placeholder name).outPath}\n${text}"; };
     makeWrapper = placeholder "make-wrapper";
     writeShellScriptBin = name: text: placeholder name // { inherit text; };
-    runCommand = name: env: script: placeholder name // { inherit script; };
+    # The build script rides along the same way (a file a unit names, made by a command: the NATS
+    # node's configuration).
+    runCommand = name: env: script: placeholder name // { inherit script; outPath = "${(placeholder name).outPath}\n${script}"; };
+    nats-server = placeholder "nats-server";
   };
 
   files = map (file: ../../../modules + "/${file}") [
     "agents-control.nix"
     "swarm.nix"
     "swarm-controller.nix"
+    "swarm-nats.nix"
     "c0re.nix"
     "hive-agent.nix"
     "hive-c0re.nix"
@@ -98,6 +103,7 @@ let
       config = {
         services = settle options.services { hyperhive = values; };
         networking.fqdnOrHostName = "cp1";
+        networking.hostName = "cp1";
         systemd.services = otherUnits;
         systemd.package = placeholder "systemd";
       };
@@ -233,6 +239,23 @@ let
     deploy = good.deploy // {
       swarm-controller = controller // { nats = controller.nats // { signingDir = "/var/lib/swarm-nats"; }; };
     };
+  };
+
+  # A NATS node of the swarm: on its own, and the second of a three-node cluster.
+  fragment = "/nix/store/00000000000000000000000000000000-swarm-nats/nats-server.conf";
+  natsNode = {
+    enable = true;
+    inherit fragment;
+  };
+  routes = [
+    "nats-route://nats1:6222"
+    "nats-route://nats2:6222"
+    "nats-route://nats3:6222"
+  ];
+  natsClustered = natsNode // {
+    serverName = "nats2";
+    cluster.routes = routes;
+    openFirewall = true;
   };
 
   # One bad setting on top of `good` (or of `base`), and a text the refusal must contain.
@@ -422,6 +445,18 @@ let
       change = provisionedWith { storeCa.keyFile = ./default.nix; };
       expect = "${prov}.storeCa.keyFile is in the Nix store, or is a Nix path literal";
     }
+    {
+      change.deploy = good.deploy // { nats = natsClustered // { cluster.routes = b.tail routes; }; };
+      expect = "nats.cluster.routes lists 2 node(s): a\nJetStream cluster needs a majority of its nodes up";
+    }
+    {
+      change.deploy = good.deploy // { nats = natsClustered // { cluster.routes = [ "nats-route://nats1:6222" ]; }; };
+      expect = "nats.cluster.routes lists 1 node(s)";
+    }
+    {
+      change.deploy = good.deploy // { nats = natsNode // { serverName = ""; }; };
+      expect = "services.hyperhive.deploy.nats.serverName is empty";
+    }
   ];
 
   ok = evaluate { values = good; };
@@ -485,6 +520,13 @@ let
   agentsFile = written c0reUnit.environment.HIVE_C0RE_AGENTS_FILE;
   withHive = settings: evaluate { values = hived // { deploy.hive-controller = hiveController // settings; }; };
   directoryOk = evaluate { values = directory; };
+
+  # The NATS node's unit, and its configuration file's text (runCommand above: what follows the
+  # store path in ExecStart is the build script, with the settings file's text inside it).
+  natsAlone = evaluate { values.deploy.nats = natsNode; };
+  natsMember = evaluate { values.deploy.nats = natsClustered; };
+  natsCommand = result: b.head (lib.splitString "\n" result.units.nats.serviceConfig.ExecStart);
+  natsConf = result: result.units.nats.serviceConfig.ExecStart;
   directoryUnit = directoryOk.units.swarm-controller;
   hivesFile = written directoryUnit.environment.SWARM_HIVES_FILE;
 
@@ -515,6 +557,7 @@ let
   sections = [
     "services.hyperhive.deploy.agents-control."
     "services.hyperhive.deploy.swarm-controller."
+    "services.hyperhive.deploy.nats."
     "services.hyperhive.deploy.hive-controller."
     "services.hyperhive.swarm.hives.<name>."
     "services.hyperhive.agents.<name>."
@@ -582,6 +625,7 @@ let
       controllerUnit.environment == {
         SWARM_CONTROLLER_SOCKET = "/run/swarm-controller/controller.sock";
         SWARM_NATS_URL = "nats://nats:4222";
+        SWARM_NATS_REPLICAS = "1";
         SWARM_NATS_CREDS = "%d/nats-creds";
         SWARM_RECONCILE_SECS = "60";
         SWARM_STATE_DIR = "/var/lib/swarm-controller";
@@ -627,6 +671,7 @@ let
       provisionedUnit.environment == {
         SWARM_CONTROLLER_SOCKET = "/run/swarm-controller/controller.sock";
         SWARM_NATS_URL = "nats://nats:4222";
+        SWARM_NATS_REPLICAS = "1";
         SWARM_NATS_CREDS = "%d/nats-creds";
         SWARM_NATS_DIR = "/var/lib/swarm-nats";
         SWARM_RECONCILE_SECS = "60";
@@ -902,6 +947,70 @@ let
     "the signing directory is SWARM_NATS_DIR and writable for the controller" =
       directoryUnit.environment.SWARM_NATS_DIR == "/var/lib/swarm-nats"
       && directoryUnit.serviceConfig.ReadWritePaths == [ "/var/lib/swarm-nats" ];
+    "a NATS node runs nats-server -c with its generated configuration, its state in /var/lib/nats" =
+      natsAlone.failed == [ ]
+      && lib.hasPrefix "${pkgs.nats-server}/bin/nats-server -c /nix/store/" (natsCommand natsAlone)
+      && lib.hasInfix "-nats-server.conf" (natsCommand natsAlone)
+      && natsAlone.units.nats.serviceConfig.StateDirectory == "nats"
+      && natsAlone.units.nats.serviceConfig.DynamicUser
+      && natsAlone.units.nats.wantedBy == [ "multi-user.target" ]
+      && natsAlone.units.nats.serviceConfig.Restart == "on-failure"
+      && natsAlone.units.nats.serviceConfig.ProtectSystem == "strict"
+      && natsAlone.units.nats.serviceConfig.NoNewPrivileges
+      && natsAlone.units.nats.serviceConfig.SystemCallFilter != [ ]
+      && b.elem "AF_INET6" natsAlone.units.nats.serviceConfig.RestrictAddressFamilies
+      && natsAlone.ports == [ ];
+    "a single NATS node: its name, client port, JetStream in the state directory, the fragment after them, no cluster" =
+      let
+        conf = natsConf natsAlone;
+      in
+      b.all (text: lib.hasInfix text conf) [
+        "server_name: \"cp1\"\n"
+        "listen: \"0.0.0.0:4222\"\n"
+        "jetstream {\n  store_dir: \"/var/lib/nats\"\n  max_file_store: 8GB\n}\n"
+        " ${fragment} > \"$out\""
+      ]
+      && !(lib.hasInfix "cluster" conf);
+    "a cluster's NATS node: its own name, the cluster block with every route, both ports opened" =
+      let
+        conf = natsConf natsMember;
+      in
+      natsMember.failed == [ ]
+      && lib.hasInfix "server_name: \"nats2\"\n" conf
+      && lib.hasInfix ''
+        cluster {
+          name: "hyperhive"
+          listen: "0.0.0.0:6222"
+          routes: [
+            "nats-route://nats1:6222"
+            "nats-route://nats2:6222"
+            "nats-route://nats3:6222"
+          ]
+        }
+      '' conf
+      && lib.hasInfix " ${fragment} > \"$out\"" conf
+      && natsMember.ports == [
+        4222
+        6222
+      ];
+    "a controller on a three-node cluster: every node in SWARM_NATS_URL, SWARM_NATS_REPLICAS 3" =
+      let
+        result = evaluate {
+          values = good // {
+            deploy = good.deploy // {
+              swarm-controller = controller // {
+                nats = controller.nats // {
+                  url = "nats://nats1:4222,nats://nats2:4222,nats://nats3:4222";
+                  replicas = 3;
+                };
+              };
+            };
+          };
+        };
+      in
+      result.failed == [ ]
+      && result.units.swarm-controller.environment.SWARM_NATS_URL == "nats://nats1:4222,nats://nats2:4222,nats://nats3:4222"
+      && result.units.swarm-controller.environment.SWARM_NATS_REPLICAS == "3";
     "no hives and no signing directory: neither variable, nothing writable" =
       !(controllerUnit.environment ? SWARM_HIVES_FILE)
       && !(controllerUnit.environment ? SWARM_NATS_DIR)

@@ -3,8 +3,8 @@
 # the flake exposes: the outputs docs/nixos.md lists, one derivation per package with its
 # `meta.mainProgram` and its cargo flags (swarmctl with swarm-controller), the hive-side bundle
 # (hive-agent and hive-c0re, without swarm-controller), the overlay, the modules, the checks
-# (every package, the cargo tests, the three VM tests with their nodes, the swarm test's hives under
-# hive-c0re, the provisioning test's services and controller settings), the dev shell's tools and the formatter. default.nix runs these with the module
+# (every package, the cargo tests, the three VM tests with their nodes, the swarm test's NATS
+# cluster and hives under hive-c0re, the provisioning test's services and controller settings), the dev shell's tools and the formatter. default.nix runs these with the module
 # checks; nothing here builds anything.
 let
   b = builtins;
@@ -100,6 +100,7 @@ let
         "openssl"
         "nixfmt-tree"
         "curl"
+        "jq"
       ] tool;
     in
     pkgs;
@@ -212,18 +213,60 @@ let
         lib.hasInfix "https://proxy {" proxyCaddyfile
         && lib.hasInfix "health_uri /readyz" proxyCaddyfile
         && lib.hasInfix "handle_errors 503" proxyCaddyfile;
-      "${system}: the swarm VM test has nats, controller, hive1, hive2 and minio" =
+      "${system}: the swarm VM test has nats1, nats2, nats3, controller, hive1, hive2 and minio" =
         names swarm.nodes == [
           "controller"
           "hive1"
           "hive2"
           "minio"
-          "nats"
+          "nats1"
+          "nats2"
+          "nats3"
         ]
         && (swarm.nodes.controller { }).services.hyperhive.deploy.agents-control.store.endpoint == "http://minio:9000"
         && lib.hasInfix "agents-control code --host" swarm.testScript
         && lib.hasInfix "swarmctl schedule add" swarm.testScript
         && lib.hasInfix "start_all()" controlPlane.testScript;
+      "${system}: its NATS is a three-node cluster (services.hyperhive.deploy.nats), every client lists the three, the controller keeps three copies" =
+        let
+          url = "nats://nats1:4222,nats://nats2:4222,nats://nats3:4222";
+          routes = [
+            "nats-route://nats1:6222"
+            "nats-route://nats2:6222"
+            "nats-route://nats3:6222"
+          ];
+          controller = (swarm.nodes.controller { }).services.hyperhive.deploy.swarm-controller;
+          hive = name: (swarm.nodes.${name} { }).services.hyperhive;
+        in
+        b.all (
+          name:
+          let
+            node = (swarm.nodes.${name} { }).services.hyperhive.deploy.nats;
+          in
+          node.enable
+          && node.serverName == name
+          && node.cluster.routes == routes
+          && lib.hasInfix "-swarm-nats-init/nats-server.conf" node.fragment
+        ) [
+          "nats1"
+          "nats2"
+          "nats3"
+        ]
+        && controller.nats.url == url
+        && controller.nats.replicas == 3
+        && b.all (
+          name:
+          (hive name).deploy.hive-controller.nats.url == url
+          && b.all (agent: agent.nats.url == url) (b.attrValues (hive name).agents)
+        ) [
+          "hive1"
+          "hive2"
+        ]
+        && b.all (text: lib.hasInfix text swarm.testScript) [
+          "stream info KV_agent-schedules --json"
+          "succeed(\"systemctl stop nats.service\")"
+          "succeed(\"systemctl start nats.service\")"
+        ];
       "${system}: its hives run hive-c0re (systemd runner) with their agent declared, and the controller knows both hives" =
         let
           hive = name: (swarm.nodes.${name} { }).services.hyperhive;
@@ -344,7 +387,7 @@ in
       "overlays"
       "packages"
     ];
-  "nixosModules are agents-control, swarm-controller, hive-agent, hive-c0re, swarm-authelia-bridge, hive-gateway and default, each a file here" =
+  "nixosModules are agents-control, swarm-controller, swarm-nats, hive-agent, hive-c0re, swarm-authelia-bridge, hive-gateway and default, each a file here" =
     names outputs.nixosModules == [
       "agents-control"
       "default"
@@ -353,6 +396,7 @@ in
       "hive-gateway"
       "swarm-authelia-bridge"
       "swarm-controller"
+      "swarm-nats"
     ]
     && b.all (name: b.pathExists outputs.nixosModules.${name}) (names outputs.nixosModules);
   "the flake's only input is nixpkgs" = names (import ../../../flake.nix).inputs == [ "nixpkgs" ];
