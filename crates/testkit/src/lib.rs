@@ -7,6 +7,8 @@
 //! - [`liveness`]: whether processes (e.g. what a child started) are still running.
 //! - [`wait`]: polling a condition with a deadline (never a sleep standing in for a condition).
 //! - [`nats`], [`s3`], [`caddy`]: `nats-server` (JetStream), an S3 server (moto or SeaweedFS), Caddy.
+//! - [`nats_jwt`]: `nats-server` in decentralized JWT mode, one server or a JetStream cluster of
+//!   several (`NatsJwt::start_cluster`), with credentials minted on demand.
 //! - [`synapse`]: Synapse, a Matrix homeserver, with an admin account for the admin API.
 //! - [`authelia_bridge`]: `swarm-authelia-bridge` with its users and token files.
 //! - [`chaos`]: an in-process TCP proxy that can pass, stall or cut traffic.

@@ -40,6 +40,15 @@ impl Nats {
     /// # Errors
     /// As [`Nats::start`]; a config the server rejects fails with its log.
     pub async fn start_with_config(extra: &str) -> anyhow::Result<Self> {
+        let mut nats = Self::configured(extra)?;
+        nats.start_again().await?;
+        Ok(nats)
+    }
+
+    /// A server configured as [`Nats::start_with_config`] does, its port chosen and its config
+    /// written, but not started: [`Nats::start_again`] starts it (a cluster's nodes are started
+    /// together, each waiting for its peers' routes).
+    pub(crate) fn configured(extra: &str) -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new().prefix("hyperhive-nats-").tempdir().context("creating the NATS temp dir")?;
         let port = free_port();
         let config = format!(
@@ -47,9 +56,7 @@ impl Nats {
             dir.path().join("js").display()
         );
         std::fs::write(dir.path().join("nats.conf"), config).context("writing nats.conf")?;
-        let mut nats = Self { process: None, port, dir };
-        nats.start_again().await?;
-        Ok(nats)
+        Ok(Self { process: None, port, dir })
     }
 
     /// Starts the server again after [`Nats::stop`], on the same port with the same store.
@@ -89,6 +96,11 @@ impl Nats {
     /// Stops the server at once (SIGKILL): clients see the connection drop.
     pub fn stop(&mut self) {
         self.process = None;
+    }
+
+    /// Whether the server was started and not stopped since.
+    pub fn is_running(&self) -> bool {
+        self.process.is_some()
     }
 
     /// `nats://127.0.0.1:PORT`.
