@@ -24,6 +24,12 @@ pub fn parse_server_urls(text: &str) -> Result<String, String> {
     Ok(entries.join(","))
 }
 
+/// The servers of a list [`parse_server_urls`] accepted, one per node, as a client connects to
+/// them (async-nats takes a list, not one comma-separated string).
+pub fn server_list(urls: &str) -> Vec<String> {
+    urls.split(',').map(str::trim).filter(|url| !url.is_empty()).map(str::to_owned).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -32,6 +38,8 @@ mod tests {
     fn one_url_or_a_list() {
         assert_eq!(parse_server_urls("nats://127.0.0.1:4222").unwrap(), "nats://127.0.0.1:4222");
         assert_eq!(parse_server_urls("nats://a:1, tls://b:2 ,nats://c:3").unwrap(), "nats://a:1,tls://b:2,nats://c:3");
+        assert_eq!(server_list("nats://a:1,tls://b:2"), ["nats://a:1", "tls://b:2"]);
+        assert_eq!(server_list("nats://a:1"), ["nats://a:1"]);
         for bad in
             ["", "localhost:4222", "http://x", "nats://", "nats://a:1,", "nats://a:1,,nats://b:2", "nats://a b:1"]
         {

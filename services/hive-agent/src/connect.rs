@@ -60,7 +60,7 @@ pub async fn connect(config: &Config) -> Result<(async_nats::Client, CurrentCred
         async move { log_event(&event, &creds, &agent, &refused) }
     });
     let client = options
-        .connect(&config.nats_url)
+        .connect(hyperhive_nats_creds::servers::server_list(&config.nats_url))
         .await
         .map_err(|e| AgentError::Nats(format!("cannot connect to {}: {e}", config.nats_url)))?;
     Ok((client, current))

@@ -40,5 +40,5 @@ pub async fn connect(hive: &HiveName, url: &str, creds: &Path) -> anyhow::Result
                 other => warn!("NATS: {other}"),
             }
         });
-    Ok(options.connect(url).await?)
+    Ok(options.connect(hyperhive_nats_creds::servers::server_list(url)).await?)
 }

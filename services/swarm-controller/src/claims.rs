@@ -115,7 +115,7 @@ pub async fn push(url: &str, system_creds: &Path, operator: &str, accounts: &[Ac
         .name("swarm-controller-system")
         .connection_timeout(REQUEST_TIMEOUT)
         .request_timeout(Some(REQUEST_TIMEOUT))
-        .connect(url)
+        .connect(hyperhive_nats_creds::servers::server_list(url))
         .await
         .map_err(|e| PushError::Connect { url: url.to_owned(), reason: e.to_string() })?;
     for account in accounts {

@@ -56,6 +56,32 @@ fn setup_error(what: impl Into<String>) -> impl FnOnce(String) -> NatsError {
     move |reason| NatsError::Setup { what, reason }
 }
 
+/// A failed NATS request, with what it means for the caller: on a cluster a write can fail in
+/// two ways that differ in what is known. No server led the stream (no quorum): nothing was
+/// written. The write was not confirmed in time: it may still take effect once the cluster has
+/// a quorum again, so the state must be read before the write is repeated.
+pub fn what_to_do(error: &str) -> String {
+    let lower = error.to_ascii_lowercase();
+    if lower.contains("no stream found") || lower.contains("no responders") {
+        format!(
+            "{error}: no NATS server leads this bucket now (a cluster without a quorum, or NATS away); nothing was \
+             written; try again once NATS is back"
+        )
+    } else if lower.contains("temporarily unavailable") {
+        format!(
+            "{error}: JetStream is electing a leader (a NATS node just stopped or came back); nothing was written; \
+             try again in a few seconds"
+        )
+    } else if lower.contains("timed out") || lower.contains("timeout") {
+        format!(
+            "{error}: NATS did not confirm in time (a cluster that lost its quorum, or NATS away); a write may still \
+             take effect once NATS has a quorum again, so read the state before trying again"
+        )
+    } else {
+        format!("{error}; try again")
+    }
+}
+
 /// Connects with the controller's credential file, if any.
 ///
 /// # Errors
@@ -71,7 +97,7 @@ pub async fn connect(url: &str, creds: Option<&Path>) -> Result<async_nats::Clie
     options
         .name("swarm-controller")
         .connection_timeout(Duration::from_secs(5))
-        .connect(url)
+        .connect(hyperhive_nats_creds::servers::server_list(url))
         .await
         .map_err(|e| connect_error(e.to_string()))
 }
@@ -422,4 +448,20 @@ pub async fn scan_bucket(js: &jetstream::Context, bucket: &str) -> Result<Vec<Ke
         }
     }
     Err(scan_error("the consumer ended before the last key".to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::what_to_do;
+
+    #[test]
+    fn a_failed_write_says_what_is_known() {
+        let none = what_to_do("NATS: failed to put: no stream found for given subject");
+        assert!(none.contains("nothing was written") && none.contains("quorum"), "{none}");
+        let unknown = what_to_do("NATS: timed out: didn't receive ack in time");
+        assert!(unknown.contains("may still take effect") && unknown.contains("read the state"), "{unknown}");
+        let electing = what_to_do("failed getting entry: JetStream system temporarily unavailable (code 503)");
+        assert!(electing.contains("electing a leader") && electing.contains("in a few seconds"), "{electing}");
+        assert_eq!(what_to_do("NATS: connection closed"), "NATS: connection closed; try again");
+    }
 }

@@ -248,7 +248,7 @@ async fn swarmctl_via_the_control_plane_drives_the_swarm_and_survives_its_copy_d
     let killed = remote.controller_copy().await;
     let posts = |log: &str| log.lines().filter(|l| l.contains("remote request") && l.contains("POST")).count();
     let before = posts(&remote.swarm.controller.log());
-    remote.swarm.controller_nats.stall();
+    remote.swarm.controller_nats.as_ref().unwrap().stall();
     let add = remote
         .swarmctl(
             Some(&laptop),
@@ -273,7 +273,7 @@ async fn swarmctl_via_the_control_plane_drives_the_swarm_and_survives_its_copy_d
     .await
     .unwrap();
     remote.cluster.kill(killed);
-    remote.swarm.controller_nats.pass();
+    remote.swarm.controller_nats.as_ref().unwrap().pass();
     let added = tokio::time::timeout(Duration::from_secs(90), add).await.expect("the add completes").unwrap().unwrap();
     assert!(added.status.success(), "schedule add across the kill: {}", String::from_utf8_lossy(&added.stderr));
     let view: Value = serde_json::from_slice(&added.stdout).unwrap();

@@ -111,7 +111,7 @@ impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         match err {
             StoreError::Conflict { .. } => Self::Conflict { message: err.to_string(), current: None },
-            StoreError::Nats(_) => Self::Unavailable(format!("{err}; try again")),
+            StoreError::Nats(_) => Self::Unavailable(crate::nats::what_to_do(&err.to_string())),
             StoreError::Unreadable { .. } => Self::Internal(err.to_string()),
         }
     }

@@ -92,5 +92,5 @@ pub(super) fn parse_hive(hive: &str) -> Result<HiveName, ApiError> {
 }
 
 pub(super) fn unavailable(err: impl std::fmt::Display) -> ApiError {
-    ApiError::Unavailable(format!("{err}; try again"))
+    ApiError::Unavailable(crate::nats::what_to_do(&err.to_string()))
 }

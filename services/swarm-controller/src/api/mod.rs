@@ -9,7 +9,7 @@
 //! | route | does |
 //! |---|---|
 //! | `GET /`, `/app.js`, `/app.css` | the swarm UI, embedded in the binary |
-//! | `GET /healthz` | 200 while NATS is connected, else 503; says whether the control link is up |
+//! | `GET /healthz` | 200 while NATS is connected, else 503; names the NATS server it is connected to and says whether the control link is up |
 //! | `GET /api/schedules` | every schedule with its revision |
 //! | `POST /api/schedules` | create (201) |
 //! | `GET /api/schedules/{id}` | one schedule |
@@ -262,7 +262,9 @@ impl App {
         if state == async_nats::connection::State::Connected {
             // The control link is reported, not judged: the swarm works without it.
             let link = self.control_link.get().map(|status| status.view());
-            json(StatusCode::OK, &serde_json::json!({"status": "ok", "control_link": link}))
+            // On a cluster, which node this controller is connected to now.
+            let server = self.client.server_info().server_name;
+            json(StatusCode::OK, &serde_json::json!({"status": "ok", "nats_server": server, "control_link": link}))
         } else {
             ApiError::Unavailable(format!("NATS connection is {state}")).into_response()
         }

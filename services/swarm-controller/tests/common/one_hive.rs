@@ -18,8 +18,9 @@ pub struct OneHive {
     pub socket: PathBuf,
     pub controller: Process,
     pub hive: Process,
-    /// Between the controller and NATS (the hive and agents connect directly).
-    pub controller_nats: ChaosProxy,
+    /// Between the controller and a single NATS server (the hive and agents connect directly);
+    /// none on a cluster, where the controller is given every node.
+    pub controller_nats: Option<ChaosProxy>,
 }
 
 impl OneHive {
@@ -27,6 +28,20 @@ impl OneHive {
     /// `controller_env` is added to the controller's environment.
     pub async fn start(agents: &[&str], turn: impl Fn(&Path) -> String, controller_env: &[(&str, &str)]) -> OneHive {
         let nats = NatsJwt::start().await.unwrap();
+        let nats_port: u16 = nats.url().rsplit(':').next().unwrap().parse().unwrap();
+        let proxy = ChaosProxy::start(([127, 0, 0, 1], nats_port).into()).await.unwrap();
+        Self::start_on(nats, Some(proxy), agents, turn, controller_env).await
+    }
+
+    /// [`OneHive::start`] on `nats` (a cluster: every process is given every node), the
+    /// controller reaching it through `proxy` when there is one.
+    pub async fn start_on(
+        nats: NatsJwt,
+        proxy: Option<ChaosProxy>,
+        agents: &[&str],
+        turn: impl Fn(&Path) -> String,
+        controller_env: &[(&str, &str)],
+    ) -> OneHive {
         let dir = tempfile::tempdir().unwrap();
         let names = agents;
         for name in names {
@@ -41,13 +56,14 @@ impl OneHive {
         std::fs::write(&hives, json!({"h1": {"description": "the test's hive", "xkey": xkey.trim()}}).to_string())
             .unwrap();
         let socket = dir.path().join("run/controller.sock");
-        let nats_port: u16 = nats.url().rsplit(':').next().unwrap().parse().unwrap();
-        let controller_nats = ChaosProxy::start(([127, 0, 0, 1], nats_port).into()).await.unwrap();
-        let proxied_url = format!("nats://127.0.0.1:{}", controller_nats.port());
+        let controller_url = match &proxy {
+            Some(proxy) => format!("nats://127.0.0.1:{}", proxy.port()),
+            None => nats.url(),
+        };
         let mut env = vec![
             ("SWARM_HIVES_FILE", hives.to_str().unwrap()),
             ("SWARM_RECONCILE_SECS", "1"),
-            ("SWARM_NATS_URL", &proxied_url),
+            ("SWARM_NATS_URL", &controller_url),
             ("NO_COLOR", "1"),
         ];
         env.extend_from_slice(controller_env);
@@ -79,7 +95,7 @@ impl OneHive {
             .start("hive-c0re-h1")
             .unwrap();
         let js = jetstream::new(nats.controller_client().await.unwrap());
-        OneHive { nats, dir, js, socket, controller, hive, controller_nats }
+        OneHive { nats, dir, js, socket, controller, hive, controller_nats: proxy }
     }
 
     /// A file in the stack's directory.
