@@ -20,9 +20,10 @@ use hyperhive_testkit::{NatsJwt, wait_until};
 use serde_json::Value;
 use swarm_controller::swarmctl::{Api, client};
 
-/// Longer than an election after a SIGKILL (4.5 to 6.5 s here), so no slot falls due while the
-/// todo stream has no leader (after an outage only the latest missed slot fires, by design).
-const INTERVAL_SECS: u64 = 10;
+/// Well beyond an election after a SIGKILL (4.5 to 6.5 s here, longer on a loaded machine), so no
+/// slot falls due while the todo stream has no leader (after an outage only the latest missed
+/// slot fires, by design).
+const INTERVAL_SECS: u64 = 15;
 const SOON: Duration = Duration::from_secs(45);
 
 fn recording_turn(turns: &Path) -> String {
@@ -100,7 +101,7 @@ impl Swarm {
     }
 }
 
-/// The slot instants are RFC 3339 UTC seconds: consecutive ones are `INTERVAL_SECS` apart.
+/// The slot instants are RFC 3339 UTC seconds: consecutive ones are [`INTERVAL_SECS`] apart.
 fn assert_every_slot_once(agent: &str, slots: &[String]) {
     let unique: BTreeSet<&String> = slots.iter().collect();
     assert_eq!(unique.len(), slots.len(), "{agent} ran a slot twice: {slots:?}");
