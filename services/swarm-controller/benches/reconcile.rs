@@ -1,4 +1,8 @@
-//! Benchmark of scheduled prompts, against a real nats-server in JWT mode from the test kit:
+//! Benchmark of scheduled prompts, against real nats-servers in JWT mode from the test kit, run
+//! twice in one process: first on one server with every stream and bucket at one replica (R1,
+//! `nats::ensure_objects`), then on a three-node JetStream cluster with every stream and bucket
+//! replicated three times (R3, `nats::ensure_replicated_objects(&js, 3)`), every client given the
+//! list of all nodes. Each run measures:
 //!
 //! 1. reconcile of 10,000 agents and 2,000 schedules (1 to 20 agents each): the first pass
 //!    (writes every key: the baseline), a pass with nothing changed (must write nothing), and one
@@ -7,10 +11,13 @@
 //! 2. 1,000 agents, each on its own connection, reading its key by direct get every 10 s (random
 //!    phase): p50 and p99 latency, first as users of the swarm account (the single-account
 //!    baseline), then each from its own account through its imports (as agents do), against a
-//!    baseline of sequential gets on one connection, all measured in the same run.
+//!    baseline of sequential gets on one connection, all measured in the same run. On the cluster
+//!    it also says which node each connection landed on and which node leads the buckets.
 //!
-//! `cargo bench -p swarm-controller --bench reconcile [-- --rounds N]` (N polling rounds of 10 s,
-//! default 3). Needs `scripts/setup`.
+//! A final table sets the two runs side by side with the ratio R3/R1.
+//!
+//! `cargo bench -p swarm-controller --bench reconcile [-- --rounds N] [--only-r1 | --only-r3]`
+//! (N polling rounds of 10 s, default 3; both runs unless one is named). Needs `scripts/setup`.
 
 use std::time::{Duration, Instant};
 
@@ -29,6 +36,8 @@ const AGENTS: usize = 10_000;
 const SCHEDULES: usize = 2_000;
 const POLLING_AGENTS: usize = 1_000;
 const CADENCE: Duration = Duration::from_secs(10);
+/// Nodes of the cluster of the second run (and the replicas of its streams and buckets).
+const CLUSTER_NODES: usize = 3;
 
 fn agent_name(i: usize) -> AgentName {
     AgentName::parse(&format!("agent-{i:05}")).expect("a valid name")
@@ -66,16 +75,90 @@ fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1000.0)
 }
 
+/// p50 and p99 of a set of latencies.
+#[derive(Debug, Clone, Copy)]
+struct Latencies {
+    p50: Duration,
+    p99: Duration,
+}
+
+impl Latencies {
+    fn of(sorted: &[Duration]) -> Self {
+        Self { p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99) }
+    }
+}
+
+/// What one run measured, for the final comparison.
+#[derive(Debug)]
+struct Figures {
+    stored: Duration,
+    first: Duration,
+    noop: Duration,
+    per_change: Duration,
+    pass_after_edit: Duration,
+    sequential: Latencies,
+    single_account: Latencies,
+    minting: Duration,
+    own_account: Latencies,
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let rounds: u32 = match std::env::args().skip_while(|a| a != "--rounds").nth(1) {
+    let args: Vec<String> = std::env::args().collect();
+    let rounds: u32 = match args.iter().skip_while(|a| *a != "--rounds").nth(1) {
         Some(n) => n.parse()?,
         None => 3,
     };
-    let server = NatsJwt::start().await?;
+    let flag = |name: &str| args.iter().any(|a| a == name);
+    let (only_r1, only_r3) = (flag("--only-r1"), flag("--only-r3"));
+    anyhow::ensure!(!(only_r1 && only_r3), "--only-r1 and --only-r3 exclude each other");
+
+    let mut r1 = None;
+    if !only_r3 {
+        println!("## R1: one server, every stream and bucket with one replica");
+        println!();
+        let server = NatsJwt::start().await?;
+        r1 = Some(measure(&server, 1, rounds).await?);
+        // Stopped before the cluster starts, so the two runs never compete for the machine.
+        drop(server);
+    }
+    let mut r3 = None;
+    if !only_r1 {
+        if r1.is_some() {
+            println!();
+        }
+        println!(
+            "## R{CLUSTER_NODES}: {CLUSTER_NODES}-node cluster, every stream and bucket with {CLUSTER_NODES} replicas"
+        );
+        println!();
+        let started = Instant::now();
+        let cluster = NatsJwt::start_cluster(CLUSTER_NODES).await?;
+        println!("cluster started (meta leader counts every node current): {}", ms(started.elapsed()));
+        r3 = Some(measure(&cluster, CLUSTER_NODES, rounds).await?);
+        drop(cluster);
+    }
+    if let (Some(r1), Some(r3)) = (&r1, &r3) {
+        println!();
+        compare(r1, r3);
+    }
+    Ok(())
+}
+
+/// Both measurements against `server` (one server or a cluster), every stream and bucket with
+/// `replicas` copies; prints as it goes and returns the figures.
+async fn measure(server: &NatsJwt, replicas: usize, rounds: u32) -> anyhow::Result<Figures> {
     let client = nats::connect(&server.url(), Some(&server.controller_creds())).await?;
+    let controller_node = server.connected_node(&client);
     let js = jetstream::new(client);
-    let buckets = nats::ensure_objects(&js).await?;
+    let buckets = nats::ensure_replicated_objects(&js, replicas).await?;
+    if server.node_count() > 1 {
+        let mut leaders = Vec::new();
+        for stream in [&buckets.definitions.stream_name, &buckets.agent_schedules.stream_name] {
+            let node = server.stream_leader(&js, stream).await;
+            leaders.push(format!("{stream} led by {}", node_label(server, node)));
+        }
+        println!("controller connected to {}; {}", node_label(server, controller_node), leaders.join("; "));
+    }
     let definitions = Definitions::new(js.clone(), buckets.definitions);
     let reconciler = Reconciler::new(js.clone(), definitions.clone(), buckets.agent_schedules);
 
@@ -86,8 +169,9 @@ async fn main() -> anyhow::Result<()> {
     while let Some(result) = creates.next().await {
         result?;
     }
-    println!("# reconcile: {AGENTS} agents, {SCHEDULES} schedules (1 to 20 agents each)");
-    println!("stored {SCHEDULES} definitions in {}", ms(started.elapsed()));
+    let stored = started.elapsed();
+    println!("# reconcile (R{replicas}): {AGENTS} agents, {SCHEDULES} schedules (1 to 20 agents each)");
+    println!("stored {SCHEDULES} definitions in {}", ms(stored));
 
     let first = reconciler.pass().await?;
     println!(
@@ -131,7 +215,9 @@ async fn main() -> anyhow::Result<()> {
     );
 
     println!();
-    println!("# direct gets: {POLLING_AGENTS} agents, one connection each, every {CADENCE:?}, {rounds} rounds");
+    println!(
+        "# direct gets (R{replicas}): {POLLING_AGENTS} agents, one connection each, every {CADENCE:?}, {rounds} rounds"
+    );
     let baseline = sequential_gets(&js, POLLING_AGENTS).await?;
     println!(
         "baseline, sequential on one connection: p50 {}  p99 {}  ({} gets)",
@@ -143,29 +229,96 @@ async fn main() -> anyhow::Result<()> {
 
     // The same polling, first as users of the swarm account itself (the data path when agents
     // shared the account holding the bucket), then each agent from its own account through its
-    // imports (the path every agent takes now).
+    // imports (the path every agent takes now). Every connection is given every node.
     let mut shared = Vec::with_capacity(POLLING_AGENTS);
     for agent in &agents {
-        shared.push((agent.clone(), jetstream::new(server.controller_client().await?)));
+        shared.push((agent.clone(), server.controller_client().await?));
     }
+    print_spread(server, "single-account connections", shared.iter().map(|(_, c)| c));
+    let shared = shared.into_iter().map(|(agent, client)| (agent, jetstream::new(client))).collect();
     let single_account = poll_at_cadence(shared, rounds).await?;
     report("single account (baseline)", &single_account, &baseline, None);
 
     let minting = Instant::now();
     let creds = server.mint_agents(&agents).await?;
-    println!("minted {POLLING_AGENTS} agent accounts and credentials, one server reload: {}", ms(minting.elapsed()));
+    let minting = minting.elapsed();
+    let reloads = if server.node_count() > 1 { "one reload of every node" } else { "one server reload" };
+    println!("minted {POLLING_AGENTS} agent accounts and credentials, {reloads}: {}", ms(minting));
     let mut own = Vec::with_capacity(POLLING_AGENTS);
     for (agent, creds) in agents.iter().zip(creds) {
         let client = async_nats::ConnectOptions::with_credentials_file(&creds)
             .await?
             .custom_inbox_prefix(format!("_INBOX_{agent}"))
-            .connect(server.url())
+            .connect(server.urls())
             .await?;
-        own.push((agent.clone(), jetstream::new(client)));
+        own.push((agent.clone(), client));
     }
+    print_spread(server, "own-account connections", own.iter().map(|(_, c)| c));
+    let own = own.into_iter().map(|(agent, client)| (agent, jetstream::new(client))).collect();
     let per_agent = poll_at_cadence(own, rounds).await?;
     report("own account per agent", &per_agent, &baseline, Some(&single_account));
-    Ok(())
+
+    Ok(Figures {
+        stored,
+        first: first.elapsed,
+        noop: noop.elapsed,
+        per_change: per_change.elapsed,
+        pass_after_edit: pass_after_edit.elapsed,
+        sequential: Latencies::of(&baseline),
+        single_account: Latencies::of(&single_account),
+        minting,
+        own_account: Latencies::of(&per_agent),
+    })
+}
+
+/// `n1`, or `unknown` when the node could not be told.
+fn node_label(server: &NatsJwt, node: Option<usize>) -> String {
+    node.map_or_else(|| "unknown".to_owned(), |i| server.node_name(i))
+}
+
+/// How many of `clients` are connected to each node (on a cluster only).
+fn print_spread<'a>(server: &NatsJwt, what: &str, clients: impl Iterator<Item = &'a async_nats::Client>) {
+    if server.node_count() < 2 {
+        return;
+    }
+    let mut counts = vec![0usize; server.node_count()];
+    let mut unknown = 0;
+    for client in clients {
+        match server.connected_node(client) {
+            Some(i) => counts[i] += 1,
+            None => unknown += 1,
+        }
+    }
+    let mut spread: Vec<String> =
+        counts.iter().enumerate().map(|(i, n)| format!("{} {n}", server.node_name(i))).collect();
+    if unknown > 0 {
+        spread.push(format!("unknown {unknown}"));
+    }
+    println!("{what} by node: {}", spread.join(", "));
+}
+
+/// The two runs side by side, with the ratio R3/R1 of each figure.
+fn compare(r1: &Figures, r3: &Figures) {
+    let rows: [(&str, Duration, Duration); 12] = [
+        ("stored definitions", r1.stored, r3.stored),
+        ("first pass", r1.first, r3.first),
+        ("no-op pass", r1.noop, r3.noop),
+        ("one edited schedule, per-change path", r1.per_change, r3.per_change),
+        ("one edited schedule, reconcile pass", r1.pass_after_edit, r3.pass_after_edit),
+        ("direct get, sequential p50", r1.sequential.p50, r3.sequential.p50),
+        ("direct get, sequential p99", r1.sequential.p99, r3.sequential.p99),
+        ("direct get, single account p50", r1.single_account.p50, r3.single_account.p50),
+        ("direct get, single account p99", r1.single_account.p99, r3.single_account.p99),
+        ("minting the agents' accounts", r1.minting, r3.minting),
+        ("direct get, own account p50", r1.own_account.p50, r3.own_account.p50),
+        ("direct get, own account p99", r1.own_account.p99, r3.own_account.p99),
+    ];
+    println!("# R{CLUSTER_NODES} ({CLUSTER_NODES}-node cluster) against R1 (one server)");
+    println!("{:<38} {:>13} {:>13} {:>8}", "", "R1", format!("R{CLUSTER_NODES}"), format!("R{CLUSTER_NODES}/R1"));
+    for (what, one, three) in rows {
+        let ratio = three.as_secs_f64() / one.as_secs_f64();
+        println!("{what:<38} {:>13} {:>13} {:>7.2}x", ms(one), ms(three), ratio);
+    }
 }
 
 /// Each connection reads its agent's key by direct get every [`CADENCE`], with a random phase,
