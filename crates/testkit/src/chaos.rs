@@ -98,6 +98,11 @@ async fn accept_loop(listener: TcpListener, upstream: SocketAddr, mode: watch::R
         let live = Arc::clone(&live);
         tokio::spawn(async move {
             let Ok(server) = TcpStream::connect(upstream).await else { return };
+            // Each read is written on at once: with Nagle's algorithm a small write waits for the
+            // peer's delayed ACK (about 40 ms), which turned every NATS request through the proxy
+            // into a 40 ms one.
+            let _ = client.set_nodelay(true);
+            let _ = server.set_nodelay(true);
             live.fetch_add(1, Ordering::SeqCst);
             let (client_read, client_write) = client.into_split();
             let (server_read, server_write) = server.into_split();

@@ -426,28 +426,43 @@ pub async fn scan_bucket(js: &jetstream::Context, bucket: &str) -> Result<Vec<Ke
         })
         .await
         .map_err(|e| scan_error(e.to_string()))?;
+    // The server would keep the consumer for its inactivity threshold (30 s) after the scan; a
+    // burst of listings (the UI, a script) must not pile them up until a limit refuses the next.
+    let name = consumer.cached_info().name.clone();
+    let scanned = read_last_per_key(consumer, &prefix).await.map_err(scan_error);
+    if let Err(e) = stream.delete_consumer(&name).await {
+        tracing::debug!(bucket, error = %e, "could not delete a scan's consumer; the server drops it within 30 s");
+    }
+    scanned
+}
+
+/// What a last-per-subject ordered consumer delivers, to its last message.
+async fn read_last_per_key(
+    consumer: consumer::Consumer<consumer::push::OrderedConfig>,
+    prefix: &str,
+) -> Result<Vec<KeyValue>, String> {
     let mut out = Vec::new();
     if consumer.cached_info().num_pending == 0 {
         return Ok(out);
     }
-    let mut messages = consumer.messages().await.map_err(|e| scan_error(e.to_string()))?;
+    let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
     while let Some(message) = messages.next().await {
-        let message = message.map_err(|e| scan_error(e.to_string()))?;
-        let info = message.info().map_err(|e| scan_error(e.to_string()))?;
+        let message = message.map_err(|e| e.to_string())?;
+        let info = message.info().map_err(|e| e.to_string())?;
         let (revision, pending) = (info.stream_sequence, info.pending);
         let removed = message
             .headers
             .as_ref()
             .and_then(|h| h.get("KV-Operation"))
             .is_some_and(|op| matches!(op.as_str(), "DEL" | "PURGE"));
-        if !removed && let Some(key) = message.subject.strip_prefix(prefix.as_str()) {
+        if !removed && let Some(key) = message.subject.strip_prefix(prefix) {
             out.push(KeyValue { key: key.to_owned(), value: message.payload.clone(), revision });
         }
         if pending == 0 {
             return Ok(out);
         }
     }
-    Err(scan_error("the consumer ended before the last key".to_owned()))
+    Err("the consumer ended before the last key".to_owned())
 }
 
 #[cfg(test)]

@@ -41,6 +41,23 @@ async fn start_creates_the_buckets_and_the_todo_stream() {
 }
 
 #[tokio::test]
+async fn a_burst_of_listings_leaves_no_consumers_behind() {
+    let c = Controller::start(60).await;
+    let (status, _) = c.json(Method::POST, "/api/schedules", &new_schedule(&["a"])).await;
+    assert_eq!(status, StatusCode::CREATED);
+    for _ in 0..200 {
+        let (status, listed) = c.json(Method::GET, "/api/schedules", &Value::Null).await;
+        assert_eq!(status, StatusCode::OK, "{listed}");
+        assert_eq!(listed.as_array().unwrap().len(), 1);
+    }
+    // Each listing reads the bucket with a consumer of its own, deleted when it is done (not left
+    // for the server's 30 s inactivity threshold, where a burst would pile them up).
+    let mut definitions = c.js.get_stream(format!("KV_{SCHEDULE_DEFINITIONS_BUCKET}")).await.unwrap();
+    let consumers = definitions.info().await.unwrap().state.consumer_count;
+    assert!(consumers <= 1, "{consumers} consumers left after 200 listings");
+}
+
+#[tokio::test]
 async fn create_edit_and_delete_keep_every_agents_key_in_step() {
     let c = Controller::start(60).await;
     let (status, created) = c.json(Method::POST, "/api/schedules", &new_schedule(&["b", "a"])).await;
