@@ -191,6 +191,11 @@ async fn the_swarm_rides_out_each_node_dying_and_refuses_writes_without_a_quorum
         swarm.swarmctl(&["schedule", "add", "--name", "no-quorum", "--agent", "bee", "--body", "x", "--once"]).await;
     assert!(!ok, "a write without a quorum must fail");
     assert!(err.contains("quorum") && (err.contains("nothing was written") || err.contains("read the state")), "{err}");
+    // Reads an agent makes (a direct get of its schedules) are still served by the node left.
+    let left = async_nats::jetstream::new(swarm.hive.nats.controller_client_at(0).await.unwrap());
+    let schedules = left.get_stream_no_info("KV_agent-schedules").await.unwrap();
+    let bee = schedules.direct_get_last_for_subject("$KV.agent-schedules.bee").await.expect("served without a quorum");
+    assert!(String::from_utf8_lossy(&bee.payload).contains(&every), "bee's schedules hold the tick schedule");
     swarm.nats().start_node_again(1).await.unwrap();
     swarm.nats().start_node_again(2).await.unwrap();
     for stream in ["KV_agent-schedules", "KV_schedule-definitions", "TODO"] {
@@ -225,4 +230,26 @@ async fn list(swarm: &Swarm) -> Vec<Value> {
 
 fn names(schedules: &[Value]) -> BTreeSet<String> {
     schedules.iter().map(|s| s["name"].as_str().unwrap().to_owned()).collect()
+}
+
+/// A swarm that began on one copy per bucket moves to three: the controller changes every
+/// existing stream and bucket to its replica count, keeping what they hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn existing_buckets_are_changed_to_the_replica_count_keeping_their_data() {
+    use swarm_controller::nats::{ensure_objects, ensure_replicated_objects};
+    let nats = NatsJwt::start_cluster(3).await.unwrap();
+    let js = async_nats::jetstream::new(nats.controller_client().await.unwrap());
+    let one = ensure_objects(&js).await.unwrap();
+    one.agents.put("bee", "kept".into()).await.unwrap();
+    let three = ensure_replicated_objects(&js, 3).await.unwrap();
+    for stream in ["KV_agents", "KV_agent-schedules", "TODO", "DEPLOY", "RELAY"] {
+        let mut info = js.get_stream(stream).await.unwrap();
+        assert_eq!(info.info().await.unwrap().config.num_replicas, 3, "{stream}");
+    }
+    let kept = three.agents.get("bee").await.unwrap().expect("the value survives the change");
+    assert_eq!(&kept[..], b"kept");
+    // Down again is allowed too (a cluster shrinking back to one copy).
+    ensure_replicated_objects(&js, 1).await.unwrap();
+    let mut info = js.get_stream("KV_agents").await.unwrap();
+    assert_eq!(info.info().await.unwrap().config.num_replicas, 1);
 }
