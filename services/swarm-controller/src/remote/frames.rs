@@ -36,21 +36,7 @@ pub type Header = (String, String);
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ToController {
     /// A request: its method, path (with the query), headers and the first piece of its body.
-    Request {
-        id: String,
-        method: String,
-        path: String,
-        #[serde(default)]
-        headers: Vec<Header>,
-        /// The whole body's length in bytes, when the client knows it (it always does): an
-        /// oversized request is refused before any more of it arrives.
-        #[serde(default)]
-        size: Option<u64>,
-        #[serde(default)]
-        body: String,
-        #[serde(default)]
-        more: bool,
-    },
+    Request(RequestFrame),
     /// The next piece of a request's body.
     Body {
         id: String,
@@ -60,6 +46,25 @@ pub enum ToController {
     },
     /// The client no longer wants the answer (it stopped following a stream).
     Cancel { id: String },
+}
+
+/// A request's first message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestFrame {
+    pub id: String,
+    pub method: String,
+    pub path: String,
+    #[serde(default)]
+    pub headers: Vec<Header>,
+    /// The whole body's length in bytes, when the client knows it (it always does): an
+    /// oversized request is refused before any more of it arrives.
+    #[serde(default)]
+    pub size: Option<u64>,
+    #[serde(default)]
+    pub body: String,
+    #[serde(default)]
+    pub more: bool,
 }
 
 /// What the controller sends a client.
@@ -146,7 +151,7 @@ mod tests {
     fn a_full_piece_with_full_headers_fits_in_one_link_message() {
         let headers: Vec<Header> =
             (0..MAX_HEADERS).map(|i| (format!("x-h{i}"), "v".repeat(MAX_HEADER_BYTES / MAX_HEADERS - 5))).collect();
-        let frame = ToController::Request {
+        let frame = ToController::Request(RequestFrame {
             id: "i".repeat(MAX_ID_BYTES),
             method: "PATCH".into(),
             path: "/".repeat(MAX_PATH_BYTES),
@@ -154,7 +159,7 @@ mod tests {
             size: Some(u64::MAX),
             body: encode_piece(&vec![0xff; PIECE_BYTES]),
             more: true,
-        };
+        });
         let len = serde_json::to_vec(&frame).unwrap().len();
         assert!(len < MAX_BODY_BYTES, "{len} bytes");
     }

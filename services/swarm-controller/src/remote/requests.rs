@@ -20,7 +20,8 @@ use warp::http::{HeaderMap, HeaderName, HeaderValue, Method};
 use warp::reply::Response;
 
 use super::frames::{
-    self, FromController, Header, MAX_HEADER_BYTES, MAX_HEADERS, MAX_PATH_BYTES, PIECE_BYTES, ToController,
+    self, FromController, Header, MAX_HEADER_BYTES, MAX_HEADERS, MAX_PATH_BYTES, PIECE_BYTES, RequestFrame,
+    ToController,
 };
 use super::outgoing::{NotSent, Outgoing};
 use super::rate::TokenBucket;
@@ -174,9 +175,7 @@ impl Requests {
             }
         };
         match frame {
-            ToController::Request { id, method, path, headers, size, body, more } => {
-                self.on_request(from, id, &method, path, &headers, size, &body, more);
-            }
+            ToController::Request(request) => self.on_request(from, request),
             ToController::Body { id, body, more } => self.on_body(from, &id, &body, more),
             ToController::Cancel { id } => {
                 let outcomes = self.outcomes.lock().expect("never poisoned");
@@ -187,18 +186,8 @@ impl Requests {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn on_request(
-        &mut self,
-        from: &str,
-        id: String,
-        method: &str,
-        path: String,
-        headers: &[Header],
-        size: Option<u64>,
-        body: &str,
-        more: bool,
-    ) {
+    fn on_request(&mut self, from: &str, request: RequestFrame) {
+        let RequestFrame { id, method, path, headers, size, body, more } = request;
         if let Err(error) = frames::check_id(&id) {
             self.send_later(from, vec![FromController::Refused { error }]);
             return;
@@ -265,7 +254,7 @@ impl Requests {
             });
             return;
         }
-        let parsed = parse_head(method, &path, headers, from).and_then(|(method, headers)| {
+        let parsed = parse_head(&method, &path, &headers, from).and_then(|(method, headers)| {
             if size.is_some_and(|s| s > MAX_REQUEST_BYTES as u64) {
                 return Err(too_large(size.unwrap_or_default()));
             }
@@ -279,7 +268,7 @@ impl Requests {
             }
         };
         let mut partial = Partial { method, path, headers, body: Vec::new(), refused: false };
-        if let Err(error) = append(&mut partial.body, body) {
+        if let Err(error) = append(&mut partial.body, &body) {
             self.refuse_then_drop(from, &id, more, error);
             return;
         }

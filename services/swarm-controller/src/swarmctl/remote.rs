@@ -19,7 +19,7 @@ use hyperhive_control_proto::link::{Body, HostPresence};
 use tokio::sync::{mpsc, watch};
 
 use super::client::CtlError;
-use crate::remote::frames::{self, FromController, PIECE_BYTES, ToController};
+use crate::remote::frames::{self, FromController, PIECE_BYTES, RequestFrame, ToController};
 
 /// How long swarmctl waits for the control plane to let it in and list the hosts.
 const CONNECT_WITHIN: Duration = Duration::from_secs(20);
@@ -134,7 +134,7 @@ impl RemoteApi {
         for (index, piece) in pieces.into_iter().enumerate() {
             let (body, more) = (frames::encode_piece(piece), index < last);
             let frame = if index == 0 {
-                ToController::Request {
+                ToController::Request(RequestFrame {
                     id: id.clone(),
                     method: parts.method.to_string(),
                     path: path.clone(),
@@ -142,7 +142,7 @@ impl RemoteApi {
                     size: Some(content.len() as u64),
                     body,
                     more,
-                }
+                })
             } else {
                 ToController::Body { id: id.clone(), body, more }
             };
