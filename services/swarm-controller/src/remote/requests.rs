@@ -6,8 +6,9 @@
 //! seen again (a client that sent it twice) never runs twice; while it runs the repeat is
 //! ignored (its answer is on its way), after it the stored answer is sent again.
 //!
-//! Bounds, all per client: [`MAX_REQUEST_BYTES`] per request, [`MAX_OPEN`] requests being sent
-//! or running at once, and a token bucket of `rate` requests a second ([`super::rate`]).
+//! Bounds, all per client: [`MAX_REQUEST_BYTES`] per request and for all its requests being sent
+//! together, [`MAX_OPEN`] requests being sent or running at once, and a token bucket of `rate`
+//! requests a second ([`super::rate`]).
 //! Over any of them the request is refused (413 or 429) and nothing runs.
 
 use std::collections::{HashMap, VecDeque};
@@ -268,7 +269,7 @@ impl Requests {
             }
         };
         let mut partial = Partial { method, path, headers, body: Vec::new(), refused: false };
-        if let Err(error) = append(&mut partial.body, &body) {
+        if let Err(error) = append(&mut partial.body, &body, MAX_REQUEST_BYTES) {
             self.refuse_then_drop(from, &id, more, error);
             return;
         }
@@ -280,6 +281,11 @@ impl Requests {
     }
 
     fn on_body(&mut self, from: &str, id: &str, body: &str, more: bool) {
+        // What the client's other requests being sent hold: together they stay within one
+        // request's limit, so a client holds at most that much of the controller's memory.
+        let held_elsewhere = self.clients.get(from).map_or(0, |c| {
+            c.partial.iter().filter(|(other, _)| other.as_str() != id).map(|(_, p)| p.body.len()).sum::<usize>()
+        });
         let Some(partial) = self.clients.get_mut(from).and_then(|c| c.partial.get_mut(id)) else {
             let error =
                 format!("a body piece for request {id:?}, which is not being sent; start with a \"request\" message");
@@ -287,7 +293,7 @@ impl Requests {
             return;
         };
         if !partial.refused
-            && let Err(error) = append(&mut partial.body, body)
+            && let Err(error) = append(&mut partial.body, body, MAX_REQUEST_BYTES.saturating_sub(held_elsewhere))
         {
             partial.refused = true;
             self.refuse(from, id, error);
@@ -302,8 +308,14 @@ impl Requests {
     }
 
     /// Refuses `id`; when more of its body is to come, the pieces are dropped as they arrive.
+    /// Refused requests are remembered only up to [`MAX_OPEN`] per client, so a client that keeps
+    /// starting requests it may not send grows nothing: beyond that its pieces are answered as
+    /// pieces of no request.
     fn refuse_then_drop(&mut self, from: &str, id: &str, more: bool, error: ApiError) {
-        if more && let Some(client) = self.clients.get_mut(from) {
+        if more
+            && let Some(client) = self.clients.get_mut(from)
+            && client.partial.len() < MAX_OPEN
+        {
             let partial = Partial {
                 method: Method::GET,
                 path: String::new(),
@@ -364,10 +376,19 @@ fn too_large(size: u64) -> ApiError {
     ))
 }
 
-fn append(body: &mut Vec<u8>, piece: &str) -> Result<(), ApiError> {
+/// Adds a piece to `body`, which may hold at most `room` bytes.
+fn append(body: &mut Vec<u8>, piece: &str, room: usize) -> Result<(), ApiError> {
     let bytes = frames::decode_piece(piece).map_err(ApiError::BadRequest)?;
-    if body.len() + bytes.len() > MAX_REQUEST_BYTES {
-        return Err(too_large((body.len() + bytes.len()) as u64));
+    let size = body.len() + bytes.len();
+    if size > room {
+        return Err(if room < MAX_REQUEST_BYTES {
+            ApiError::PayloadTooLarge(format!(
+                "this client's requests being sent hold more than {MAX_REQUEST_BYTES} bytes together; send large \
+                 requests one at a time"
+            ))
+        } else {
+            too_large(size as u64)
+        });
     }
     body.extend_from_slice(&bytes);
     Ok(())
@@ -533,6 +554,23 @@ mod tests {
             let ApiError::BadRequest(message) = err else { unreachable!() };
             assert!(message.contains(why), "{message}");
         }
+    }
+
+    #[test]
+    fn pieces_fill_a_request_up_to_its_room() {
+        let mut body = Vec::new();
+        append(&mut body, &frames::encode_piece(&[1; 100]), 150).unwrap();
+        let err = append(&mut body, &frames::encode_piece(&[2; 100]), 150).unwrap_err();
+        let ApiError::PayloadTooLarge(message) = err else { panic!("not a 413") };
+        assert!(message.contains("together"), "{message}");
+        assert_eq!(body.len(), 100, "a refused piece adds nothing");
+        let err = append(&mut body, &frames::encode_piece(&[2; 100]), 100 + 99).unwrap_err();
+        assert!(matches!(err, ApiError::PayloadTooLarge(_)));
+        assert!(matches!(append(&mut body, "not base64!", MAX_REQUEST_BYTES), Err(ApiError::BadRequest(_))));
+        let mut big = vec![0; MAX_REQUEST_BYTES];
+        let err = append(&mut big, &frames::encode_piece(&[1]), MAX_REQUEST_BYTES).unwrap_err();
+        let ApiError::PayloadTooLarge(message) = err else { panic!("not a 413") };
+        assert!(message.contains("requests through the control plane are at most"), "{message}");
     }
 
     #[test]
