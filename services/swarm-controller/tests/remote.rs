@@ -22,6 +22,7 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use common::one_hive::{OneHive, printing_turn};
+use common::pair;
 use hyper::http::Method;
 use hyperhive_testkit::control_plane::Cluster;
 use hyperhive_testkit::control_plane::device::{Device, Input, Linked};
@@ -48,15 +49,6 @@ impl Remote {
     async fn start(agents: &[&str], controller_env: &[(&str, &str)]) -> Remote {
         let cluster = Cluster::start().await;
         let identity = cluster.dir().join("control-identity.json");
-        let pair = |code: &str, extra: &[&str]| {
-            std::process::Command::new(env!("CARGO_BIN_EXE_swarm-controller"))
-                .args(["pair", code])
-                .args(extra)
-                .env_remove("SWARM_STATE_DIR")
-                .env_remove("SWARM_CONTROL_IDENTITY")
-                .output()
-                .unwrap()
-        };
         let client_code = cluster.code("--client", &[]).await;
         let refused = pair(&client_code, &["--identity", identity.to_str().unwrap()]);
         assert!(String::from_utf8_lossy(&refused.stderr).contains("that is a client code"), "{refused:?}");
@@ -64,21 +56,14 @@ impl Remote {
         assert!(String::from_utf8_lossy(&nowhere.stderr).contains("set SWARM_STATE_DIR"), "{nowhere:?}");
         assert!(!identity.exists(), "a refused pairing writes nothing");
         let code = cluster.code("--host", &[]).await;
-        let paired = std::process::Command::new(env!("CARGO_BIN_EXE_swarm-controller"))
-            .args(["pair", &code, "--name", "swarm", "--identity"])
-            .arg(&identity)
-            .output()
-            .unwrap();
+        let shown = identity.to_str().unwrap();
+        let paired = pair(&code, &["--name", "swarm", "--identity", shown]);
         let said = String::from_utf8_lossy(&paired.stdout).into_owned();
         assert!(paired.status.success(), "pair: {}", String::from_utf8_lossy(&paired.stderr));
         assert!(said.contains("paired as host d") && said.contains("mode 0600"), "{said}");
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(std::fs::metadata(&identity).unwrap().permissions().mode() & 0o777, 0o600);
-        let again = std::process::Command::new(env!("CARGO_BIN_EXE_swarm-controller"))
-            .args(["pair", &cluster.code("--host", &[]).await, "--identity"])
-            .arg(&identity)
-            .output()
-            .unwrap();
+        let again = pair(&cluster.code("--host", &[]).await, &["--identity", shown]);
         assert!(!again.status.success());
         assert!(String::from_utf8_lossy(&again.stderr).contains("paired already"), "a second pair keeps the first");
 

@@ -92,21 +92,19 @@ async fn dispatch(
     out: Arc<Outgoing>,
     status: Arc<LinkStatus>,
 ) {
-    let link = {
-        let status = status.clone();
-        tokio::spawn(async move {
-            if let Err(stopped) = connect::run(&identity, command_rx, event_tx).await {
-                tracing::error!(
-                    reason = %stopped,
-                    "the control plane closed the link for good; if this controller was forgotten, pair it again \
-                     with `swarm-controller pair CODE` and restart it"
-                );
-                status.set("stopped", None, Some(stopped.to_string()));
-            }
-        })
-    };
-    // Abort the link with this task: the link holds the socket.
-    let _link = AbortOnDrop(link);
+    // The link holds the socket; the set aborts it when this task ends or is aborted.
+    let mut link = tokio::task::JoinSet::new();
+    let stopped_status = status.clone();
+    link.spawn(async move {
+        if let Err(stopped) = connect::run(&identity, command_rx, event_tx).await {
+            tracing::error!(
+                reason = %stopped,
+                "the control plane closed the link for good; if this controller was forgotten, pair it again \
+                 with `swarm-controller pair CODE` and restart it"
+            );
+            stopped_status.set("stopped", None, Some(stopped.to_string()));
+        }
+    });
     while let Some(event) = events.recv().await {
         match event {
             Event::Connected { copy, .. } => {
@@ -127,12 +125,4 @@ async fn dispatch(
         }
     }
     requests.shutdown().await;
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }

@@ -223,6 +223,18 @@ pub async fn daemon_process(nats: &NatsJwt, socket: &std::path::Path, extra_env:
     daemon
 }
 
+/// Runs `swarm-controller pair CODE ARGS...` with neither `SWARM_STATE_DIR` nor
+/// `SWARM_CONTROL_IDENTITY` set (the test says where the identity goes).
+pub fn pair(code: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_swarm-controller"))
+        .args(["pair", code])
+        .args(args)
+        .env_remove("SWARM_STATE_DIR")
+        .env_remove("SWARM_CONTROL_IDENTITY")
+        .output()
+        .unwrap()
+}
+
 /// Publishes `status` as its hive's hive-c0re does: with the hive's own credential, on its own key.
 pub async fn publish_as_hive(nats: &NatsJwt, status: &HiveStatus) {
     nats.publish_as_hive(status.hive.as_str(), serde_json::to_vec(status).unwrap())
