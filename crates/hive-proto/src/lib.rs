@@ -16,13 +16,10 @@
 pub mod agent_files;
 pub mod deploy;
 pub mod directory;
-pub mod relay;
+pub mod feed;
 pub mod roster;
 pub mod spec;
 pub mod status;
 pub mod wanted;
 
 pub use hyperhive_schedule::{AgentName, HiveName};
-
-/// KV bucket: `<agent>` -> its roster entry (written by the controller).
-pub const AGENTS_BUCKET: &str = "agents";

@@ -44,12 +44,7 @@ pub use fragment::DEFAULT_RESOLVER_DIR;
 use jwt::AccountSpec;
 pub use jwt::Validity;
 pub use minted::{AccountJwt, Minted, NewAgent, SecretCreds};
-pub use permissions::{
-    AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, Permissions, RELAY_STREAM, agent_durable_name,
-    agent_inbox_prefix, agent_permissions, agent_schedule_direct_get_subject, agent_terminal_subject,
-    agent_turn_subject, deploy_subject, hive_durable_name, hive_inbox_prefix, hive_permissions, hive_status_subject,
-    hive_wanted_filter,
-};
+pub use permissions::{Permissions, agent_permissions, hive_permissions};
 use tenant::{Tenant, agent_tenant, hive_agents, hive_tenant, signing_keys};
 
 /// Default lifetime of an agent's or a hive's credential.

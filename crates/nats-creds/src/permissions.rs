@@ -18,7 +18,13 @@
 //! wildcards are the last tokens the server generates (ack subjects, inbox replies) and, for a
 //! hive, the agent token under its own hive's prefix.
 
-use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, AgentName, HiveName, TODO_STREAM, todo_subject};
+use hyperhive_nats_objects::{
+    AGENT_SCHEDULES_BUCKET, AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, TODO_STREAM, agent_durable_name,
+    agent_inbox_prefix, agent_schedule_direct_get_subject, agent_terminal_subject, agent_turn_subject,
+    deploy_subject, direct_get_subject, hive_durable_name, hive_inbox_prefix, hive_status_subject, hive_wanted_filter,
+    kv_key_subject, kv_stream, todo_subject,
+};
+use hyperhive_schedule::{AgentName, HiveName};
 use serde::Serialize;
 
 use crate::jwt::{ResponseType, ServiceExport};
@@ -30,16 +36,6 @@ use crate::jwt::{ResponseType, ServiceExport};
 /// reveals nothing of the swarm's.
 pub const JS_INFO: &str = "$JS.API.INFO";
 
-/// KV bucket: `<hive>` -> that hive's last published status (written by its hive-c0re).
-pub const HIVE_STATUS_BUCKET: &str = "hive-status";
-/// KV bucket: `<hive>.<agent>` -> the agent's wanted state (written by the controller).
-pub const AGENT_WANTED_BUCKET: &str = "agent-wanted";
-/// Work-queue stream of deploy messages, on `deploy.<hive>`.
-pub const DEPLOY_STREAM: &str = "DEPLOY";
-/// Stream of every agent's recent terminal output and turn headers, on `term.<agent>` and
-/// `turn.<agent>`, oldest dropped first.
-pub const RELAY_STREAM: &str = "RELAY";
-
 /// Publish and subscribe allow lists of a user JWT; everything else is denied.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Permissions {
@@ -47,62 +43,6 @@ pub struct Permissions {
     pub publish_allow: Vec<String>,
     /// Subjects the user may subscribe to.
     pub subscribe_allow: Vec<String>,
-}
-
-/// `_INBOX_<agent>`: the agent's own reply inbox prefix (the client's custom inbox prefix).
-pub fn agent_inbox_prefix(agent: &AgentName) -> String {
-    format!("_INBOX_{agent}")
-}
-
-/// `_INBOX_hive-<hive>`: the hive's own reply inbox prefix.
-pub fn hive_inbox_prefix(hive: &HiveName) -> String {
-    format!("_INBOX_hive-{hive}")
-}
-
-/// `agent-<agent>`: the agent's durable pull consumer on `TODO`, filtered on `todo.<agent>`.
-pub fn agent_durable_name(agent: &AgentName) -> String {
-    format!("agent-{agent}")
-}
-
-/// `hive-<hive>`: the hive's durable consumers on `DEPLOY` (filtered on `deploy.<hive>`) and on
-/// `KV_agent-wanted` (filtered on its own agents' keys).
-pub fn hive_durable_name(hive: &HiveName) -> String {
-    format!("hive-{hive}")
-}
-
-/// `deploy.<hive>`: the hive's deploy subject.
-pub fn deploy_subject(hive: &HiveName) -> String {
-    format!("deploy.{hive}")
-}
-
-/// `$KV.agent-wanted.<hive>.*`: the wanted state of every agent of `hive`.
-pub fn hive_wanted_filter(hive: &HiveName) -> String {
-    format!("$KV.{AGENT_WANTED_BUCKET}.{hive}.*")
-}
-
-/// `$KV.hive-status.<hive>`: where the hive publishes its status.
-pub fn hive_status_subject(hive: &HiveName) -> String {
-    format!("$KV.{HIVE_STATUS_BUCKET}.{hive}")
-}
-
-/// `$JS.API.DIRECT.GET.KV_agent-schedules.$KV.agent-schedules.<agent>`: the direct get of the
-/// agent's own key (empty payload; the reply's `Nats-Sequence` is the revision).
-pub fn agent_schedule_direct_get_subject(agent: &AgentName) -> String {
-    direct_get(AGENT_SCHEDULES_BUCKET, agent.as_str())
-}
-
-/// `term.<agent>`: the agent's terminal output.
-pub fn agent_terminal_subject(agent: &AgentName) -> String {
-    format!("term.{agent}")
-}
-
-/// `turn.<agent>`: the agent's turn state.
-pub fn agent_turn_subject(agent: &AgentName) -> String {
-    format!("turn.{agent}")
-}
-
-fn direct_get(bucket: &str, key: &str) -> String {
-    format!("$JS.API.DIRECT.GET.KV_{bucket}.$KV.{bucket}.{key}")
 }
 
 /// The four subjects of one durable pull consumer: create it (only with this filter), inspect it,
@@ -136,9 +76,9 @@ pub fn agent_imports(agent: &AgentName) -> Vec<String> {
 /// the todo queues of the agents it runs.
 pub fn hive_imports(hive: &HiveName, agents: &[AgentName]) -> Vec<String> {
     let durable = hive_durable_name(hive);
-    let mut subjects = vec![hive_status_subject(hive), direct_get(HIVE_STATUS_BUCKET, hive.as_str())];
-    subjects.push(direct_get(AGENT_WANTED_BUCKET, &format!("{hive}.*")));
-    subjects.extend(pull_consumer(&format!("KV_{AGENT_WANTED_BUCKET}"), &durable, &hive_wanted_filter(hive)));
+    let mut subjects = vec![hive_status_subject(hive), direct_get_subject(HIVE_STATUS_BUCKET, hive.as_str())];
+    subjects.push(direct_get_subject(AGENT_WANTED_BUCKET, &format!("{hive}.*")));
+    subjects.extend(pull_consumer(&kv_stream(AGENT_WANTED_BUCKET), &durable, &hive_wanted_filter(hive)));
     subjects.extend(pull_consumer(DEPLOY_STREAM, &durable, &deploy_subject(hive)));
     subjects.extend(agents.iter().map(todo_subject));
     subjects
@@ -153,18 +93,18 @@ pub fn swarm_exports() -> Vec<ServiceExport> {
         let [create, info, next, ack] = pull_consumer(stream, "*", filter);
         [one(create), one(info), ServiceExport { subject: next, response: ResponseType::Stream }, one(ack)]
     };
-    let wanted = format!("KV_{AGENT_WANTED_BUCKET}");
+    let wanted = kv_stream(AGENT_WANTED_BUCKET);
     let mut exports = vec![
         one("todo.*".to_owned()),
         one("term.*".to_owned()),
         one("turn.*".to_owned()),
-        one(direct_get(AGENT_SCHEDULES_BUCKET, "*")),
-        one(format!("$KV.{HIVE_STATUS_BUCKET}.*")),
-        one(direct_get(HIVE_STATUS_BUCKET, "*")),
-        one(direct_get(AGENT_WANTED_BUCKET, "*.*")),
+        one(direct_get_subject(AGENT_SCHEDULES_BUCKET, "*")),
+        one(kv_key_subject(HIVE_STATUS_BUCKET, "*")),
+        one(direct_get_subject(HIVE_STATUS_BUCKET, "*")),
+        one(direct_get_subject(AGENT_WANTED_BUCKET, "*.*")),
     ];
     exports.extend(consumers(TODO_STREAM, "todo.*"));
-    exports.extend(consumers(&wanted, &format!("$KV.{AGENT_WANTED_BUCKET}.*.*")));
+    exports.extend(consumers(&wanted, &kv_key_subject(AGENT_WANTED_BUCKET, "*.*")));
     exports.extend(consumers(DEPLOY_STREAM, "deploy.*"));
     exports
 }

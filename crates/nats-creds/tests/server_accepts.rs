@@ -8,9 +8,8 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer, kv, stream};
 use async_nats::{ConnectOptions, Event};
 use futures::StreamExt;
-use hyperhive_nats_creds::{
-    AgentName, Validity, agent_durable_name, agent_inbox_prefix, agent_schedule_direct_get_subject,
-};
+use hyperhive_nats_creds::{AgentName, Validity};
+use hyperhive_nats_objects::{agent_durable_name, agent_inbox_prefix, agent_schedule_direct_get_subject};
 use hyperhive_testkit::NatsJwt;
 use tokio::sync::mpsc;
 

@@ -17,7 +17,4 @@ pub use doc::{AgentSchedule, AgentSchedules, DOC_VERSION, DocError};
 pub use instant::{InstantError, format_instant, parse_instant, whole_seconds_utc};
 pub use name::{AgentName, HiveName, NameError};
 pub use slot::{due_slot, next_slot_after};
-pub use todo::{
-    AGENT_SCHEDULES_BUCKET, SCHEDULE_DEFINITIONS_BUCKET, TODO_STREAM, Todo, schedule_source, slot_message_id,
-    todo_subject,
-};
+pub use todo::{Todo, schedule_source, slot_message_id};

@@ -1,17 +1,10 @@
-//! The todo an agent consumes, and the fixed names of the NATS objects (docs/architecture.md).
+//! The todo an agent consumes, and the ids a fired slot's todo carries.
 
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use crate::instant::format_instant;
 use crate::name::AgentName;
-
-/// KV bucket: schedule id -> one schedule document (swarm-controller only).
-pub const SCHEDULE_DEFINITIONS_BUCKET: &str = "schedule-definitions";
-/// KV bucket with direct get allowed: agent name -> [`crate::AgentSchedules`].
-pub const AGENT_SCHEDULES_BUCKET: &str = "agent-schedules";
-/// The work-queue stream holding every agent's todos on `todo.<agent>`.
-pub const TODO_STREAM: &str = "TODO";
 
 /// One unit of work, published as JSON on `todo.<agent>`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,11 +27,6 @@ impl Todo {
             body: body.to_owned(),
         }
     }
-}
-
-/// `todo.<agent>`: the agent's queue subject.
-pub fn todo_subject(agent: &AgentName) -> String {
-    format!("todo.{agent}")
 }
 
 /// `schedule:<id>`: the source of a todo fired by a schedule.
@@ -65,7 +53,6 @@ mod tests {
     #[test]
     fn names_are_as_documented() {
         let agent = AgentName::parse("bee-1").unwrap();
-        assert_eq!(todo_subject(&agent), "todo.bee-1");
         let todo = Todo::for_slot(&agent, "s1", "hello", datetime!(2026-11-30 09:00:00 UTC));
         assert_eq!(todo.id, "schedule:s1:bee-1:2026-11-30T09:00:00Z");
         let other = AgentName::parse("bee-2").unwrap();

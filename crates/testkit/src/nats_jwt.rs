@@ -367,12 +367,12 @@ impl NatsJwt {
         let creds = self.mint_hive(hive, &[]).await?;
         let client = async_nats::ConnectOptions::with_credentials_file(creds)
             .await?
-            .custom_inbox_prefix(hyperhive_nats_creds::hive_inbox_prefix(&name))
+            .custom_inbox_prefix(hyperhive_nats_objects::hive_inbox_prefix(&name))
             .connect(self.urls())
             .await?;
         // The context (and so the connection) must outlive the ack.
         let js = async_nats::jetstream::new(client);
-        let ack = js.publish(hyperhive_nats_creds::hive_status_subject(&name), status.into()).await?;
+        let ack = js.publish(hyperhive_nats_objects::hive_status_subject(&name), status.into()).await?;
         ack.await?;
         Ok(())
     }
@@ -386,7 +386,7 @@ impl NatsJwt {
         let creds = self.mint_agent(agent).await?;
         Ok(async_nats::ConnectOptions::with_credentials_file(creds)
             .await?
-            .custom_inbox_prefix(hyperhive_nats_creds::agent_inbox_prefix(&name))
+            .custom_inbox_prefix(hyperhive_nats_objects::agent_inbox_prefix(&name))
             .connect(self.urls())
             .await?)
     }

@@ -68,7 +68,7 @@ async fn accounts_minted_after_the_start_reach_every_node() {
         let client = async_nats::ConnectOptions::with_credentials_file(creds.clone())
             .await
             .unwrap()
-            .custom_inbox_prefix(hyperhive_nats_creds::agent_inbox_prefix(&name))
+            .custom_inbox_prefix(hyperhive_nats_objects::agent_inbox_prefix(&name))
             .ignore_discovered_servers()
             .connect(nats.node_url(i))
             .await
@@ -89,7 +89,7 @@ async fn accounts_minted_after_the_start_reach_every_node() {
     let client = async_nats::ConnectOptions::with_credentials_file(other_creds)
         .await
         .unwrap()
-        .custom_inbox_prefix(hyperhive_nats_creds::agent_inbox_prefix(&AgentName::parse(other).unwrap()))
+        .custom_inbox_prefix(hyperhive_nats_objects::agent_inbox_prefix(&AgentName::parse(other).unwrap()))
         .ignore_discovered_servers()
         .connect(nats.node_url(2))
         .await

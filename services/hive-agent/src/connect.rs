@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_nats::{Auth, AuthError, ClientError, ConnectOptions, Event, ServerError};
-use hyperhive_nats_creds::agent_inbox_prefix;
+use hyperhive_nats_objects::agent_inbox_prefix;
 use hyperhive_schedule::AgentName;
 use tracing::{debug, error, info, warn};
 

@@ -9,15 +9,15 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind, consumer::pull, message::Message};
 use futures::StreamExt;
-use hyperhive_nats_creds::agent_durable_name;
-use hyperhive_schedule::{AgentName, TODO_STREAM, Todo, todo_subject};
+use hyperhive_nats_objects::{TODO_STREAM, agent_durable_name, todo_subject};
+use hyperhive_schedule::{AgentName, Todo};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use crate::clock::Clock;
 use crate::error::{LoopError, nats};
 use crate::pause::Pause;
-use crate::relay::Relay;
+use crate::feed::Feed;
 use crate::state::State;
 use crate::turn::{TurnEnd, run_turn};
 use crate::turn_file::TurnReporter;
@@ -60,7 +60,7 @@ pub struct Consumer {
     /// Where the turn state is reported.
     pub(crate) reporter: TurnReporter,
     /// Where the turn's output goes (its terminal).
-    pub(crate) relay: Relay,
+    pub(crate) feed: Feed,
 }
 
 impl Consumer {
@@ -179,7 +179,7 @@ impl Consumer {
     /// Runs the todo's turn, records it as finished and acks it (or hands it back on a stop);
     /// `true` when the turn succeeded.
     async fn run_turn_of(&self, message: &Message, todo: &Todo) -> Result<bool, LoopError> {
-        let turn = run_turn(&self.turn_command, &self.agent, todo, self.turn_timeout, &self.relay);
+        let turn = run_turn(&self.turn_command, &self.agent, todo, self.turn_timeout, &self.feed);
         tokio::pin!(turn);
         let mut progress = tokio::time::interval(ACK_WAIT / 3);
         progress.tick().await;

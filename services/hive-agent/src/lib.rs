@@ -10,7 +10,7 @@
 //! - [`ticker`]: reads the agent's schedules by direct get and fires due slots.
 //! - [`consumer`]: the durable pull consumer, one todo at a time.
 //! - [`turn`]: runs the turn command.
-//! - [`relay`]: the turn's output and turn header, published for the agent's watchers.
+//! - [`feed`]: the turn's output and turn header, published for the agent's watchers.
 //! - [`pause`]: the pause file hive-c0re writes: while it exists, no todo and no slot.
 //! - [`turn_file`]: `turn.json`, what the agent is doing, for hive-c0re to report.
 //! - [`error`]: why a tick or a consumer pass failed.
@@ -24,7 +24,7 @@ pub mod credential;
 pub mod creds_watch;
 pub mod error;
 pub mod pause;
-pub mod relay;
+pub mod feed;
 pub mod state;
 pub mod ticker;
 pub mod turn;
@@ -42,7 +42,7 @@ use crate::config::Config;
 use crate::consumer::Consumer;
 use crate::creds_watch::CredsWatch;
 use crate::pause::Pause;
-use crate::relay::Relay;
+use crate::feed::Feed;
 use crate::state::{State, StateError};
 use crate::ticker::Ticker;
 use crate::turn_file::TurnReporter;
@@ -69,7 +69,7 @@ pub struct Agent {
     consumer: JoinHandle<()>,
     pause_watch: JoinHandle<()>,
     creds_watch: JoinHandle<()>,
-    relay: JoinHandle<()>,
+    feed: JoinHandle<()>,
     ticks: watch::Receiver<u64>,
     stop: watch::Sender<bool>,
 }
@@ -92,8 +92,8 @@ impl Agent {
         let js = jetstream::new(client.clone());
         let (ticks_tx, ticks) = watch::channel(0);
         let (stop, stop_rx) = watch::channel(false);
-        let (relay, relay_task) = Relay::start(client.clone(), &config.name);
-        let reporter = TurnReporter::new(&config.state_dir, relay.clone());
+        let (feed, feed_task) = Feed::start(client.clone(), &config.name);
+        let reporter = TurnReporter::new(&config.state_dir, feed.clone());
         let pause = Pause::new(config.pause_file.clone(), reporter.clone());
         let pause_watch = tokio::spawn(pause.clone().watch());
         let ticker = tokio::spawn(
@@ -123,12 +123,12 @@ impl Agent {
                 stop: stop_rx,
                 pause,
                 reporter,
-                relay,
+                feed,
             }
             .run(),
         );
         tracing::info!(agent = %config.name, tick = ?config.schedule_tick, "hive-agent started");
-        Ok(Self { ticker, consumer, pause_watch, creds_watch, relay: relay_task, ticks, stop })
+        Ok(Self { ticker, consumer, pause_watch, creds_watch, feed: feed_task, ticks, stop })
     }
 
     /// The number of finished schedule ticks (to wait for "n more ticks" in tests).
@@ -147,7 +147,7 @@ impl Agent {
         self.ticker.abort();
         self.pause_watch.abort();
         self.creds_watch.abort();
-        self.relay.abort();
+        self.feeds.abort();
         let _ = (&mut self.ticker).await;
     }
 }
@@ -159,6 +159,6 @@ impl Drop for Agent {
         self.consumer.abort();
         self.pause_watch.abort();
         self.creds_watch.abort();
-        self.relay.abort();
+        self.feeds.abort();
     }
 }

@@ -11,9 +11,8 @@ use std::time::Duration;
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, stream::DirectGetErrorKind};
 use hmac::{Hmac, Mac};
-use hyperhive_schedule::{
-    AGENT_SCHEDULES_BUCKET, AgentName, AgentSchedules, Todo, due_slot, format_instant, todo_subject,
-};
+use hyperhive_nats_objects::{AGENT_SCHEDULES_BUCKET, kv_key_subject, kv_stream, todo_subject};
+use hyperhive_schedule::{AgentName, AgentSchedules, Todo, due_slot, format_instant};
 use sha2::Sha256;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
@@ -113,10 +112,10 @@ impl Ticker {
     async fn read_schedules(&self) -> Result<Option<AgentSchedules>, LoopError> {
         let bucket = self
             .js
-            .get_stream_no_info(format!("KV_{AGENT_SCHEDULES_BUCKET}"))
+            .get_stream_no_info(kv_stream(AGENT_SCHEDULES_BUCKET))
             .await
             .map_err(nats("opening agent-schedules"))?;
-        let key = format!("$KV.{AGENT_SCHEDULES_BUCKET}.{}", self.agent);
+        let key = kv_key_subject(AGENT_SCHEDULES_BUCKET, self.agent.as_str());
         let message = match bucket.direct_get_last_for_subject(key).await {
             Ok(message) => message,
             Err(e) if e.kind() == DirectGetErrorKind::NotFound => {

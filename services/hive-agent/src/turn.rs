@@ -7,7 +7,7 @@
 //! under systemd the unit's cgroup still ends it when the unit stops.
 //!
 //! Its stdout and stderr are read as the command writes them: each read goes to the agent's own
-//! stdout or stderr (its log) and to the [`Relay`] (its terminal), never waiting on the latter.
+//! stdout or stderr (its log) and to the [`Feed`] (its terminal), never waiting on the latter.
 
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -19,13 +19,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
-use crate::relay::{Relay, Utf8Chunker};
+use crate::feed::{Feed, Utf8Chunker};
 
 /// How long a turn past its timeout has between SIGTERM and SIGKILL: long enough for a tool to
 /// remove its lock files (git does on SIGTERM), short enough not to hold the queue.
 pub const TERM_GRACE: Duration = Duration::from_secs(5);
 
-/// How long the output of a turn that has ended may take to drain into the log and the relay.
+/// How long the output of a turn that has ended may take to drain into the log and the feed.
 const OUTPUT_DRAIN: Duration = Duration::from_secs(2);
 
 /// How a turn ended.
@@ -49,7 +49,7 @@ pub async fn run_turn(
     agent: &AgentName,
     todo: &Todo,
     timeout: Duration,
-    relay: &Relay,
+    feed: &Feed,
 ) -> std::io::Result<TurnEnd> {
     let mut turn = TurnGroup::spawn(
         Command::new("sh")
@@ -64,8 +64,8 @@ pub async fn run_turn(
     )?;
     let mut stdin = turn.child.stdin.take().expect("stdin is piped");
     let readers = [
-        forward(turn.child.stdout.take().expect("stdout is piped"), tokio::io::stdout(), relay.clone()),
-        forward(turn.child.stderr.take().expect("stderr is piped"), tokio::io::stderr(), relay.clone()),
+        forward(turn.child.stdout.take().expect("stdout is piped"), tokio::io::stdout(), feed.clone()),
+        forward(turn.child.stderr.take().expect("stderr is piped"), tokio::io::stderr(), feed.clone()),
     ];
     let body = todo.body.clone();
     // Written concurrently with the wait so a body larger than the pipe buffer cannot deadlock
@@ -96,8 +96,8 @@ pub async fn run_turn(
     end
 }
 
-/// Reads `from` until it closes, writing each read to `log` and offering it to `relay`.
-fn forward<R, W>(mut from: R, mut log: W, relay: Relay) -> JoinHandle<()>
+/// Reads `from` until it closes, writing each read to `log` and offering it to `feed`.
+fn forward<R, W>(mut from: R, mut log: W, feed: Feed) -> JoinHandle<()>
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -111,11 +111,11 @@ where
                 Ok(n) => &buffer[..n],
             };
             let _ = log.write_all(read).await;
-            relay.terminal(&chunker.push(read));
+            feed.terminal(&chunker.push(read));
         }
         let rest = chunker.finish();
         if !rest.is_empty() {
-            relay.terminal(&rest);
+            feed.terminal(&rest);
         }
         let _ = log.flush().await;
     })
@@ -199,21 +199,21 @@ mod tests {
         let out = dir.path().join("out");
         let command =
             format!("{{ cat; echo \"|$HIVE_AGENT_NAME|$HIVE_TODO_ID|$HIVE_TODO_SOURCE\"; }} > {}", out.display());
-        let end = run_turn(&command, &bee(), &todo("hello"), LONG, &Relay::disabled()).await.unwrap();
+        let end = run_turn(&command, &bee(), &todo("hello"), LONG, &Feed::disabled()).await.unwrap();
         assert!(matches!(end, TurnEnd::Exited(status) if status.success()), "{end:?}");
         assert_eq!(std::fs::read_to_string(out).unwrap(), "hello|bee|t-1|schedule:s\n");
     }
 
     #[tokio::test]
     async fn the_output_reaches_the_relay_whole_even_split_mid_character() {
-        let (relay, mut relayed) = Relay::capture();
+        let (feed, mut fed) = Feed::capture();
         // 'é' is written a byte at a time, with a pause between, from stdout; stderr too.
         let command = r"printf 'start\n'; printf '\303'; sleep 0.2; printf '\251\n'; printf 'oops\n' >&2";
-        let end = run_turn(command, &bee(), &todo(""), LONG, &relay).await.unwrap();
+        let end = run_turn(command, &bee(), &todo(""), LONG, &feed).await.unwrap();
         assert!(matches!(end, TurnEnd::Exited(status) if status.success()), "{end:?}");
-        drop(relay);
+        drop(feed);
         let mut chunks = Vec::new();
-        while let Some((is_term, chunk)) = relayed.recv().await {
+        while let Some((is_term, chunk)) = fed.recv().await {
             assert!(is_term);
             assert!(std::str::from_utf8(&chunk).is_ok(), "a chunk split a character: {chunk:?}");
             chunks.push(String::from_utf8(chunk.to_vec()).unwrap());
@@ -225,7 +225,7 @@ mod tests {
     #[tokio::test]
     async fn exit_codes_come_back_and_unread_stdin_is_fine() {
         let big = "x".repeat(1 << 20);
-        let end = run_turn("exit 3", &bee(), &todo(&big), LONG, &Relay::disabled()).await.unwrap();
+        let end = run_turn("exit 3", &bee(), &todo(&big), LONG, &Feed::disabled()).await.unwrap();
         assert!(matches!(end, TurnEnd::Exited(status) if status.code() == Some(3)), "{end:?}");
     }
 
@@ -233,7 +233,7 @@ mod tests {
     async fn a_turn_past_its_timeout_is_killed_with_everything_it_started() {
         let dir = tempfile::tempdir().unwrap();
         let started = Instant::now();
-        let end = run_turn(&lingering(dir.path(), ""), &bee(), &todo(""), Duration::from_secs(1), &Relay::disabled())
+        let end = run_turn(&lingering(dir.path(), ""), &bee(), &todo(""), Duration::from_secs(1), &Feed::disabled())
             .await
             .unwrap();
         assert_eq!(end, TurnEnd::TimedOut);
@@ -247,7 +247,7 @@ mod tests {
         let started = Instant::now();
         // The ignored SIGTERM is inherited by both sleeps.
         let command = lingering(dir.path(), "trap '' TERM;");
-        let end = run_turn(&command, &bee(), &todo(""), Duration::from_secs(1), &Relay::disabled()).await.unwrap();
+        let end = run_turn(&command, &bee(), &todo(""), Duration::from_secs(1), &Feed::disabled()).await.unwrap();
         assert_eq!(end, TurnEnd::TimedOut);
         assert!(started.elapsed() >= TERM_GRACE, "killed before the grace: {:?}", started.elapsed());
         none_running(&pids_of(dir.path()).await).await;
@@ -259,8 +259,8 @@ mod tests {
         let command = lingering(dir.path(), "");
         let agent = bee();
         let todo = todo("");
-        let relay = Relay::disabled();
-        let turn = run_turn(&command, &agent, &todo, LONG, &relay);
+        let feed = Feed::disabled();
+        let turn = run_turn(&command, &agent, &todo, LONG, &feed);
         let pids = tokio::select! {
             end = turn => panic!("the turn ended by itself: {end:?}"),
             pids = pids_of(dir.path()) => pids,
@@ -273,7 +273,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pids = dir.path().join("pids");
         let command = format!("sleep 1000 & echo $! > {}; exit 0", pids.display());
-        let end = run_turn(&command, &bee(), &todo(""), LONG, &Relay::disabled()).await.unwrap();
+        let end = run_turn(&command, &bee(), &todo(""), LONG, &Feed::disabled()).await.unwrap();
         assert!(matches!(end, TurnEnd::Exited(status) if status.success()), "{end:?}");
         let background = Pid::from_raw(std::fs::read_to_string(pids).unwrap().trim().parse().unwrap());
         none_running(&[background]).await;

@@ -2,19 +2,19 @@
 //! hive-c0re to report. Replaced atomically (a temp file renamed over it) so a reader never sees
 //! half a document. It holds no secret, so it keeps the umask's mode.
 //!
-//! The same changes go to the relay as the turn header on `turn.<agent>`, which also says which
+//! The same changes go to the feed as the turn header on `turn.<agent>`, which also says which
 //! todo and source, since when, and whether the last turn failed.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use hyperhive_hive_proto::agent_files::{TURN_FILE, Turn, TurnState};
-use hyperhive_hive_proto::relay::{RelayState, TurnHeader};
+use hyperhive_hive_proto::feed::{RelayState, TurnHeader};
 use hyperhive_schedule::{Todo, format_instant, whole_seconds_utc};
 use time::OffsetDateTime;
 use tracing::warn;
 
-use crate::relay::Relay;
+use crate::feed::Feed;
 
 /// What the consumer and the pause watcher report; the file shows `working` while a turn runs
 /// (even when paused meanwhile: that turn finishes), else `paused` or `idle`.
@@ -22,7 +22,7 @@ use crate::relay::Relay;
 pub struct TurnReporter {
     inner: Arc<Mutex<Reported>>,
     path: PathBuf,
-    relay: Relay,
+    feed: Feed,
 }
 
 /// A turn: its todo, source and start.
@@ -46,9 +46,9 @@ struct Reported {
 }
 
 impl TurnReporter {
-    /// Reports into `state_dir`/turn.json and to `relay`; relays the first header at once.
-    pub fn new(state_dir: &Path, relay: Relay) -> Self {
-        let reporter = Self { inner: Arc::default(), path: state_dir.join(TURN_FILE), relay };
+    /// Reports into `state_dir`/turn.json and to `feed`; relays the first header at once.
+    pub fn new(state_dir: &Path, feed: Feed) -> Self {
+        let reporter = Self { inner: Arc::default(), path: state_dir.join(TURN_FILE), feed };
         reporter.update(|_| {});
         reporter
     }
@@ -76,7 +76,7 @@ impl TurnReporter {
         let at = format_instant(whole_seconds_utc(OffsetDateTime::now_utc()));
         let header = header(&reported);
         if reported.relayed.as_ref() != Some(&header) {
-            self.relay.turn(&TurnHeader { at: at.clone(), ..header.clone() });
+            self.feeds.turn(&TurnHeader { at: at.clone(), ..header.clone() });
             reported.relayed = Some(header);
         }
         let now = match (&reported.working, reported.paused) {
@@ -125,7 +125,7 @@ mod tests {
     use super::*;
 
     async fn next_header(relayed: &mut tokio::sync::mpsc::Receiver<(bool, bytes::Bytes)>) -> TurnHeader {
-        let (is_term, json) = relayed.recv().await.unwrap();
+        let (is_term, json) = fed.recv().await.unwrap();
         assert!(!is_term);
         serde_json::from_slice(&json).unwrap()
     }
@@ -133,8 +133,8 @@ mod tests {
     #[tokio::test]
     async fn every_change_is_relayed_once_with_the_todo_and_the_outcome() {
         let dir = tempfile::tempdir().unwrap();
-        let (relay, mut relayed) = Relay::capture();
-        let reporter = TurnReporter::new(dir.path(), relay);
+        let (feed, mut fed) = Feed::capture();
+        let reporter = TurnReporter::new(dir.path(), feed);
         assert_eq!(next_header(&mut relayed).await.state, RelayState::Idle);
         let todo = Todo { id: "t-1".into(), source: "schedule:s".into(), body: String::new() };
         reporter.working(&todo);

@@ -40,7 +40,7 @@ impl Swarm {
         let server = NatsJwt::start().await.unwrap();
         let js = controller_js(&server).await;
         // The swarm's objects exactly as swarm-controller makes them at start.
-        let schedules = swarm_controller::nats::ensure_objects(&js).await.unwrap().agent_schedules;
+        let schedules = hyperhive_nats_objects::ensure_objects(&js).await.unwrap().agent_schedules;
         Self { server, js, schedules, dir: tempfile::tempdir().unwrap() }
     }
 

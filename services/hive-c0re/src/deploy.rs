@@ -12,7 +12,7 @@ use async_nats::jetstream::{self, AckKind, consumer::pull, message::Message};
 use futures::StreamExt;
 use hyperhive_hive_proto::HiveName;
 use hyperhive_hive_proto::deploy::open;
-use hyperhive_nats_creds::{DEPLOY_STREAM, deploy_subject, hive_durable_name};
+use hyperhive_nats_objects::{DEPLOY_STREAM, deploy_subject, hive_durable_name};
 use nkeys::XKey;
 use tokio::sync::Mutex;
 use tracing::{error, info, warn};

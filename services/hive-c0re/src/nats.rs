@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use async_nats::{ConnectOptions, Event};
 use hyperhive_hive_proto::HiveName;
-use hyperhive_nats_creds::hive_inbox_prefix;
+use hyperhive_nats_objects::hive_inbox_prefix;
 use tracing::{info, warn};
 
 /// Requests (direct gets, publish acks) give up after this; a refused one shows up only as a

@@ -9,7 +9,7 @@ use async_nats::jetstream;
 use hyperhive_hive_proto::HiveName;
 use hyperhive_hive_proto::agent_files::TurnState;
 use hyperhive_hive_proto::status::{ActualState, HiveStatus};
-use hyperhive_nats_creds::hive_status_subject;
+use hyperhive_nats_objects::hive_status_subject;
 use tracing::{debug, warn};
 
 use crate::board::Board;

@@ -10,7 +10,7 @@ use async_nats::jetstream::{self, AckKind, consumer::pull, message::Message, str
 use futures::StreamExt;
 use hyperhive_hive_proto::wanted::{Wanted, parse_wanted_key, wanted_key};
 use hyperhive_hive_proto::{AgentName, HiveName};
-use hyperhive_nats_creds::{AGENT_WANTED_BUCKET, hive_durable_name, hive_wanted_filter};
+use hyperhive_nats_objects::{AGENT_WANTED_BUCKET, hive_durable_name, hive_wanted_filter, kv_key_subject, kv_stream};
 use tokio::sync::Mutex;
 use tracing::{error, info, warn};
 
@@ -44,7 +44,7 @@ pub async fn run<R: Runner>(js: jetstream::Context, hive: HiveName, registry: Ar
 }
 
 fn stream_name() -> String {
-    format!("KV_{AGENT_WANTED_BUCKET}")
+    kv_stream(AGENT_WANTED_BUCKET)
 }
 
 async fn read_all<R: Runner>(
@@ -55,7 +55,7 @@ async fn read_all<R: Runner>(
     let stream = js.get_stream_no_info(stream_name()).await?;
     let known: Vec<AgentName> = registry.lock().await.known();
     for agent in known {
-        let key = format!("$KV.{AGENT_WANTED_BUCKET}.{}", wanted_key(hive, &agent));
+        let key = kv_key_subject(AGENT_WANTED_BUCKET, &wanted_key(hive, &agent));
         let (wanted, revision) = match stream.direct_get_last_for_subject(&key).await {
             Ok(message) => (
                 parse(&message.headers, &message.payload).map_err(|e| anyhow::anyhow!("{key}: {e}"))?,
@@ -104,7 +104,7 @@ async fn consume<R: Runner>(
 }
 
 async fn handle<R: Runner>(message: Message, hive: &HiveName, registry: &Mutex<Registry<R>>) -> anyhow::Result<()> {
-    let key = message.subject.strip_prefix(&format!("$KV.{AGENT_WANTED_BUCKET}.")).unwrap_or_default();
+    let key = message.subject.strip_prefix(&kv_key_subject(AGENT_WANTED_BUCKET, "")).unwrap_or_default();
     let agent = match parse_wanted_key(key) {
         Some((for_hive, agent)) if &for_hive == hive => agent,
         _ => {

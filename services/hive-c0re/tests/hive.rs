@@ -49,7 +49,7 @@ impl Hive {
         let nats = NatsJwt::start().await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let js = controller_js(&nats).await;
-        swarm_controller::nats::ensure_objects(&js).await.unwrap();
+        hyperhive_nats_objects::ensure_objects(&js).await.unwrap();
         let wanted = js.get_key_value("agent-wanted").await.unwrap();
         let status = js.get_key_value("hive-status").await.unwrap();
         let names: Vec<&str> = declared.iter().map(|(n, _)| *n).collect();

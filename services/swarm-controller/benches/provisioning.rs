@@ -24,15 +24,15 @@ use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_provision::Secret;
 use hyperhive_provision::store_ca::{StoreCa, write_ca_files};
 use hyperhive_testkit::{AutheliaBridge, ForgeStandIn, NatsJwt, Synapse};
-use swarm_controller::accounts::Accounts;
+use swarm_controller::nats::tenants::Accounts;
 use swarm_controller::clock::SystemClock;
 use swarm_controller::provision::health::HealthBoard;
 use swarm_controller::provision::settings::{ForgeSettings, MatrixSettings, SsoSettings};
 use swarm_controller::provision::vault::Vault;
 use swarm_controller::provision::{Adapters, ProvisionSettings, Provisioner, ValidRequest};
-use swarm_controller::roster::Roster;
+use swarm_controller::lifecycle::roster::Roster;
 use swarm_controller::secrets::{SecretStore, SecretsKey};
-use swarm_controller::wanted::WantedStore;
+use swarm_controller::lifecycle::wanted::WantedStore;
 
 /// Hives the agents are spread over: each hive's deploy queue holds at most 100 messages until
 /// the hive takes them, and no hive runs here.
@@ -53,7 +53,7 @@ struct Bench {
 async fn setup() -> anyhow::Result<Bench> {
     let nats = NatsJwt::start().await?;
     let js = jetstream::new(nats.controller_client().await?);
-    let buckets = swarm_controller::nats::ensure_objects(&js).await?;
+    let buckets = hyperhive_nats_objects::ensure_objects(&js).await?;
     // The bridge hashes every password with argon2id at Authelia's cost (64 MiB, 3 passes): its
     // release build, or the figures measure an unoptimized hash.
     let release = hyperhive_testkit::workspace_root().join("target/release/swarm-authelia-bridge");

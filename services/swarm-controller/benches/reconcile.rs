@@ -1,7 +1,7 @@
 //! Benchmark of scheduled prompts, against real nats-servers in JWT mode from the test kit, run
 //! twice in one process: first on one server with every stream and bucket at one replica (R1,
-//! `nats::ensure_objects`), then on a three-node JetStream cluster with every stream and bucket
-//! replicated three times (R3, `nats::ensure_replicated_objects(&js, 3)`), every client given the
+//! `hyperhive_nats_objects::ensure_objects`), then on a three-node JetStream cluster with every stream and bucket
+//! replicated three times (R3, `hyperhive_nats_objects::ensure_replicated_objects(&js, 3)`), every client given the
 //! list of all nodes. Each run measures:
 //!
 //! 1. reconcile of 10,000 agents and 2,000 schedules (1 to 20 agents each): the first pass
@@ -23,13 +23,14 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
 use futures::StreamExt;
-use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, AgentName};
+use hyperhive_nats_objects::AGENT_SCHEDULES_BUCKET;
+use hyperhive_schedule::AgentName;
 use hyperhive_testkit::NatsJwt;
 use rand::{Rng, SeedableRng};
 use swarm_controller::definition::{NewSchedule, ScheduleDefinition};
 use swarm_controller::nats;
-use swarm_controller::reconcile::Reconciler;
-use swarm_controller::schedules::{Definitions, new_id};
+use swarm_controller::schedules::reconcile::Reconciler;
+use swarm_controller::schedules::store::{Definitions, new_id};
 use time::OffsetDateTime;
 
 const AGENTS: usize = 10_000;
@@ -150,7 +151,7 @@ async fn measure(server: &NatsJwt, replicas: usize, rounds: u32) -> anyhow::Resu
     let client = nats::connect(&server.url(), Some(&server.controller_creds())).await?;
     let controller_node = server.connected_node(&client);
     let js = jetstream::new(client);
-    let buckets = nats::ensure_replicated_objects(&js, replicas).await?;
+    let buckets = hyperhive_nats_objects::ensure_replicated_objects(&js, replicas).await?;
     if server.node_count() > 1 {
         let mut leaders = Vec::new();
         for stream in [&buckets.definitions.stream_name, &buckets.agent_schedules.stream_name] {

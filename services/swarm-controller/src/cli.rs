@@ -210,7 +210,7 @@ impl NatsCommand {
                     .enable_all()
                     .build()
                     .map_err(|e| format!("starting tokio: {e}"))?;
-                let accounts = crate::accounts::Accounts::new(from, url.clone());
+                let accounts = crate::nats::tenants::Accounts::new(from, url.clone());
                 let pushed = runtime.block_on(accounts.push_all()).map_err(|e| e.to_string())?;
                 println!("gave {url} all {pushed} accounts");
             }

@@ -9,9 +9,10 @@ use std::future::Future;
 use std::sync::Arc;
 
 use hive_jobq::Jobq;
+use hyperhive_nats_objects::{Buckets, SetupError};
 use hyperhive_provision::forge::ForgejoClient;
 
-use crate::accounts::Accounts;
+use crate::nats::tenants::Accounts;
 
 use crate::api::{self, App};
 use crate::clock::{Clock, JobqClock};
@@ -25,16 +26,16 @@ use crate::nats::{self, NatsError};
 use crate::provision::health::HealthBoard;
 use crate::provision::vault::Vault;
 use crate::provision::{Adapters, Provisioner};
-use crate::reconcile::Reconciler;
-use crate::relay::RelayHub;
+use crate::schedules::reconcile::Reconciler;
+use crate::feeds::FeedHub;
 use crate::remote::link::Link;
-use crate::revoke::Revoker;
-use crate::roster::{Roster, watch_statuses};
-use crate::schedules::{Definitions, StoreError};
+use crate::lifecycle::revoke::Revoker;
+use crate::lifecycle::roster::{Roster, watch_statuses};
+use crate::schedules::store::{Definitions, StoreError};
 use crate::secrets::SecretStore;
 use crate::socket::{self, SocketError};
 use crate::ui::icons::IconStore;
-use crate::wanted::WantedStore;
+use crate::lifecycle::wanted::WantedStore;
 
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
@@ -155,7 +156,7 @@ pub async fn run_with_jobq(
         }
     };
 
-    let relay = Arc::new(RelayHub::new(js.clone()));
+    let relay = Arc::new(FeedHub::new(js.clone()));
     let shutdown = {
         let relay = relay.clone();
         async move {
@@ -177,7 +178,7 @@ pub async fn run_with_jobq(
         revoker: accounts.map(|accounts| Arc::new(Revoker::with_accounts(accounts))),
         jobq,
         linked: provisioner.clone().map(|p| Arc::new(LinkedAccounts::new(p))),
-        relay: relay.clone(),
+        feeds: relay.clone(),
         icons: IconStore::new(buckets.icons),
         quick_links: Arc::new(config.quick_links),
         provisioner: provisioner.clone(),
@@ -186,7 +187,7 @@ pub async fn run_with_jobq(
     });
     let link = config.remote.map(|remote| {
         let link = Link::start(remote.identity, app.clone(), remote.rate);
-        let _ = app.control_link.set(link.status.clone());
+        let _ = app.control_link.set(link.status.clone() as Arc<dyn crate::api::LinkReport>);
         link
     });
     if link.is_none() {
@@ -221,15 +222,15 @@ const SETUP_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 async fn ensure_objects_patiently(
     js: &async_nats::jetstream::Context,
     replicas: usize,
-) -> Result<nats::Buckets, NatsError> {
+) -> Result<Buckets, NatsError> {
     let deadline = tokio::time::Instant::now() + SETUP_PATIENCE;
     let mut pause = std::time::Duration::from_millis(50);
     loop {
-        match nats::ensure_replicated_objects(js, replicas).await {
+        match hyperhive_nats_objects::ensure_replicated_objects(js, replicas).await {
             Ok(buckets) => return Ok(buckets),
             // A misconfigured object stays misconfigured: report it at once.
-            Err(err @ NatsError::Misconfigured(_)) => return Err(err),
-            Err(err) if tokio::time::Instant::now() + pause > deadline => return Err(err),
+            Err(err @ SetupError::Misconfigured(_)) => return Err(err.into()),
+            Err(err) if tokio::time::Instant::now() + pause > deadline => return Err(err.into()),
             Err(err) => {
                 tracing::warn!(%err, "JetStream set-up failed; retrying");
                 tokio::time::sleep(pause).await;
@@ -293,7 +294,7 @@ async fn reconcile_periodically(app: Arc<App>, every: std::time::Duration) {
 /// Adds to the roster every agent of every hive status, and revokes every `destroyed` agent
 /// whose revocation is not done yet. Failures are logged and retried at the next pass.
 async fn hive_pass(app: &App) {
-    match crate::hives::read_all(&app.js).await {
+    match crate::lifecycle::hives::read_all(&app.js).await {
         Ok(statuses) => match app.roster.sync_all(&app.hives, statuses.values(), app.clock.as_ref()).await {
             Ok(report) if report.added > 0 => tracing::info!(?report, "roster pass added agents"),
             Ok(report) => tracing::debug!(?report, "roster pass: nothing to add"),

@@ -1,51 +1,42 @@
-//! swarm-controller: the swarm-level daemon and its command line, swarmctl.
+//! swarm-controller: the swarm-level daemon.
 //!
 //! # Layout
-//! - [`config`]: the environment, read once.
-//! - [`socket`]: the unix socket and its directory rule.
-//! - [`definition`]: schedule documents, requests and validation (pure).
-//! - [`schedules`]: `schedule-definitions`, one compare-and-set per change.
-//! - [`reconcile`]: `agent-schedules`, written only when bytes change.
-//! - [`nats`]: connecting, creating the buckets and stream, reading a bucket.
-//! - [`hives`]: hive statuses and their age; [`roster`]: the roster and its sync from statuses;
-//!   [`wanted`]: wanted state, one compare-and-set per change; [`revoke`]: revoking a destroyed
-//!   agent's credentials; [`deploy`]: sending sealed deploy messages to a hive.
-//! - [`accounts`]: NATS accounts changed while the swarm runs (an agent created or revoked),
-//!   given to the running server by [`claims`] through the system account.
-//! - [`linked`]: accounts an operator links to one agent (matrix, forge, GitHub).
-//! - [`provision`]: creating agents through the job graph (`POST /api/agents`) and keeping
-//!   their credentials healthy; [`secrets`]: the sealed secret store it keeps them in.
-//! - [`forge`]: the swarm's forge objects (organisation, team, labels, webhook), the webhook
-//!   secret, config pull requests (`config-prs`) and the issue report.
-//! - [`relay`]: agents' terminals and turn headers as server-sent events.
+//! Folders by domain, each importing only from the ones listed before it (and from the shared
+//! crates), never from one after it:
+//! - [`clock`]: the wall clock, behind a trait; [`config`]: the environment, read once;
+//!   [`socket`]: the unix socket and its directory rule.
+//! - [`nats`]: connecting, what a failed write means, reading a whole bucket; the NATS accounts
+//!   changed while the swarm runs ([`nats::tenants`]) and how the running server learns them
+//!   ([`nats::claims`]). The streams and buckets themselves are `hyperhive_nats_objects`'.
+//! - [`definition`]: schedule documents, requests and validation (pure); [`schedules`]: the
+//!   definitions bucket, one compare-and-set per change, and the reconcile pass that keeps
+//!   `agent-schedules` equal to it.
+//! - [`lifecycle`]: hives and their statuses, the roster, wanted state, deploy messages and the
+//!   revocation of destroyed agents.
+//! - [`secrets`]: the sealed secret store; [`forge`]: the swarm's forge objects, the webhook,
+//!   config pull requests and the issue report; [`provision`]: creating agents through the job
+//!   graph and keeping their credentials healthy; [`linked`]: accounts an operator links to one
+//!   agent.
+//! - [`feeds`]: agents' terminal feeds and turn headers as server-sent events.
 //! - [`ui`]: the swarm UI's files, agent icons and quick links.
-//! - [`api`]: the HTTP routes.
-//! - [`remote`]: the controller as a host of the control plane: pairing, the link, clients'
-//!   requests through the same routes.
-//! - [`daemon`]: wires them together ([`daemon::run`]) and holds the job graph (`hive-jobq`).
-//! - [`cli`]: the `swarm-controller` command line; [`swarmctl`]: the `swarmctl` one.
-pub mod accounts;
+//! - [`api`]: the HTTP routes; [`remote`]: the controller as a host of the control plane.
+//! - [`daemon`]: wires them together ([`daemon::run`]); [`cli`]: the `swarm-controller`
+//!   command line.
 pub mod api;
-pub mod claims;
 pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod daemon;
 pub mod definition;
-pub mod deploy;
+pub mod feeds;
 pub mod forge;
-pub mod hives;
+pub mod lifecycle;
 pub mod linked;
 pub mod nats;
 pub mod provision;
-pub mod reconcile;
-pub mod relay;
 pub mod remote;
-pub mod revoke;
-pub mod roster;
 pub mod schedules;
 pub mod secrets;
 pub mod socket;
 pub mod swarmctl;
 pub mod ui;
-pub mod wanted;

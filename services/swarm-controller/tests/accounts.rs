@@ -12,16 +12,13 @@ use async_nats::jetstream::{self, consumer};
 use async_nats::{Client, ConnectOptions, Event};
 use futures::StreamExt;
 use hyperhive_nats_creds::jwt::{AccountSpec, ServiceImport, Validity, account_jwt};
-use hyperhive_nats_creds::{
-    AccountJwt, AgentName, HiveName, agent_durable_name, agent_inbox_prefix, agent_schedule_direct_get_subject, files,
-    hive_inbox_prefix,
-};
-use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, TODO_STREAM};
+use hyperhive_nats_creds::{AccountJwt, AgentName, HiveName, files};
+use hyperhive_nats_objects::{AGENT_SCHEDULES_BUCKET, TODO_STREAM, agent_durable_name, agent_inbox_prefix, agent_schedule_direct_get_subject, hive_inbox_prefix};
 use hyperhive_testkit::NatsJwt;
 use nkeys::KeyPair;
-use swarm_controller::accounts::{Accounts, AccountsError};
-use swarm_controller::claims::{self, PushError};
-use swarm_controller::revoke::Revoker;
+use swarm_controller::nats::tenants::{Accounts, AccountsError};
+use swarm_controller::nats::claims::{self, PushError};
+use swarm_controller::lifecycle::revoke::Revoker;
 use tokio::sync::mpsc;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -42,7 +39,7 @@ async fn swarm() -> (NatsJwt, jetstream::Context) {
     let nats = NatsJwt::start().await.unwrap();
     let client = swarm_controller::nats::connect(&nats.url(), Some(&nats.controller_creds())).await.unwrap();
     let js = jetstream::new(client);
-    swarm_controller::nats::ensure_objects(&js).await.unwrap();
+    hyperhive_nats_objects::ensure_objects(&js).await.unwrap();
     (nats, js)
 }
 

@@ -6,9 +6,8 @@ use std::collections::BTreeSet;
 
 use common::{Controller, new_schedule};
 use hyper::http::{Method, StatusCode};
-use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, SCHEDULE_DEFINITIONS_BUCKET, TODO_STREAM};
+use hyperhive_nats_objects::{AGENT_SCHEDULES_BUCKET, SCHEDULE_DEFINITIONS_BUCKET, TODO_DUPLICATE_WINDOW, TODO_STREAM};
 use serde_json::{Value, json};
-use swarm_controller::nats::TODO_DUPLICATE_WINDOW;
 
 fn ids(doc: &hyperhive_schedule::AgentSchedules) -> Vec<&str> {
     doc.schedules.iter().map(|s| s.id.as_str()).collect()
@@ -22,19 +21,19 @@ async fn start_creates_the_buckets_and_the_todo_stream() {
     assert_eq!(config.subjects, ["todo.*"]);
     assert_eq!(config.retention, async_nats::jetstream::stream::RetentionPolicy::WorkQueue);
     assert!(config.duplicate_window >= TODO_DUPLICATE_WINDOW);
-    assert_eq!(config.max_messages, hyperhive_nats_creds::limits::TODO_MAX_MSGS);
-    let mut deploy = c.js.get_stream(hyperhive_nats_creds::DEPLOY_STREAM).await.unwrap();
-    assert_eq!(deploy.info().await.unwrap().config.max_messages, hyperhive_nats_creds::limits::DEPLOY_MAX_MSGS);
+    assert_eq!(config.max_messages, hyperhive_nats_objects::limits::TODO_MAX_MSGS);
+    let mut deploy = c.js.get_stream(hyperhive_nats_objects::DEPLOY_STREAM).await.unwrap();
+    assert_eq!(deploy.info().await.unwrap().config.max_messages, hyperhive_nats_objects::limits::DEPLOY_MAX_MSGS);
     let mut agents = c.js.get_stream(format!("KV_{AGENT_SCHEDULES_BUCKET}")).await.unwrap();
     assert!(agents.info().await.unwrap().config.allow_direct);
     let mut definitions = c.js.get_stream(format!("KV_{SCHEDULE_DEFINITIONS_BUCKET}")).await.unwrap();
     assert!(!definitions.info().await.unwrap().config.allow_direct, "definitions are read from the leader");
-    let mut roster = c.js.get_stream(format!("KV_{}", hyperhive_hive_proto::AGENTS_BUCKET)).await.unwrap();
+    let mut roster = c.js.get_stream(format!("KV_{}", hyperhive_nats_objects::AGENTS_BUCKET)).await.unwrap();
     let roster = roster.info().await.unwrap().config.clone();
     assert!(!roster.allow_direct, "no tenant reads the roster");
-    assert_eq!(roster.max_bytes, hyperhive_nats_creds::limits::BUCKET_MAX_BYTES, "bounded like the others");
+    assert_eq!(roster.max_bytes, hyperhive_nats_objects::limits::BUCKET_MAX_BYTES, "bounded like the others");
     assert_eq!(roster.max_messages_per_subject, 1, "history 1");
-    for bucket in [hyperhive_nats_creds::HIVE_STATUS_BUCKET, hyperhive_nats_creds::AGENT_WANTED_BUCKET] {
+    for bucket in [hyperhive_nats_objects::HIVE_STATUS_BUCKET, hyperhive_nats_objects::AGENT_WANTED_BUCKET] {
         let mut stream = c.js.get_stream(format!("KV_{bucket}")).await.unwrap();
         assert!(stream.info().await.unwrap().config.allow_direct, "{bucket}: hives read their keys by direct get");
     }

@@ -8,10 +8,10 @@ use hyperhive_hive_proto::deploy::{DeployError, DeployKind, MSG_ID_HEADER, Paylo
 use hyperhive_hive_proto::directory::{HiveDirectory, HiveEntry};
 use hyperhive_hive_proto::spec::AgentSpec;
 use hyperhive_hive_proto::{AgentName, HiveName};
-use hyperhive_nats_creds::DEPLOY_STREAM;
+use hyperhive_nats_objects::DEPLOY_STREAM;
 use hyperhive_testkit::NatsJwt;
 use nkeys::XKey;
-use swarm_controller::deploy::{SendError, send};
+use swarm_controller::lifecycle::deploy::{SendError, send};
 
 fn hive(name: &str) -> HiveName {
     HiveName::parse(name).unwrap()
@@ -46,7 +46,7 @@ async fn a_deploy_message_opens_only_for_its_hive_and_is_sent_once() {
     let nats = NatsJwt::start().await.unwrap();
     let client = swarm_controller::nats::connect(&nats.url(), Some(&nats.controller_creds())).await.unwrap();
     let js = jetstream::new(client);
-    swarm_controller::nats::ensure_objects(&js).await.unwrap();
+    hyperhive_nats_objects::ensure_objects(&js).await.unwrap();
     let (h1_key, h2_key) = (XKey::new(), XKey::new());
     let directory: HiveDirectory = [
         (hive("h1"), entry(Some(h1_key.public_key()))),

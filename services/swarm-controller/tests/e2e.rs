@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, parse_instant, whole_seconds_utc};
+use hyperhive_nats_objects::AGENT_SCHEDULES_BUCKET;
+use hyperhive_schedule::{parse_instant, whole_seconds_utc};
 use hyperhive_testkit::{NatsJwt, Process, project_binary, wait_until};
 use tempfile::TempDir;
 use time::OffsetDateTime;

@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use futures::StreamExt;
-use hyperhive_schedule::{AgentName, Todo, todo_subject};
+use hyperhive_nats_objects::todo_subject;
+use hyperhive_schedule::{AgentName, Todo};
 use hyperhive_testkit::{NatsJwt, Process, project_binary, wait_until};
 use serde_json::Value;
 use tempfile::TempDir;
@@ -349,7 +350,7 @@ async fn a_deploy_sent_by_the_controller_runs_the_agent_on_its_hive() {
         secrets: Secrets { nats_creds: Some(creds.to_owned()), files: Default::default() },
     };
     let spec = AgentSpec { turn_command: turn, schedule_tick: None, turn_timeout: None, env: Default::default() };
-    let sent = swarm_controller::deploy::send(
+    let sent = swarm_controller::lifecycle::deploy::send(
         &swarm.js,
         &directory,
         &payload(DeployKind::Deploy, "gamma", Some(spec), &creds),
@@ -367,7 +368,7 @@ async fn a_deploy_sent_by_the_controller_runs_the_agent_on_its_hive() {
     assert_eq!(agent_processes("gamma", swarm.dir.path()).len(), 1);
 
     // Credentials for an agent hive1 never ran: refused (terminated), nothing started.
-    swarm_controller::deploy::send(&swarm.js, &directory, &payload(DeployKind::Credentials, "delta", None, &creds))
+    swarm_controller::lifecycle::deploy::send(&swarm.js, &directory, &payload(DeployKind::Credentials, "delta", None, &creds))
         .await
         .unwrap();
     wait_until("the refused message to leave the deploy queue", PATIENCE, || async {

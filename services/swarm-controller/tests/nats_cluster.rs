@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use common::one_hive::OneHive;
 use hyper::http::Method;
+use hyperhive_nats_objects::{ensure_objects, ensure_replicated_objects};
 use hyperhive_testkit::{NatsJwt, wait_until};
 use serde_json::Value;
 use swarm_controller::swarmctl::{Api, client};
@@ -236,7 +237,6 @@ fn names(schedules: &[Value]) -> BTreeSet<String> {
 /// existing stream and bucket to its replica count, keeping what they hold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn existing_buckets_are_changed_to_the_replica_count_keeping_their_data() {
-    use swarm_controller::nats::{ensure_objects, ensure_replicated_objects};
     let nats = NatsJwt::start_cluster(3).await.unwrap();
     let js = async_nats::jetstream::new(nats.controller_client().await.unwrap());
     let one = ensure_objects(&js).await.unwrap();

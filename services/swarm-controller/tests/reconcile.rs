@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use common::{Controller, config, new_schedule};
 use hyper::http::{Method, StatusCode};
-use hyperhive_schedule::AGENT_SCHEDULES_BUCKET;
+use hyperhive_nats_objects::{AGENT_SCHEDULES_BUCKET, AGENT_WANTED_BUCKET, DEPLOY_STREAM};
 use hyperhive_testkit::{NatsJwt, wait_until};
 use swarm_controller::clock::SystemClock;
 use swarm_controller::config::Config;
 use swarm_controller::nats;
-use swarm_controller::reconcile::Reconciler;
-use swarm_controller::schedules::Definitions;
+use swarm_controller::schedules::reconcile::Reconciler;
+use swarm_controller::schedules::store::Definitions;
 
 /// A second reconciler on the controller's buckets, driven by the test rather than a timer.
 async fn reconciler(c: &Controller) -> Reconciler {
@@ -157,7 +157,7 @@ async fn start_refuses_replicas_a_single_server_cannot_keep() {
 #[tokio::test]
 async fn start_sets_the_limits_on_streams_and_buckets_that_exist_already() {
     use async_nats::jetstream::{kv, stream};
-    use hyperhive_nats_creds::{AGENT_WANTED_BUCKET, DEPLOY_STREAM, limits};
+    use hyperhive_nats_objects::limits;
     let nats = NatsJwt::start().await.unwrap();
     let client = nats::connect(&nats.url(), Some(&nats.controller_creds())).await.unwrap();
     let js = async_nats::jetstream::new(client);

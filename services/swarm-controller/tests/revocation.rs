@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_nats::{ConnectOptions, Event};
 use hyperhive_nats_creds::{AgentName, DEFAULT_AGENT_TTL, mint_agent_creds};
 use hyperhive_testkit::{NatsJwt, wait_until};
-use swarm_controller::revoke::Revoker;
+use swarm_controller::lifecycle::revoke::Revoker;
 use tokio::sync::mpsc;
 
 const TIMEOUT: Duration = Duration::from_secs(10);

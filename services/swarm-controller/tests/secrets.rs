@@ -20,7 +20,7 @@ struct Setup {
 async fn setup() -> Setup {
     let nats = NatsJwt::start().await.unwrap();
     let client = swarm_controller::nats::connect(&nats.url(), Some(&nats.controller_creds())).await.unwrap();
-    let buckets = swarm_controller::nats::ensure_objects(&jetstream::new(client)).await.unwrap();
+    let buckets = hyperhive_nats_objects::ensure_objects(&jetstream::new(client)).await.unwrap();
     Setup { nats, bucket: buckets.secrets }
 }
 

@@ -16,13 +16,9 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer, kv};
 use async_nats::{Client, ConnectOptions, HeaderMap};
 use futures::StreamExt;
-use hyperhive_nats_creds::limits::{TODO_MAX_MSG_SIZE, TODO_MAX_MSGS_PER_AGENT};
-use hyperhive_nats_creds::{
-    AGENT_WANTED_BUCKET, AgentName, DEPLOY_STREAM, HIVE_STATUS_BUCKET, HiveName, agent_inbox_prefix,
-    agent_schedule_direct_get_subject, deploy_subject, hive_durable_name, hive_inbox_prefix, hive_status_subject,
-    hive_wanted_filter,
-};
-use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, SCHEDULE_DEFINITIONS_BUCKET, TODO_STREAM};
+use hyperhive_nats_objects::limits::{TODO_MAX_MSG_SIZE, TODO_MAX_MSGS_PER_AGENT};
+use hyperhive_nats_creds::{AgentName, HiveName};
+use hyperhive_nats_objects::{AGENT_SCHEDULES_BUCKET, AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, SCHEDULE_DEFINITIONS_BUCKET, TODO_STREAM, agent_inbox_prefix, agent_schedule_direct_get_subject, deploy_subject, hive_durable_name, hive_inbox_prefix, hive_status_subject, hive_wanted_filter};
 use hyperhive_testkit::NatsJwt;
 
 /// How long a request waits for its answer: a refused request only times out, so short, while
@@ -41,7 +37,7 @@ impl Swarm {
         let nats = NatsJwt::start().await.unwrap();
         let client = swarm_controller::nats::connect(&nats.url(), Some(&nats.controller_creds())).await.unwrap();
         let js = jetstream::new(client);
-        swarm_controller::nats::ensure_objects(&js).await.unwrap();
+        hyperhive_nats_objects::ensure_objects(&js).await.unwrap();
         let swarm = Self { nats, js };
         swarm.bucket(AGENT_SCHEDULES_BUCKET).await.put("a", "a's schedules".into()).await.unwrap();
         swarm.bucket(AGENT_SCHEDULES_BUCKET).await.put("b", "b's schedules".into()).await.unwrap();

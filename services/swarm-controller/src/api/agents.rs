@@ -4,22 +4,19 @@
 use hyperhive_hive_proto::agent_files::TurnState;
 use hyperhive_hive_proto::roster::RosterEntry;
 use hyperhive_hive_proto::status::{ActualState, AgentStatus, ExitInfo};
-use hyperhive_hive_proto::wanted::{Wanted, WantedState, default_wanted};
+use hyperhive_hive_proto::wanted::{WantedState, default_wanted};
 use hyperhive_hive_proto::{AgentName, HiveName};
-use hyperhive_schedule::instant::format_instant;
 use serde::{Deserialize, Serialize};
 use warp::http::{HeaderMap, StatusCode};
 use warp::reply::Response;
 
 use super::hives::{parse_hive, unavailable};
 use super::{ApiError, App, json};
-use crate::hives::{freshness, read_all};
+use crate::lifecycle::hives::{freshness, read_all};
 use crate::provision::health::AgentHealth;
-use crate::wanted::{Stored, WriteError};
+use crate::lifecycle::state_change::{StateChangeError, StateChanger};
+use crate::lifecycle::wanted::Stored;
 
-/// How often a change is retried when another write slipped in between its read and its write
-/// (only without `If-Match`; with it, the client decides).
-const CAS_ATTEMPTS: usize = 5;
 /// The header naming who sets a state, recorded as `set_by`.
 const SET_BY_HEADER: &str = "x-set-by";
 /// `set_by` when the request does not name itself.
@@ -138,8 +135,8 @@ impl App {
         Ok(json(StatusCode::OK, &live))
     }
 
-    /// Checks everything about the request before reading the store, then writes the state with
-    /// one compare-and-set; `destroyed` then revokes the agent's credentials.
+    /// Parses the request, then hands it to the one writer of wanted state
+    /// ([`StateChanger::set`]).
     pub(super) async fn set_state(
         &self,
         hive: &str,
@@ -157,103 +154,40 @@ impl App {
             .state
             .parse()
             .map_err(|e: hyperhive_hive_proto::wanted::UnknownState| ApiError::BadRequest(e.to_string()))?;
-        self.check_hive(&hive)?;
-        match self.roster.get(&agent).await.map_err(unavailable)? {
-            Some(entry) if entry.hive == hive => {}
-            Some(entry) => {
-                return Err(ApiError::NotFound(format!(
-                    "agent {agent} is on hive {}, not on hive {hive}; see GET /api/agents",
-                    entry.hive
-                )));
-            }
-            None => {
-                return Err(ApiError::NotFound(format!("no agent {agent} on the roster; see GET /api/agents")));
-            }
-        }
-        if state == WantedState::Destroyed && self.revoker.is_none() {
-            return Err(conflict(format!(
-                "cannot destroy agent {agent}: revoking its NATS credentials needs the directory \
-                 `swarm-controller nats init` wrote; set SWARM_NATS_DIR to it and restart the \
-                 controller (nothing was stored)"
-            )));
-        }
-        let wanted = Wanted { state, set_at: format_instant(self.clock.now()), set_by };
-        let revision = self.write_state(&hive, &agent, &wanted, if_match).await?;
-        tracing::info!(%hive, %agent, %state, revision, set_by = %wanted.set_by, "wanted state set");
-        if state == WantedState::Destroyed
-            && let Some(revoker) = &self.revoker
-            && let Err(err) = revoker.revoke(&agent).await
-        {
-            tracing::warn!(%agent, %err, "revocation failed; the reconcile pass retries it");
-            return Err(ApiError::Unavailable(format!(
-                "the wanted state destroyed is recorded (revision {revision}), but revoking agent \
-                 {agent}'s NATS credentials failed ({err}); the controller retries the revocation \
-                 on its reconcile pass"
-            )));
-        }
-        let view =
-            StateView { hive: &hive, agent: &agent, state, set_at: &wanted.set_at, set_by: &wanted.set_by, revision };
+        let changed = self.state_changer().set(&hive, &agent, state, set_by, if_match).await?;
+        let view = StateView {
+            hive: &hive,
+            agent: &agent,
+            state,
+            set_at: &changed.wanted.set_at,
+            set_by: &changed.wanted.set_by,
+            revision: changed.revision,
+        };
         Ok(json(StatusCode::OK, &view))
     }
 
-    /// One compare-and-set, retried on a lost race unless the client named the revision.
-    async fn write_state(
-        &self,
-        hive: &HiveName,
-        agent: &AgentName,
-        wanted: &Wanted,
-        if_match: Option<u64>,
-    ) -> Result<u64, ApiError> {
-        for _ in 0..CAS_ATTEMPTS {
-            let current = self.wanted.get(hive, agent).await.map_err(unavailable)?;
-            check_current(hive, agent, current.as_ref(), if_match)?;
-            match self.wanted.put(hive, agent, wanted, current.as_ref().map(|c| c.revision)).await {
-                Ok(revision) => return Ok(revision),
-                Err(WriteError::Conflict) if if_match.is_none() => continue,
-                Err(WriteError::Conflict) => {
-                    return Err(conflict(format!(
-                        "the wanted state of {agent} on {hive} changed meanwhile; re-read it (GET /api/agents) and try again"
-                    )));
-                }
-                Err(WriteError::Nats(err)) => return Err(unavailable(err)),
-            }
+    fn state_changer(&self) -> StateChanger {
+        StateChanger {
+            hives: self.hives.clone(),
+            roster: self.roster.clone(),
+            wanted: self.wanted.clone(),
+            revoker: self.revoker.clone(),
+            clock: self.clock.clone(),
         }
-        Err(conflict(format!("the wanted state of {agent} on {hive} keeps changing under this request; try again")))
     }
 }
 
-/// Refuses a change to a destroyed agent and an `If-Match` that is not the current revision.
-fn check_current(
-    hive: &HiveName,
-    agent: &AgentName,
-    current: Option<&Stored>,
-    if_match: Option<u64>,
-) -> Result<(), ApiError> {
-    if let Some(current) = current
-        && current.wanted.state == WantedState::Destroyed
-    {
-        return Err(conflict(format!(
-            "agent {agent} on {hive} is destroyed, which is final (set by {} at {}); create a new \
-             agent under another name",
-            current.wanted.set_by, current.wanted.set_at
-        )));
+impl From<StateChangeError> for ApiError {
+    fn from(err: StateChangeError) -> Self {
+        let message = err.to_string();
+        match err {
+            StateChangeError::UnknownHive(_) | StateChangeError::OnAnotherHive { .. } | StateChangeError::NotOnRoster(_) => {
+                ApiError::NotFound(message)
+            }
+            StateChangeError::Conflict(_) => ApiError::Conflict { message, current: None },
+            StateChangeError::Unavailable(_) | StateChangeError::RevocationPending { .. } => ApiError::Unavailable(message),
+        }
     }
-    match (if_match, current) {
-        (Some(expected), None) => Err(conflict(format!(
-            "If-Match: {expected}, but no wanted state was ever stored for {agent} on {hive} (it \
-             holds its default); send the change without If-Match"
-        ))),
-        (Some(expected), Some(current)) if current.revision != expected => Err(conflict(format!(
-            "the wanted state of {agent} on {hive} is at revision {}, not {expected} (If-Match); \
-             re-read it (GET /api/agents) and try again",
-            current.revision
-        ))),
-        _ => Ok(()),
-    }
-}
-
-fn conflict(message: String) -> ApiError {
-    ApiError::Conflict { message, current: None }
 }
 
 /// `X-Set-By`: 1 to 64 printable ASCII characters; `api` when absent.

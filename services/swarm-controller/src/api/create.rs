@@ -61,7 +61,7 @@ impl App {
         if let Some(provisioner) = &self.provisioner {
             provisioner.health.metrics.render(&mut text);
         }
-        self.relay.metrics.render(&mut text);
+        self.feeds.metrics.render(&mut text);
         let reply = warp::reply::with_header(text, "content-type", "text/plain; version=0.0.4");
         reply.into_response()
     }

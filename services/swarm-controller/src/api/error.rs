@@ -6,7 +6,7 @@ use warp::http::StatusCode;
 use warp::reply::Response;
 
 use crate::definition::{InvalidRequest, ScheduleView};
-use crate::schedules::StoreError;
+use crate::schedules::store::StoreError;
 
 /// A failed request; the message says what is wrong and, where it can, how to fix it.
 #[derive(Debug)]

@@ -9,7 +9,7 @@ use warp::http::StatusCode;
 use warp::reply::Response;
 
 use super::{ApiError, App, json};
-use crate::hives::{freshness, read_all};
+use crate::lifecycle::hives::{freshness, read_all};
 
 /// One hive of the directory, as `GET /api/hives` lists it.
 #[derive(Debug, Serialize)]

@@ -1,42 +1,12 @@
 //! The HTTP API served on the unix socket (docs/swarm/schedules.md, "API").
 //!
 //! One catch-all warp filter hands method, path, headers and body to [`App::handle`], which
-//! routes by hand: every outcome, including unknown routes, wrong methods, oversized bodies and
+//! finds the route in [`routes::ROUTES`]: every outcome, including unknown routes, wrong methods, oversized bodies and
 //! wrong content types, then gets the same JSON error shape from [`ApiError`]. A schedule route
 //! refuses a body that is not JSON with 415 and one over [`MAX_REQUEST_BYTES`] with 413; the state
 //! route answers both with 400, as it does any malformed body.
 //!
-//! | route | does |
-//! |---|---|
-//! | `GET /`, `/app.js`, `/app.css` | the swarm UI, embedded in the binary |
-//! | `GET /healthz` | 200 while NATS is connected, else 503; names the NATS server it is connected to and says whether the control link is up |
-//! | `GET /api/schedules` | every schedule with its revision |
-//! | `POST /api/schedules` | create (201) |
-//! | `GET /api/schedules/{id}` | one schedule |
-//! | `PATCH /api/schedules/{id}` | partial change; `If-Match: <revision>` gives 409 on mismatch |
-//! | `DELETE /api/schedules/{id}` | remove; honours `If-Match` too |
-//! | `GET /api/hives` | the hive directory, sorted by name |
-//! | `GET /api/hives/status` | every hive's last status, its age and whether it is stale |
-//! | `GET /api/hives/{hive}/status` | one hive's |
-//! | `GET /api/agents` | the roster joined with wanted and actual state |
-//! | `POST /api/agents` | create an agent: its provisioning jobs are queued (202) |
-//! | `GET /api/agents/status` | the live part per agent |
-//! | `PUT /api/hives/{hive}/agents/{agent}/state` | set the wanted state; honours `If-Match` |
-//! | `GET /api/hives/{hive}/agents/{agent}/linked-accounts` | the agent's own matrix account and its linked ones, never a credential |
-//! | `PUT`, `DELETE /api/hives/{hive}/agents/{agent}/matrix-accounts/{name}` | link (verified with `whoami`) or unlink a matrix account; `?revoke=true` logs its token out first |
-//! | `PUT`, `DELETE /api/hives/{hive}/agents/{agent}/forge-accounts/{label}` | link (verified with `GET /api/v1/user`) or unlink a forge account |
-//! | `PUT`, `DELETE /api/hives/{hive}/agents/{agent}/github-account` | link or unlink the agent's GitHub account |
-//! | `GET /api/agents/{name}/terminal` | the agent's turn output as server-sent events: history, then live; `Last-Event-ID` resumes |
-//! | `GET /api/agents/{name}/turn` | the agent's turn header as server-sent events, the same way |
-//! | `GET`, `PUT`, `DELETE /api/agents/{name}/icon` | the uploaded PNG, else a generated SVG (ETag, `no-cache`); upload (`image/png`, 256 KiB); remove |
-//! | `GET /api/quick-links` | the configured quick links |
-//! | `GET /api/jobq/graph` | the job graph: nodes and edges; `?agent=NAME` keeps one agent's |
-//! | `POST /api/jobq/jobs/{id}/retry` | retry a failed job (202) |
-//! | `POST /api/forge/webhook` | a forge delivery, signed (`X-Forgejo-Signature`/`X-Gitea-Signature`); 401 unsigned |
-//! | `GET /api/config-prs` | every agent's config pull request |
-//! | `GET /api/agents/{agent}/config-pr` | one agent's; 404 when it has none |
-//! | `GET /api/issues` | open issues of the swarm's organisation, by repository and label |
-//! | `GET /metrics` | Prometheus text: credential checks, renewals, failures |
+//! Every route is one row of that table; docs/reference/routes.md lists them.
 
 mod agents;
 mod create;
@@ -45,7 +15,8 @@ mod forge;
 mod hives;
 mod jobq;
 mod linked;
-mod relay;
+pub mod routes;
+mod feeds;
 mod schedules;
 mod ui;
 
@@ -59,6 +30,7 @@ use warp::http::{HeaderMap, Method, StatusCode};
 use warp::reply::Response;
 
 pub use error::ApiError;
+use routes::{Found, RouteId};
 
 use hive_jobq::Jobq;
 use hyperhive_hive_proto::directory::HiveDirectory;
@@ -68,14 +40,14 @@ use crate::forge::ForgeHub;
 use crate::linked::account::Kind;
 use crate::linked::service::LinkedAccounts;
 use crate::provision::Provisioner;
-use crate::reconcile::Reconciler;
-use crate::relay::{RelayHub, RelayKind};
-use crate::revoke::Revoker;
-use crate::roster::Roster;
-use crate::schedules::Definitions;
+use crate::schedules::reconcile::Reconciler;
+use crate::feeds::{FeedHub, FeedKind};
+use crate::lifecycle::revoke::Revoker;
+use crate::lifecycle::roster::Roster;
+use crate::schedules::store::Definitions;
 use crate::ui::icons::IconStore;
 use crate::ui::quick_links::QuickLink;
-use crate::wanted::WantedStore;
+use crate::lifecycle::wanted::WantedStore;
 
 /// The largest schedule request body read: a 64 KiB prompt written with JSON escapes (up to six
 /// bytes per byte) plus the other fields. Anything larger is refused with 413 before it is
@@ -115,7 +87,7 @@ pub struct App {
     /// Accounts operators link to created agents; `None` when `provisioner` is.
     pub linked: Option<Arc<LinkedAccounts>>,
     /// The agents' terminals and turn headers.
-    pub relay: Arc<RelayHub>,
+    pub feeds: Arc<FeedHub>,
     /// Uploaded agent icons.
     pub icons: IconStore,
     /// The UI's quick links.
@@ -124,7 +96,14 @@ pub struct App {
     pub forge: Arc<ForgeHub>,
     /// The control link's state, when the controller is a host of a control plane (set once
     /// the link starts, after the app exists).
-    pub control_link: std::sync::OnceLock<Arc<crate::remote::link::LinkStatus>>,
+    pub control_link: std::sync::OnceLock<Arc<dyn LinkReport>>,
+}
+
+/// What `/healthz` says about the control link, from whoever holds the link (the remote module,
+/// which is above the API and so is not named here).
+pub trait LinkReport: std::fmt::Debug + Send + Sync {
+    /// The link's state as JSON.
+    fn report(&self) -> serde_json::Value;
 }
 
 /// The warp filter serving every route.
@@ -162,98 +141,76 @@ impl App {
         S: Stream<Item = Result<B, warp::Error>> + Send,
         B: Buf,
     {
-        if method == Method::GET
-            && let Some(file) = crate::ui::assets::asset(path)
-        {
-            return Ok(ui::asset(file, headers));
-        }
-        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-        match (segments.as_slice(), method) {
-            (["healthz"], &Method::GET) => Ok(self.health()),
-            (["api", "schedules"], &Method::GET) => self.list().await,
-            (["api", "schedules"], &Method::POST) => {
+        let (route, params) = match routes::find(method, path) {
+            Found::Route(route, params) => (route, params),
+            Found::WrongMethod(allowed) => {
+                return Err(ApiError::MethodNotAllowed(format!("{method} is not allowed on {path}; use {allowed}")));
+            }
+            Found::NoPath => {
+                return Err(ApiError::NotFound(format!(
+                    "no route {method} {path}; the API serves {}",
+                    routes::known_paths()
+                )));
+            }
+        };
+        let param = |i: usize| params[i];
+        match route {
+            RouteId::UiFile => match crate::ui::assets::asset(path) {
+                Some(file) => Ok(ui::asset(file, headers)),
+                None => Err(ApiError::NotFound(format!("no file {path} in the swarm UI"))),
+            },
+            RouteId::Health => Ok(self.health()),
+            RouteId::Metrics => Ok(self.metrics()),
+            RouteId::ListSchedules => self.list().await,
+            RouteId::CreateSchedule => {
                 let body = schedule_body(headers, body).await?;
                 self.create(&body).await
             }
-            (["api", "schedules", id], &Method::GET) => self.get(id).await,
-            (["api", "schedules", id], &Method::PATCH) => {
+            RouteId::GetSchedule => self.get(param(0)).await,
+            RouteId::PatchSchedule => {
                 let body = schedule_body(headers, body).await?;
-                self.patch(id, if_match(headers)?, &body).await
+                self.patch(param(0), if_match(headers)?, &body).await
             }
-            (["api", "schedules", id], &Method::DELETE) => self.delete(id, if_match(headers)?).await,
-            (["api", "hives"], &Method::GET) => Ok(self.list_hives()),
-            (["api", "hives", "status"], &Method::GET) => self.hive_statuses().await,
-            (["api", "hives", hive, "status"], &Method::GET) => self.hive_status(hive).await,
-            (["api", "agents"], &Method::GET) => self.list_agents().await,
-            (["api", "agents"], &Method::POST) => {
+            RouteId::DeleteSchedule => self.delete(param(0), if_match(headers)?).await,
+            RouteId::ListHives => Ok(self.list_hives()),
+            RouteId::HiveStatuses => self.hive_statuses().await,
+            RouteId::HiveStatus => self.hive_status(param(0)).await,
+            RouteId::ListAgents => self.list_agents().await,
+            RouteId::CreateAgent => {
                 let body = create_body(headers, body).await?;
                 self.create_agent(&body).await
             }
-            (["metrics"], &Method::GET) => Ok(self.metrics()),
-            (["api", "agents", name, "terminal"], &Method::GET) => self.relay(name, RelayKind::Terminal, headers).await,
-            (["api", "agents", name, "turn"], &Method::GET) => self.relay(name, RelayKind::Turn, headers).await,
-            (["api", "agents", name, "icon"], &Method::GET) => self.icon(name, headers).await,
-            (["api", "agents", name, "icon"], &Method::PUT) => {
-                let png = ui::icon_body(headers, body).await?;
-                self.put_icon(name, &png).await
-            }
-            (["api", "agents", name, "icon"], &Method::DELETE) => self.delete_icon(name).await,
-            (["api", "quick-links"], &Method::GET) => Ok(self.quick_links()),
-            (["api", "agents", "status"], &Method::GET) => self.agents_status().await,
-            (["api", "hives", hive, "agents", agent, "state"], &Method::PUT) => {
+            RouteId::AgentsStatus => self.agents_status().await,
+            RouteId::SetState => {
                 let revision = if_match(headers)?;
                 let body = state_body(headers, body).await?;
-                self.set_state(hive, agent, headers, revision, &body).await
+                self.set_state(param(0), param(1), headers, revision, &body).await
             }
-            (["api", "hives", hive, "agents", agent, "linked-accounts"], &Method::GET) => {
-                self.list_linked(hive, agent).await
-            }
-            (["api", "hives", hive, "agents", agent, rest @ ..], &Method::PUT) if linked_route(rest).is_some() => {
-                let (kind, name) = linked_route(rest).expect("matched by the guard");
+            RouteId::ListLinked => self.list_linked(param(0), param(1)).await,
+            RouteId::PutMatrixAccount | RouteId::PutForgeAccount | RouteId::PutGithubAccount => {
+                let (kind, name) = linked_kind(route, &params);
                 let body = linked_body(headers, body).await?;
-                self.put_linked(hive, agent, kind, name, &body).await
+                self.put_linked(param(0), param(1), kind, name, &body).await
             }
-            (["api", "hives", hive, "agents", agent, rest @ ..], &Method::DELETE) if linked_route(rest).is_some() => {
-                let (kind, name) = linked_route(rest).expect("matched by the guard");
-                self.delete_linked(hive, agent, kind, name, query).await
+            RouteId::DeleteMatrixAccount | RouteId::DeleteForgeAccount | RouteId::DeleteGithubAccount => {
+                let (kind, name) = linked_kind(route, &params);
+                self.delete_linked(param(0), param(1), kind, name, query).await
             }
-            (["api", "jobq", "graph"], &Method::GET) => self.jobq_graph(query),
-            (["api", "jobq", "jobs", id, "retry"], &Method::POST) => self.jobq_retry(id),
-            (["api", "forge", "webhook"], &Method::POST) => self.forge_webhook(headers, body).await,
-            (["api", "config-prs"], &Method::GET) => self.config_prs().await,
-            (["api", "agents", agent, "config-pr"], &Method::GET) => self.config_pr(agent).await,
-            (["api", "issues"], &Method::GET) => Ok(self.issues()),
-            (["healthz"] | ["metrics"], _) => Err(not_allowed(method, path, "GET")),
-            (["api", "agents"], _) => Err(not_allowed(method, path, "GET, POST")),
-            (["api", "schedules"], _) => Err(not_allowed(method, path, "GET, POST")),
-            (["api", "schedules", _], _) => Err(not_allowed(method, path, "GET, PATCH, DELETE")),
-            (["api", "hives"] | ["api", "hives", "status"] | ["api", "hives", _, "status"], _)
-            | (["api", "agents", "status"], _) => Err(not_allowed(method, path, "GET")),
-            (["api", "hives", _, "agents", _, "state"], _) => Err(not_allowed(method, path, "PUT")),
-            (["api", "hives", _, "agents", _, "linked-accounts"], _)
-            | (["api", "agents", _, "terminal" | "turn"], _)
-            | (["api", "quick-links"], _) => Err(not_allowed(method, path, "GET")),
-            (["api", "agents", _, "icon"], _) => Err(not_allowed(method, path, "GET, PUT, DELETE")),
-            (["api", "hives", _, "agents", _, rest @ ..], _) if linked_route(rest).is_some() => {
-                Err(not_allowed(method, path, "PUT, DELETE"))
+            RouteId::Terminal => self.feed(param(0), FeedKind::Terminal, headers).await,
+            RouteId::Turn => self.feed(param(0), FeedKind::Turn, headers).await,
+            RouteId::GetIcon => self.icon(param(0), headers).await,
+            RouteId::PutIcon => {
+                let png = ui::icon_body(headers, body).await?;
+                self.put_icon(param(0), &png).await
             }
-            (["api", "jobq", "graph"], _) => Err(not_allowed(method, path, "GET")),
-            (["api", "jobq", "jobs", _, "retry"], _) => Err(not_allowed(method, path, "POST")),
-            (["api", "forge", "webhook"], _) => Err(not_allowed(method, path, "POST")),
-            (["api", "config-prs"] | ["api", "agents", _, "config-pr"] | ["api", "issues"], _) => {
-                Err(not_allowed(method, path, "GET"))
-            }
-            _ => Err(ApiError::NotFound(format!(
-                "no route {method} {path}; the API serves /healthz, /metrics, /api/schedules[/{{id}}], \
-                 /api/hives, /api/hives/status, /api/hives/{{hive}}/status, /api/agents, \
-                 /api/agents/status, /api/agents/{{name}}/terminal, /api/agents/{{name}}/turn, \
-                 /api/agents/{{name}}/icon, /api/quick-links, \
-                 /api/hives/{{hive}}/agents/{{agent}}/state, \
-                 /api/hives/{{hive}}/agents/{{agent}}/linked-accounts, .../matrix-accounts/{{name}}, \
-                 .../forge-accounts/{{label}}, .../github-account, /api/jobq/graph, \
-                 /api/jobq/jobs/{{id}}/retry, /api/forge/webhook, /api/config-prs, \
-                 /api/agents/{{agent}}/config-pr and /api/issues"
-            ))),
+            RouteId::DeleteIcon => self.delete_icon(param(0)).await,
+            RouteId::QuickLinks => Ok(self.quick_links()),
+            RouteId::JobGraph => self.jobq_graph(query),
+            RouteId::RetryJob => self.jobq_retry(param(0)),
+            RouteId::ForgeWebhook => self.forge_webhook(headers, body).await,
+            RouteId::ConfigPrs => self.config_prs().await,
+            RouteId::ConfigPr => self.config_pr(param(0)).await,
+            RouteId::Issues => Ok(self.issues()),
         }
     }
 
@@ -261,7 +218,7 @@ impl App {
         let state = self.client.connection_state();
         if state == async_nats::connection::State::Connected {
             // The control link is reported, not judged: the swarm works without it.
-            let link = self.control_link.get().map(|status| status.view());
+            let link = self.control_link.get().map(|status| status.report());
             // On a cluster, which node this controller is connected to now.
             let server = self.client.server_info().server_name;
             json(StatusCode::OK, &serde_json::json!({"status": "ok", "nats_server": server, "control_link": link}))
@@ -269,10 +226,6 @@ impl App {
             ApiError::Unavailable(format!("NATS connection is {state}")).into_response()
         }
     }
-}
-
-fn not_allowed(method: &Method, path: &str, allowed: &str) -> ApiError {
-    ApiError::MethodNotAllowed(format!("{method} is not allowed on {path}; use {allowed}"))
 }
 
 /// A JSON response with `status`.
@@ -329,14 +282,13 @@ where
         .map_err(|e| ApiError::BadRequest(format!("{e}; {}", agents::SEND_STATE)))
 }
 
-/// The kind and name of a linked-account route's tail: `matrix-accounts/{name}`,
-/// `forge-accounts/{label}` or `github-account`.
-fn linked_route<'a>(tail: &[&'a str]) -> Option<(Kind, Option<&'a str>)> {
-    match tail {
-        ["matrix-accounts", name] => Some((Kind::Matrix, Some(*name))),
-        ["forge-accounts", label] => Some((Kind::Forge, Some(*label))),
-        ["github-account"] => Some((Kind::Github, None)),
-        _ => None,
+/// The kind of a linked-account route, and its name where the kind has several (a matrix
+/// account's name, a forge account's label; the GitHub account is one).
+fn linked_kind<'a>(route: RouteId, params: &[&'a str]) -> (Kind, Option<&'a str>) {
+    match route {
+        RouteId::PutMatrixAccount | RouteId::DeleteMatrixAccount => (Kind::Matrix, Some(params[2])),
+        RouteId::PutForgeAccount | RouteId::DeleteForgeAccount => (Kind::Forge, Some(params[2])),
+        _ => (Kind::Github, None),
     }
 }
 

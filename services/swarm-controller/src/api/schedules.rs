@@ -6,7 +6,7 @@ use warp::reply::Response;
 
 use super::{ApiError, App, json};
 use crate::definition::{NewSchedule, ScheduleDefinition, SchedulePatch, ScheduleView};
-use crate::schedules::{Revisioned, StoreError, new_id};
+use crate::schedules::store::{Revisioned, StoreError, new_id};
 
 /// How often a change is retried when another change to the same schedule slipped in between its
 /// read and its write (only without `If-Match`; with it, the client decides).

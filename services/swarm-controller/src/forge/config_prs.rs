@@ -10,16 +10,15 @@
 
 use async_nats::jetstream::kv;
 use hyperhive_hive_proto::AgentName;
+use hyperhive_nats_objects::CONFIG_PRS_BUCKET;
 use hyperhive_provision::forge::{PullFilter, PullRequest, SwarmForge};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::provision::accounts::config_repo_agent;
-use crate::roster::Roster;
+use crate::lifecycle::roster::Roster;
 
-/// The bucket: agent name -> [`ConfigPr`]. Only the controller's account reaches it.
-pub const CONFIG_PRS_BUCKET: &str = "config-prs";
 /// Compare-and-set attempts before a write gives up (another writer kept winning).
 const CAS_ATTEMPTS: usize = 5;
 

@@ -21,7 +21,7 @@ use hyperhive_provision::forge::SwarmForge;
 
 use crate::clock::Clock;
 use crate::provision::settings::ForgeSettings;
-use crate::roster::Roster;
+use crate::lifecycle::roster::Roster;
 use config_prs::{ConfigPrs, Source};
 use issues::IssueReport;
 use webhook::{Event, SeenDeliveries};

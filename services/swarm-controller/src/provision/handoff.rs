@@ -13,7 +13,7 @@ use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_schedule::instant::format_instant;
 
 use super::{IdentityChange, Outcome, Provisioner};
-use crate::wanted::WriteError;
+use crate::lifecycle::wanted::WriteError;
 
 /// `set_by` of the wanted state provisioning declares.
 pub const SET_BY: &str = "provisioning";
@@ -43,7 +43,7 @@ impl Provisioner {
             spec: Some(spec),
             secrets: self.vault.bundle(agent, self.store_ca_pem()).await?,
         };
-        crate::deploy::send(&self.js, &self.hives, &payload).await.map_err(|e| e.to_string())?;
+        crate::lifecycle::deploy::send(&self.js, &self.hives, &payload).await.map_err(|e| e.to_string())?;
         Ok(Outcome::Done(IdentityChange::none()))
     }
 
@@ -63,7 +63,7 @@ impl Provisioner {
             spec: None,
             secrets: self.vault.bundle(agent, self.store_ca_pem()).await?,
         };
-        crate::deploy::send(&self.js, &self.hives, &payload).await.map_err(|e| e.to_string())?;
+        crate::lifecycle::deploy::send(&self.js, &self.hives, &payload).await.map_err(|e| e.to_string())?;
         Ok(entry.revision)
     }
 

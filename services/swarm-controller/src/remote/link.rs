@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use super::outgoing::Outgoing;
 use super::requests::Requests;
-use crate::api::App;
+use crate::api::{App, LinkReport};
 
 /// What `/healthz` says about the link.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -49,6 +49,12 @@ impl LinkStatus {
         if error.is_some() || state == "up" {
             view.error = error;
         }
+    }
+}
+
+impl LinkReport for LinkStatus {
+    fn report(&self) -> serde_json::Value {
+        serde_json::to_value(self.view()).expect("a link view serializes")
     }
 }
 

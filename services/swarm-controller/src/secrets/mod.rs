@@ -20,5 +20,3 @@ pub use key::SecretsKey;
 pub use seal::{OpenError, Plaintext};
 pub use store::{RecordKey, SecretStore, SecretsError};
 
-/// KV bucket: `<record key>` -> a sealed value.
-pub const SWARM_SECRETS_BUCKET: &str = "swarm-secrets";

@@ -5,10 +5,8 @@ use std::fmt::Write;
 
 use async_nats::jetstream::kv;
 use bytes::Bytes;
+use hyperhive_nats_objects::AGENT_ICONS_BUCKET;
 use sha2::{Digest, Sha256};
-
-/// KV bucket: agent name -> its uploaded icon (PNG). Only the controller uses it.
-pub const AGENT_ICONS_BUCKET: &str = "agent-icons";
 
 /// The uploaded icons.
 #[derive(Debug, Clone)]

@@ -17,7 +17,8 @@ use hyper::http::{Method, StatusCode};
 use hyperhive_hive_proto::HiveName;
 use hyperhive_hive_proto::directory::{HiveDirectory, HiveEntry};
 use hyperhive_hive_proto::status::HiveStatus;
-use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, AgentSchedules, SCHEDULE_DEFINITIONS_BUCKET};
+use hyperhive_nats_objects::{AGENT_SCHEDULES_BUCKET, SCHEDULE_DEFINITIONS_BUCKET};
+use hyperhive_schedule::AgentSchedules;
 use hyperhive_testkit::{NatsJwt, Process, wait_until};
 use serde_json::Value;
 use swarm_controller::clock::{Clock, SystemClock};
@@ -302,10 +303,10 @@ where
     use futures::StreamExt;
     let alpha = hyperhive_nats_creds::AgentName::parse("alpha").unwrap();
     let tenants = [
-        (nats.mint_agent("alpha").await.unwrap(), hyperhive_nats_creds::agent_inbox_prefix(&alpha)),
+        (nats.mint_agent("alpha").await.unwrap(), hyperhive_nats_objects::agent_inbox_prefix(&alpha)),
         (
             nats.mint_hive("h1", &["alpha"]).await.unwrap(),
-            hyperhive_nats_creds::hive_inbox_prefix(&"h1".parse().unwrap()),
+            hyperhive_nats_objects::hive_inbox_prefix(&"h1".parse().unwrap()),
         ),
     ];
     for (creds, inbox) in tenants {

@@ -14,7 +14,7 @@ use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_testkit::forge::StandInHook;
 use hyperhive_testkit::{Caddy, ForgeStandIn, NatsJwt, free_port, wait_until};
 use serde_json::Value;
-use swarm_controller::roster::Roster;
+use swarm_controller::lifecycle::roster::Roster;
 use tempfile::TempDir;
 
 use crate::common::ControllerRuns;

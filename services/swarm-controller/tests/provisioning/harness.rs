@@ -15,7 +15,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use async_nats::jetstream;
-use hyperhive_schedule::{AgentName, Todo, todo_subject};
+use hyperhive_nats_objects::todo_subject;
+use hyperhive_schedule::{AgentName, Todo};
 use hyperhive_testkit::{
     AutheliaBridge, ClientCertSite, ForgeStandIn, HoldProxy, NatsJwt, Process, Synapse, project_binary, wait_until,
 };

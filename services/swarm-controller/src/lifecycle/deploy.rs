@@ -6,7 +6,7 @@ use async_nats::HeaderMap;
 use async_nats::jetstream;
 use hyperhive_hive_proto::deploy::{self, MSG_ID_HEADER, Payload};
 use hyperhive_hive_proto::directory::HiveDirectory;
-use hyperhive_nats_creds::deploy_subject;
+use hyperhive_nats_objects::deploy_subject;
 
 /// What JetStream said about a sent message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use async_nats::jetstream::{self, kv};
 use hyperhive_hive_proto::wanted::{Wanted, parse_wanted_key, wanted_key};
 use hyperhive_hive_proto::{AgentName, HiveName};
-use hyperhive_nats_creds::AGENT_WANTED_BUCKET;
+use hyperhive_nats_objects::{AGENT_WANTED_BUCKET, kv_key_subject, kv_stream};
 
 use crate::nats::{NatsError, scan_bucket};
 
@@ -38,7 +38,7 @@ pub struct WantedStore {
 }
 
 impl WantedStore {
-    /// Wraps the bucket made by [`crate::nats::ensure_objects`].
+    /// Wraps the bucket made by [`hyperhive_nats_objects::ensure_objects`].
     pub fn new(js: jetstream::Context, kv: kv::Store) -> Self {
         Self { js, kv }
     }
@@ -54,8 +54,8 @@ impl WantedStore {
         use async_nats::jetstream::stream::LastRawMessageErrorKind;
         let key = wanted_key(hive, agent);
         let stream =
-            self.js.get_stream_no_info(format!("KV_{AGENT_WANTED_BUCKET}")).await.map_err(|e| e.to_string())?;
-        let message = match stream.get_last_raw_message_by_subject(&format!("$KV.{AGENT_WANTED_BUCKET}.{key}")).await {
+            self.js.get_stream_no_info(kv_stream(AGENT_WANTED_BUCKET)).await.map_err(|e| e.to_string())?;
+        let message = match stream.get_last_raw_message_by_subject(&kv_key_subject(AGENT_WANTED_BUCKET, &key)).await {
             Ok(message) => message,
             Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => return Ok(None),
             Err(e) => return Err(e.to_string()),

@@ -9,11 +9,11 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use async_nats::jetstream::stream::{DirectGetErrorKind, Stream};
-use hyperhive_nats_creds::RELAY_STREAM;
+use hyperhive_nats_objects::RELAY_STREAM;
 use tokio::sync::{broadcast, mpsc};
 
-use super::frame::{Frame, RelayKind};
-use super::hub::{Feed, RelayHub};
+use super::frame::{Frame, FeedKind};
+use super::hub::{Feed, FeedHub};
 
 /// Frames waiting for one watcher's connection.
 const WATCHER_QUEUE: usize = 64;
@@ -29,7 +29,7 @@ pub enum Start {
     Fresh,
 }
 
-impl RelayHub {
+impl FeedHub {
     /// Starts a watcher of `agent`'s `kind`: the returned channel yields its frames and closes
     /// when the watcher is dropped for being too slow or the controller stops.
     ///
@@ -37,7 +37,7 @@ impl RelayHub {
     /// The stream could not be read.
     pub async fn watch(
         self: &Arc<Self>,
-        kind: RelayKind,
+        kind: FeedKind,
         agent: &str,
         start: Start,
     ) -> Result<mpsc::Receiver<Frame>, String> {
@@ -53,8 +53,8 @@ impl RelayHub {
         };
         let first = match (start, kind) {
             (Start::After(id), _) => id + 1,
-            (Start::Fresh, RelayKind::Terminal) => 1,
-            (Start::Fresh, RelayKind::Turn) => last.max(1),
+            (Start::Fresh, FeedKind::Terminal) => 1,
+            (Start::Fresh, FeedKind::Turn) => last.max(1),
         };
         let (frames, receiver) = mpsc::channel(WATCHER_QUEUE);
         let watcher = Watcher { kind, subject, stream, frames, hub: self.clone(), _feed: feed };
@@ -72,11 +72,11 @@ enum Stop {
 }
 
 struct Watcher {
-    kind: RelayKind,
+    kind: FeedKind,
     subject: String,
     stream: Stream<()>,
     frames: mpsc::Sender<Frame>,
-    hub: Arc<RelayHub>,
+    hub: Arc<FeedHub>,
     /// Held so the feed lives while this watcher does.
     _feed: Arc<Feed>,
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use hyperhive_nats_creds::AgentName;
 use tokio::sync::Mutex;
 
-use crate::accounts::{Accounts, AccountsError};
+use crate::nats::tenants::{Accounts, AccountsError};
 
 /// Why a revocation did not complete; the recorded wanted state stays and the reconcile pass
 /// retries. The text holds no secret.

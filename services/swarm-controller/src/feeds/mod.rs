@@ -13,5 +13,5 @@ pub mod frame;
 pub mod hub;
 pub mod watch;
 
-pub use frame::{Frame, RelayKind};
-pub use hub::RelayHub;
+pub use frame::{Frame, FeedKind};
+pub use hub::FeedHub;

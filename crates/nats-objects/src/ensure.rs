@@ -1,105 +1,41 @@
-//! The controller's NATS objects: connecting, creating what is missing at start,
-//! and reading a whole KV bucket in one pass.
+//! Creating the swarm's streams and buckets when absent, and holding existing ones to the limits
+//! and settings the design needs (the controller does it at start; tests of hive-c0re and
+//! hive-agent do it the same way).
 
-use std::path::Path;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer, kv, stream};
-use bytes::Bytes;
-use futures::StreamExt;
-use hyperhive_hive_proto::AGENTS_BUCKET;
-use hyperhive_nats_creds::{AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, RELAY_STREAM, limits};
-use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, SCHEDULE_DEFINITIONS_BUCKET, TODO_STREAM};
+use async_nats::jetstream::{self, kv, stream};
 
-use crate::forge::config_prs::CONFIG_PRS_BUCKET;
-use crate::secrets::SWARM_SECRETS_BUCKET;
-use crate::ui::icons::AGENT_ICONS_BUCKET;
+use crate::limits;
+use crate::names::{
+    AGENT_ICONS_BUCKET, AGENT_SCHEDULES_BUCKET, AGENT_WANTED_BUCKET, AGENTS_BUCKET, CONFIG_PRS_BUCKET, DEPLOY_STREAM,
+    HIVE_STATUS_BUCKET, RELAY_STREAM, SCHEDULE_DEFINITIONS_BUCKET, SWARM_SECRETS_BUCKET, TODO_STREAM, kv_stream,
+};
 
 /// JetStream drops a second message with the same id within this window; a fired slot's todo has
 /// one id however often it is published, so this is how long a double publish is absorbed.
 pub const TODO_DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 
-/// A NATS step that failed; the message says which and why.
+/// Making or checking a stream or bucket failed; the message says which and why.
 #[derive(Debug, thiserror::Error)]
-pub enum NatsError {
-    /// Connecting failed (server down, bad credential file...).
-    #[error("cannot connect to NATS at {url}: {reason}")]
-    Connect {
-        /// The server.
-        url: String,
-        /// Why.
-        reason: String,
-    },
-    /// Making or checking a bucket or stream failed.
+pub enum SetupError {
+    /// NATS refused or failed a create, update or read.
     #[error("{what}: {reason}")]
-    Setup {
-        /// Which object.
+    Failed {
+        /// Which object, and what was being done to it.
         what: String,
         /// Why.
         reason: String,
     },
-    /// An object exists with settings the swarm cannot work with.
+    /// An object exists with settings the swarm cannot work with, or the servers cannot hold
+    /// the replicas asked for.
     #[error("{0}")]
     Misconfigured(String),
-    /// Reading a bucket failed.
-    #[error("reading bucket {bucket}: {reason}")]
-    Scan {
-        /// The bucket.
-        bucket: String,
-        /// Why.
-        reason: String,
-    },
 }
 
-fn setup_error(what: impl Into<String>) -> impl FnOnce(String) -> NatsError {
+fn setup_error(what: impl Into<String>) -> impl FnOnce(String) -> SetupError {
     let what = what.into();
-    move |reason| NatsError::Setup { what, reason }
-}
-
-/// A failed NATS request, with what it means for the caller: on a cluster a write can fail in
-/// two ways that differ in what is known. No server led the stream (no quorum): nothing was
-/// written. The write was not confirmed in time: it may still take effect once the cluster has
-/// a quorum again, so the state must be read before the write is repeated.
-pub fn what_to_do(error: &str) -> String {
-    let lower = error.to_ascii_lowercase();
-    if lower.contains("no stream found") || lower.contains("no responders") {
-        format!(
-            "{error}: no NATS server leads this bucket now (a cluster without a quorum, or NATS away); nothing was \
-             written; try again once NATS is back"
-        )
-    } else if lower.contains("temporarily unavailable") {
-        format!(
-            "{error}: JetStream is electing a leader (a NATS node just stopped or came back); nothing was written; \
-             try again in a few seconds"
-        )
-    } else if lower.contains("timed out") || lower.contains("timeout") {
-        format!(
-            "{error}: NATS did not confirm in time (a cluster that lost its quorum, or NATS away); a write may still \
-             take effect once NATS has a quorum again, so read the state before trying again"
-        )
-    } else {
-        format!("{error}; try again")
-    }
-}
-
-/// Connects with the controller's credential file, if any.
-///
-/// # Errors
-/// [`NatsError::Connect`] when the server cannot be reached or refuses the credential.
-pub async fn connect(url: &str, creds: Option<&Path>) -> Result<async_nats::Client, NatsError> {
-    let connect_error = |reason: String| NatsError::Connect { url: url.to_owned(), reason };
-    let options = match creds {
-        Some(path) => async_nats::ConnectOptions::with_credentials_file(path)
-            .await
-            .map_err(|e| connect_error(format!("reading credential {}: {e}", path.display())))?,
-        None => async_nats::ConnectOptions::new(),
-    };
-    options
-        .name("swarm-controller")
-        .connection_timeout(Duration::from_secs(5))
-        .connect(hyperhive_nats_creds::servers::server_list(url))
-        .await
-        .map_err(|e| connect_error(e.to_string()))
+    move |reason| SetupError::Failed { what, reason }
 }
 
 /// The KV buckets the controller works with.
@@ -115,23 +51,23 @@ pub struct Buckets {
     pub agent_wanted: kv::Store,
     /// agent name -> its roster entry.
     pub agents: kv::Store,
-    /// record key -> a sealed secret (see [`crate::secrets`]).
+    /// record key -> a sealed secret (see the controller's secret store).
     pub secrets: kv::Store,
     /// agent name -> its uploaded icon (PNG).
     pub icons: kv::Store,
-    /// agent name -> its config pull request (see [`crate::forge::config_prs`]).
+    /// agent name -> its config pull request (see the controller's forge module).
     pub config_prs: kv::Store,
 }
 
 /// Creates every stream and bucket of the swarm when absent (`schedule-definitions`,
 /// `agent-schedules` with direct get, `hive-status`, `agent-wanted`, `agents`, `swarm-secrets`,
 /// `agent-icons`, `config-prs`, `TODO`, `DEPLOY`, `RELAY`), sets the
-/// limits each must hold to (see `hyperhive_nats_creds::limits`) on existing ones, and refuses
+/// limits each must hold to (see [`crate::limits`]) on existing ones, and refuses
 /// existing ones whose settings would break the design.
 ///
 /// # Errors
-/// [`NatsError`] naming the object.
-pub async fn ensure_objects(js: &jetstream::Context) -> Result<Buckets, NatsError> {
+/// [`SetupError`] naming the object.
+pub async fn ensure_objects(js: &jetstream::Context) -> Result<Buckets, SetupError> {
     ensure_replicated_objects(js, 1).await
 }
 
@@ -140,8 +76,8 @@ pub async fn ensure_objects(js: &jetstream::Context) -> Result<Buckets, NatsErro
 /// moves the copies; the log says so), or the start fails naming the setting.
 ///
 /// # Errors
-/// [`NatsError`] naming the object; on a single server a count above 1 is refused by NATS.
-pub async fn ensure_replicated_objects(js: &jetstream::Context, replicas: usize) -> Result<Buckets, NatsError> {
+/// [`SetupError`] naming the object; on a single server a count above 1 is refused by NATS.
+pub async fn ensure_replicated_objects(js: &jetstream::Context, replicas: usize) -> Result<Buckets, SetupError> {
     let bucket = |name, description, direct_get| ensure_bucket(js, name, description, direct_get, replicas);
     let definitions = bucket(SCHEDULE_DEFINITIONS_BUCKET, "schedule id -> definition", false).await?;
     let agent_schedules = bucket(AGENT_SCHEDULES_BUCKET, "agent name -> that agent's schedules", true).await?;
@@ -163,11 +99,11 @@ pub async fn ensure_replicated_objects(js: &jetstream::Context, replicas: usize)
 
 /// The error for a create or an update NATS refused, with the replica count in mind: a count the
 /// servers cannot hold is the likeliest cause.
-fn replicated_setup_error(what: String, replicas: usize) -> impl FnOnce(String) -> NatsError {
+fn replicated_setup_error(what: String, replicas: usize) -> impl FnOnce(String) -> SetupError {
     move |reason| {
         // A single server says so for any count above 1; that never changes by retrying.
         if reason.contains("non-clustered") {
-            return NatsError::Misconfigured(format!(
+            return SetupError::Misconfigured(format!(
                 "{what}: SWARM_NATS_REPLICAS is {replicas}, but the NATS server is not part of a cluster and keeps \
                  one copy only; set SWARM_NATS_REPLICAS=1, or run a cluster of at least {replicas} servers"
             ));
@@ -180,7 +116,7 @@ fn replicated_setup_error(what: String, replicas: usize) -> impl FnOnce(String) 
         } else {
             String::new()
         };
-        NatsError::Setup { what, reason: format!("{reason}{hint}") }
+        SetupError::Failed { what, reason: format!("{reason}{hint}") }
     }
 }
 
@@ -195,7 +131,7 @@ async fn ensure_bucket(
     description: &str,
     direct_get: bool,
     replicas: usize,
-) -> Result<kv::Store, NatsError> {
+) -> Result<kv::Store, SetupError> {
     if js.get_key_value(bucket).await.is_err() {
         tracing::info!(bucket, replicas, "creating KV bucket");
         js.create_key_value(kv::Config {
@@ -211,10 +147,10 @@ async fn ensure_bucket(
         .map_err(|e| replicated_setup_error(format!("creating KV bucket {bucket}"), replicas)(e.to_string()))?;
     }
     let reading = || setup_error(format!("reading KV bucket {bucket}"));
-    let stream = js.get_stream(format!("KV_{bucket}")).await.map_err(|e| reading()(e.to_string()))?;
+    let stream = js.get_stream(kv_stream(bucket)).await.map_err(|e| reading()(e.to_string()))?;
     let current = stream.cached_info().config.clone();
     if direct_get && !current.allow_direct {
-        return Err(NatsError::Misconfigured(format!(
+        return Err(SetupError::Misconfigured(format!(
             "KV bucket {bucket} exists without direct get; tenants read their keys by direct get, \
              so recreate it with allow_direct (or delete it and let swarm-controller create it)"
         )));
@@ -322,7 +258,7 @@ fn log_replicas(what: &str, from: usize, to: usize) {
 }
 
 /// Creates `RELAY` if absent and gives an existing one the limits and settings above.
-async fn ensure_relay(js: &jetstream::Context, replicas: usize) -> Result<(), NatsError> {
+async fn ensure_relay(js: &jetstream::Context, replicas: usize) -> Result<(), SetupError> {
     let wanted = stream::Config { num_replicas: replicas, ..relay_stream_config() };
     let stream = js
         .get_or_create_stream(wanted.clone())
@@ -341,7 +277,7 @@ async fn ensure_relay(js: &jetstream::Context, replicas: usize) -> Result<(), Na
         ..current.clone()
     };
     if settled.retention != stream::RetentionPolicy::Limits {
-        return Err(NatsError::Misconfigured(format!(
+        return Err(SetupError::Misconfigured(format!(
             "stream {RELAY_STREAM} exists with retention {:?}; it must keep messages by limits \
              (delete it and let swarm-controller create it)",
             settled.retention
@@ -359,7 +295,7 @@ async fn ensure_relay(js: &jetstream::Context, replicas: usize) -> Result<(), Na
 
 /// Creates the queue `wanted` if absent; an existing one must be a work queue with at least the
 /// duplicate window, and gets `wanted`'s limits.
-async fn ensure_queue(js: &jetstream::Context, wanted: stream::Config) -> Result<(), NatsError> {
+async fn ensure_queue(js: &jetstream::Context, wanted: stream::Config) -> Result<(), SetupError> {
     let name = wanted.name.clone();
     let replicas = wanted.num_replicas;
     let stream = js
@@ -368,7 +304,7 @@ async fn ensure_queue(js: &jetstream::Context, wanted: stream::Config) -> Result
         .map_err(|e| replicated_setup_error(format!("creating stream {name}"), replicas)(e.to_string()))?;
     let current = stream.cached_info().config.clone();
     if current.retention != stream::RetentionPolicy::WorkQueue || current.duplicate_window < TODO_DUPLICATE_WINDOW {
-        return Err(NatsError::Misconfigured(format!(
+        return Err(SetupError::Misconfigured(format!(
             "stream {name} exists with retention {:?} and duplicate window {:?}; it must be a work \
              queue with a duplicate window of at least {:?} (delete it and let swarm-controller \
              create it)",
@@ -393,90 +329,4 @@ async fn ensure_queue(js: &jetstream::Context, wanted: stream::Config) -> Result
             .map_err(|e| replicated_setup_error(format!("updating stream {name}"), replicas)(e.to_string()))?;
     }
     Ok(())
-}
-
-/// One live key of a bucket.
-#[derive(Debug, Clone)]
-pub struct KeyValue {
-    /// The key.
-    pub key: String,
-    /// Its value.
-    pub value: Bytes,
-    /// Its revision (the stream sequence).
-    pub revision: u64,
-}
-
-/// Every live key of `bucket` with its value: one ordered consumer delivering the last message
-/// per key, so a bucket of any size is read in one stream rather than one request per key.
-/// Deleted and purged keys are left out.
-///
-/// # Errors
-/// [`NatsError::Scan`] when the consumer cannot be made or fails mid-way.
-pub async fn scan_bucket(js: &jetstream::Context, bucket: &str) -> Result<Vec<KeyValue>, NatsError> {
-    let scan_error = |reason: String| NatsError::Scan { bucket: bucket.to_owned(), reason };
-    let prefix = format!("$KV.{bucket}.");
-    let stream = js.get_stream_no_info(format!("KV_{bucket}")).await.map_err(|e| scan_error(e.to_string()))?;
-    let consumer = stream
-        .create_consumer(consumer::push::OrderedConfig {
-            deliver_subject: js.client().new_inbox(),
-            filter_subject: format!("{prefix}>"),
-            deliver_policy: consumer::DeliverPolicy::LastPerSubject,
-            replay_policy: consumer::ReplayPolicy::Instant,
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| scan_error(e.to_string()))?;
-    // The server would keep the consumer for its inactivity threshold (30 s) after the scan; a
-    // burst of listings (the UI, a script) must not pile them up until a limit refuses the next.
-    let name = consumer.cached_info().name.clone();
-    let scanned = read_last_per_key(consumer, &prefix).await.map_err(scan_error);
-    if let Err(e) = stream.delete_consumer(&name).await {
-        tracing::debug!(bucket, error = %e, "could not delete a scan's consumer; the server drops it within 30 s");
-    }
-    scanned
-}
-
-/// What a last-per-subject ordered consumer delivers, to its last message.
-async fn read_last_per_key(
-    consumer: consumer::Consumer<consumer::push::OrderedConfig>,
-    prefix: &str,
-) -> Result<Vec<KeyValue>, String> {
-    let mut out = Vec::new();
-    if consumer.cached_info().num_pending == 0 {
-        return Ok(out);
-    }
-    let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
-    while let Some(message) = messages.next().await {
-        let message = message.map_err(|e| e.to_string())?;
-        let info = message.info().map_err(|e| e.to_string())?;
-        let (revision, pending) = (info.stream_sequence, info.pending);
-        let removed = message
-            .headers
-            .as_ref()
-            .and_then(|h| h.get("KV-Operation"))
-            .is_some_and(|op| matches!(op.as_str(), "DEL" | "PURGE"));
-        if !removed && let Some(key) = message.subject.strip_prefix(prefix) {
-            out.push(KeyValue { key: key.to_owned(), value: message.payload.clone(), revision });
-        }
-        if pending == 0 {
-            return Ok(out);
-        }
-    }
-    Err("the consumer ended before the last key".to_owned())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::what_to_do;
-
-    #[test]
-    fn a_failed_write_says_what_is_known() {
-        let none = what_to_do("NATS: failed to put: no stream found for given subject");
-        assert!(none.contains("nothing was written") && none.contains("quorum"), "{none}");
-        let unknown = what_to_do("NATS: timed out: didn't receive ack in time");
-        assert!(unknown.contains("may still take effect") && unknown.contains("read the state"), "{unknown}");
-        let electing = what_to_do("failed getting entry: JetStream system temporarily unavailable (code 503)");
-        assert!(electing.contains("electing a leader") && electing.contains("in a few seconds"), "{electing}");
-        assert_eq!(what_to_do("NATS: connection closed"), "NATS: connection closed; try again");
-    }
 }

@@ -15,12 +15,13 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::{self, kv};
 use bytes::Bytes;
 use futures::StreamExt;
-use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, AgentName, AgentSchedules};
+use hyperhive_nats_objects::AGENT_SCHEDULES_BUCKET;
+use hyperhive_schedule::{AgentName, AgentSchedules};
 use tokio::sync::Mutex;
 
 use crate::definition::ScheduleDefinition;
 use crate::nats::scan_bucket;
-use crate::schedules::{Definitions, StoreError};
+use crate::schedules::store::{Definitions, StoreError};
 
 /// How many key writes are in flight at once: enough to hide a round trip, few enough not to
 /// crowd the agents' direct gets.

@@ -1,5 +1,5 @@
 //! `GET /api/agents/{name}/terminal` and `GET /api/agents/{name}/turn`: an agent's relays as
-//! server-sent events (see [`crate::relay`]). `Last-Event-ID` resumes after that event.
+//! server-sent events (see [`crate::feeds`]). `Last-Event-ID` resumes after that event.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -13,17 +13,17 @@ use warp::http::HeaderMap;
 use warp::reply::Response;
 
 use super::{ApiError, App};
-use crate::relay::watch::Start;
-use crate::relay::{Frame, RelayKind};
+use crate::feeds::watch::Start;
+use crate::feeds::{Frame, FeedKind};
 
 /// How often an idle connection gets a comment, so proxies and browsers keep it open.
 const KEEPALIVE: Duration = Duration::from_secs(15);
 
 impl App {
-    pub(super) async fn relay(&self, name: &str, kind: RelayKind, headers: &HeaderMap) -> Result<Response, ApiError> {
+    pub(super) async fn feed(&self, name: &str, kind: FeedKind, headers: &HeaderMap) -> Result<Response, ApiError> {
         let start = last_event_id(headers)?;
         let agent = self.known_agent(name).await?;
-        let frames = self.relay.watch(kind, agent.as_str(), start).await.map_err(ApiError::Unavailable)?;
+        let frames = self.feeds.watch(kind, agent.as_str(), start).await.map_err(ApiError::Unavailable)?;
         let events = warp::sse::keep_alive().interval(KEEPALIVE).stream(Frames(frames));
         let mut response = warp::sse::reply(events).into_response();
         // nginx buffers a proxied answer unless told not to; events must flow as they come.

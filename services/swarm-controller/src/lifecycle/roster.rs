@@ -14,11 +14,12 @@ use futures::StreamExt;
 use hyperhive_hive_proto::directory::HiveDirectory;
 use hyperhive_hive_proto::roster::{Identities, RosterEntry};
 use hyperhive_hive_proto::status::HiveStatus;
-use hyperhive_hive_proto::{AGENTS_BUCKET, AgentName};
+use hyperhive_hive_proto::AgentName;
+use hyperhive_nats_objects::AGENTS_BUCKET;
 use hyperhive_schedule::instant::format_instant;
 
 use crate::clock::Clock;
-use crate::hives::parse_status;
+use crate::lifecycle::hives::parse_status;
 use crate::nats::{NatsError, scan_bucket};
 
 /// How often [`Roster::update`] rereads after losing a race.
@@ -43,7 +44,7 @@ pub struct Roster {
 }
 
 impl Roster {
-    /// Wraps the bucket made by [`crate::nats::ensure_objects`].
+    /// Wraps the bucket made by [`hyperhive_nats_objects::ensure_objects`].
     pub fn new(js: jetstream::Context, kv: kv::Store) -> Self {
         Self { js, kv }
     }

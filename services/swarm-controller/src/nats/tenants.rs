@@ -1,7 +1,7 @@
 //! The swarm's NATS accounts as the controller changes them while the swarm runs: an agent
 //! created (its account, and its hive's account gaining its queue), an agent revoked. Each change
 //! is written into the `nats init` directory first (`SWARM_NATS_DIR`; the fragment too, so a
-//! server started with it agrees), then given to the running server ([`crate::claims::push`]).
+//! server started with it agrees), then given to the running server ([`crate::nats::claims::push`]).
 //! Nothing needs a reload, so a nats-server on another host takes agents created through the API.
 //!
 //! The server stores whatever JWT of an account it is given last, not the newest, so two changes
@@ -16,7 +16,7 @@ use std::time::Duration;
 use hyperhive_nats_creds::{AccountJwt, AgentName, CredsError, HiveName, Revocation, SecretCreds};
 use tokio::sync::Mutex;
 
-use crate::claims::{self, PushError};
+use crate::nats::claims::{self, PushError};
 
 /// Why an account change did not complete. Repeating the call retries it; what was written into
 /// the directory stays (a server restarted with the fragment has it).

@@ -3,7 +3,7 @@
 //! exists for all of its agents or for none.
 
 use async_nats::jetstream::{self, kv};
-use hyperhive_schedule::SCHEDULE_DEFINITIONS_BUCKET;
+use hyperhive_nats_objects::SCHEDULE_DEFINITIONS_BUCKET;
 use rand::Rng;
 
 use crate::definition::{ScheduleDefinition, StoredError};
@@ -67,7 +67,7 @@ pub struct Definitions {
 }
 
 impl Definitions {
-    /// Wraps the bucket made by [`crate::nats::ensure_objects`].
+    /// Wraps the bucket made by [`hyperhive_nats_objects::ensure_objects`].
     pub fn new(js: jetstream::Context, kv: kv::Store) -> Self {
         Self { js, kv }
     }

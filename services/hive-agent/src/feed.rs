@@ -1,4 +1,4 @@
-//! The relay: the turn command's output on `term.<agent>` and the turn header on
+//! The feed: the turn command's output on `term.<agent>` and the turn header on
 //! `turn.<agent>`, for whoever watches the agent (the controller's SSE routes).
 //!
 //! Nothing here may slow a turn down. The turn's readers hand chunks to a bounded queue with
@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
-use hyperhive_hive_proto::relay::TurnHeader;
-use hyperhive_nats_creds::limits::TERM_CHUNK_MAX;
-use hyperhive_nats_creds::{agent_terminal_subject, agent_turn_subject};
+use hyperhive_hive_proto::feed::TurnHeader;
+use hyperhive_nats_objects::limits::TERM_CHUNK_MAX;
+use hyperhive_nats_objects::{agent_terminal_subject, agent_turn_subject};
 use hyperhive_schedule::AgentName;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -27,7 +27,7 @@ enum Outgoing {
 
 /// Where the turn's output and headers go. Cheap to clone.
 #[derive(Debug, Clone)]
-pub struct Relay {
+pub struct Feed {
     queue: mpsc::Sender<Outgoing>,
     dropped: Arc<AtomicU64>,
 }
@@ -41,9 +41,9 @@ impl std::fmt::Debug for Outgoing {
     }
 }
 
-impl Relay {
+impl Feed {
     /// Starts the publishing task on `client`.
-    pub fn start(client: async_nats::Client, agent: &AgentName) -> (Relay, JoinHandle<()>) {
+    pub fn start(client: async_nats::Client, agent: &AgentName) -> (Feed, JoinHandle<()>) {
         let (queue, mut outgoing) = mpsc::channel(QUEUE);
         let (term, turn) = (agent_terminal_subject(agent), agent_turn_subject(agent));
         let task = tokio::spawn(async move {
@@ -55,18 +55,18 @@ impl Relay {
                 // Core publish: the stream stores it; no ack is awaited, so a slow server only
                 // fills the queue above.
                 if let Err(e) = client.publish(subject, payload).await {
-                    tracing::debug!("relay publish failed: {e}");
+                    tracing::debug!("feed publish failed: {e}");
                 }
             }
         });
-        (Relay { queue, dropped: Arc::default() }, task)
+        (Feed { queue, dropped: Arc::default() }, task)
     }
 
-    /// A relay that publishes nothing (tests of the turn alone).
+    /// A feed that publishes nothing (tests of the turn alone).
     #[cfg(test)]
-    pub(crate) fn disabled() -> Relay {
+    pub(crate) fn disabled() -> Feed {
         let (queue, _) = mpsc::channel(1);
-        Relay { queue, dropped: Arc::default() }
+        Feed { queue, dropped: Arc::default() }
     }
 
     /// Queues output of the running turn, split into chunks of at most [`TERM_CHUNK_MAX`].
@@ -81,10 +81,10 @@ impl Relay {
         self.offer(Outgoing::Turn(Bytes::from(serde_json::to_vec(header).expect("a header serializes"))));
     }
 
-    /// A relay whose queue the caller reads: `(true, chunk)` for terminal output, `(false,
+    /// A feed whose queue the caller reads: `(true, chunk)` for terminal output, `(false,
     /// header JSON)` for a turn header (tests).
     #[cfg(test)]
-    pub(crate) fn capture() -> (Relay, mpsc::Receiver<(bool, Bytes)>) {
+    pub(crate) fn capture() -> (Feed, mpsc::Receiver<(bool, Bytes)>) {
         let (queue, mut outgoing) = mpsc::channel::<Outgoing>(QUEUE);
         let (tx, rx) = mpsc::channel(QUEUE);
         tokio::spawn(async move {
@@ -98,7 +98,7 @@ impl Relay {
                 }
             }
         });
-        (Relay { queue, dropped: Arc::default() }, rx)
+        (Feed { queue, dropped: Arc::default() }, rx)
     }
 
     /// Chunks dropped so far because the queue was full.
@@ -187,9 +187,9 @@ mod tests {
     #[test]
     fn a_full_queue_drops_and_counts_instead_of_waiting() {
         let (queue, _outgoing) = mpsc::channel(2);
-        let relay = Relay { queue, dropped: Arc::default() };
-        relay.terminal(&vec![b'x'; TERM_CHUNK_MAX * 5]);
-        assert_eq!(relay.dropped(), 3, "two chunks queued, three dropped");
+        let feed = Feed { queue, dropped: Arc::default() };
+        feed.terminal(&vec![b'x'; TERM_CHUNK_MAX * 5]);
+        assert_eq!(feed.dropped(), 3, "two chunks queued, three dropped");
     }
 
     proptest! {

@@ -2,32 +2,32 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use hyperhive_hive_proto::relay::TurnHeader;
+use hyperhive_hive_proto::feed::TurnHeader;
 use serde_json::json;
 
 /// Which relay of an agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RelayKind {
+pub enum FeedKind {
     /// `term.<agent>`: the turn command's output.
     Terminal,
     /// `turn.<agent>`: the turn header.
     Turn,
 }
 
-impl RelayKind {
+impl FeedKind {
     /// The subject in `RELAY`.
     pub fn subject(self, agent: &str) -> String {
         match self {
-            RelayKind::Terminal => format!("term.{agent}"),
-            RelayKind::Turn => format!("turn.{agent}"),
+            FeedKind::Terminal => format!("term.{agent}"),
+            FeedKind::Turn => format!("turn.{agent}"),
         }
     }
 
     /// The event name.
     pub fn event(self) -> &'static str {
         match self {
-            RelayKind::Terminal => "term",
-            RelayKind::Turn => "turn",
+            FeedKind::Terminal => "term",
+            FeedKind::Turn => "turn",
         }
     }
 }
@@ -57,13 +57,13 @@ pub enum Frame {
 impl Frame {
     /// The frame of message `seq` of `kind`, or `None` for a turn header that is not one (an
     /// agent publishes on its own subject whatever it likes; watchers get only headers).
-    pub fn message(kind: RelayKind, seq: u64, payload: &[u8]) -> Option<Frame> {
+    pub fn message(kind: FeedKind, seq: u64, payload: &[u8]) -> Option<Frame> {
         let data = match kind {
-            RelayKind::Terminal => match std::str::from_utf8(payload) {
+            FeedKind::Terminal => match std::str::from_utf8(payload) {
                 Ok(text) => json!({ "text": text }).to_string(),
                 Err(_) => json!({ "bytes": STANDARD.encode(payload) }).to_string(),
             },
-            RelayKind::Turn => {
+            FeedKind::Turn => {
                 let header: TurnHeader = serde_json::from_slice(payload).ok()?;
                 serde_json::to_string(&header).expect("a header serializes")
             }
@@ -90,11 +90,11 @@ mod tests {
 
     #[test]
     fn terminal_bytes_are_kept_losslessly() {
-        let Some(Frame::Message { data, .. }) = Frame::message(RelayKind::Terminal, 7, "héllo\n".as_bytes()) else {
+        let Some(Frame::Message { data, .. }) = Frame::message(FeedKind::Terminal, 7, "héllo\n".as_bytes()) else {
             panic!()
         };
         assert_eq!(data, r#"{"text":"héllo\n"}"#);
-        let Some(Frame::Message { data, .. }) = Frame::message(RelayKind::Terminal, 8, &[0xff, 0x00, b'a']) else {
+        let Some(Frame::Message { data, .. }) = Frame::message(FeedKind::Terminal, 8, &[0xff, 0x00, b'a']) else {
             panic!()
         };
         let value: serde_json::Value = serde_json::from_str(&data).unwrap();
@@ -103,14 +103,14 @@ mod tests {
 
     #[test]
     fn a_turn_message_that_is_not_a_header_is_not_relayed() {
-        assert_eq!(Frame::message(RelayKind::Turn, 1, b"data: injected\n\nid: 99"), None);
+        assert_eq!(Frame::message(FeedKind::Turn, 1, b"data: injected\n\nid: 99"), None);
         let header = br#"{"state":"working","todo_id":"t","source":"s","started_at":"2026-11-30T10:00:00Z","at":"2026-11-30T10:00:00Z"}"#;
-        assert!(Frame::message(RelayKind::Turn, 2, header).is_some());
+        assert!(Frame::message(FeedKind::Turn, 2, header).is_some());
     }
 
     #[test]
     fn an_event_has_the_sequence_as_its_id() {
-        let event = Frame::message(RelayKind::Terminal, 42, b"x").unwrap().into_event().to_string();
+        let event = Frame::message(FeedKind::Terminal, 42, b"x").unwrap().into_event().to_string();
         assert!(event.contains("id:42\n") && event.contains("event:term\n"), "{event}");
     }
 }

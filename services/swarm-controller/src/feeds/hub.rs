@@ -9,7 +9,7 @@ use std::sync::{Arc, Weak};
 use async_nats::jetstream::{self, consumer};
 use bytes::Bytes;
 use futures::StreamExt;
-use hyperhive_nats_creds::RELAY_STREAM;
+use hyperhive_nats_objects::RELAY_STREAM;
 use tokio::sync::{Mutex, broadcast, watch};
 use tokio::task::AbortHandle;
 
@@ -30,7 +30,7 @@ pub struct Event {
 pub struct Feed {
     events: broadcast::Sender<Event>,
     task: AbortHandle,
-    metrics: Arc<RelayMetrics>,
+    metrics: Arc<FeedMetrics>,
 }
 
 impl Feed {
@@ -49,7 +49,7 @@ impl Drop for Feed {
 
 /// Counters for `GET /metrics`.
 #[derive(Debug, Default)]
-pub struct RelayMetrics {
+pub struct FeedMetrics {
     /// Watchers connected now.
     pub watchers: AtomicU64,
     /// Watchers dropped for not keeping up.
@@ -58,7 +58,7 @@ pub struct RelayMetrics {
     pub feeds: AtomicU64,
 }
 
-impl RelayMetrics {
+impl FeedMetrics {
     /// Appends the counters in Prometheus text.
     pub fn render(&self, out: &mut String) {
         use std::fmt::Write;
@@ -81,16 +81,16 @@ impl RelayMetrics {
 
 /// The feeds of every watched subject.
 #[derive(Debug)]
-pub struct RelayHub {
+pub struct FeedHub {
     pub(crate) js: jetstream::Context,
     feeds: Mutex<HashMap<String, Weak<Feed>>>,
     /// What `GET /metrics` shows.
-    pub metrics: Arc<RelayMetrics>,
+    pub metrics: Arc<FeedMetrics>,
     /// Raised when the controller stops: every watcher ends, so the server can drain.
     closing: watch::Sender<bool>,
 }
 
-impl RelayHub {
+impl FeedHub {
     /// Over the controller's JetStream context.
     pub fn new(js: jetstream::Context) -> Self {
         Self { js, feeds: Mutex::default(), metrics: Arc::default(), closing: watch::Sender::new(false) }
@@ -101,7 +101,7 @@ impl RelayHub {
         self.closing.send_replace(true);
     }
 
-    /// Resolves once [`RelayHub::close`] was called.
+    /// Resolves once [`FeedHub::close`] was called.
     pub(crate) fn closed(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
         let mut closing = self.closing.subscribe();
         async move {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use async_nats::jetstream;
 use hyperhive_hive_proto::HiveName;
 use hyperhive_hive_proto::status::{HiveStatus, STALE_AFTER};
-use hyperhive_nats_creds::HIVE_STATUS_BUCKET;
+use hyperhive_nats_objects::HIVE_STATUS_BUCKET;
 use hyperhive_schedule::instant::parse_instant;
 use time::OffsetDateTime;
 

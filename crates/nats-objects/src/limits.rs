@@ -1,0 +1,52 @@
+//! Limits of the swarm's streams and buckets, so that one tenant cannot exhaust what all share
+//! (see docs/swarm/security.md).
+//!
+//! Tenant accounts have no JetStream: everything they store goes through the swarm's streams,
+//! whose per-subject limits ([`TODO_MAX_MSGS_PER_AGENT`], [`TODO_MAX_MSG_SIZE`]) refuse an
+//! agent's messages at its own limit while every other agent keeps working. The accounts' own
+//! limits are in `hyperhive-nats-creds`.
+
+const MIB: i64 = 1024 * 1024;
+const GIB: i64 = 1024 * MIB;
+
+/// The largest todo (JSON: id, source, body) any agent's queue accepts, in bytes.
+pub const TODO_MAX_MSG_SIZE: i32 = 128 * 1024;
+/// Todos one agent's queue may hold; past it a publish to that queue is refused, and only that
+/// queue's.
+pub const TODO_MAX_MSGS_PER_AGENT: i64 = 100;
+/// Bytes all queues together may hold. One agent holds at most [`TODO_MAX_MSGS_PER_AGENT`] ×
+/// [`TODO_MAX_MSG_SIZE`] (12.5 MiB) of it, so it takes 80 agents each filling its queue with
+/// the largest todos to fill it.
+pub const TODO_MAX_BYTES: i64 = GIB;
+/// Todos all queues together may hold: the full queues of 10,000 agents. The byte limit alone
+/// would let a swarm of many agents fill `TODO` with millions of tiny todos, each costing the
+/// server its per-message index and bookkeeping whatever its size.
+pub const TODO_MAX_MSGS: i64 = 10_000 * TODO_MAX_MSGS_PER_AGENT;
+/// Bytes each KV bucket may hold.
+pub const BUCKET_MAX_BYTES: i64 = 256 * MIB;
+/// The largest value of any KV bucket.
+pub const BUCKET_MAX_VALUE_SIZE: i32 = 1024 * 1024;
+/// Deploy messages one hive's queue may hold.
+pub const DEPLOY_MAX_MSGS_PER_HIVE: i64 = 100;
+/// Bytes all deploy queues together may hold.
+pub const DEPLOY_MAX_BYTES: i64 = 256 * MIB;
+/// Deploy messages all queues together may hold: the full queues of 1,000 hives.
+pub const DEPLOY_MAX_MSGS: i64 = 1_000 * DEPLOY_MAX_MSGS_PER_HIVE;
+/// The largest terminal chunk hive-agent publishes on `term.<agent>`; a longer write is split.
+pub const TERM_CHUNK_MAX: usize = 16 * 1024;
+/// The largest message `RELAY` accepts (a chunk, or a turn header, with room to spare).
+pub const RELAY_MAX_MSG_SIZE: i32 = 32 * 1024;
+/// Messages `RELAY` keeps per subject (one agent's terminal, or its turn headers): its recent
+/// history, the oldest dropped first.
+pub const RELAY_MAX_MSGS_PER_SUBJECT: i64 = 1_000;
+/// Bytes `RELAY` keeps in all, the oldest dropped first: a very chatty agent can shorten the
+/// others' history, never stop their output.
+pub const RELAY_MAX_BYTES: i64 = 256 * MIB;
+/// Values each KV bucket keeps per key: the current one only.
+pub const BUCKET_HISTORY: i64 = 1;
+/// What the swarm's streams reserve on the NATS server's disk together (nats-server refuses a
+/// stream whose `max_bytes` does not fit in its `max_file_store`, which defaults to 75% of the
+/// disk space free at its start): the TODO and DEPLOY queues, the RELAY history and eight buckets
+/// (`schedule-definitions`, `agent-schedules`, `hive-status`, `agent-wanted`, `agents`,
+/// `swarm-secrets`, `agent-icons`, `config-prs`).
+pub const SWARM_RESERVED_BYTES: i64 = TODO_MAX_BYTES + DEPLOY_MAX_BYTES + RELAY_MAX_BYTES + 8 * BUCKET_MAX_BYTES;

@@ -1,0 +1,11 @@
+//! An agent's life on its hive: the hive directory's statuses ([`hives`]), the roster
+//! ([`roster`]), wanted state ([`wanted`]) and the rules of changing it ([`state_change`]),
+//! deploy messages to a hive ([`deploy`]) and revoking a destroyed agent's credentials
+//! ([`revoke`]).
+
+pub mod deploy;
+pub mod hives;
+pub mod revoke;
+pub mod roster;
+pub mod state_change;
+pub mod wanted;
