@@ -20,9 +20,9 @@
 
 use hyperhive_nats_objects::{
     AGENT_SCHEDULES_BUCKET, AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, TODO_STREAM, agent_durable_name,
-    agent_inbox_prefix, agent_schedule_direct_get_subject, agent_terminal_subject, agent_turn_subject,
-    deploy_subject, direct_get_subject, hive_durable_name, hive_inbox_prefix, hive_status_subject, hive_wanted_filter,
-    kv_key_subject, kv_stream, todo_subject,
+    agent_inbox_prefix, agent_schedule_direct_get_subject, agent_terminal_subject, agent_turn_subject, deploy_subject,
+    direct_get_subject, hive_durable_name, hive_inbox_prefix, hive_status_subject, hive_wanted_filter, kv_key_subject,
+    kv_stream, todo_subject,
 };
 use hyperhive_schedule::{AgentName, HiveName};
 use serde::Serialize;

@@ -2,19 +2,13 @@
 //! and settings the design needs (the controller does it at start; tests of hive-c0re and
 //! hive-agent do it the same way).
 
-use std::time::Duration;
-
 use async_nats::jetstream::{self, kv, stream};
 
-use crate::limits;
+use crate::limits::{self, TODO_DUPLICATE_WINDOW};
 use crate::names::{
     AGENT_ICONS_BUCKET, AGENT_SCHEDULES_BUCKET, AGENT_WANTED_BUCKET, AGENTS_BUCKET, CONFIG_PRS_BUCKET, DEPLOY_STREAM,
     HIVE_STATUS_BUCKET, RELAY_STREAM, SCHEDULE_DEFINITIONS_BUCKET, SWARM_SECRETS_BUCKET, TODO_STREAM, kv_stream,
 };
-
-/// JetStream drops a second message with the same id within this window; a fired slot's todo has
-/// one id however often it is published, so this is how long a double publish is absorbed.
-pub const TODO_DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 
 /// Making or checking a stream or bucket failed; the message says which and why.
 #[derive(Debug, thiserror::Error)]

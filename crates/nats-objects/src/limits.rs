@@ -6,6 +6,12 @@
 //! agent's messages at its own limit while every other agent keeps working. The accounts' own
 //! limits are in `hyperhive-nats-creds`.
 
+use std::time::Duration;
+
+/// JetStream drops a second message with the same id within this window; a fired slot's todo has
+/// one id however often it is published, so this is how long a double publish is absorbed.
+pub const TODO_DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
+
 const MIB: i64 = 1024 * 1024;
 const GIB: i64 = 1024 * MIB;
 

@@ -16,8 +16,8 @@ use tracing::{error, info, warn};
 
 use crate::clock::Clock;
 use crate::error::{LoopError, nats};
-use crate::pause::Pause;
 use crate::feed::Feed;
+use crate::pause::Pause;
 use crate::state::State;
 use crate::turn::{TurnEnd, run_turn};
 use crate::turn_file::TurnReporter;

@@ -23,8 +23,8 @@ pub mod consumer;
 pub mod credential;
 pub mod creds_watch;
 pub mod error;
-pub mod pause;
 pub mod feed;
+pub mod pause;
 pub mod state;
 pub mod ticker;
 pub mod turn;
@@ -41,8 +41,8 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::consumer::Consumer;
 use crate::creds_watch::CredsWatch;
-use crate::pause::Pause;
 use crate::feed::Feed;
+use crate::pause::Pause;
 use crate::state::{State, StateError};
 use crate::ticker::Ticker;
 use crate::turn_file::TurnReporter;
@@ -147,7 +147,7 @@ impl Agent {
         self.ticker.abort();
         self.pause_watch.abort();
         self.creds_watch.abort();
-        self.feeds.abort();
+        self.feed.abort();
         let _ = (&mut self.ticker).await;
     }
 }
@@ -159,6 +159,6 @@ impl Drop for Agent {
         self.consumer.abort();
         self.pause_watch.abort();
         self.creds_watch.abort();
-        self.feeds.abort();
+        self.feed.abort();
     }
 }

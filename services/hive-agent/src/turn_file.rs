@@ -76,7 +76,7 @@ impl TurnReporter {
         let at = format_instant(whole_seconds_utc(OffsetDateTime::now_utc()));
         let header = header(&reported);
         if reported.relayed.as_ref() != Some(&header) {
-            self.feeds.turn(&TurnHeader { at: at.clone(), ..header.clone() });
+            self.feed.turn(&TurnHeader { at: at.clone(), ..header.clone() });
             reported.relayed = Some(header);
         }
         let now = match (&reported.working, reported.paused) {
@@ -125,7 +125,7 @@ mod tests {
     use super::*;
 
     async fn next_header(relayed: &mut tokio::sync::mpsc::Receiver<(bool, bytes::Bytes)>) -> TurnHeader {
-        let (is_term, json) = fed.recv().await.unwrap();
+        let (is_term, json) = relayed.recv().await.unwrap();
         assert!(!is_term);
         serde_json::from_slice(&json).unwrap()
     }
@@ -133,7 +133,7 @@ mod tests {
     #[tokio::test]
     async fn every_change_is_relayed_once_with_the_todo_and_the_outcome() {
         let dir = tempfile::tempdir().unwrap();
-        let (feed, mut fed) = Feed::capture();
+        let (feed, mut relayed) = Feed::capture();
         let reporter = TurnReporter::new(dir.path(), feed);
         assert_eq!(next_header(&mut relayed).await.state, RelayState::Idle);
         let todo = Todo { id: "t-1".into(), source: "schedule:s".into(), body: String::new() };

@@ -24,15 +24,15 @@ use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_provision::Secret;
 use hyperhive_provision::store_ca::{StoreCa, write_ca_files};
 use hyperhive_testkit::{AutheliaBridge, ForgeStandIn, NatsJwt, Synapse};
-use swarm_controller::nats::tenants::Accounts;
 use swarm_controller::clock::SystemClock;
+use swarm_controller::lifecycle::roster::Roster;
+use swarm_controller::lifecycle::wanted::WantedStore;
+use swarm_controller::nats::tenants::Accounts;
 use swarm_controller::provision::health::HealthBoard;
 use swarm_controller::provision::settings::{ForgeSettings, MatrixSettings, SsoSettings};
 use swarm_controller::provision::vault::Vault;
 use swarm_controller::provision::{Adapters, ProvisionSettings, Provisioner, ValidRequest};
-use swarm_controller::lifecycle::roster::Roster;
 use swarm_controller::secrets::{SecretStore, SecretsKey};
-use swarm_controller::lifecycle::wanted::WantedStore;
 
 /// Hives the agents are spread over: each hive's deploy queue holds at most 100 messages until
 /// the hive takes them, and no hive runs here.

@@ -14,28 +14,29 @@ use hyperhive_provision::forge::ForgejoClient;
 
 use crate::nats::tenants::Accounts;
 
-use crate::api::{self, App};
+use crate::api::{self, App, AppParts};
 use crate::clock::{Clock, JobqClock};
 use crate::config::Config;
+use crate::feeds::FeedHub;
 use crate::forge::config_prs::ConfigPrs;
 use crate::forge::issues::IssueReport;
 use crate::forge::webhook::SeenDeliveries;
 use crate::forge::{self, ForgeHub};
+use crate::lifecycle::hive_pass::HivePass;
+use crate::lifecycle::revoke::Revoker;
+use crate::lifecycle::roster::{Roster, watch_statuses};
+use crate::lifecycle::wanted::WantedStore;
 use crate::linked::service::LinkedAccounts;
 use crate::nats::{self, NatsError};
 use crate::provision::health::HealthBoard;
 use crate::provision::vault::Vault;
 use crate::provision::{Adapters, Provisioner};
-use crate::schedules::reconcile::Reconciler;
-use crate::feeds::FeedHub;
 use crate::remote::link::Link;
-use crate::lifecycle::revoke::Revoker;
-use crate::lifecycle::roster::{Roster, watch_statuses};
+use crate::schedules::reconcile::Reconciler;
 use crate::schedules::store::{Definitions, StoreError};
 use crate::secrets::SecretStore;
 use crate::socket::{self, SocketError};
 use crate::ui::icons::IconStore;
-use crate::lifecycle::wanted::WantedStore;
 
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
@@ -166,16 +167,26 @@ pub async fn run_with_jobq(
             relay.close();
         }
     };
-    let app = Arc::new(App {
+    let revoker = accounts.map(|accounts| Arc::new(Revoker::with_accounts(accounts)));
+    let hive_pass = HivePass {
+        js: js.clone(),
+        hives: hives.clone(),
+        roster: roster.clone(),
+        wanted: wanted.clone(),
+        revoker: revoker.clone(),
+        clock: clock.clone(),
+    };
+    let watch = tokio::spawn(watch_statuses(buckets.hive_status, roster.clone(), hives.clone(), clock.clone()));
+    let app = Arc::new(App::new(AppParts {
         client,
         definitions,
-        reconciler,
+        reconciler: reconciler.clone(),
         clock: clock.clone(),
         js: js.clone(),
         hives,
         roster,
         wanted,
-        revoker: accounts.map(|accounts| Arc::new(Revoker::with_accounts(accounts))),
+        revoker,
         jobq,
         linked: provisioner.clone().map(|p| Arc::new(LinkedAccounts::new(p))),
         feeds: relay.clone(),
@@ -183,8 +194,7 @@ pub async fn run_with_jobq(
         quick_links: Arc::new(config.quick_links),
         provisioner: provisioner.clone(),
         forge: hub,
-        control_link: std::sync::OnceLock::new(),
-    });
+    }));
     let link = config.remote.map(|remote| {
         let link = Link::start(remote.identity, app.clone(), remote.rate);
         let _ = app.control_link.set(link.status.clone() as Arc<dyn crate::api::LinkReport>);
@@ -193,8 +203,7 @@ pub async fn run_with_jobq(
     if link.is_none() {
         tracing::info!("not paired with a control plane: the API is reachable through the socket only");
     }
-    let watch = tokio::spawn(watch_statuses(buckets.hive_status, app.roster.clone(), app.hives.clone(), clock));
-    let periodic = tokio::spawn(reconcile_periodically(app.clone(), config.reconcile_every));
+    let periodic = tokio::spawn(reconcile_periodically(hive_pass, reconciler, config.reconcile_every));
     let health = provisioner.map(|p| tokio::spawn(provision_and_check(p)));
     tracing::info!(socket = %config.socket.display(), "serving the API");
     warp::serve(api::routes(app)).incoming(listener).graceful(shutdown).run().await;
@@ -219,10 +228,7 @@ pub async fn run_with_jobq(
 /// in the account ("error creating store for stream", 10049).
 const SETUP_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
-async fn ensure_objects_patiently(
-    js: &async_nats::jetstream::Context,
-    replicas: usize,
-) -> Result<Buckets, NatsError> {
+async fn ensure_objects_patiently(js: &async_nats::jetstream::Context, replicas: usize) -> Result<Buckets, NatsError> {
     let deadline = tokio::time::Instant::now() + SETUP_PATIENCE;
     let mut pause = std::time::Duration::from_millis(50);
     loop {
@@ -270,55 +276,23 @@ async fn provision_and_check(provisioner: Arc<Provisioner>) {
     }
 }
 
-async fn reconcile_periodically(app: Arc<App>, every: std::time::Duration) {
+async fn reconcile_periodically(hive_pass: HivePass, reconciler: Arc<Reconciler>, every: std::time::Duration) {
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // The first tick is immediate: the start already ran the schedules pass, but the hive pass
     // (roster from statuses written while the controller was down, revocations left undone)
     // runs at once.
     ticks.tick().await;
-    hive_pass(&app).await;
+    hive_pass.run().await;
     loop {
         ticks.tick().await;
-        hive_pass(&app).await;
-        match app.reconciler.pass().await {
+        hive_pass.run().await;
+        match reconciler.pass().await {
             Ok(report) if report.written + report.removed + report.failed > 0 => {
                 tracing::info!(?report, "reconcile pass repaired agent keys");
             }
             Ok(report) => tracing::debug!(?report, "reconcile pass: nothing to do"),
             Err(err) => tracing::warn!(%err, "reconcile pass failed; retrying at the next tick"),
-        }
-    }
-}
-
-/// Adds to the roster every agent of every hive status, and revokes every `destroyed` agent
-/// whose revocation is not done yet. Failures are logged and retried at the next pass.
-async fn hive_pass(app: &App) {
-    match crate::lifecycle::hives::read_all(&app.js).await {
-        Ok(statuses) => match app.roster.sync_all(&app.hives, statuses.values(), app.clock.as_ref()).await {
-            Ok(report) if report.added > 0 => tracing::info!(?report, "roster pass added agents"),
-            Ok(report) => tracing::debug!(?report, "roster pass: nothing to add"),
-            Err(err) => tracing::warn!(%err, "roster pass failed; retrying at the next tick"),
-        },
-        Err(err) => tracing::warn!(%err, "reading hive statuses failed; retrying at the next tick"),
-    }
-    let Some(revoker) = &app.revoker else { return };
-    let wanted = match app.wanted.list().await {
-        Ok(wanted) => wanted,
-        Err(err) => {
-            tracing::warn!(%err, "reading wanted states failed; revocations retried at the next tick");
-            return;
-        }
-    };
-    let destroyed =
-        wanted.iter().filter(|(_, s)| s.wanted.state == hyperhive_hive_proto::wanted::WantedState::Destroyed);
-    for ((hive, agent), _) in destroyed {
-        if revoker.is_done(agent).await {
-            continue;
-        }
-        match revoker.revoke(agent).await {
-            Ok(()) => tracing::info!(%hive, %agent, "revocation of a destroyed agent done by the reconcile pass"),
-            Err(err) => tracing::warn!(%hive, %agent, %err, "revocation failed; retrying at the next tick"),
         }
     }
 }

@@ -13,12 +13,15 @@ use async_nats::{Client, ConnectOptions, Event};
 use futures::StreamExt;
 use hyperhive_nats_creds::jwt::{AccountSpec, ServiceImport, Validity, account_jwt};
 use hyperhive_nats_creds::{AccountJwt, AgentName, HiveName, files};
-use hyperhive_nats_objects::{AGENT_SCHEDULES_BUCKET, TODO_STREAM, agent_durable_name, agent_inbox_prefix, agent_schedule_direct_get_subject, hive_inbox_prefix};
+use hyperhive_nats_objects::{
+    AGENT_SCHEDULES_BUCKET, TODO_STREAM, agent_durable_name, agent_inbox_prefix, agent_schedule_direct_get_subject,
+    hive_inbox_prefix,
+};
 use hyperhive_testkit::NatsJwt;
 use nkeys::KeyPair;
-use swarm_controller::nats::tenants::{Accounts, AccountsError};
-use swarm_controller::nats::claims::{self, PushError};
 use swarm_controller::lifecycle::revoke::Revoker;
+use swarm_controller::nats::claims::{self, PushError};
+use swarm_controller::nats::tenants::{Accounts, AccountsError};
 use tokio::sync::mpsc;
 
 const TIMEOUT: Duration = Duration::from_secs(10);

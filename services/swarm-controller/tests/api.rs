@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 
 use common::{Controller, new_schedule};
 use hyper::http::{Method, StatusCode};
-use hyperhive_nats_objects::{AGENT_SCHEDULES_BUCKET, SCHEDULE_DEFINITIONS_BUCKET, TODO_DUPLICATE_WINDOW, TODO_STREAM};
+use hyperhive_nats_objects::limits::TODO_DUPLICATE_WINDOW;
+use hyperhive_nats_objects::{AGENT_SCHEDULES_BUCKET, SCHEDULE_DEFINITIONS_BUCKET, TODO_STREAM};
 use serde_json::{Value, json};
 
 fn ids(doc: &hyperhive_schedule::AgentSchedules) -> Vec<&str> {

@@ -14,7 +14,7 @@ use hyperhive_hive_proto::roster::Origin;
 use hyperhive_hive_proto::status::{ActualState, AgentStatus, HiveStatus};
 use hyperhive_hive_proto::wanted::WantedState;
 use hyperhive_hive_proto::{AgentName, HiveName};
-use hyperhive_nats_objects::{AGENTS_BUCKET, AGENT_WANTED_BUCKET};
+use hyperhive_nats_objects::{AGENT_WANTED_BUCKET, AGENTS_BUCKET};
 use hyperhive_schedule::instant::parse_instant;
 use hyperhive_testkit::wait_until;
 use serde_json::{Value, json};

@@ -368,9 +368,13 @@ async fn a_deploy_sent_by_the_controller_runs_the_agent_on_its_hive() {
     assert_eq!(agent_processes("gamma", swarm.dir.path()).len(), 1);
 
     // Credentials for an agent hive1 never ran: refused (terminated), nothing started.
-    swarm_controller::lifecycle::deploy::send(&swarm.js, &directory, &payload(DeployKind::Credentials, "delta", None, &creds))
-        .await
-        .unwrap();
+    swarm_controller::lifecycle::deploy::send(
+        &swarm.js,
+        &directory,
+        &payload(DeployKind::Credentials, "delta", None, &creds),
+    )
+    .await
+    .unwrap();
     wait_until("the refused message to leave the deploy queue", PATIENCE, || async {
         let mut stream = swarm.js.get_stream("DEPLOY").await.ok()?;
         (stream.info().await.ok()?.state.messages == 0).then_some(())

@@ -18,7 +18,7 @@ use swarm_controller::schedules::store::Definitions;
 
 /// A second reconciler on the controller's buckets, driven by the test rather than a timer.
 async fn reconciler(c: &Controller) -> Reconciler {
-    let buckets = nats::ensure_objects(&c.js).await.unwrap();
+    let buckets = hyperhive_nats_objects::ensure_objects(&c.js).await.unwrap();
     let definitions = Definitions::new(c.js.clone(), buckets.definitions);
     Reconciler::new(c.js.clone(), definitions, buckets.agent_schedules)
 }
@@ -167,7 +167,7 @@ async fn start_sets_the_limits_on_streams_and_buckets_that_exist_already() {
             name: name.into(),
             subjects: vec![subjects.into()],
             retention: stream::RetentionPolicy::WorkQueue,
-            duplicate_window: nats::TODO_DUPLICATE_WINDOW,
+            duplicate_window: hyperhive_nats_objects::limits::TODO_DUPLICATE_WINDOW,
             max_bytes: 1 << 20,
             ..Default::default()
         })
@@ -184,7 +184,7 @@ async fn start_sets_the_limits_on_streams_and_buckets_that_exist_already() {
     .await
     .unwrap();
 
-    nats::ensure_objects(&js).await.unwrap();
+    hyperhive_nats_objects::ensure_objects(&js).await.unwrap();
 
     for (name, max_messages, per_subject) in [
         ("TODO", limits::TODO_MAX_MSGS, limits::TODO_MAX_MSGS_PER_AGENT),

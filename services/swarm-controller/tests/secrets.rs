@@ -5,10 +5,9 @@
 mod common;
 
 use async_nats::jetstream::{self, kv};
+use hyperhive_nats_objects::SWARM_SECRETS_BUCKET;
 use hyperhive_testkit::NatsJwt;
-use swarm_controller::secrets::{
-    OpenError, Plaintext, RecordKey, SWARM_SECRETS_BUCKET, SecretStore, SecretsError, SecretsKey,
-};
+use swarm_controller::secrets::{OpenError, Plaintext, RecordKey, SecretStore, SecretsError, SecretsKey};
 
 const SECRET: &[u8] = b"forge-token-0123456789abcdef";
 

@@ -16,9 +16,13 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer, kv};
 use async_nats::{Client, ConnectOptions, HeaderMap};
 use futures::StreamExt;
-use hyperhive_nats_objects::limits::{TODO_MAX_MSG_SIZE, TODO_MAX_MSGS_PER_AGENT};
 use hyperhive_nats_creds::{AgentName, HiveName};
-use hyperhive_nats_objects::{AGENT_SCHEDULES_BUCKET, AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, SCHEDULE_DEFINITIONS_BUCKET, TODO_STREAM, agent_inbox_prefix, agent_schedule_direct_get_subject, deploy_subject, hive_durable_name, hive_inbox_prefix, hive_status_subject, hive_wanted_filter};
+use hyperhive_nats_objects::limits::{TODO_MAX_MSG_SIZE, TODO_MAX_MSGS_PER_AGENT};
+use hyperhive_nats_objects::{
+    AGENT_SCHEDULES_BUCKET, AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, SCHEDULE_DEFINITIONS_BUCKET,
+    TODO_STREAM, agent_inbox_prefix, agent_schedule_direct_get_subject, deploy_subject, hive_durable_name,
+    hive_inbox_prefix, hive_status_subject, hive_wanted_filter,
+};
 use hyperhive_testkit::NatsJwt;
 
 /// How long a request waits for its answer: a refused request only times out, so short, while

@@ -11,11 +11,17 @@ use warp::http::{HeaderMap, StatusCode};
 use warp::reply::Response;
 
 use super::hives::{parse_hive, unavailable};
-use super::{ApiError, App, json};
+use std::sync::Arc;
+
+use super::{ApiError, json};
+use crate::clock::Clock;
 use crate::lifecycle::hives::{freshness, read_all};
-use crate::provision::health::AgentHealth;
+use crate::lifecycle::roster::Roster;
 use crate::lifecycle::state_change::{StateChangeError, StateChanger};
 use crate::lifecycle::wanted::Stored;
+use crate::lifecycle::wanted::WantedStore;
+use crate::provision::Provisioner;
+use crate::provision::health::AgentHealth;
 
 /// The header naming who sets a state, recorded as `set_by`.
 const SET_BY_HEADER: &str = "x-set-by";
@@ -93,7 +99,24 @@ struct StateView<'a> {
     revision: u64,
 }
 
-impl App {
+/// What the agent routes need.
+#[derive(Debug, Clone)]
+pub struct AgentsApi {
+    /// `agents`.
+    pub roster: Roster,
+    /// `agent-wanted`.
+    pub wanted: WantedStore,
+    /// Reads `hive-status`.
+    pub js: async_nats::jetstream::Context,
+    /// The age of hive statuses.
+    pub clock: Arc<dyn Clock>,
+    /// Credential health, when provisioning is configured.
+    pub provisioner: Option<Arc<Provisioner>>,
+    /// The one writer of wanted state.
+    pub state: StateChanger,
+}
+
+impl AgentsApi {
     pub(super) async fn list_agents(&self) -> Result<Response, ApiError> {
         let roster = self.roster.list().await.map_err(unavailable)?;
         let wanted = self.wanted.list().await.map_err(unavailable)?;
@@ -154,7 +177,7 @@ impl App {
             .state
             .parse()
             .map_err(|e: hyperhive_hive_proto::wanted::UnknownState| ApiError::BadRequest(e.to_string()))?;
-        let changed = self.state_changer().set(&hive, &agent, state, set_by, if_match).await?;
+        let changed = self.state.set(&hive, &agent, state, set_by, if_match).await?;
         let view = StateView {
             hive: &hive,
             agent: &agent,
@@ -165,27 +188,19 @@ impl App {
         };
         Ok(json(StatusCode::OK, &view))
     }
-
-    fn state_changer(&self) -> StateChanger {
-        StateChanger {
-            hives: self.hives.clone(),
-            roster: self.roster.clone(),
-            wanted: self.wanted.clone(),
-            revoker: self.revoker.clone(),
-            clock: self.clock.clone(),
-        }
-    }
 }
 
 impl From<StateChangeError> for ApiError {
     fn from(err: StateChangeError) -> Self {
         let message = err.to_string();
         match err {
-            StateChangeError::UnknownHive(_) | StateChangeError::OnAnotherHive { .. } | StateChangeError::NotOnRoster(_) => {
-                ApiError::NotFound(message)
-            }
+            StateChangeError::UnknownHive(_)
+            | StateChangeError::OnAnotherHive { .. }
+            | StateChangeError::NotOnRoster(_) => ApiError::NotFound(message),
             StateChangeError::Conflict(_) => ApiError::Conflict { message, current: None },
-            StateChangeError::Unavailable(_) | StateChangeError::RevocationPending { .. } => ApiError::Unavailable(message),
+            StateChangeError::Unavailable(_) | StateChangeError::RevocationPending { .. } => {
+                ApiError::Unavailable(message)
+            }
         }
     }
 }

@@ -1,11 +1,15 @@
-//! `POST /api/agents`: create an agent through the job graph, and `GET /metrics` (credential
-//! health and relay watchers).
+//! `POST /api/agents`: create an agent through the job graph.
 
 use serde::Serialize;
 use warp::http::StatusCode;
 use warp::reply::Response;
 
-use super::{ApiError, App, json};
+use std::sync::Arc;
+
+use hyperhive_hive_proto::directory::HiveDirectory;
+
+use super::{ApiError, json};
+use crate::provision::Provisioner;
 use crate::provision::{CreateError, CreateRequest};
 
 /// The answer to a create: what to watch.
@@ -31,11 +35,20 @@ impl From<CreateError> for ApiError {
     }
 }
 
-impl App {
+/// What `POST /api/agents` needs.
+#[derive(Debug, Clone)]
+pub struct CreationApi {
+    /// The hive directory (a new agent's hive must be in it, with an xkey).
+    pub directory: Arc<HiveDirectory>,
+    /// Creates agents; `None` without the secret store's key or the NATS directory.
+    pub provisioner: Option<Arc<Provisioner>>,
+}
+
+impl CreationApi {
     /// Checks the request, then (provisioning being configured) stores the agent and queues its
     /// jobs: 202 with their ids.
     pub(super) async fn create_agent(&self, body: &[u8]) -> Result<Response, ApiError> {
-        let valid = CreateRequest::parse(body)?.validate(&self.hives)?;
+        let valid = CreateRequest::parse(body)?.validate(&self.directory)?;
         let provisioner = self.provisioner.as_ref().ok_or_else(|| {
             CreateError::NotConfigured(
                 "this controller cannot create agents: it needs SWARM_SECRETS_KEY_FILE (the secret store's \
@@ -52,17 +65,5 @@ impl App {
             hive,
         };
         Ok(json(StatusCode::ACCEPTED, &created))
-    }
-
-    /// Prometheus text: the credential health counters (empty without provisioning).
-    pub(super) fn metrics(&self) -> Response {
-        use warp::Reply;
-        let mut text = String::new();
-        if let Some(provisioner) = &self.provisioner {
-            provisioner.health.metrics.render(&mut text);
-        }
-        self.feeds.metrics.render(&mut text);
-        let reply = warp::reply::with_header(text, "content-type", "text/plain; version=0.0.4");
-        reply.into_response()
     }
 }

@@ -1,5 +1,5 @@
-//! `GET /api/agents/{name}/terminal` and `GET /api/agents/{name}/turn`: an agent's relays as
-//! server-sent events (see [`crate::feeds`]). `Last-Event-ID` resumes after that event.
+//! `GET /api/agents/{name}/terminal` and `GET /api/agents/{name}/turn`: an agent's terminal feed
+//! and turn header as server-sent events (see [`crate::feeds`]). `Last-Event-ID` resumes after that event.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -12,18 +12,32 @@ use warp::Reply;
 use warp::http::HeaderMap;
 use warp::reply::Response;
 
-use super::{ApiError, App};
+use std::sync::Arc;
+
+use super::ApiError;
+use super::ui::known_agent;
+use crate::feeds::FeedHub;
 use crate::feeds::watch::Start;
-use crate::feeds::{Frame, FeedKind};
+use crate::feeds::{FeedKind, Frame};
+use crate::lifecycle::roster::Roster;
 
 /// How often an idle connection gets a comment, so proxies and browsers keep it open.
 const KEEPALIVE: Duration = Duration::from_secs(15);
 
-impl App {
+/// What the feed routes need.
+#[derive(Debug, Clone)]
+pub struct FeedsApi {
+    /// The agents' terminal feeds and turn headers.
+    pub hub: Arc<FeedHub>,
+    /// Only agents on the roster are watched.
+    pub roster: Roster,
+}
+
+impl FeedsApi {
     pub(super) async fn feed(&self, name: &str, kind: FeedKind, headers: &HeaderMap) -> Result<Response, ApiError> {
         let start = last_event_id(headers)?;
-        let agent = self.known_agent(name).await?;
-        let frames = self.feeds.watch(kind, agent.as_str(), start).await.map_err(ApiError::Unavailable)?;
+        let agent = known_agent(&self.roster, name).await?;
+        let frames = self.hub.watch(kind, agent.as_str(), start).await.map_err(ApiError::Unavailable)?;
         let events = warp::sse::keep_alive().interval(KEEPALIVE).stream(Frames(frames));
         let mut response = warp::sse::reply(events).into_response();
         // nginx buffers a proxied answer unless told not to; events must flow as they come.

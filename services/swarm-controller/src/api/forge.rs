@@ -15,7 +15,10 @@ use serde_json::json;
 use warp::http::{HeaderMap, StatusCode};
 use warp::reply::Response;
 
-use super::{ApiError, App, json};
+use std::sync::Arc;
+
+use super::{ApiError, json};
+use crate::forge::ForgeHub;
 use crate::forge::Outcome;
 use crate::forge::webhook::{self, MAX_DELIVERY_BYTES};
 
@@ -35,7 +38,16 @@ where
     })
 }
 
-impl App {
+/// What the forge routes need.
+#[derive(Debug, Clone)]
+pub struct ForgeApi {
+    /// The webhook secret, `config-prs` and the issue report.
+    pub forge: Arc<ForgeHub>,
+    /// Reads `config-prs` whole.
+    pub js: async_nats::jetstream::Context,
+}
+
+impl ForgeApi {
     pub(super) async fn forge_webhook<S, B>(&self, headers: &HeaderMap, body: S) -> Result<Response, ApiError>
     where
         S: Stream<Item = Result<B, warp::Error>> + Send,

@@ -8,7 +8,12 @@ use serde::Serialize;
 use warp::http::StatusCode;
 use warp::reply::Response;
 
-use super::{ApiError, App, json};
+use std::sync::Arc;
+
+use hyperhive_hive_proto::directory::HiveDirectory;
+
+use super::{ApiError, json};
+use crate::clock::Clock;
 use crate::lifecycle::hives::{freshness, read_all};
 
 /// One hive of the directory, as `GET /api/hives` lists it.
@@ -29,11 +34,22 @@ pub(super) struct StatusView {
     stale: bool,
 }
 
-impl App {
+/// What the hive routes need.
+#[derive(Debug, Clone)]
+pub struct HivesApi {
+    /// The hive directory.
+    pub directory: Arc<HiveDirectory>,
+    /// Reads `hive-status`.
+    pub js: async_nats::jetstream::Context,
+    /// The age of hive statuses.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl HivesApi {
     pub(super) fn list_hives(&self) -> Response {
         // The directory is a sorted map: the list is sorted by name.
         let hives: Vec<HiveView> = self
-            .hives
+            .directory
             .iter()
             .map(|(name, entry)| HiveView {
                 name,
@@ -60,7 +76,7 @@ impl App {
         let mut statuses = read_all(&self.js).await.map_err(unavailable)?;
         let now = self.clock.now();
         Ok(self
-            .hives
+            .directory
             .keys()
             .map(|hive| {
                 let status = statuses.remove(hive);
@@ -79,7 +95,7 @@ impl App {
 
     /// 404 for a hive not in the directory.
     pub(super) fn check_hive(&self, hive: &HiveName) -> Result<(), ApiError> {
-        if self.hives.contains_key(hive) {
+        if self.directory.contains_key(hive) {
             return Ok(());
         }
         Err(ApiError::NotFound(format!("no hive {hive} in the hive directory (SWARM_HIVES_FILE); see GET /api/hives")))

@@ -1,16 +1,23 @@
 //! `/api/jobq`: the job graph as JSON, and retrying a failed job (`docs/swarm/jobq.md`).
 
-use hive_jobq::{JobId, RetryError};
+use hive_jobq::{JobId, Jobq, RetryError};
 use hyperhive_hive_proto::AgentName;
 use warp::http::StatusCode;
 use warp::reply::Response;
 
-use super::{ApiError, App, json};
+use super::{ApiError, json};
 
 /// The longest query parameter name echoed back in an error.
 const MAX_ECHO: usize = 64;
 
-impl App {
+/// What the job graph routes need.
+#[derive(Debug, Clone)]
+pub struct JobsApi {
+    /// The job graph (in memory only).
+    pub jobq: Jobq,
+}
+
+impl JobsApi {
     /// `GET /api/jobq/graph[?agent=NAME]`: every job and dependency, or one agent's jobs and
     /// the dependencies among them. An agent with no jobs gets an empty graph, not a 404: its
     /// jobs may simply not be added yet.

@@ -5,7 +5,9 @@
 use warp::http::StatusCode;
 use warp::reply::Response;
 
-use super::{ApiError, App, json};
+use std::sync::Arc;
+
+use super::{ApiError, json};
 use crate::linked::account::Kind;
 use crate::linked::service::{self, LinkError, LinkedAccounts};
 
@@ -21,7 +23,14 @@ impl From<LinkError> for ApiError {
     }
 }
 
-impl App {
+/// What the linked-account routes need.
+#[derive(Debug, Clone)]
+pub struct LinkedApi {
+    /// Accounts operators link to created agents; `None` without provisioning.
+    pub linked: Option<Arc<LinkedAccounts>>,
+}
+
+impl LinkedApi {
     fn linked(&self) -> Result<&LinkedAccounts, ApiError> {
         self.linked.as_deref().ok_or_else(|| {
             ApiError::Unavailable(

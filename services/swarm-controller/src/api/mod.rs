@@ -11,12 +11,12 @@
 mod agents;
 mod create;
 mod error;
+mod feeds;
 mod forge;
 mod hives;
 mod jobq;
 mod linked;
 pub mod routes;
-mod feeds;
 mod schedules;
 mod ui;
 
@@ -36,18 +36,28 @@ use hive_jobq::Jobq;
 use hyperhive_hive_proto::directory::HiveDirectory;
 
 use crate::clock::Clock;
+use crate::feeds::{FeedHub, FeedKind};
 use crate::forge::ForgeHub;
+use crate::lifecycle::revoke::Revoker;
+use crate::lifecycle::roster::Roster;
+use crate::lifecycle::state_change::StateChanger;
+use crate::lifecycle::wanted::WantedStore;
 use crate::linked::account::Kind;
 use crate::linked::service::LinkedAccounts;
 use crate::provision::Provisioner;
 use crate::schedules::reconcile::Reconciler;
-use crate::feeds::{FeedHub, FeedKind};
-use crate::lifecycle::revoke::Revoker;
-use crate::lifecycle::roster::Roster;
 use crate::schedules::store::Definitions;
 use crate::ui::icons::IconStore;
 use crate::ui::quick_links::QuickLink;
-use crate::lifecycle::wanted::WantedStore;
+use agents::AgentsApi;
+use create::CreationApi;
+use feeds::FeedsApi;
+use forge::ForgeApi;
+use hives::HivesApi;
+use jobq::JobsApi;
+use linked::LinkedApi;
+use schedules::SchedulesApi;
+use ui::UiApi;
 
 /// The largest schedule request body read: a 64 KiB prompt written with JSON escapes (up to six
 /// bytes per byte) plus the other fields. Anything larger is refused with 413 before it is
@@ -58,9 +68,28 @@ pub const MAX_REQUEST_BYTES: usize = 512 * 1024;
 /// larger is refused with 400 before it is buffered.
 pub const MAX_STATE_REQUEST_BYTES: usize = 1024;
 
-/// What the handlers share.
-#[derive(Debug, Clone)]
+/// Every route family with the small state it needs; [`App::handle`] dispatches to them.
+#[derive(Debug)]
 pub struct App {
+    /// The NATS connection (for `/healthz`).
+    client: async_nats::Client,
+    schedules: SchedulesApi,
+    hives: HivesApi,
+    agents: AgentsApi,
+    creation: CreationApi,
+    feeds: FeedsApi,
+    ui: UiApi,
+    jobs: JobsApi,
+    linked: LinkedApi,
+    forge: ForgeApi,
+    /// The control link's state, when the controller is a host of a control plane (set once
+    /// the link starts, after the app exists).
+    pub control_link: std::sync::OnceLock<Arc<dyn LinkReport>>,
+}
+
+/// What the daemon hands the API: every part once, shared out to the route families.
+#[derive(Debug)]
+pub struct AppParts {
     /// The NATS connection (for `/healthz`).
     pub client: async_nats::Client,
     /// `schedule-definitions`.
@@ -69,7 +98,7 @@ pub struct App {
     pub reconciler: Arc<Reconciler>,
     /// "Now" for `not_before` stamps, `set_at` and the age of hive statuses.
     pub clock: Arc<dyn Clock>,
-    /// The controller's JetStream context (reads `hive-status`).
+    /// The controller's JetStream context (reads `hive-status` and `config-prs`).
     pub js: async_nats::jetstream::Context,
     /// The hive directory.
     pub hives: Arc<HiveDirectory>,
@@ -86,7 +115,7 @@ pub struct App {
     pub provisioner: Option<Arc<Provisioner>>,
     /// Accounts operators link to created agents; `None` when `provisioner` is.
     pub linked: Option<Arc<LinkedAccounts>>,
-    /// The agents' terminals and turn headers.
+    /// The agents' terminal feeds and turn headers.
     pub feeds: Arc<FeedHub>,
     /// Uploaded agent icons.
     pub icons: IconStore,
@@ -94,9 +123,57 @@ pub struct App {
     pub quick_links: Arc<Vec<QuickLink>>,
     /// The webhook secret, `config-prs` and the issue report.
     pub forge: Arc<ForgeHub>,
-    /// The control link's state, when the controller is a host of a control plane (set once
-    /// the link starts, after the app exists).
-    pub control_link: std::sync::OnceLock<Arc<dyn LinkReport>>,
+}
+
+impl App {
+    /// The API over `parts`.
+    pub fn new(parts: AppParts) -> Self {
+        let AppParts {
+            client,
+            definitions,
+            reconciler,
+            clock,
+            js,
+            hives,
+            roster,
+            wanted,
+            revoker,
+            jobq,
+            provisioner,
+            linked,
+            feeds,
+            icons,
+            quick_links,
+            forge,
+        } = parts;
+        let state = StateChanger {
+            hives: hives.clone(),
+            roster: roster.clone(),
+            wanted: wanted.clone(),
+            revoker,
+            clock: clock.clone(),
+        };
+        Self {
+            client,
+            schedules: SchedulesApi { definitions, reconciler, clock: clock.clone() },
+            hives: HivesApi { directory: hives.clone(), js: js.clone(), clock: clock.clone() },
+            agents: AgentsApi {
+                roster: roster.clone(),
+                wanted,
+                js: js.clone(),
+                clock,
+                provisioner: provisioner.clone(),
+                state,
+            },
+            creation: CreationApi { directory: hives, provisioner },
+            feeds: FeedsApi { hub: feeds, roster: roster.clone() },
+            ui: UiApi { icons, quick_links, roster },
+            jobs: JobsApi { jobq },
+            linked: LinkedApi { linked },
+            forge: ForgeApi { forge, js },
+            control_link: std::sync::OnceLock::new(),
+        }
+    }
 }
 
 /// What `/healthz` says about the control link, from whoever holds the link (the remote module,
@@ -161,57 +238,70 @@ impl App {
             },
             RouteId::Health => Ok(self.health()),
             RouteId::Metrics => Ok(self.metrics()),
-            RouteId::ListSchedules => self.list().await,
+            RouteId::ListSchedules => self.schedules.list().await,
             RouteId::CreateSchedule => {
                 let body = schedule_body(headers, body).await?;
-                self.create(&body).await
+                self.schedules.create(&body).await
             }
-            RouteId::GetSchedule => self.get(param(0)).await,
+            RouteId::GetSchedule => self.schedules.get(param(0)).await,
             RouteId::PatchSchedule => {
                 let body = schedule_body(headers, body).await?;
-                self.patch(param(0), if_match(headers)?, &body).await
+                self.schedules.patch(param(0), if_match(headers)?, &body).await
             }
-            RouteId::DeleteSchedule => self.delete(param(0), if_match(headers)?).await,
-            RouteId::ListHives => Ok(self.list_hives()),
-            RouteId::HiveStatuses => self.hive_statuses().await,
-            RouteId::HiveStatus => self.hive_status(param(0)).await,
-            RouteId::ListAgents => self.list_agents().await,
+            RouteId::DeleteSchedule => self.schedules.delete(param(0), if_match(headers)?).await,
+            RouteId::ListHives => Ok(self.hives.list_hives()),
+            RouteId::HiveStatuses => self.hives.hive_statuses().await,
+            RouteId::HiveStatus => self.hives.hive_status(param(0)).await,
+            RouteId::ListAgents => self.agents.list_agents().await,
             RouteId::CreateAgent => {
                 let body = create_body(headers, body).await?;
-                self.create_agent(&body).await
+                self.creation.create_agent(&body).await
             }
-            RouteId::AgentsStatus => self.agents_status().await,
+            RouteId::AgentsStatus => self.agents.agents_status().await,
             RouteId::SetState => {
                 let revision = if_match(headers)?;
                 let body = state_body(headers, body).await?;
-                self.set_state(param(0), param(1), headers, revision, &body).await
+                self.agents.set_state(param(0), param(1), headers, revision, &body).await
             }
-            RouteId::ListLinked => self.list_linked(param(0), param(1)).await,
+            RouteId::ListLinked => self.linked.list_linked(param(0), param(1)).await,
             RouteId::PutMatrixAccount | RouteId::PutForgeAccount | RouteId::PutGithubAccount => {
                 let (kind, name) = linked_kind(route, &params);
                 let body = linked_body(headers, body).await?;
-                self.put_linked(param(0), param(1), kind, name, &body).await
+                self.linked.put_linked(param(0), param(1), kind, name, &body).await
             }
             RouteId::DeleteMatrixAccount | RouteId::DeleteForgeAccount | RouteId::DeleteGithubAccount => {
                 let (kind, name) = linked_kind(route, &params);
-                self.delete_linked(param(0), param(1), kind, name, query).await
+                self.linked.delete_linked(param(0), param(1), kind, name, query).await
             }
-            RouteId::Terminal => self.feed(param(0), FeedKind::Terminal, headers).await,
-            RouteId::Turn => self.feed(param(0), FeedKind::Turn, headers).await,
-            RouteId::GetIcon => self.icon(param(0), headers).await,
+            RouteId::Terminal => self.feeds.feed(param(0), FeedKind::Terminal, headers).await,
+            RouteId::Turn => self.feeds.feed(param(0), FeedKind::Turn, headers).await,
+            RouteId::GetIcon => self.ui.icon(param(0), headers).await,
             RouteId::PutIcon => {
                 let png = ui::icon_body(headers, body).await?;
-                self.put_icon(param(0), &png).await
+                self.ui.put_icon(param(0), &png).await
             }
-            RouteId::DeleteIcon => self.delete_icon(param(0)).await,
-            RouteId::QuickLinks => Ok(self.quick_links()),
-            RouteId::JobGraph => self.jobq_graph(query),
-            RouteId::RetryJob => self.jobq_retry(param(0)),
-            RouteId::ForgeWebhook => self.forge_webhook(headers, body).await,
-            RouteId::ConfigPrs => self.config_prs().await,
-            RouteId::ConfigPr => self.config_pr(param(0)).await,
-            RouteId::Issues => Ok(self.issues()),
+            RouteId::DeleteIcon => self.ui.delete_icon(param(0)).await,
+            RouteId::QuickLinks => Ok(self.ui.quick_links()),
+            RouteId::JobGraph => self.jobs.jobq_graph(query),
+            RouteId::RetryJob => self.jobs.jobq_retry(param(0)),
+            RouteId::ForgeWebhook => self.forge.forge_webhook(headers, body).await,
+            RouteId::ConfigPrs => self.forge.config_prs().await,
+            RouteId::ConfigPr => self.forge.config_pr(param(0)).await,
+            RouteId::Issues => Ok(self.forge.issues()),
         }
+    }
+
+    /// Prometheus text: the credential health counters (empty without provisioning) and the
+    /// terminal feeds' watchers.
+    fn metrics(&self) -> Response {
+        use warp::Reply;
+        let mut text = String::new();
+        if let Some(provisioner) = &self.agents.provisioner {
+            provisioner.health.metrics.render(&mut text);
+        }
+        self.feeds.hub.metrics.render(&mut text);
+        let reply = warp::reply::with_header(text, "content-type", "text/plain; version=0.0.4");
+        reply.into_response()
     }
 
     fn health(&self) -> Response {

@@ -205,7 +205,12 @@ pub const ROUTES: &[Route] = &[
     ),
     route(Method::GET, "/api/config-prs", RouteId::ConfigPrs, "every agent's config pull request"),
     route(Method::GET, "/api/agents/{agent}/config-pr", RouteId::ConfigPr, "one agent's; 404 when it has none"),
-    route(Method::GET, "/api/issues", RouteId::Issues, "open issues of the swarm's organisation, by repository and label"),
+    route(
+        Method::GET,
+        "/api/issues",
+        RouteId::Issues,
+        "open issues of the swarm's organisation, by repository and label",
+    ),
 ];
 
 /// What a request's method and path find in [`ROUTES`].
@@ -230,7 +235,7 @@ pub fn find<'a>(method: &Method, path: &'a str) -> Found<'a> {
         if !allowed.contains(&route.method.as_str()) {
             allowed.push(route.method.as_str());
         }
-        if &route.method == method && best.as_ref().is_none_or(|(most, ..)| literals > *most) {
+        if route.method == *method && best.as_ref().is_none_or(|(most, ..)| literals > *most) {
             best = Some((literals, route, values));
         }
     }
@@ -313,7 +318,13 @@ mod tests {
         let mut seen = HashSet::new();
         for route in ROUTES {
             assert!(seen.insert((route.method.clone(), route.path)), "{} {} twice", route.method, route.path);
-            let example = route.path.replace("{id}", "x1").replace("{hive}", "h1").replace("{agent}", "a").replace("{name}", "n").replace("{label}", "l");
+            let example = route
+                .path
+                .replace("{id}", "x1")
+                .replace("{hive}", "h1")
+                .replace("{agent}", "a")
+                .replace("{name}", "n")
+                .replace("{label}", "l");
             match find(&route.method, &example) {
                 Found::Route(id, _) => assert_eq!(id, route.id, "{} {}", route.method, route.path),
                 other => panic!("{} {} finds {other:?}", route.method, route.path),

@@ -4,8 +4,13 @@
 use warp::http::StatusCode;
 use warp::reply::Response;
 
-use super::{ApiError, App, json};
+use std::sync::Arc;
+
+use super::{ApiError, json};
+use crate::clock::Clock;
 use crate::definition::{NewSchedule, ScheduleDefinition, SchedulePatch, ScheduleView};
+use crate::schedules::reconcile::Reconciler;
+use crate::schedules::store::Definitions;
 use crate::schedules::store::{Revisioned, StoreError, new_id};
 
 /// How often a change is retried when another change to the same schedule slipped in between its
@@ -20,7 +25,18 @@ fn not_found(id: &str) -> ApiError {
     ApiError::NotFound(format!("no schedule with id {id:?}"))
 }
 
-impl App {
+/// What the schedule routes need.
+#[derive(Debug, Clone)]
+pub struct SchedulesApi {
+    /// `schedule-definitions`.
+    pub definitions: Definitions,
+    /// The writer of `agent-schedules`.
+    pub reconciler: Arc<Reconciler>,
+    /// `not_before` stamps.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl SchedulesApi {
     pub(super) async fn list(&self) -> Result<Response, ApiError> {
         let all: Vec<ScheduleView> = self.definitions.list().await?.into_iter().map(view).collect();
         Ok(json(StatusCode::OK, &all))

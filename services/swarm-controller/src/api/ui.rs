@@ -10,23 +10,38 @@ use warp::http::header::{CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
 use warp::http::{HeaderMap, HeaderValue, StatusCode};
 use warp::reply::Response;
 
-use super::{ApiError, App, json};
+use std::sync::Arc;
+
+use super::{ApiError, json};
+use crate::lifecycle::roster::Roster;
 use crate::ui::assets::{Asset, CONTENT_SECURITY_POLICY};
-use crate::ui::icons::{self, MAX_ICON_BYTES};
+use crate::ui::icons::{self, IconStore, MAX_ICON_BYTES};
+use crate::ui::quick_links::QuickLink;
 
-impl App {
-    /// The agent on the roster named `name` (400 malformed, 404 unknown).
-    pub(super) async fn known_agent(&self, name: &str) -> Result<AgentName, ApiError> {
-        let agent = AgentName::parse(name).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-        match self.roster.get(&agent).await.map_err(ApiError::Unavailable)? {
-            Some(_) => Ok(agent),
-            None => Err(ApiError::NotFound(format!("no agent {agent} on the roster (see GET /api/agents)"))),
-        }
+/// The agent on the roster named `name` (400 malformed, 404 unknown).
+pub(super) async fn known_agent(roster: &Roster, name: &str) -> Result<AgentName, ApiError> {
+    let agent = AgentName::parse(name).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    match roster.get(&agent).await.map_err(ApiError::Unavailable)? {
+        Some(_) => Ok(agent),
+        None => Err(ApiError::NotFound(format!("no agent {agent} on the roster (see GET /api/agents)"))),
     }
+}
 
+/// What the icon and quick-link routes need.
+#[derive(Debug, Clone)]
+pub struct UiApi {
+    /// Uploaded agent icons.
+    pub icons: IconStore,
+    /// The configured quick links.
+    pub quick_links: Arc<Vec<QuickLink>>,
+    /// Only agents on the roster have icons.
+    pub roster: Roster,
+}
+
+impl UiApi {
     /// The uploaded PNG, else the generated SVG; `304` when `If-None-Match` names the same one.
     pub(super) async fn icon(&self, name: &str, headers: &HeaderMap) -> Result<Response, ApiError> {
-        let agent = self.known_agent(name).await?;
+        let agent = known_agent(&self.roster, name).await?;
         let (body, media_type) = match self.icons.get(agent.as_str()).await.map_err(ApiError::Unavailable)? {
             Some(png) => (png, "image/png"),
             None => (Bytes::from(icons::generated_svg(agent.as_str())), "image/svg+xml"),
@@ -35,7 +50,7 @@ impl App {
     }
 
     pub(super) async fn put_icon(&self, name: &str, png: &[u8]) -> Result<Response, ApiError> {
-        let agent = self.known_agent(name).await?;
+        let agent = known_agent(&self.roster, name).await?;
         let (width, height) = icons::check_png(png).map_err(ApiError::BadRequest)?;
         self.icons.put(agent.as_str(), Bytes::copy_from_slice(png)).await.map_err(ApiError::Unavailable)?;
         tracing::info!(%agent, width, height, bytes = png.len(), "agent icon uploaded");
@@ -43,7 +58,7 @@ impl App {
     }
 
     pub(super) async fn delete_icon(&self, name: &str) -> Result<Response, ApiError> {
-        let agent = self.known_agent(name).await?;
+        let agent = known_agent(&self.roster, name).await?;
         let removed = self.icons.remove(agent.as_str()).await.map_err(ApiError::Unavailable)?;
         Ok(json(StatusCode::OK, &json!({"agent": agent, "removed": removed})))
     }

@@ -1,5 +1,5 @@
 //! Relays: each agent's terminal and turn header, from the `RELAY` stream to server-sent events
-//! (`GET /api/agents/{name}/terminal`, `GET /api/agents/{name}/turn`; docs/swarm/relays.md).
+//! (`GET /api/agents/{name}/terminal`, `GET /api/agents/{name}/turn`; docs/swarm/feeds.md).
 //!
 //! - [`hub`]: one live feed per watched subject (a single NATS consumer, however many watch),
 //!   shared through a bounded broadcast channel.
@@ -13,5 +13,5 @@ pub mod frame;
 pub mod hub;
 pub mod watch;
 
-pub use frame::{Frame, FeedKind};
+pub use frame::{FeedKind, Frame};
 pub use hub::FeedHub;

@@ -12,7 +12,7 @@ use async_nats::jetstream::stream::{DirectGetErrorKind, Stream};
 use hyperhive_nats_objects::RELAY_STREAM;
 use tokio::sync::{broadcast, mpsc};
 
-use super::frame::{Frame, FeedKind};
+use super::frame::{FeedKind, Frame};
 use super::hub::{Feed, FeedHub};
 
 /// Frames waiting for one watcher's connection.

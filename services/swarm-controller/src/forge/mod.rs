@@ -20,8 +20,8 @@ use std::sync::Arc;
 use hyperhive_provision::forge::SwarmForge;
 
 use crate::clock::Clock;
-use crate::provision::settings::ForgeSettings;
 use crate::lifecycle::roster::Roster;
+use crate::provision::settings::ForgeSettings;
 use config_prs::{ConfigPrs, Source};
 use issues::IssueReport;
 use webhook::{Event, SeenDeliveries};

@@ -11,10 +11,10 @@ use std::sync::Arc;
 
 use async_nats::jetstream::{self, kv};
 use futures::StreamExt;
+use hyperhive_hive_proto::AgentName;
 use hyperhive_hive_proto::directory::HiveDirectory;
 use hyperhive_hive_proto::roster::{Identities, RosterEntry};
 use hyperhive_hive_proto::status::HiveStatus;
-use hyperhive_hive_proto::AgentName;
 use hyperhive_nats_objects::AGENTS_BUCKET;
 use hyperhive_schedule::instant::format_instant;
 

@@ -128,7 +128,11 @@ impl StateChanger {
             && let Err(err) = revoker.revoke(agent).await
         {
             tracing::warn!(%agent, %err, "revocation failed; the reconcile pass retries it");
-            return Err(StateChangeError::RevocationPending { agent: agent.clone(), revision, reason: err.to_string() });
+            return Err(StateChangeError::RevocationPending {
+                agent: agent.clone(),
+                revision,
+                reason: err.to_string(),
+            });
         }
         Ok(StateChanged { wanted, revision })
     }

@@ -53,8 +53,7 @@ impl WantedStore {
     pub async fn get(&self, hive: &HiveName, agent: &AgentName) -> Result<Option<Stored>, String> {
         use async_nats::jetstream::stream::LastRawMessageErrorKind;
         let key = wanted_key(hive, agent);
-        let stream =
-            self.js.get_stream_no_info(kv_stream(AGENT_WANTED_BUCKET)).await.map_err(|e| e.to_string())?;
+        let stream = self.js.get_stream_no_info(kv_stream(AGENT_WANTED_BUCKET)).await.map_err(|e| e.to_string())?;
         let message = match stream.get_last_raw_message_by_subject(&kv_key_subject(AGENT_WANTED_BUCKET, &key)).await {
             Ok(message) => message,
             Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => return Ok(None),

@@ -41,10 +41,10 @@ pub use request::{CreateError, CreateRequest, ValidRequest};
 pub use settings::ProvisionSettings;
 pub use steps::Step;
 
-use crate::nats::tenants::Accounts;
 use crate::clock::Clock;
 use crate::lifecycle::roster::Roster;
 use crate::lifecycle::wanted::WantedStore;
+use crate::nats::tenants::Accounts;
 use health::HealthBoard;
 use vault::Vault;
 

@@ -19,4 +19,3 @@ pub mod store;
 pub use key::SecretsKey;
 pub use seal::{OpenError, Plaintext};
 pub use store::{RecordKey, SecretStore, SecretsError};
-

@@ -1,0 +1,63 @@
+//! The periodic hive pass: adds to the roster every agent of every hive status (repairing a
+//! missed watch event), and revokes every `destroyed` agent whose revocation is not done yet.
+//! Failures are logged and retried at the next pass.
+
+use std::sync::Arc;
+
+use hyperhive_hive_proto::directory::HiveDirectory;
+use hyperhive_hive_proto::wanted::WantedState;
+
+use crate::clock::Clock;
+use crate::lifecycle::hives::read_all;
+use crate::lifecycle::revoke::Revoker;
+use crate::lifecycle::roster::Roster;
+use crate::lifecycle::wanted::WantedStore;
+
+/// What the pass reads and repairs.
+#[derive(Debug, Clone)]
+pub struct HivePass {
+    /// Reads `hive-status`.
+    pub js: async_nats::jetstream::Context,
+    /// The hive directory: statuses of hives outside it add nothing.
+    pub hives: Arc<HiveDirectory>,
+    /// `agents`.
+    pub roster: Roster,
+    /// `agent-wanted`.
+    pub wanted: WantedStore,
+    /// Revokes destroyed agents; `None` without `SWARM_NATS_DIR`.
+    pub revoker: Option<Arc<Revoker>>,
+    /// A new roster entry's creation time.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl HivePass {
+    /// One pass.
+    pub async fn run(&self) {
+        match read_all(&self.js).await {
+            Ok(statuses) => match self.roster.sync_all(&self.hives, statuses.values(), self.clock.as_ref()).await {
+                Ok(report) if report.added > 0 => tracing::info!(?report, "roster pass added agents"),
+                Ok(report) => tracing::debug!(?report, "roster pass: nothing to add"),
+                Err(err) => tracing::warn!(%err, "roster pass failed; retrying at the next tick"),
+            },
+            Err(err) => tracing::warn!(%err, "reading hive statuses failed; retrying at the next tick"),
+        }
+        let Some(revoker) = &self.revoker else { return };
+        let wanted = match self.wanted.list().await {
+            Ok(wanted) => wanted,
+            Err(err) => {
+                tracing::warn!(%err, "reading wanted states failed; revocations retried at the next tick");
+                return;
+            }
+        };
+        let destroyed = wanted.iter().filter(|(_, s)| s.wanted.state == WantedState::Destroyed);
+        for ((hive, agent), _) in destroyed {
+            if revoker.is_done(agent).await {
+                continue;
+            }
+            match revoker.revoke(agent).await {
+                Ok(()) => tracing::info!(%hive, %agent, "revocation of a destroyed agent done by the reconcile pass"),
+                Err(err) => tracing::warn!(%hive, %agent, %err, "revocation failed; retrying at the next tick"),
+            }
+        }
+    }
+}
