@@ -1,9 +1,15 @@
 # nixpkgs services the VM tests' nodes and docs/nixos.md's example set, declared with nixpkgs'
-# types so a wrong value fails here, but not implemented: MinIO, Forgejo and Synapse make no unit
-# in this model (their units are only what NixOS itself builds; tests/nixos/README.md). Settings
-# nixpkgs leaves free-form are free-form here too.
-{ lib, pkgs, ... }:
+# types so a wrong value fails here. MinIO's unit is written as nixpkgs writes it (other units
+# depend on it), though its program is not on this machine; Forgejo and Synapse make no unit in
+# this model (tests/nixos/README.md). Settings nixpkgs leaves free-form are free-form here too.
+{
+  config,
+  lib,
+  pkgs,
+  ...
+}:
 let
+  minio = config.services.minio;
   inherit (lib) mkOption types;
   freeform =
     options:
@@ -31,10 +37,20 @@ in
         default = ":9000";
         description = "The S3 API's address.";
       };
+      consoleAddress = mkOption {
+        type = types.str;
+        default = ":9001";
+        description = "The web console's address.";
+      };
       dataDir = mkOption {
         type = types.listOf (types.either types.path types.str);
         default = [ "/var/lib/minio/data" ];
         description = "The data directories.";
+      };
+      configDir = mkOption {
+        type = types.path;
+        default = "/var/lib/minio/config";
+        description = "The configuration directory.";
       };
     };
     forgejo = {
@@ -77,5 +93,28 @@ in
         };
       };
     };
+  };
+
+  config = lib.mkIf minio.enable {
+    systemd.tmpfiles.rules = map (dir: "d '${dir}' - minio minio - -") ([ minio.configDir ] ++ minio.dataDir);
+    systemd.services.minio = {
+      description = "Minio Object Storage";
+      wants = [ "network-online.target" ];
+      after = [ "network-online.target" ];
+      wantedBy = [ "multi-user.target" ];
+      serviceConfig = {
+        ExecStart = "${minio.package}/bin/minio server --json --address ${minio.listenAddress} --console-address ${minio.consoleAddress} --config-dir=${minio.configDir} ${toString minio.dataDir}";
+        Type = "simple";
+        User = "minio";
+        Group = "minio";
+        LimitNOFILE = 65536;
+        EnvironmentFile = lib.optional (minio.rootCredentialsFile != null) minio.rootCredentialsFile;
+      };
+    };
+    users.users.minio = {
+      group = "minio";
+      isSystemUser = true;
+    };
+    users.groups.minio = { };
   };
 }

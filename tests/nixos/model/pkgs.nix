@@ -175,9 +175,9 @@ in
       printf '#!/bin/sh\n' > "$wrapper"
       while [ $# -gt 0 ]; do
         case $1 in
-          --set) printf "export %s='%s'\n" "$2" "$3" >> "$wrapper"; shift 3 ;;
-          --set-default) printf "export %s=\"''${%s-'%s'}\"\n" "$2" "$2" "$3" >> "$wrapper"; shift 3 ;;
-          --prefix) printf "export %s='%s'\"''${%s:+%s\$%s}\"\n" "$2" "$4" "$2" "$3" "$2" >> "$wrapper"; shift 4 ;;
+          --set) printf '%s\n' "export $2='$3'" >> "$wrapper"; shift 3 ;;
+          --set-default) printf '%s\n' "export $2=\"\''${$2-'$3'}\"" >> "$wrapper"; shift 3 ;;
+          --prefix) printf '%s\n' "export $2='$4'\"\''${$2:+$3\$$2}\"" >> "$wrapper"; shift 4 ;;
           *) echo "makeWrapper: $1 is not supported here" >&2; return 1 ;;
         esac
       done

@@ -99,7 +99,8 @@ in
   };
 
   config = {
-    users.groups.users = { };
+    # NixOS's fixed id of the group of normal users.
+    users.groups.users.gid = 100;
     # What NixOS writes with systemd.sysusers.enable: groups, then users, then memberships.
     environment.etc."sysusers.d/00-nixos.conf".text = lib.concatLines (
       lib.mapAttrsToList (_: g: "g ${g.name} ${if g.gid == null then "-" else toString g.gid}") config.users.groups

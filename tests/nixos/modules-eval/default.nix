@@ -929,6 +929,40 @@ let
       result.failed == [ ]
       && result.units.swarm-controller.environment.SWARM_NATS_URL == "nats://nats1:4222,nats://nats2:4222,nats://nats3:4222"
       && result.units.swarm-controller.environment.SWARM_NATS_REPLICAS == "3";
+    "nixpkgs' services.nats beside the swarm's NATS: two units, each running its own configuration" =
+      let
+        result = evaluate {
+          values.deploy.nats = natsNode;
+          modules = [
+            {
+              services.nats = {
+                enable = true;
+                port = 4223;
+                dataDir = "/var/lib/other-nats";
+              };
+            }
+          ];
+        };
+        theirs = result.units.nats.serviceConfig;
+        theirConf = b.fromJSON (b.unsafeDiscardStringContext (b.readFile (lib.last (lib.splitString " " theirs.ExecStart))));
+      in
+      result.failed == [ ]
+      && theirs.User == "nats"
+      && !(theirs ? StateDirectory)
+      && theirConf.port == 4223
+      && lib.hasInfix fragmentText (natsConf result)
+      && !(lib.hasInfix fragmentText (b.toJSON theirConf));
+    "lib.mkForce overrides a unit's setting, as docs/nixos.md says; a plain definition beside it conflicts" =
+      (evaluate {
+        values = good;
+        modules = [ { systemd.services.hive-agent-alpha.serviceConfig.RestrictNamespaces = lib.mkForce false; } ];
+      }).units.hive-agent-alpha.serviceConfig.RestrictNamespaces == false
+      && !(b.tryEval (evaluate {
+        values = good;
+        modules = [ { systemd.services.hive-agent-alpha.serviceConfig.RestrictNamespaces = false; } ];
+      }).units.hive-agent-alpha.serviceConfig.RestrictNamespaces).success;
+    "an agent's PATH is its packages, then NixOS's default ones" =
+      lib.hasPrefix "${pkgs.bash}/bin:${pkgs.coreutils}/bin:" ok.paths.hive-agent-alpha;
     "no hives and no signing directory: neither variable, nothing writable" =
       !(controllerUnit.environment ? SWARM_HIVES_FILE)
       && !(controllerUnit.environment ? SWARM_NATS_DIR)

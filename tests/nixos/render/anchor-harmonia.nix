@@ -3,8 +3,37 @@
 # own. Its [Service] settings are restated here as that module sets them, so it is rendered and
 # measured (`systemd-analyze security`) exactly as the hyperhive units are; docs/nixos.md gives
 # the figures. It is measured only: its program is not on this machine.
-{ pkgs, lib, ... }:
+#
+# hive-c0re is a root supervisor and cannot meet that anchor: its ceiling is the same unit with
+# exactly hive-c0re's documented relaxations (modules/hive-c0re.nix) and nothing else.
 {
+  config,
+  pkgs,
+  lib,
+  ...
+}:
+{
+  systemd.services.harmonia-with-hive-c0re-relaxations = {
+    inherit (config.systemd.services.harmonia) description after wantedBy;
+    serviceConfig = removeAttrs config.systemd.services.harmonia.serviceConfig [ "User" "Group" ] // {
+      DynamicUser = false;
+      PrivateUsers = false;
+      CapabilityBoundingSet = [
+        "CAP_CHOWN"
+        "CAP_DAC_OVERRIDE"
+        "CAP_FOWNER"
+      ];
+      SystemCallFilter = [
+        "@system-service"
+        "~@privileged"
+        "@chown"
+        "~@resources"
+      ];
+      ProcSubset = "all";
+      ReadWritePaths = [ "/var/lib" ];
+    };
+  };
+
   systemd.services.harmonia = {
     description = "harmonia binary cache service";
     requires = [ "nix-daemon.socket" ];

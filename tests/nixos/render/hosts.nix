@@ -1,7 +1,8 @@
 # Every machine the renderer writes, by "<group>/<name>": the nodes of the three VM tests
 # (../control-plane.nix, ../swarm.nix, ../provisioning.nix), the whole swarm of docs/nixos.md
 # ("A whole swarm, declared", extracted by render_hosts.py into HYPERHIVE_DOCS_EXAMPLE with the
-# files its commands make), and the anchor the hardening is measured against (anchor-harmonia.nix).
+# files its commands make), a machine running the swarm's NATS beside nixpkgs' own services.nats,
+# and the anchor the hardening is measured against (anchor-harmonia.nix).
 # Each value is the machine's evaluated configuration.
 let
   lib = import ../model/nixpkgs-lib.nix;
@@ -33,9 +34,10 @@ let
       })
     ) test.nodes;
 
+  docsDir = builtins.getEnv "HYPERHIVE_DOCS_EXAMPLE";
   docsExample =
     let
-      dir = builtins.getEnv "HYPERHIVE_DOCS_EXAMPLE";
+      dir = docsDir;
       flake = import (/. + dir + "/flake.nix");
       outputs = flake.outputs {
         nixpkgs.lib = lib // {
@@ -52,6 +54,28 @@ vmTest "control-plane" ../control-plane.nix
 // vmTest "swarm" ../swarm.nix
 // vmTest "provisioning" ../provisioning.nix
 // docsExample
+// lib.optionalAttrs (docsDir != "") {
+  # Two nats-servers, two units (hyperhive-nats.service and nats.service), each on its own
+  # directory and ports; the fragment is the docs example's, from `swarm-controller nats init`.
+  "together/nats-beside-nixpkgs-nats" = evalMachine {
+    hostName = "nats";
+    modules = [
+      ../../../modules
+      {
+        services.hyperhive.deploy.nats = {
+          enable = true;
+          fragment = /. + docsDir + "/swarm-nats/nats-server.conf";
+        };
+        services.nats = {
+          enable = true;
+          port = 4223;
+          dataDir = "/var/lib/other-nats";
+          jetstream = true;
+        };
+      }
+    ];
+  };
+}
 // {
   "anchor/harmonia" = evalMachine {
     hostName = "anchor";

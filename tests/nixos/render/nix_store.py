@@ -57,6 +57,17 @@ class Store:
         )
         return json.loads(out)
 
+    def _eval_args(self, expression):
+        return ["nix-instantiate", "--store", self.url, "--read-write-mode", "--eval", "--strict", "--json", "-E", expression]
+
+    def evaluate_expression(self, expression):
+        """The JSON value of a Nix expression."""
+        return json.loads(self._run(self._eval_args(expression), "evaluating an expression"))
+
+    def try_evaluate_expression(self, expression):
+        """The finished nix-instantiate of an expression, failed or not (its stderr is Nix's error)."""
+        return subprocess.run(self._eval_args(expression), env=self.env, capture_output=True, text=True)
+
     def realise(self, paths):
         """Builds the given derivations (and what they need) into the store."""
         drvs = [p for p in paths if p.endswith(".drv")]
