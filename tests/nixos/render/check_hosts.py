@@ -8,7 +8,7 @@
   RuntimeDirectory, StateDirectory, CacheDirectory and LogsDirectory made, and no network;
 - every hyperhive daemon's `systemd-analyze security` exposure: at most nixpkgs' harmonia unit's,
   rendered and measured the same way (anchor-harmonia.nix); hive-c0re at most that unit's with
-  hive-c0re's documented relaxations.
+  hive-c0re's documented relaxations; and as docs/nixos.md's hardening table gives it.
 
     python3 tests/nixos/render/check_hosts.py [--keep OUT]
 
@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from nix_store import fail
+from nix_store import ROOT, fail
 from render_hosts import render
 
 DAEMON = re.compile(r"(agents-control|swarm-controller|hive-c0re|swarm-authelia-bridge|hyperhive-nats|hive-agent)(-[a-z0-9-]+)?\.service")
@@ -31,6 +31,7 @@ ANCHOR = "anchor/harmonia"
 CEILINGS = {"hive-c0re": "harmonia-with-hive-c0re-relaxations.service"}
 DIRECTORIES = {"RuntimeDirectory": "/run", "StateDirectory": "/var/lib", "CacheDirectory": "/var/cache", "LogsDirectory": "/var/log"}
 
+GUIDE = ROOT / "docs" / "nixos.md"
 problems = []
 # How many configurations each tool checked, by program.
 checked = {"nginx": 0, "nats-server": 0, "caddy": 0, "verify": 0}
@@ -166,6 +167,9 @@ def main():
             print(f"{daemon}: {worst} (ceiling {ceiling}{', ' + ceiling_unit if ceiling_unit else ''}; {len(measured)} units)")
             if worst > ceiling:
                 problems.append(f"{where}: exposure {worst} is above its ceiling {ceiling}")
+            documented = re.search(rf"^\| `{daemon}[^`]*`[^|]*\| ([0-9.]+) \|", GUIDE.read_text(), re.M)
+            if not documented or float(documented.group(1)) != worst:
+                problems.append(f"docs/nixos.md's hardening table must give {daemon} as {worst}")
         if len(exposures) < 6:
             problems.append(f"only {sorted(exposures)} were measured: every hyperhive daemon must be rendered somewhere")
     if problems:
