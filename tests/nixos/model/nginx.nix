@@ -96,42 +96,56 @@ let
     };
   };
 
-  indent = text: lib.concatMapStrings (line: "    ${line}\n") (lib.filter (l: l != "") (lib.splitString "\n" text));
+  # A block of directives, its lines indented under its header.
+  block = header: lines: [ "${header} {" ] ++ map (line: "  ${line}") lines ++ [ "}" ];
+  linesOf = text: lib.filter (line: line != "") (lib.splitString "\n" text);
 
-  configFile = pkgs.writeText "nginx.conf" ''
-    pid /run/nginx/nginx.pid;
-    error_log stderr;
-    daemon off;
-    user ${cfg.user} ${cfg.group};
-    events {
-    }
-    http {
-      default_type application/octet-stream;
-      access_log syslog:server=unix:/dev/log;
-      client_body_temp_path /var/cache/nginx/client_body;
-      proxy_temp_path /var/cache/nginx/proxy;
-      fastcgi_temp_path /var/cache/nginx/fastcgi;
-      uwsgi_temp_path /var/cache/nginx/uwsgi;
-      scgi_temp_path /var/cache/nginx/scgi;
-      server_tokens off;
-    ${lib.concatStrings (
-      lib.mapAttrsToList (name: up: ''
-        upstream ${name} {
-        ${lib.concatMapStrings (server: "  server ${server};\n") (lib.attrNames up.servers)}${indent up.extraConfig}}
-      '') cfg.upstreams
-    )}${lib.concatStrings (
-      lib.mapAttrsToList (_: host: ''
-        server {
-        ${lib.concatMapStrings (l: "  listen ${l.addr}:${toString l.port};\n") host.listen}  server_name ${host.serverName};
-        ${lib.concatStrings (
-          lib.mapAttrsToList (path: loc: ''
-            location ${path} {
-            ${lib.optionalString (loc.proxyPass != null) "  proxy_pass ${loc.proxyPass};\n"}${indent loc.extraConfig}}
-          '') host.locations
-        )}${indent host.extraConfig}}
-      '') cfg.virtualHosts
-    )}}
-  '';
+  configFile = pkgs.writeText "nginx.conf" (
+    lib.concatLines (
+      [
+        "pid /run/nginx/nginx.pid;"
+        "error_log stderr;"
+        "daemon off;"
+        "user ${cfg.user} ${cfg.group};"
+      ]
+      ++ block "events" [ ]
+      ++ block "http" (
+        [
+          "default_type application/octet-stream;"
+          "access_log syslog:server=unix:/dev/log;"
+          "client_body_temp_path /var/cache/nginx/client_body;"
+          "proxy_temp_path /var/cache/nginx/proxy;"
+          "fastcgi_temp_path /var/cache/nginx/fastcgi;"
+          "uwsgi_temp_path /var/cache/nginx/uwsgi;"
+          "scgi_temp_path /var/cache/nginx/scgi;"
+          "server_tokens off;"
+        ]
+        ++ lib.concatLists (
+          lib.mapAttrsToList (
+            name: up: block "upstream ${name}" (map (server: "server ${server};") (lib.attrNames up.servers) ++ linesOf up.extraConfig)
+          ) cfg.upstreams
+        )
+        ++ lib.concatLists (
+          lib.mapAttrsToList (
+            _: host:
+            block "server" (
+              map (l: "listen ${l.addr}:${toString l.port};") host.listen
+              ++ [ "server_name ${host.serverName};" ]
+              ++ lib.concatLists (
+                lib.mapAttrsToList (
+                  path: loc:
+                  block "location ${path}" (
+                    lib.optional (loc.proxyPass != null) "proxy_pass ${loc.proxyPass};" ++ linesOf loc.extraConfig
+                  )
+                ) host.locations
+              )
+              ++ linesOf host.extraConfig
+            )
+          ) cfg.virtualHosts
+        )
+      )
+    )
+  );
 in
 {
   options.services.nginx = {

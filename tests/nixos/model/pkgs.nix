@@ -65,7 +65,6 @@ let
         pname = name;
         inherit version;
         meta.mainProgram = name;
-        passthru = { inherit version; };
       }
       ''
         mkdir -p "$out/bin"

@@ -2,7 +2,8 @@
 # (../control-plane.nix, ../swarm.nix, ../provisioning.nix), the whole swarm of docs/nixos.md
 # ("A whole swarm, declared", extracted by render_hosts.py into HYPERHIVE_DOCS_EXAMPLE with the
 # files its commands make), a machine running the swarm's NATS beside nixpkgs' own services.nats,
-# and the anchor the hardening is measured against (anchor-harmonia.nix).
+# one with the hive-gateway behind SSO (its auth_request locations), and the anchor the hardening
+# is measured against (anchor-harmonia.nix).
 # Each value is the machine's evaluated configuration.
 let
   lib = import ../model/nixpkgs-lib.nix;
@@ -77,6 +78,23 @@ vmTest "control-plane" ../control-plane.nix
   };
 }
 // {
+  "together/gateway-with-sso" = evalMachine {
+    hostName = "swarm";
+    modules = [
+      ../../../modules
+      {
+        services.hyperhive.deploy.swarm-controller.enable = true;
+        services.hyperhive.deploy.hive-gateway = {
+          enable = true;
+          serverName = "swarm.example.com";
+          sso = {
+            authRequestUrl = "http://127.0.0.1:9091/api/authz/auth-request";
+            signInUrl = "https://auth.example.com/";
+          };
+        };
+      }
+    ];
+  };
   "anchor/harmonia" = evalMachine {
     hostName = "anchor";
     modules = [ ./anchor-harmonia.nix ];
