@@ -82,7 +82,9 @@ let
           pkgs.gnused
           systemd
         ];
-        environment.PATH = lib.makeBinPath config.path + ":" + lib.makeSearchPathOutput "bin" "sbin" config.path;
+        environment.PATH = lib.mkIf (config.path != [ ]) (
+          lib.makeBinPath config.path + ":" + lib.makeSearchPathOutput "bin" "sbin" config.path
+        );
         serviceConfig = lib.mkMerge [
           (lib.mkIf (config.preStart != "") { ExecStartPre = [ (jobScript "${name}-pre-start" config.preStart) ]; })
           (lib.mkIf (config.script != "") {

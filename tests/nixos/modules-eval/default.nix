@@ -929,6 +929,57 @@ let
       result.failed == [ ]
       && result.units.swarm-controller.environment.SWARM_NATS_URL == "nats://nats1:4222,nats://nats2:4222,nats://nats3:4222"
       && result.units.swarm-controller.environment.SWARM_NATS_REPLICAS == "3";
+    "a unit is written as NixOS writes it: [Unit] from its dependencies, Environment= JSON-quoted, lists repeated, booleans true/false, [Install]" =
+      let
+        example = {
+          description = "an example";
+          after = [
+            "a.target"
+            "b.target"
+          ];
+          wantedBy = [ "multi-user.target" ];
+          path = lib.mkForce [ ];
+          environment.GREETING = "say \"hi\"";
+          serviceConfig = {
+            ExecStart = "/bin/true";
+            NoNewPrivileges = true;
+            PrivateUsers = false;
+            SystemCallFilter = [
+              "@system-service"
+              "~@privileged"
+            ];
+          };
+        };
+        result = evaluate {
+          values = { };
+          modules = [ { systemd.services.example = example; } ];
+        };
+      in
+      result.config.systemd.units."example.service".text == ''
+        [Unit]
+        After=a.target b.target
+        Description=an example
+
+        [Service]
+        Environment="GREETING=say \"hi\""
+        ExecStart=/bin/true
+        NoNewPrivileges=true
+        PrivateUsers=false
+        SystemCallFilter=@system-service
+        SystemCallFilter=~@privileged
+
+        [Install]
+        WantedBy=multi-user.target
+      '';
+    "a unit's script runs as a script of its own, with set -e" =
+      let
+        result = evaluate {
+          values = { };
+          modules = [ { systemd.services.example.script = "echo hello"; } ];
+        };
+        start = result.config.systemd.services.example.serviceConfig.ExecStart;
+      in
+      lib.hasSuffix "/bin/example-start" start && lib.hasInfix "set -e\n\necho hello\n" (b.readFile start);
     "nixpkgs' services.nats beside the swarm's NATS: two units, each running its own configuration" =
       let
         result = evaluate {
