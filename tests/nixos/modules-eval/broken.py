@@ -3,7 +3,6 @@
 system) and checks that it is refused with the message broken.nix expects."""
 
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
