@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Renders every machine (render_hosts.py) and checks its files with the real tools:
 
-- its users and groups: systemd-sysusers makes them in a scratch root;
+- its users and groups: systemd-sysusers makes them in a scratch root, where systemd-tmpfiles
+  then applies its tmpfiles lines;
 - every unit file: `systemd-analyze verify` (no warning allowed; every ExecStart program exists);
 - every nginx, nats-server and Caddy configuration a unit runs: `nginx -t`, `nats-server -t`,
   `caddy validate`, each run as its unit would be: with the machine's users, the unit's
@@ -34,7 +35,7 @@ DIRECTORIES = {"RuntimeDirectory": "/run", "StateDirectory": "/var/lib", "CacheD
 GUIDE = ROOT / "docs" / "nixos.md"
 problems = []
 # How many configurations each tool checked, by program.
-checked = {"nginx": 0, "nats-server": 0, "caddy": 0, "verify": 0}
+checked = {"nginx": 0, "nats-server": 0, "caddy": 0, "verify": 0, "tmpfiles": 0}
 
 
 def run(args, **kwargs):
@@ -60,13 +61,21 @@ def exposure(unit_file):
 
 
 def scratch_users(machine, scratch):
-    """The machine's users and groups, made by systemd-sysusers, beside this machine's own."""
+    """The machine's users and groups, made by systemd-sysusers in a scratch root, where its
+    tmpfiles lines are then applied (their owners must be its users); the users are written
+    beside this machine's own for the configuration checks."""
     root = scratch / "root"
     (root / "etc").mkdir(parents=True)
     conf = machine / "etc" / "sysusers.d" / "00-nixos.conf"
     done = run(["systemd-sysusers", f"--root={root}", str(conf)])
     if done.returncode != 0:
         problems.append(f"{machine.name}: systemd-sysusers refused its users: {done.stderr.strip()}")
+    tmpfiles = machine / "etc" / "tmpfiles.d" / "00-nixos.conf"
+    if tmpfiles.exists():
+        checked["tmpfiles"] += 1
+        done = run(["systemd-tmpfiles", f"--root={root}", "--create", str(tmpfiles)])
+        if done.returncode != 0 or done.stderr.strip():
+            problems.append(f"{machine.name}: systemd-tmpfiles refused its lines: {done.stderr.strip()}")
     for name in ("passwd", "group"):
         made = root / "etc" / name
         (scratch / name).write_text(Path("/etc", name).read_text() + (made.read_text() if made.exists() else ""))
@@ -175,7 +184,8 @@ def main():
     if problems:
         fail("\n".join(problems))
     print(
-        f"{len(hosts) - 1} machines: {checked['verify']} units pass systemd-analyze verify; "
+        f"{len(hosts) - 1} machines: {checked['verify']} units pass systemd-analyze verify, "
+        f"{checked['tmpfiles']} tmpfiles.d files systemd-tmpfiles; "
         f"configurations pass nginx -t ({checked['nginx']}), nats-server -t ({checked['nats-server']}), caddy validate ({checked['caddy']})"
     )
 
