@@ -38,8 +38,7 @@ let
   docsDir = builtins.getEnv "HYPERHIVE_DOCS_EXAMPLE";
   docsExample =
     let
-      dir = docsDir;
-      flake = import (/. + dir + "/flake.nix");
+      flake = import (/. + docsDir + "/flake.nix");
       outputs = flake.outputs {
         nixpkgs.lib = lib // {
           nixosSystem = { system, modules }: evalMachine { inherit modules; };
@@ -47,7 +46,7 @@ let
         hyperhive = self;
       };
     in
-    lib.optionalAttrs (dir != "") (
+    lib.optionalAttrs (docsDir != "") (
       lib.mapAttrs' (name: lib.nameValuePair "docs-example/${name}") outputs.nixosConfigurations
     );
 in
