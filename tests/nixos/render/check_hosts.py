@@ -157,6 +157,8 @@ def main():
     keep = sys.argv[2] if len(sys.argv) == 3 and sys.argv[1] == "--keep" else None
     if len(sys.argv) > 1 and not keep:
         fail("usage: check_hosts.py [--keep OUT] (OUT: where to leave the rendered machines)")
+    if os.geteuid() != 0:
+        fail("run it as root: the configuration checks run in mount and network namespaces of their own")
     with tempfile.TemporaryDirectory(prefix="rendered-hosts.") as scratch:
         out = Path(keep or scratch)
         hosts = render(out)
