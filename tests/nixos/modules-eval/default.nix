@@ -14,7 +14,7 @@
 #   python3 tests/nixos/modules-eval/run.py     # prints true, or the failures
 #
 # With flake-outputs.nix it also evaluates flake.nix's outputs (packages, overlay, modules, checks
-# and the three VM tests' definitions, dev shell, formatter) against a stand-in nixpkgs.
+# and the three VM tests' definitions, dev shell, formatter) against a stand-in package set.
 let
   b = builtins;
   lib = import ../model/nixpkgs-lib.nix;
@@ -1034,7 +1034,7 @@ let
       }
     ) refusals
   )
-  # The flake's outputs, against a stand-in nixpkgs (flake-outputs.nix).
+  # The flake's outputs, with nixpkgs' lib against a stand-in package set (flake-outputs.nix).
   // import ./flake-outputs.nix;
 
   failures = b.filter (name: !checks.${name}) (b.attrNames checks);
