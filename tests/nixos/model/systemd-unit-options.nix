@@ -35,8 +35,6 @@ let
     };
 in
 {
-  inherit unitOption;
-
   # What every unit has: dependencies, ordering, [Unit] settings and where it is installed.
   common = {
     enable = mkOption {
