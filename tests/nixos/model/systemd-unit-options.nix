@@ -68,11 +68,6 @@ in
       description = "StartLimitBurst= in [Unit].";
     };
     unitConfig = section "More [Unit] settings.";
-    restartTriggers = mkOption {
-      type = types.listOf types.unspecified;
-      default = [ ];
-      description = "Values whose change restarts the unit on a switch (X-Restart-Triggers=).";
-    };
   };
 
   service = {
