@@ -213,6 +213,9 @@ in
           # Root, not a dynamic user: only root may ask PID 1 for transient units (systemd-run) and
           # stop them, and the agents' state directories belong to their own dynamic users.
           DynamicUser = false;
+          # It hands agents' credential files to the agents' own (dynamic) users and removes their
+          # state directories, so it must see every user, not only its own.
+          PrivateUsers = false;
           # Root keeps only the capabilities that let it handle files of other users: write an
           # agent's credential file owned by the agent (CAP_CHOWN, CAP_FOWNER), and remove a
           # destroyed agent's state directory, which belongs to the agent's user

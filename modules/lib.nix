@@ -34,6 +34,10 @@
     PrivateTmp = true;
     PrivateDevices = true;
     DevicePolicy = "closed";
+    # Mounts made inside stay inside; only the unit's own user and group (and root) are mapped, so
+    # it cannot act on other users' files (as nixpkgs' harmonia unit).
+    PrivateMounts = true;
+    PrivateUsers = true;
     ProtectKernelTunables = true;
     ProtectKernelModules = true;
     ProtectKernelLogs = true;

@@ -1,4 +1,5 @@
-# services.hyperhive.deploy.nats: one NATS node of the swarm (unit `nats.service`), the swarm's
+# services.hyperhive.deploy.nats: one NATS node of the swarm (unit `hyperhive-nats.service`, so it
+# never merges with nixpkgs' own services.nats, whose unit is `nats.service`), the swarm's
 # bus and store: nats-server with JetStream, in decentralized JWT mode from the fragment
 # `swarm-controller nats init` writes. One node on its own, or one of a cluster of three or more
 # (`cluster.routes`), across which the controller keeps every stream and bucket in
@@ -22,6 +23,8 @@ let
   resolverDir = "${stateDir}/jwt";
 
   clustered = cfg.cluster.routes != [ ];
+  # nixpkgs' own NATS module, when the machine imports it.
+  nixpkgsNats = config.services.nats or { };
 
   # The settings this module owns; the fragment (operator, system account, resolver, every
   # account preloaded) follows them in the same file.
@@ -162,10 +165,15 @@ in
         '';
       }
       {
-        assertion = !(config.services.nats.enable or false);
+        # nixpkgs' services.nats may run beside this node (its own unit, nats.service), but not on
+        # the same store directory or port.
+        assertion =
+          !(nixpkgsNats.enable or false)
+          || (nixpkgsNats.dataDir != stateDir && !lib.elem nixpkgsNats.port ([ cfg.port ] ++ lib.optional clustered cfg.cluster.port));
         message = ''
-          ${option "enable"} and services.nats.enable are both set: both run the unit nats.service.
-          Use one NATS per machine.
+          ${option "enable"} and services.nats.enable are both set, and services.nats uses
+          ${if (nixpkgsNats.dataDir or "") == stateDir then "the same state directory, ${stateDir}" else "the same port, ${toString (nixpkgsNats.port or "")}"}:
+          two nats-servers would share it. Give services.nats another dataDir and port, or run one NATS per machine.
         '';
       }
     ];
@@ -173,7 +181,7 @@ in
     networking.firewall.allowedTCPPorts =
       if cfg.openFirewall then [ cfg.port ] ++ lib.optional clustered cfg.cluster.port else [ ];
 
-    systemd.services.nats = hyperhive.service // {
+    systemd.services.hyperhive-nats = hyperhive.service // {
       description = "NATS node of the hyperhive swarm (nats-server ${cfg.serverName})";
 
       serviceConfig = hyperhive.serviceConfig // {

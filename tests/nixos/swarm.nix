@@ -256,7 +256,7 @@ in
 
     with subtest("three NATS nodes, the controller, both hives and their agents come up"):
         for node in nats_nodes.values():
-            node.wait_for_unit("nats.service")
+            node.wait_for_unit("hyperhive-nats.service")
             node.wait_for_open_port(4222)
             node.wait_for_open_port(6222)
         controller.wait_for_unit("swarm-controller.service")
@@ -353,7 +353,7 @@ in
         leader = cluster["leader"]
         assert leader in nats_nodes, cluster
         assert sorted([leader] + [r["name"] for r in cluster["replicas"]]) == sorted(nats_nodes), cluster
-        nats_nodes[leader].succeed("systemctl stop nats.service")
+        nats_nodes[leader].succeed("systemctl stop hyperhive-nats.service")
         # The other two elect a new leader within seconds.
         controller.wait_until_succeeds(
             f"{schedules_info} | jq -e '.cluster.leader != null and .cluster.leader != \"{leader}\"'",
@@ -363,7 +363,7 @@ in
         survivor = add_schedule("--name survivor --agent alpha --agent beta --body 'one NATS node down' --once")
         wait_turns(hive1, "alpha", f"schedule:{survivor}", 1)
         wait_turns(hive2, "beta", f"schedule:{survivor}", 1)
-        nats_nodes[leader].succeed("systemctl start nats.service")
+        nats_nodes[leader].succeed("systemctl start hyperhive-nats.service")
         nats_nodes[leader].wait_for_open_port(4222)
         # Back: both replicas current again, none offline.
         controller.wait_until_succeeds(

@@ -1,124 +1,58 @@
-# Evaluates the hyperhive NixOS modules (modules/*.nix) without nixpkgs, with the stand-in lib
-# beside this file and placeholder packages, and checks what they produce: the environment each
-# daemon reads (the fixed names of docs/architecture.md), the credentials, the socket directory, the
-# hardening, hive-c0re's declared agents file and the controller's hive directory file (their JSON
-# content, as crates/hive-proto reads it), the NATS node's generated nats-server configuration (one
-# server, a cluster member), that every option has a description and an example and
-# a row in docs/nixos.md, and that each assertion refuses the bad configuration it is written for.
+# Evaluates the hyperhive NixOS modules (modules/*.nix) with nixpkgs' own lib and module system
+# (lib.evalModules: types, merging, priorities), beside the NixOS options they use as
+# ../model declares them, with ../model/pkgs.nix's packages, and checks what they produce: the
+# environment each daemon reads (the fixed names of docs/architecture.md), the credentials, the
+# socket directory, the hardening, hive-c0re's declared agents file and the controller's hive
+# directory file (their JSON content, as crates/hive-proto reads it, from the files Nix built), the
+# NATS node's generated nats-server configuration (one server, a cluster member) and its unit beside
+# nixpkgs' own services.nats, that every option has a description and an example and a row in
+# docs/nixos.md, and that each assertion refuses the bad configuration it is written for.
+# ./broken.nix holds the configurations nixpkgs' module system itself must refuse.
 #
-#   nix-instantiate --eval --strict tests/nixos/modules-eval     # prints true, or throws the failures
+# It builds the files it reads (import from derivation), so it runs against a store of its own:
+#
+#   python3 tests/nixos/modules-eval/run.py     # prints true, or the failures
 #
 # With flake-outputs.nix it also evaluates flake.nix's outputs (packages, overlay, modules, checks
-# and the three VM tests' definitions, dev shell, formatter) against a stand-in nixpkgs.
-#
-# scripts/test runs it. The VM tests (../control-plane.nix, ../swarm.nix, ../provisioning.nix) check the same modules
-# against real nixpkgs where a Nix store and KVM exist.
+# and the three VM tests' definitions, dev shell, formatter) against a stand-in package set.
 let
   b = builtins;
-  lib = import ./stand-in-lib.nix;
+  lib = import ../model/nixpkgs-lib.nix;
+  pkgs = import ../model/pkgs.nix { inherit lib; };
+  evalMachine = import ../model/eval.nix;
 
-  placeholder = name: {
-    outPath = "/nix/store/00000000000000000000000000000000-${name}";
-    inherit name;
-    version = "0.1.0";
-    meta.mainProgram = name;
-  };
-  pkgs = {
-    hyperhive = {
-      agents-control = placeholder "agents-control";
-      swarm-controller = placeholder "swarm-controller";
-      daemon-bins = placeholder "daemon-bins";
-      swarm-authelia-bridge = placeholder "swarm-authelia-bridge";
-    };
-    bash = placeholder "bash";
-    coreutils = placeholder "coreutils";
-    git = placeholder "git";
-    # The file's text rides along after a newline in its path (a store path holds no newline), so
-    # the checks can read back what a unit is given: `written` below.
-    writeText = name: text: placeholder name // { outPath = "${(placeholder name).outPath}\n${text}"; };
-    makeWrapper = placeholder "make-wrapper";
-    writeShellScriptBin = name: text: placeholder name // { inherit text; };
-    # The build script rides along the same way (a file a unit names, made by a command: the NATS
-    # node's configuration).
-    runCommand = name: env: script: placeholder name // { inherit script; outPath = "${(placeholder name).outPath}\n${script}"; };
-    nats-server = placeholder "nats-server";
-  };
-
-  files = map (file: ../../../modules + "/${file}") [
-    "agents-control.nix"
-    "swarm.nix"
-    "swarm-controller.nix"
-    "swarm-nats.nix"
-    "c0re.nix"
-    "hive-agent.nix"
-    "hive-c0re.nix"
-    "swarm-authelia-bridge.nix"
-    "hive-gateway.nix"
-  ];
-
-  merge =
-    left: right:
-    left
-    // b.mapAttrs (
-      name: value:
-      if left ? ${name} && b.isAttrs value && !(value._isOption or false) then merge left.${name} value else value
-    ) right;
-
-  # Option declarations and given values to the values the modules see: a given value wins, else
-  # the declared default; an attrsOf-submodule value gets its submodule's defaults too, and, as
-  # under the real module system, a `_module` attribute holding functions (so a module that turned
-  # a submodule's whole value into JSON would fail here too).
-  settle =
-    options: values:
-    b.mapAttrs (
-      name: option:
-      if option._isOption or false then
-        if values ? ${name} then
-          if (option.type.name or "") == "attrsOf" && (option.type.inner.name or "") == "submodule" then
-            b.mapAttrs (
-              key: value:
-              settle (option.type.inner.module { name = key; }).options value
-              // {
-                _module.args = {
-                  name = key;
-                  extendModules = x: x;
-                };
-              }
-            ) values.${name}
-          else
-            values.${name}
-        else
-          option.default or (throw "modules-eval: ${name} has no default: the scenario must set it")
-      else
-        settle option (values.${name} or { })
-    ) options;
-
-  # Evaluates every module with `values` under services.hyperhive and the given other units.
+  # Every module with `values` under services.hyperhive, the given other units, and more modules.
   evaluate =
     {
       values,
       otherUnits ? { },
+      modules ? [ ],
     }:
     let
-      config = {
-        services = settle options.services { hyperhive = values; };
-        networking.fqdnOrHostName = "cp1";
-        networking.hostName = "cp1";
-        systemd.services = otherUnits;
-        systemd.package = placeholder "systemd";
+      machine = evalMachine {
+        hostName = "cp1";
+        modules = [
+          ../../../modules
+          {
+            services.hyperhive = values;
+            systemd.services = otherUnits;
+          }
+        ]
+        ++ modules;
       };
-      modules = map (file: import file { inherit config lib pkgs; }) files;
-      options = b.foldl' merge { } (map (module: module.options or { }) modules);
-      outputs = map (module: module.config or { }) modules;
-      collect = path: b.concatLists (map (out: lib.toList (b.foldl' (set: key: set.${key} or [ ]) out path)) outputs);
+      inherit (machine) config;
     in
     {
-      inherit config options;
-      units = b.foldl' (all: out: all // (out.systemd.services or { })) { } outputs;
-      packages = collect [ "environment" "systemPackages" ];
-      failed = map (a: a.message) (b.filter (a: !a.assertion) (collect [ "assertions" ]));
-      ports = collect [ "networking" "firewall" "allowedTCPPorts" ];
-      users = b.foldl' (all: out: merge all (out.users or { })) { } outputs;
+      inherit config;
+      inherit (machine) options;
+      # NixOS gives every unit a PATH (its `path` packages and coreutils, findutils, grep, sed,
+      # systemd); the checks below compare what the modules set, and read PATH on its own.
+      units = b.mapAttrs (_: unit: unit // { environment = b.removeAttrs unit.environment [ "PATH" ]; }) config.systemd.services;
+      paths = b.mapAttrs (_: unit: unit.environment.PATH) config.systemd.services;
+      packages = config.environment.systemPackages;
+      failed = map (a: a.message) (b.filter (a: !a.assertion) config.assertions);
+      ports = config.networking.firewall.allowedTCPPorts;
+      inherit (config) users;
     };
 
   copy = {
@@ -162,7 +96,7 @@ let
     };
     storeCa = {
       keyFile = "/run/secrets/store-ca.key";
-      certFile = "/nix/store/00000000000000000000000000000000-store-ca.pem";
+      certFile = "${b.storeDir}/00000000000000000000000000000000-store-ca.pem";
     };
     storeCertLifetime = "12h";
     queueCredsLifetime = "6h";
@@ -175,7 +109,7 @@ let
     secretsKeyFile = "/run/secrets/swarm-secrets.key";
     inherit provisioning;
   };
-  provisionedWith = settings: { deploy.swarm-controller = provisioner // { provisioning = merge provisioning settings; }; };
+  provisionedWith = settings: { deploy.swarm-controller = provisioner // { provisioning = lib.recursiveUpdate provisioning settings; }; };
   # The start of each provisioning refusal.
   prov = "swarm-controller.provisioning";
   agent = {
@@ -242,7 +176,9 @@ let
   };
 
   # A NATS node of the swarm: on its own, and the second of a three-node cluster.
-  fragment = "/nix/store/00000000000000000000000000000000-swarm-nats/nats-server.conf";
+  # A fragment as `swarm-controller nats init` writes one (its text does not matter here).
+  fragmentText = "# the fragment: operator, system account, resolver, accounts\n";
+  fragment = pkgs.writeText "nats-server.conf" fragmentText;
   natsNode = {
     enable = true;
     inherit fragment;
@@ -275,15 +211,15 @@ let
       expect = "authelia-bridge.tokenFile is in the Nix store, or is a Nix path literal";
     }
     {
-      change.deploy.authelia-bridge = bridge // { usersFile = "/nix/store/00000000000000000000000000000000-users.yml"; };
-      expect = "authelia-bridge.usersFile is /nix/store/";
+      change.deploy.authelia-bridge = bridge // { usersFile = "${b.storeDir}/00000000000000000000000000000000-users.yml"; };
+      expect = "authelia-bridge.usersFile is ${b.storeDir}/";
     }
     {
       change.deploy.authelia-bridge = bridge // { user = "root"; };
       expect = "authelia-bridge.user is root";
     }
     {
-      change.deploy.agents-control = copy // { keyFile = "/nix/store/00000000000000000000000000000000-key"; };
+      change.deploy.agents-control = copy // { keyFile = "${b.storeDir}/00000000000000000000000000000000-key"; };
       expect = "agents-control.keyFile is in the Nix store";
     }
     {
@@ -292,7 +228,7 @@ let
     }
     {
       change.deploy.agents-control = copy // {
-        store = copy.store // { credentialsFile = "/nix/store/00000000000000000000000000000000-bucket"; };
+        store = copy.store // { credentialsFile = "${b.storeDir}/00000000000000000000000000000000-bucket"; };
       };
       expect = "agents-control.store.credentialsFile is in the Nix store";
     }
@@ -318,7 +254,7 @@ let
       expect = "\"Alpha\" is not an agent name";
     }
     {
-      change.agents.alpha = agent // { credentialsFile = "/nix/store/00000000000000000000000000000000-alpha.creds"; };
+      change.agents.alpha = agent // { credentialsFile = "${b.storeDir}/00000000000000000000000000000000-alpha.creds"; };
       expect = "agents.alpha.credentialsFile is in the Nix store";
     }
     {
@@ -329,7 +265,7 @@ let
     {
       base = hived;
       change.deploy.hive-controller = hiveController // {
-        nats = hiveController.nats // { credentialsFile = "/nix/store/00000000000000000000000000000000-hive1.creds"; };
+        nats = hiveController.nats // { credentialsFile = "${b.storeDir}/00000000000000000000000000000000-hive1.creds"; };
       };
       expect = "hive-controller.nats.credentialsFile is in the Nix store";
     }
@@ -359,7 +295,7 @@ let
     }
     {
       change.deploy.swarm-controller = controller // {
-        nats = controller.nats // { signingDir = "/nix/store/00000000000000000000000000000000-nats"; };
+        nats = controller.nats // { signingDir = "${b.storeDir}/00000000000000000000000000000000-nats"; };
       };
       expect = "swarm-controller.nats.signingDir is in the Nix store";
     }
@@ -434,11 +370,11 @@ let
       expect = "${prov}.sso.tokenFile is in the Nix store, or is a Nix path literal";
     }
     {
-      change = provisionedWith { forge.adminTokenFile = "/nix/store/00000000000000000000000000000000-forge-token"; };
+      change = provisionedWith { forge.adminTokenFile = "${b.storeDir}/00000000000000000000000000000000-forge-token"; };
       expect = "${prov}.forge.adminTokenFile is in the Nix store";
     }
     {
-      change = provisionedWith { matrix.sharedSecretFile = "/nix/store/00000000000000000000000000000000-synapse-secret"; };
+      change = provisionedWith { matrix.sharedSecretFile = "${b.storeDir}/00000000000000000000000000000000-synapse-secret"; };
       expect = "${prov}.matrix.sharedSecretFile is in the Nix store";
     }
     {
@@ -505,16 +441,11 @@ let
   agentUnit = ok.units.hive-agent-alpha;
   swarmctl = b.head (b.filter (p: p.name == "swarmctl-0.1.0") ok.packages);
 
-  # A file a unit is given (pkgs.writeText above): its store path and its JSON.
-  written =
-    value:
-    let
-      parts = lib.splitString "\n" value;
-    in
-    {
-      path = b.head parts;
-      json = b.fromJSON (b.elemAt parts 1);
-    };
+  # A file a unit is given: its store path and its JSON, read from the file Nix built.
+  written = value: {
+    path = value;
+    json = b.fromJSON (b.unsafeDiscardStringContext (b.readFile value));
+  };
   hiveOk = evaluate { values = hived; };
   c0reUnit = hiveOk.units.hive-c0re;
   agentsFile = written c0reUnit.environment.HIVE_C0RE_AGENTS_FILE;
@@ -525,33 +456,20 @@ let
   # store path in ExecStart is the build script, with the settings file's text inside it).
   natsAlone = evaluate { values.deploy.nats = natsNode; };
   natsMember = evaluate { values.deploy.nats = natsClustered; };
-  natsCommand = result: b.head (lib.splitString "\n" result.units.nats.serviceConfig.ExecStart);
-  natsConf = result: result.units.nats.serviceConfig.ExecStart;
+  natsCommand = result: result.units.hyperhive-nats.serviceConfig.ExecStart;
+  natsConf = result: b.readFile (lib.last (lib.splitString " " (natsCommand result)));
   directoryUnit = directoryOk.units.swarm-controller;
   hivesFile = written directoryUnit.environment.SWARM_HIVES_FILE;
 
-  # Every option declared under services.hyperhive, an agent's submodule options included, by path.
-  declared =
-    prefix: set:
-    b.concatLists (
-      lib.mapAttrsToList (
-        name: option:
-        let
-          path = "${prefix}.${name}";
-          inner = option.type.inner or { };
-        in
-        if option._isOption or false then
-          [ { inherit path option; } ]
-          ++ (if (inner.name or "") == "submodule" then declared "${path}.<name>" (inner.module { name = "alpha"; }).options else [ ])
-        else
-          declared path option
-      ) set
-    );
+  # Every option declared under services.hyperhive, an agent's submodule options included
+  # (`<name>` in their path), as nixpkgs' manual lists them.
+  declared = b.filter (o: lib.hasPrefix "services.hyperhive." o.name && o.visible && !o.internal) (
+    lib.optionAttrSetToDocList ok.options
+  );
+  isSubmodules = o: lib.hasSuffix "(submodule)" o.type;
   # Options the manual would show without a description or an example (each must be documented
   # with both).
-  undocumented = map (o: o.path) (
-    b.filter (o: (o.option.description or "") == "" || !(o.option ? example)) (declared "services" ok.options.services)
-  );
+  undocumented = map (o: o.name) (b.filter (o: (o.description or null) == null || o.description == "" || !(o ? example)) declared);
 
   # docs/nixos.md has a table row for every option, named relative to its section's prefix.
   sections = [
@@ -570,11 +488,11 @@ let
   # An attribute set of submodules (the agents) is the heading of its own section instead.
   listed =
     o:
-    if (o.option.type.inner.name or "") == "submodule" then
-      lib.hasInfix "`${o.path}.<name>`" guide
+    if isSubmodules o then
+      lib.hasInfix "`${o.name}.<name>`" guide
     else
-      lib.hasInfix "| `${relative o.path}` |" guide;
-  unlisted = map (o: o.path) (b.filter (o: !listed o) (declared "services" ok.options.services));
+      lib.hasInfix "| `${relative o.name}` |" guide;
+  unlisted = map (o: o.name) (b.filter (o: !listed o) declared);
 
   checks = {
     "a good configuration passes every assertion" = ok.failed == [ ];
@@ -620,7 +538,7 @@ let
         "store-credentials:/run/secrets/bucket"
       ]
       && keyFileUnit.serviceConfig.EnvironmentFile == [ ]
-      && lib.hasInfix "export AWS_SHARED_CREDENTIALS_FILE='/run/secrets/bucket'" (adminText withKeyFile);
+      && lib.hasInfix "export AWS_SHARED_CREDENTIALS_FILE=/run/secrets/bucket" (adminText withKeyFile);
     "swarm-controller gets its five variables and the provisioning lifetimes' defaults, no provisioning system" =
       controllerUnit.environment == {
         SWARM_CONTROLLER_SOCKET = "/run/swarm-controller/controller.sock";
@@ -704,7 +622,7 @@ let
         "forge-admin-token:/run/secrets/forge-admin-token"
         "matrix-shared-secret:/run/secrets/synapse-registration-secret"
         "store-ca-key:/run/secrets/store-ca.key"
-        "store-ca-cert:/nix/store/00000000000000000000000000000000-store-ca.pem"
+        "store-ca-cert:${b.storeDir}/00000000000000000000000000000000-store-ca.pem"
       ];
     "with only the store CA, only its variables and files" =
       let
@@ -727,7 +645,7 @@ let
         "nats-creds:/run/secrets/controller.creds"
         "secrets-key:/run/secrets/swarm-secrets.key"
         "store-ca-key:/run/secrets/store-ca.key"
-        "store-ca-cert:/nix/store/00000000000000000000000000000000-store-ca.pem"
+        "store-ca-cert:${b.storeDir}/00000000000000000000000000000000-store-ca.pem"
       ];
     "% in a provisioning URL is doubled" =
       (evaluate { values = good // provisionedWith { forge.url = "https://forge.example/%7Eforge"; }; })
@@ -749,7 +667,7 @@ let
       && controllerUnit.serviceConfig.StateDirectoryMode == "0700"
       && controllerUnit.environment.SWARM_STATE_DIR == "/var/lib/swarm-controller";
     "swarmctl on PATH defaults to the socket" =
-      lib.hasInfix "--set-default SWARM_CONTROLLER_SOCKET '/run/swarm-controller/controller.sock'" swarmctl.script;
+      lib.hasInfix "--set-default SWARM_CONTROLLER_SOCKET /run/swarm-controller/controller.sock" swarmctl.buildCommand;
     "one unit per enabled agent" =
       b.filter (lib.hasPrefix "hive-agent-") (b.attrNames ok.units) == [ "hive-agent-alpha" ];
     "an agent gets the HIVE_AGENT_* variables, its own state directory and credential" =
@@ -824,7 +742,7 @@ let
       && unit.environment.AUTHELIA_BRIDGE_MANAGED_GROUP == "swarm-agents"
       && unit.serviceConfig.User == "authelia"
       && unit.serviceConfig.ReadWritePaths == [ "/srv/authelia" ]
-      && result.ports == [
+      && lib.sort lib.lessThan result.ports == [
         8791
         9100
       ];
@@ -860,7 +778,7 @@ let
       && c0reUnit.serviceConfig.DynamicUser == false
       && !(c0reUnit.serviceConfig ? User)
       && c0reUnit.serviceConfig.StateDirectory == "hive-c0re"
-      && c0reUnit.path == [ (placeholder "systemd") ]
+      && lib.head c0reUnit.path == pkgs.systemd
       && c0reUnit.wantedBy == [ "multi-user.target" ]
       && c0reUnit.serviceConfig.Restart == "on-failure";
     "hive-c0re is hardened but for the documented relaxations" =
@@ -894,7 +812,7 @@ let
     "under hive-c0re the agents get no static units" =
       b.filter (lib.hasPrefix "hive-agent-") (b.attrNames hiveOk.units) == [ ];
     "the declared agents file holds each enabled agent's spec and credential path" =
-      lib.hasPrefix "/nix/store/" agentsFile.path
+      lib.hasPrefix "${b.storeDir}/" agentsFile.path
       && lib.hasInfix "-hive-c0re-agents.json" agentsFile.path
       && agentsFile.json == {
         alpha = {
@@ -949,16 +867,16 @@ let
       && directoryUnit.serviceConfig.ReadWritePaths == [ "/var/lib/swarm-nats" ];
     "a NATS node runs nats-server -c with its generated configuration, its state in /var/lib/nats" =
       natsAlone.failed == [ ]
-      && lib.hasPrefix "${pkgs.nats-server}/bin/nats-server -c /nix/store/" (natsCommand natsAlone)
+      && lib.hasPrefix "${pkgs.nats-server}/bin/nats-server -c ${b.storeDir}/" (natsCommand natsAlone)
       && lib.hasInfix "-nats-server.conf" (natsCommand natsAlone)
-      && natsAlone.units.nats.serviceConfig.StateDirectory == "nats"
-      && natsAlone.units.nats.serviceConfig.DynamicUser
-      && natsAlone.units.nats.wantedBy == [ "multi-user.target" ]
-      && natsAlone.units.nats.serviceConfig.Restart == "on-failure"
-      && natsAlone.units.nats.serviceConfig.ProtectSystem == "strict"
-      && natsAlone.units.nats.serviceConfig.NoNewPrivileges
-      && natsAlone.units.nats.serviceConfig.SystemCallFilter != [ ]
-      && b.elem "AF_INET6" natsAlone.units.nats.serviceConfig.RestrictAddressFamilies
+      && natsAlone.units.hyperhive-nats.serviceConfig.StateDirectory == "nats"
+      && natsAlone.units.hyperhive-nats.serviceConfig.DynamicUser
+      && natsAlone.units.hyperhive-nats.wantedBy == [ "multi-user.target" ]
+      && natsAlone.units.hyperhive-nats.serviceConfig.Restart == "on-failure"
+      && natsAlone.units.hyperhive-nats.serviceConfig.ProtectSystem == "strict"
+      && natsAlone.units.hyperhive-nats.serviceConfig.NoNewPrivileges
+      && natsAlone.units.hyperhive-nats.serviceConfig.SystemCallFilter != [ ]
+      && b.elem "AF_INET6" natsAlone.units.hyperhive-nats.serviceConfig.RestrictAddressFamilies
       && natsAlone.ports == [ ];
     "a single NATS node: its name, client port, JetStream in the state directory, the fragment after them, no cluster" =
       let
@@ -968,7 +886,7 @@ let
         "server_name: \"cp1\"\n"
         "listen: \"0.0.0.0:4222\"\n"
         "jetstream {\n  store_dir: \"/var/lib/nats\"\n  max_file_store: 8GB\n}\n"
-        " ${fragment} > \"$out\""
+        fragmentText
       ]
       && !(lib.hasInfix "cluster" conf);
     "a cluster's NATS node: its own name, the cluster block with every route, both ports opened" =
@@ -988,7 +906,7 @@ let
           ]
         }
       '' conf
-      && lib.hasInfix " ${fragment} > \"$out\"" conf
+      && lib.hasSuffix fragmentText conf
       && natsMember.ports == [
         4222
         6222
@@ -1011,6 +929,91 @@ let
       result.failed == [ ]
       && result.units.swarm-controller.environment.SWARM_NATS_URL == "nats://nats1:4222,nats://nats2:4222,nats://nats3:4222"
       && result.units.swarm-controller.environment.SWARM_NATS_REPLICAS == "3";
+    "a unit is written as NixOS writes it: [Unit] from its dependencies, Environment= JSON-quoted, lists repeated, booleans true/false, [Install]" =
+      let
+        example = {
+          description = "an example";
+          after = [
+            "a.target"
+            "b.target"
+          ];
+          wantedBy = [ "multi-user.target" ];
+          path = lib.mkForce [ ];
+          environment.GREETING = "say \"hi\"";
+          serviceConfig = {
+            ExecStart = "/bin/true";
+            NoNewPrivileges = true;
+            PrivateUsers = false;
+            SystemCallFilter = [
+              "@system-service"
+              "~@privileged"
+            ];
+          };
+        };
+        result = evaluate {
+          values = { };
+          modules = [ { systemd.services.example = example; } ];
+        };
+      in
+      result.config.systemd.units."example.service".text == ''
+        [Unit]
+        After=a.target b.target
+        Description=an example
+
+        [Service]
+        Environment="GREETING=say \"hi\""
+        ExecStart=/bin/true
+        NoNewPrivileges=true
+        PrivateUsers=false
+        SystemCallFilter=@system-service
+        SystemCallFilter=~@privileged
+
+        [Install]
+        WantedBy=multi-user.target
+      '';
+    "a unit's script runs as a script of its own, with set -e" =
+      let
+        result = evaluate {
+          values = { };
+          modules = [ { systemd.services.example.script = "echo hello"; } ];
+        };
+        start = result.config.systemd.services.example.serviceConfig.ExecStart;
+      in
+      lib.hasSuffix "/bin/example-start" start && lib.hasInfix "set -e\n\necho hello\n" (b.readFile start);
+    "nixpkgs' services.nats beside the swarm's NATS: two units, each running its own configuration" =
+      let
+        result = evaluate {
+          values.deploy.nats = natsNode;
+          modules = [
+            {
+              services.nats = {
+                enable = true;
+                port = 4223;
+                dataDir = "/var/lib/other-nats";
+              };
+            }
+          ];
+        };
+        theirs = result.units.nats.serviceConfig;
+        theirConf = b.fromJSON (b.unsafeDiscardStringContext (b.readFile (lib.last (lib.splitString " " theirs.ExecStart))));
+      in
+      result.failed == [ ]
+      && theirs.User == "nats"
+      && !(theirs ? StateDirectory)
+      && theirConf.port == 4223
+      && lib.hasInfix fragmentText (natsConf result)
+      && !(lib.hasInfix fragmentText (b.toJSON theirConf));
+    "lib.mkForce overrides a unit's setting, as docs/nixos.md says; a plain definition beside it conflicts" =
+      (evaluate {
+        values = good;
+        modules = [ { systemd.services.hive-agent-alpha.serviceConfig.RestrictNamespaces = lib.mkForce false; } ];
+      }).units.hive-agent-alpha.serviceConfig.RestrictNamespaces == false
+      && !(b.tryEval (evaluate {
+        values = good;
+        modules = [ { systemd.services.hive-agent-alpha.serviceConfig.RestrictNamespaces = false; } ];
+      }).units.hive-agent-alpha.serviceConfig.RestrictNamespaces).success;
+    "an agent's PATH is its packages, then NixOS's default ones" =
+      lib.hasPrefix "${pkgs.bash}/bin:${pkgs.coreutils}/bin:" ok.paths.hive-agent-alpha;
     "no hives and no signing directory: neither variable, nothing writable" =
       !(controllerUnit.environment ? SWARM_HIVES_FILE)
       && !(controllerUnit.environment ? SWARM_NATS_DIR)
@@ -1031,7 +1034,7 @@ let
       }
     ) refusals
   )
-  # The flake's outputs, against a stand-in nixpkgs (flake-outputs.nix).
+  # The flake's outputs, with nixpkgs' lib against a stand-in package set (flake-outputs.nix).
   // import ./flake-outputs.nix;
 
   failures = b.filter (name: !checks.${name}) (b.attrNames checks);

@@ -1,5 +1,5 @@
-# Evaluates flake.nix's `outputs` (and nix/*.nix, and the three VM tests' definitions) against a
-# stand-in nixpkgs whose builders only record their arguments, and returns named checks of what
+# Evaluates flake.nix's `outputs` (and nix/*.nix, and the three VM tests' definitions) with nixpkgs'
+# own lib against a stand-in package set whose builders only record their arguments, and returns named checks of what
 # the flake exposes: the outputs docs/nixos.md lists, one derivation per package with its
 # `meta.mainProgram` and its cargo flags (swarmctl with swarm-controller), the hive-side bundle
 # (hive-agent and hive-c0re, without swarm-controller), the overlay, the modules, the checks
@@ -8,32 +8,18 @@
 # checks; nothing here builds anything.
 let
   b = builtins;
-  standIn = import ./stand-in-lib.nix;
   systems = [
     "x86_64-linux"
     "aarch64-linux"
   ];
 
-  lib = standIn // {
-    genAttrs = names: f: b.listToAttrs (map (name: standIn.nameValuePair name (f name)) names);
-    fix =
-      f:
-      let
-        x = f x;
-      in
-      x;
-    importTOML = path: b.fromTOML (b.readFile path);
+  # nixpkgs' own lib, but for lib.fileset.toSource, which would hash the workspace's sources into a
+  # store path: here a fixed stand-in path, since nothing is built.
+  lib = import ../model/nixpkgs-lib.nix // {
     fileset = {
       unions = paths: paths;
       toSource = { root, fileset }: "/nix/store/00000000000000000000000000000000-source";
     };
-    licenses = {
-      mit = "MIT";
-      asl20 = "Apache-2.0";
-    };
-    platforms.linux = systems;
-    inherit (b) filter attrValues;
-    assertMsg = ok: message: ok || throw message;
   };
 
   drv = name: extra: {
@@ -264,8 +250,8 @@ let
         ]
         && b.all (text: lib.hasInfix text swarm.testScript) [
           "stream info KV_agent-schedules --json"
-          "succeed(\"systemctl stop nats.service\")"
-          "succeed(\"systemctl start nats.service\")"
+          "succeed(\"systemctl stop hyperhive-nats.service\")"
+          "succeed(\"systemctl start hyperhive-nats.service\")"
         ];
       "${system}: its hives run hive-c0re (systemd runner) with their agent declared, and the controller knows both hives" =
         let
