@@ -26,7 +26,7 @@ use futures::StreamExt;
 use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, AgentName};
 use hyperhive_testkit::NatsJwt;
 use rand::{Rng, SeedableRng};
-use swarm_controller::definition::{NewSchedule, ScheduleDefinition};
+use swarm_controller::definition::{DefinitionRules, NewSchedule, ScheduleDefinition};
 use swarm_controller::nats;
 use swarm_controller::reconcile::Reconciler;
 use swarm_controller::schedules::{Definitions, new_id};

@@ -1,9 +1,10 @@
-//! swarm-controller: the swarm-level daemon and its command line, swarmctl.
+//! swarm-controller: the swarm-level daemon. Its command line, swarmctl, is a package of its
+//! own; both speak the API through the wire types of `hyperhive-swarm-api`.
 //!
 //! # Layout
 //! - [`config`]: the environment, read once.
 //! - [`socket`]: the unix socket and its directory rule.
-//! - [`definition`]: schedule documents, requests and validation (pure).
+//! - [`definition`]: the rules of schedule documents and requests: validation, changes (pure).
 //! - [`schedules`]: `schedule-definitions`, one compare-and-set per change.
 //! - [`reconcile`]: `agent-schedules`, written only when bytes change.
 //! - [`nats`]: connecting, creating the buckets and stream, reading a bucket.
@@ -23,7 +24,7 @@
 //! - [`remote`]: the controller as a host of the control plane: pairing, the link, clients'
 //!   requests through the same routes.
 //! - [`daemon`]: wires them together ([`daemon::run`]) and holds the job graph (`hive-jobq`).
-//! - [`cli`]: the `swarm-controller` command line; [`swarmctl`]: the `swarmctl` one.
+//! - [`cli`]: the `swarm-controller` command line.
 pub mod accounts;
 pub mod api;
 pub mod claims;
@@ -46,6 +47,5 @@ pub mod roster;
 pub mod schedules;
 pub mod secrets;
 pub mod socket;
-pub mod swarmctl;
 pub mod ui;
 pub mod wanted;

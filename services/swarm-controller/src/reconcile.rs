@@ -18,7 +18,7 @@ use futures::StreamExt;
 use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, AgentName, AgentSchedules};
 use tokio::sync::Mutex;
 
-use crate::definition::ScheduleDefinition;
+use crate::definition::{DefinitionRules, ScheduleDefinition};
 use crate::nats::scan_bucket;
 use crate::schedules::{Definitions, StoreError};
 
@@ -237,7 +237,7 @@ impl Reconciler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::definition::{NewSchedule, ScheduleDefinition};
+    use crate::definition::{DefinitionRules, NewSchedule, ScheduleDefinition};
     use proptest::prelude::*;
     use time::macros::datetime;
 

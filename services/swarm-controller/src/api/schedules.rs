@@ -4,8 +4,10 @@
 use warp::http::StatusCode;
 use warp::reply::Response;
 
+use hyperhive_swarm_api::schedules::ScheduleDeleted;
+
 use super::{ApiError, App, json};
-use crate::definition::{NewSchedule, ScheduleDefinition, SchedulePatch, ScheduleView};
+use crate::definition::{DefinitionRules, NewSchedule, ScheduleDefinition, SchedulePatch, ScheduleView};
 use crate::schedules::{Revisioned, StoreError, new_id};
 
 /// How often a change is retried when another change to the same schedule slipped in between its
@@ -85,7 +87,7 @@ impl App {
                 Ok(()) => {
                     tracing::info!(id, "schedule deleted");
                     self.update_agents(id).await;
-                    return Ok(json(StatusCode::OK, &serde_json::json!({"id": id, "deleted": true})));
+                    return Ok(json(StatusCode::OK, &ScheduleDeleted { id: id.to_owned(), deleted: true }));
                 }
                 Err(StoreError::Conflict { .. }) if if_match.is_none() => continue,
                 Err(StoreError::Conflict { .. }) => return Err(self.conflict(id, current.revision).await),
