@@ -41,22 +41,24 @@ let
     platforms = lib.platforms.linux;
   };
 
-  # One cargo package, building only the named binaries (swarm-controller's `bench` binary is a
-  # benchmark, not something to install).
+  # One derivation, building only the named binaries of its cargo packages (by default the one
+  # named like it; swarm-controller's `bench` binary is a benchmark, not something to install).
   daemon =
     {
       pname,
       bins,
       description,
+      packages ? [ pname ],
     }:
     rustPlatform.buildRustPackage (
       common
       // {
         inherit pname;
-        cargoBuildFlags = [
-          "--package"
-          pname
-        ]
+        cargoBuildFlags =
+          lib.concatMap (package: [
+            "--package"
+            package
+          ]) packages
         ++ lib.concatMap (bin: [
           "--bin"
           bin
@@ -85,7 +87,11 @@ lib.fix (self: {
 
   swarm-controller = daemon {
     pname = "swarm-controller";
-    # swarmctl ships with the daemon it drives.
+    # swarmctl ships with the daemon it drives; it is a cargo package of its own.
+    packages = [
+      "swarm-controller"
+      "swarmctl"
+    ];
     bins = [
       "swarm-controller"
       "swarmctl"

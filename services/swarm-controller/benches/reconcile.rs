@@ -27,7 +27,7 @@ use hyperhive_nats_objects::AGENT_SCHEDULES_BUCKET;
 use hyperhive_schedule::AgentName;
 use hyperhive_testkit::NatsJwt;
 use rand::{Rng, SeedableRng};
-use swarm_controller::definition::{NewSchedule, ScheduleDefinition};
+use swarm_controller::definition::{DefinitionRules, NewSchedule, ScheduleDefinition};
 use swarm_controller::nats;
 use swarm_controller::schedules::reconcile::Reconciler;
 use swarm_controller::schedules::store::{Definitions, new_id};

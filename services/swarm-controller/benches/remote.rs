@@ -37,8 +37,8 @@ use hyperhive_testkit::control_plane::Cluster;
 use hyperhive_testkit::stats::{percentile, rss_kib};
 use hyperhive_testkit::{NatsJwt, project_binary, wait_until};
 use serde_json::{Value, json};
-use swarm_controller::swarmctl::remote::RemoteApi;
-use swarm_controller::swarmctl::{Api, client};
+use swarmctl::remote::RemoteApi;
+use swarmctl::{Api, client};
 use tokio::sync::mpsc;
 
 const SOON: Duration = Duration::from_secs(30);

@@ -14,7 +14,7 @@ use crate::secrets::SecretsKey;
 use crate::ui::quick_links::{self, QuickLink};
 
 /// Where the API socket lives when `SWARM_CONTROLLER_SOCKET` is not set.
-pub const DEFAULT_SOCKET: &str = "/run/swarm-controller/controller.sock";
+pub use hyperhive_swarm_api::DEFAULT_SOCKET;
 /// How often the reconcile pass runs when `SWARM_RECONCILE_SECS` is not set.
 pub const DEFAULT_RECONCILE_SECS: u64 = 60;
 

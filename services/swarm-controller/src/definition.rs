@@ -1,17 +1,20 @@
 //! A schedule definition: the one document kept under its id in `schedule-definitions`
-//! (docs/swarm/schedules.md), the requests that create and change it, and their validation.
+//! (docs/swarm/schedules.md), how requests create and change it, and their validation.
 //!
-//! Everything here is pure: the route handlers parse a request into a validated value, apply it
-//! with the clock's "now", and hand the resulting document to the store.
+//! The document and the request bodies are the API's wire types (`hyperhive-swarm-api`, shared
+//! with swarmctl); what they must satisfy and how a change moves `not_before` are rules of the
+//! controller, kept here. Everything here is pure: the route handlers parse a request into a
+//! validated value, apply it with the clock's "now", and hand the resulting document to the
+//! store.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
+use std::collections::BTreeSet;
 
-use hyperhive_schedule::instant::format_instant;
 use hyperhive_schedule::{AgentName, AgentSchedule, parse_instant};
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use hyperhive_swarm_api::schedules::{NewScheduleRequest, SchedulePatchRequest};
 use serde_json::Value;
 use time::OffsetDateTime;
+
+pub use hyperhive_swarm_api::schedules::{ScheduleDefinition, ScheduleView, Stamp};
 
 /// The definition document version this build writes and reads.
 pub const DEFINITION_VERSION: u32 = 1;
@@ -22,63 +25,6 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 /// Longest interval: ten years. Longer ones are surely a typo, and keeping slot instants far
 /// inside the range `time` can represent keeps every slot computable.
 pub const MAX_INTERVAL_SECS: u64 = 10 * 366 * 24 * 3600;
-
-/// An instant written as RFC 3339 in UTC, whole seconds (`2026-11-30T09:00:00Z`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Stamp(pub OffsetDateTime);
-
-impl Serialize for Stamp {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&format_instant(self.0))
-    }
-}
-
-impl<'de> Deserialize<'de> for Stamp {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        parse_instant(&s).map(Stamp).map_err(serde::de::Error::custom)
-    }
-}
-
-impl fmt::Display for Stamp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&format_instant(self.0))
-    }
-}
-
-/// One scheduled prompt, as stored and as the API shows it (plus its revision).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ScheduleDefinition {
-    /// Made by the controller; also the key in `schedule-definitions`.
-    pub id: String,
-    /// What people call it (1 to 100 characters).
-    pub name: String,
-    /// The agents it prompts: non-empty, unique, sorted.
-    pub agents: Vec<AgentName>,
-    /// The prompt (1 byte to 64 KiB).
-    pub body: String,
-    /// Slots are `anchor + k * interval`.
-    pub anchor: Stamp,
-    /// Seconds between slots, or `None` for a one-shot at `anchor`.
-    pub interval: Option<u64>,
-    /// A paused schedule fires nothing.
-    pub paused: bool,
-    /// Per agent: no slot before this instant fires. The latest of creation, the last anchor or
-    /// interval change, the last resume and the time the agent was added.
-    pub not_before: BTreeMap<AgentName, Stamp>,
-}
-
-/// A definition as the API shows it: the document plus its revision (the `If-Match` value for
-/// its next change).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ScheduleView {
-    /// The document.
-    #[serde(flatten)]
-    pub definition: ScheduleDefinition,
-    /// Its revision in `schedule-definitions`.
-    pub revision: u64,
-}
 
 /// Why stored bytes are not a definition (never caused by a client).
 #[derive(Debug, thiserror::Error)]
@@ -94,19 +40,40 @@ pub enum StoredError {
     UnknownVersion(u64),
 }
 
-impl ScheduleDefinition {
+/// The controller's rules for a definition: how it is stored, created, changed and shown to
+/// each agent. A trait because the document is a wire type of another crate.
+pub trait DefinitionRules: Sized {
     /// The bytes kept in `schedule-definitions`.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut value = serde_json::to_value(self).expect("a definition serializes");
-        value["version"] = DEFINITION_VERSION.into();
-        serde_json::to_vec(&value).expect("a JSON value serializes")
-    }
+    fn to_bytes(&self) -> Vec<u8>;
 
     /// Reads the bytes kept in `schedule-definitions`.
     ///
     /// # Errors
     /// [`StoredError`] when they are not a definition of this version.
-    pub fn from_bytes(bytes: &[u8]) -> Result<Self, StoredError> {
+    fn from_bytes(bytes: &[u8]) -> Result<Self, StoredError>;
+
+    /// A new definition from a validated request, every agent's `not_before` set to `now`.
+    fn create(id: String, new: NewSchedule, now: OffsetDateTime) -> Self;
+
+    /// This definition with `patch` applied at `now`.
+    ///
+    /// `not_before` moves to `now` for every agent when the anchor or interval changes or the
+    /// schedule is resumed, and for an agent when it is added; a body, name or pause change leaves
+    /// it, so such an edit never moves or refires a slot.
+    fn patched(&self, patch: SchedulePatch, now: OffsetDateTime) -> Self;
+
+    /// What `agent` sees of this schedule in its `agent-schedules` key.
+    fn for_agent(&self, agent: &AgentName) -> Option<AgentSchedule>;
+}
+
+impl DefinitionRules for ScheduleDefinition {
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut value = serde_json::to_value(self).expect("a definition serializes");
+        value["version"] = DEFINITION_VERSION.into();
+        serde_json::to_vec(&value).expect("a JSON value serializes")
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<Self, StoredError> {
         let mut value: serde_json::Map<String, Value> = serde_json::from_slice(bytes)?;
         let version = value.remove("version").and_then(|v| v.as_u64()).unwrap_or(0);
         if version != u64::from(DEFINITION_VERSION) {
@@ -115,8 +82,7 @@ impl ScheduleDefinition {
         Ok(serde_json::from_value(Value::Object(value))?)
     }
 
-    /// A new definition from a validated request, every agent's `not_before` set to `now`.
-    pub fn create(id: String, new: NewSchedule, now: OffsetDateTime) -> Self {
+    fn create(id: String, new: NewSchedule, now: OffsetDateTime) -> Self {
         let not_before = new.agents.iter().map(|a| (a.clone(), Stamp(now))).collect();
         Self {
             id,
@@ -130,12 +96,7 @@ impl ScheduleDefinition {
         }
     }
 
-    /// This definition with `patch` applied at `now`.
-    ///
-    /// `not_before` moves to `now` for every agent when the anchor or interval changes or the
-    /// schedule is resumed, and for an agent when it is added; a body, name or pause change leaves
-    /// it, so such an edit never moves or refires a slot.
-    pub fn patched(&self, patch: SchedulePatch, now: OffsetDateTime) -> Self {
+    fn patched(&self, patch: SchedulePatch, now: OffsetDateTime) -> Self {
         let mut next = self.clone();
         if let Some(name) = patch.name {
             next.name = name;
@@ -172,8 +133,7 @@ impl ScheduleDefinition {
         next
     }
 
-    /// What `agent` sees of this schedule in its `agent-schedules` key.
-    pub fn for_agent(&self, agent: &AgentName) -> Option<AgentSchedule> {
+    fn for_agent(&self, agent: &AgentName) -> Option<AgentSchedule> {
         let not_before = self.not_before.get(agent)?;
         Some(AgentSchedule {
             id: self.id.clone(),
@@ -225,37 +185,6 @@ pub struct SchedulePatch {
 #[error("{0}")]
 pub struct InvalidRequest(pub String);
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NewScheduleRequest {
-    name: String,
-    agents: Vec<String>,
-    body: String,
-    anchor: String,
-    /// A `Value` so that a missing field is an error (null is the one-shot) and so a fractional or
-    /// negative number gets our message rather than serde's.
-    interval: Value,
-    #[serde(default)]
-    paused: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PatchRequest {
-    name: Option<String>,
-    agents: Option<Vec<String>>,
-    body: Option<String>,
-    anchor: Option<String>,
-    #[serde(default, deserialize_with = "present")]
-    interval: Option<Value>,
-    paused: Option<bool>,
-}
-
-/// Tells a present `null` (`Some(Value::Null)`) from an absent field (`None`).
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    Value::deserialize(d).map(Some)
-}
-
 fn malformed(err: &serde_json::Error) -> InvalidRequest {
     InvalidRequest(format!("malformed request body: {err}"))
 }
@@ -272,7 +201,7 @@ impl NewSchedule {
             agents: validate_agents(&req.agents)?,
             body: validate_body(req.body)?,
             anchor: validate_anchor(&req.anchor)?,
-            interval: validate_interval(&req.interval)?,
+            interval: validate_interval(req.interval)?,
             paused: req.paused,
         })
     }
@@ -284,13 +213,13 @@ impl SchedulePatch {
     /// # Errors
     /// [`InvalidRequest`] naming the first rule broken.
     pub fn from_json(bytes: &[u8]) -> Result<Self, InvalidRequest> {
-        let req: PatchRequest = serde_json::from_slice(bytes).map_err(|e| malformed(&e))?;
+        let req: SchedulePatchRequest = serde_json::from_slice(bytes).map_err(|e| malformed(&e))?;
         Ok(Self {
             name: req.name.map(validate_name).transpose()?,
             agents: req.agents.as_deref().map(validate_agents).transpose()?,
             body: req.body.map(validate_body).transpose()?,
             anchor: req.anchor.as_deref().map(validate_anchor).transpose()?,
-            interval: req.interval.as_ref().map(validate_interval).transpose()?,
+            interval: req.interval.map(validate_interval).transpose()?,
             paused: req.paused,
         })
     }
@@ -336,18 +265,14 @@ fn validate_anchor(anchor: &str) -> Result<OffsetDateTime, InvalidRequest> {
     parse_instant(anchor).map_err(|e| InvalidRequest(format!("anchor: {e}")))
 }
 
-fn validate_interval(interval: &Value) -> Result<Option<u64>, InvalidRequest> {
+/// The range of a whole number of seconds; the wire type has refused any other JSON already.
+fn validate_interval(interval: Option<u64>) -> Result<Option<u64>, InvalidRequest> {
     match interval {
-        Value::Null => Ok(None),
-        Value::Number(n) => match n.as_u64() {
-            Some(secs @ 1..=MAX_INTERVAL_SECS) => Ok(Some(secs)),
-            _ => Err(InvalidRequest(format!(
-                "interval must be a whole number of seconds from 1 to {MAX_INTERVAL_SECS}, or \
-                 null for a one-shot (got {n})"
-            ))),
-        },
-        other => Err(InvalidRequest(format!(
-            "interval must be a whole number of seconds >= 1, or null for a one-shot (got {other})"
+        None => Ok(None),
+        Some(secs @ 1..=MAX_INTERVAL_SECS) => Ok(Some(secs)),
+        Some(secs) => Err(InvalidRequest(format!(
+            "interval must be a whole number of seconds from 1 to {MAX_INTERVAL_SECS}, or null for a \
+             one-shot (got {secs})"
         ))),
     }
 }

@@ -1,4 +1,5 @@
-//! swarm-controller: the swarm-level daemon.
+//! swarm-controller: the swarm-level daemon. Its command line, swarmctl, is a package of its
+//! own; both speak the API through the wire types of `hyperhive-swarm-api`.
 //!
 //! # Layout
 //! Folders by domain, each importing only from the ones listed before it (and from the shared
@@ -38,5 +39,4 @@ pub mod remote;
 pub mod schedules;
 pub mod secrets;
 pub mod socket;
-pub mod swarmctl;
 pub mod ui;

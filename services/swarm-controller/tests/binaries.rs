@@ -10,10 +10,9 @@ use std::time::Duration;
 use hyperhive_testkit::{Nats, NatsJwt, Signal, wait_until};
 
 const CONTROLLER: &str = env!("CARGO_BIN_EXE_swarm-controller");
-const SWARMCTL: &str = env!("CARGO_BIN_EXE_swarmctl");
 
 fn swarmctl(socket: &Path, args: &[&str]) -> Output {
-    Command::new(SWARMCTL).arg("--socket").arg(socket).args(args).output().expect("swarmctl runs")
+    Command::new(common::swarmctl_binary()).arg("--socket").arg(socket).args(args).output().expect("swarmctl runs")
 }
 
 fn stdout(out: &Output) -> String {
@@ -73,15 +72,15 @@ fn help_explains_every_setting() {
     ] {
         assert!(help.contains(var), "{var} missing from --help");
     }
-    let help = stdout(&Command::new(SWARMCTL).args(["schedule", "add", "--help"]).output().unwrap());
+    let help = stdout(&Command::new(common::swarmctl_binary()).args(["schedule", "add", "--help"]).output().unwrap());
     for flag in ["--name", "--agent", "--body", "--body-file", "--anchor", "--every", "--once", "--paused"] {
         assert!(help.contains(flag), "{flag} missing from swarmctl schedule add --help");
     }
-    let help = stdout(&Command::new(SWARMCTL).args(["agent", "state", "--help"]).output().unwrap());
+    let help = stdout(&Command::new(common::swarmctl_binary()).args(["agent", "state", "--help"]).output().unwrap());
     for word in ["HIVE", "AGENT", "--if-match", "destroyed", "final", "--json"] {
         assert!(help.contains(word), "{word} missing from swarmctl agent state --help");
     }
-    let help = stdout(&Command::new(SWARMCTL).arg("--help").output().unwrap());
+    let help = stdout(&Command::new(common::swarmctl_binary()).arg("--help").output().unwrap());
     for verb in ["hives", "agents", "agent", "jobs", "config-prs", "issues", "--json"] {
         assert!(help.contains(verb), "{verb} missing from swarmctl --help");
     }
@@ -300,7 +299,7 @@ async fn body_file_and_stdin_are_read() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["body"], "from a file\n");
 
-    let mut child = Command::new(SWARMCTL)
+    let mut child = Command::new(common::swarmctl_binary())
         .arg("--socket")
         .arg(&socket)
         .args(["schedule", "add", "--name", "s", "--agent", "a", "--body-file", "-", "--once", "--json"])

@@ -1,7 +1,7 @@
 //! End to end: the swarm-controller and swarmctl binaries, two hive-agents
 //! (whose turn command appends each todo to a file) and a JWT-mode nats-server.
 //!
-//! Needs `cargo build -p hive-agent` first (found with `project_binary`).
+//! Needs `cargo build -p hive-agent -p swarmctl` first (found with `project_binary`).
 //!
 //! Slots are 2 s apart and agents tick every 200 ms. Where a test must let slots pass (a pause,
 //! an agent stopped across several slots) it waits for the wall clock to pass a computed instant:
@@ -20,7 +20,6 @@ use hyperhive_testkit::{NatsJwt, Process, project_binary, wait_until};
 use tempfile::TempDir;
 use time::OffsetDateTime;
 
-const SWARMCTL: &str = env!("CARGO_BIN_EXE_swarmctl");
 const EVERY: i64 = 2;
 const PATIENCE: Duration = Duration::from_secs(30);
 /// `2026-11-30T09:00:00Z`: the slot at the end of a fired todo's id.
@@ -129,7 +128,8 @@ impl Swarm {
     }
 
     fn swarmctl(&self, args: &[&str]) -> String {
-        let out = Command::new(SWARMCTL).arg("--socket").arg(&self.socket).args(args).output().unwrap();
+        let out =
+            Command::new(common::swarmctl_binary()).arg("--socket").arg(&self.socket).args(args).output().unwrap();
         assert!(out.status.success(), "swarmctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     }

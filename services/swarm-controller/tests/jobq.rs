@@ -22,7 +22,6 @@ use serde_json::{Value, json};
 use swarm_controller::clock::{Clock, FakeClock, JobqClock};
 use tokio::sync::Notify;
 
-const SWARMCTL: &str = env!("CARGO_BIN_EXE_swarmctl");
 const SOON: Duration = Duration::from_secs(10);
 const NOW: &str = "2026-11-30T12:00:00Z";
 
@@ -88,7 +87,13 @@ fn states(graph: &Value) -> Vec<(String, String)> {
 }
 
 async fn swarmctl(socket: &Path, args: &[&str]) -> Output {
-    tokio::process::Command::new(SWARMCTL).arg("--socket").arg(socket).args(args).output().await.unwrap()
+    tokio::process::Command::new(common::swarmctl_binary())
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .output()
+        .await
+        .unwrap()
 }
 
 fn stdout(out: &Output) -> String {
@@ -362,7 +367,7 @@ async fn swarmctl_jobs_watch_prints_a_frame_per_change_until_interrupted() {
     let clock = clock();
     let f = fixture(&clock).await;
     let c = Controller::start_with(Options { jobq: Some(f.jobq.clone()), clock, ..Options::new(60) }).await;
-    let mut watch = Process::builder(SWARMCTL)
+    let mut watch = Process::builder(common::swarmctl_binary())
         .arg("--socket")
         .arg(&c.socket)
         .args(["jobs", "--agent", "alpha", "--watch"])

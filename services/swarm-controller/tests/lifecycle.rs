@@ -3,7 +3,7 @@
 //! own credential. The wanted state goes in through `swarmctl agent state`; what happened is
 //! read back from the agents' turn files, the `TODO` stream and the hives' status.
 //!
-//! Needs `cargo build -p hive-agent -p hive-c0re` first (found with `project_binary`).
+//! Needs `cargo build -p hive-agent -p hive-c0re -p swarmctl` first (found with `project_binary`).
 
 mod common;
 
@@ -19,7 +19,6 @@ use hyperhive_testkit::{NatsJwt, Process, project_binary, wait_until};
 use serde_json::Value;
 use tempfile::TempDir;
 
-const SWARMCTL: &str = env!("CARGO_BIN_EXE_swarmctl");
 const PATIENCE: Duration = Duration::from_secs(30);
 /// Which agent each hive runs.
 const HIVES: [(&str, &str); 2] = [("hive1", "alpha"), ("hive2", "beta")];
@@ -119,7 +118,8 @@ impl Swarm {
     }
 
     fn swarmctl(&self, args: &[&str]) -> Result<String, String> {
-        let out = Command::new(SWARMCTL).arg("--socket").arg(&self.socket).args(args).output().unwrap();
+        let out =
+            Command::new(common::swarmctl_binary()).arg("--socket").arg(&self.socket).args(args).output().unwrap();
         if out.status.success() {
             Ok(String::from_utf8(out.stdout).unwrap())
         } else {

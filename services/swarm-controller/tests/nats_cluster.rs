@@ -6,7 +6,7 @@
 //! catches up when it is back. With two nodes down writes are refused with a clear error and
 //! nothing is half written; with all back everything works again with no manual step.
 //!
-//! Needs `cargo build -p hive-agent -p hive-c0re` and scripts/setup (nats-server).
+//! Needs `cargo build -p hive-agent -p hive-c0re -p swarmctl` and scripts/setup (nats-server).
 
 mod common;
 
@@ -19,7 +19,7 @@ use hyper::http::Method;
 use hyperhive_nats_objects::{ensure_objects, ensure_replicated_objects};
 use hyperhive_testkit::{NatsJwt, wait_until};
 use serde_json::Value;
-use swarm_controller::swarmctl::{Api, client};
+use swarmctl::{Api, client};
 
 /// Well beyond an election after a SIGKILL (4.5 to 6.5 s here, longer on a loaded machine), so no
 /// slot falls due while the todo stream has no leader (after an outage only the latest missed
@@ -48,7 +48,7 @@ impl Swarm {
     }
 
     async fn swarmctl(&self, args: &[&str]) -> (bool, String, String) {
-        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_swarmctl"))
+        let out = tokio::process::Command::new(common::swarmctl_binary())
             .arg("--socket")
             .arg(&self.hive.socket)
             .args(args)

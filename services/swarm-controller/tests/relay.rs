@@ -266,7 +266,7 @@ async fn bad_relay_requests_are_clear_errors() {
 
 async fn metrics(c: &Controller) -> String {
     let request = hyper::Request::builder().uri("/metrics").body(http_body_util::Full::new(Bytes::new())).unwrap();
-    let (_, bytes) = swarm_controller::swarmctl::client::send(&c.socket, request).await.unwrap();
+    let (_, bytes) = swarmctl::client::send(&c.socket, request).await.unwrap();
     String::from_utf8(bytes.to_vec()).unwrap()
 }
 

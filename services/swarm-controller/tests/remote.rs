@@ -9,7 +9,7 @@
 //! sending requests, repeated ids and bodies larger than one message are tried with the raw
 //! device client.
 //!
-//! Needs `cargo build -p hive-agent -p hive-c0re -p agents-control` and moto and Caddy
+//! Needs `cargo build -p hive-agent -p hive-c0re -p agents-control -p swarmctl` and moto and Caddy
 //! (scripts/setup).
 
 mod common;
@@ -28,7 +28,7 @@ use hyperhive_testkit::control_plane::Cluster;
 use hyperhive_testkit::control_plane::device::{Device, Input, Linked};
 use hyperhive_testkit::wait_until;
 use serde_json::{Value, json};
-use swarm_controller::swarmctl::{Api, client};
+use swarmctl::{Api, client};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 const SOON: Duration = Duration::from_secs(30);
@@ -94,7 +94,7 @@ impl Remote {
     }
 
     fn swarmctl(&self, via: Option<&Path>, args: &[&str]) -> tokio::process::Command {
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_swarmctl"));
+        let mut command = tokio::process::Command::new(common::swarmctl_binary());
         match via {
             Some(identity) => command.arg("--via").arg(identity).arg("--socket").arg("/nonexistent/c.sock"),
             None => command.arg("--socket").arg(&self.swarm.socket),

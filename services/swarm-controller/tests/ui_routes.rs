@@ -15,7 +15,7 @@ use hyperhive_hive_proto::wanted::WantedState;
 use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_testkit::{NatsJwt, Process, wait_until};
 use serde_json::Value;
-use swarm_controller::swarmctl::client;
+use swarmctl::client;
 
 const SOON: Duration = Duration::from_secs(20);
 

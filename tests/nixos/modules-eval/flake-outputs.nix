@@ -145,6 +145,7 @@ let
         && hasArgs (daemon "hive-c0re") [ "--bin" "hive-c0re" ]
         && hasArgs (daemon "swarm-controller") [ "--package" "swarm-controller" ]
         && hasArgs (daemon "swarm-controller") [ "--bin" "swarmctl" ]
+        && hasArgs (daemon "swarm-controller") [ "--package" "swarmctl" ]
         && hasArgs (daemon "swarm-authelia-bridge") [ "--package" "swarm-authelia-bridge" ]
         && hasArgs (daemon "swarm-authelia-bridge") [ "--bin" "swarm-authelia-bridge" ]
         && !(hasArgs (daemon "hive-agent") [ "--bin" "swarmctl" ]);

@@ -3,10 +3,11 @@
 
 use hyperhive_hive_proto::agent_files::TurnState;
 use hyperhive_hive_proto::roster::RosterEntry;
-use hyperhive_hive_proto::status::{ActualState, AgentStatus, ExitInfo};
+use hyperhive_hive_proto::status::{ActualState, ExitInfo};
 use hyperhive_hive_proto::wanted::{WantedState, default_wanted};
 use hyperhive_hive_proto::{AgentName, HiveName};
-use serde::{Deserialize, Serialize};
+use hyperhive_swarm_api::agents::{AgentView, StateRequest, StateView, WantedView};
+use serde::Serialize;
 use warp::http::{HeaderMap, StatusCode};
 use warp::reply::Response;
 
@@ -34,36 +35,16 @@ pub(super) const SEND_STATE: &str = r#"send {"state": "up"|"offline"|"paused"|"d
 
 /// A wanted state as the API shows it: the stored one with its revision, or the default an
 /// agent is held in while none was written (`revision`, `set_at`, `set_by` null).
-#[derive(Debug, Serialize)]
-struct WantedView {
-    state: WantedState,
-    set_at: Option<String>,
-    set_by: Option<String>,
-    revision: Option<u64>,
-}
-
-impl WantedView {
-    fn of(stored: Option<&Stored>, entry: &RosterEntry) -> Self {
-        match stored {
-            Some(s) => Self {
-                state: s.wanted.state,
-                set_at: Some(s.wanted.set_at.clone()),
-                set_by: Some(s.wanted.set_by.clone()),
-                revision: Some(s.revision),
-            },
-            None => Self { state: default_wanted(entry.origin), set_at: None, set_by: None, revision: None },
-        }
+fn wanted_view(stored: Option<&Stored>, entry: &RosterEntry) -> WantedView {
+    match stored {
+        Some(s) => WantedView {
+            state: s.wanted.state,
+            set_at: Some(s.wanted.set_at.clone()),
+            set_by: Some(s.wanted.set_by.clone()),
+            revision: Some(s.revision),
+        },
+        None => WantedView { state: default_wanted(entry.origin), set_at: None, set_by: None, revision: None },
     }
-}
-
-/// One agent in `GET /api/agents`.
-#[derive(Debug, Serialize)]
-struct AgentView {
-    name: AgentName,
-    #[serde(flatten)]
-    entry: RosterEntry,
-    wanted: WantedView,
-    actual: Option<AgentStatus>,
 }
 
 /// One agent in `GET /api/agents/status`: the live part.
@@ -79,24 +60,6 @@ struct LiveView {
     stale: bool,
     /// Credential health from the last pass (created agents only; `null` before the first).
     credentials: Option<AgentHealth>,
-}
-
-/// The body of a state change.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StateRequest {
-    state: String,
-}
-
-/// The answer to a state change.
-#[derive(Debug, Serialize)]
-struct StateView<'a> {
-    hive: &'a HiveName,
-    agent: &'a AgentName,
-    state: WantedState,
-    set_at: &'a str,
-    set_by: &'a str,
-    revision: u64,
 }
 
 /// What the agent routes need.
@@ -126,7 +89,7 @@ impl AgentsApi {
             .map(|(name, entry)| {
                 let stored = wanted.get(&(entry.hive.clone(), name.clone()));
                 let actual = statuses.get_mut(&entry.hive).and_then(|s| s.agents.remove(&name));
-                AgentView { wanted: WantedView::of(stored, &entry), actual, entry, name }
+                AgentView { wanted: wanted_view(stored, &entry), actual, entry, name }
             })
             .collect();
         Ok(json(StatusCode::OK, &agents))
@@ -178,15 +141,9 @@ impl AgentsApi {
             .parse()
             .map_err(|e: hyperhive_hive_proto::wanted::UnknownState| ApiError::BadRequest(e.to_string()))?;
         let changed = self.state.set(&hive, &agent, state, set_by, if_match).await?;
-        let view = StateView {
-            hive: &hive,
-            agent: &agent,
-            state,
-            set_at: &changed.wanted.set_at,
-            set_by: &changed.wanted.set_by,
-            revision: changed.revision,
-        };
-        Ok(json(StatusCode::OK, &view))
+        let revision = changed.revision;
+        let (set_at, set_by) = (changed.wanted.set_at, changed.wanted.set_by);
+        Ok(json(StatusCode::OK, &StateView { hive, agent, state, set_at, set_by, revision }))
     }
 }
 

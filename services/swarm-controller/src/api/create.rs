@@ -1,6 +1,7 @@
 //! `POST /api/agents`: create an agent through the job graph.
 
-use serde::Serialize;
+use hyperhive_swarm_api::agents::AgentCreated;
+use hyperhive_swarm_api::paths;
 use warp::http::StatusCode;
 use warp::reply::Response;
 
@@ -10,18 +11,8 @@ use hyperhive_hive_proto::directory::HiveDirectory;
 
 use super::{ApiError, json};
 use crate::provision::Provisioner;
+use crate::provision::request::CreateChecks;
 use crate::provision::{CreateError, CreateRequest};
-
-/// The answer to a create: what to watch.
-#[derive(Debug, Serialize)]
-struct Created {
-    agent: String,
-    hive: String,
-    /// The provisioning jobs, in the order they may run.
-    jobs: Vec<String>,
-    /// Where the graph of this agent's jobs is served.
-    graph: String,
-}
 
 impl From<CreateError> for ApiError {
     fn from(err: CreateError) -> Self {
@@ -56,12 +47,12 @@ impl CreationApi {
                     .into(),
             )
         })?;
-        let (agent, hive) = (valid.name.to_string(), valid.hive.to_string());
+        let (name, hive) = (valid.name.clone(), valid.hive.to_string());
         let jobs = provisioner.create(valid).await?;
-        let created = Created {
-            graph: format!("/api/jobq/graph?agent={agent}"),
+        let created = AgentCreated {
+            graph: paths::job_graph(Some(&name)),
             jobs: jobs.iter().map(|id| id.as_str().to_owned()).collect(),
-            agent,
+            agent: name.to_string(),
             hive,
         };
         Ok(json(StatusCode::ACCEPTED, &created))

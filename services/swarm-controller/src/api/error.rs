@@ -1,6 +1,6 @@
 //! The API's one error type: every failure is JSON `{"error": "..."}` with a fitting status.
 
-use serde::Serialize;
+use hyperhive_swarm_api::error::ErrorBody;
 use warp::Reply;
 use warp::http::StatusCode;
 use warp::reply::Response;
@@ -48,13 +48,6 @@ pub enum ApiError {
     Unavailable(String),
 }
 
-#[derive(Serialize)]
-struct Body<'a> {
-    error: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    current: Option<&'a ScheduleView>,
-}
-
 impl ApiError {
     /// The HTTP status.
     pub fn status(&self) -> StatusCode {
@@ -77,7 +70,7 @@ impl ApiError {
     pub fn into_response(self) -> Response {
         let status = self.status();
         let (message, current) = match &self {
-            Self::Conflict { message, current } => (message.as_str(), current.as_deref()),
+            Self::Conflict { message, current } => (message.as_str(), current.clone()),
             Self::TooManyRequests { message, .. } => (message.as_str(), None),
             Self::BadRequest(m)
             | Self::Unauthorized(m)
@@ -92,7 +85,7 @@ impl ApiError {
         if status.is_server_error() {
             tracing::error!(%status, error = message, "request failed");
         }
-        let body = Body { error: message, current };
+        let body = ErrorBody { error: message.to_owned(), current };
         let mut response = warp::reply::with_status(warp::reply::json(&body), status).into_response();
         if let Self::TooManyRequests { retry_after, .. } = &self {
             response.headers_mut().insert(warp::http::header::RETRY_AFTER, (*retry_after).into());

@@ -1,10 +1,7 @@
 //! `/api/hives`: the hive directory and each hive's last status with its age.
 
-use std::collections::BTreeMap;
-
 use hyperhive_hive_proto::HiveName;
-use hyperhive_hive_proto::status::HiveStatus;
-use serde::Serialize;
+use hyperhive_swarm_api::hives::{HiveStatusView, HiveView};
 use warp::http::StatusCode;
 use warp::reply::Response;
 
@@ -15,24 +12,6 @@ use hyperhive_hive_proto::directory::HiveDirectory;
 use super::{ApiError, json};
 use crate::clock::Clock;
 use crate::lifecycle::hives::{freshness, read_all};
-
-/// One hive of the directory, as `GET /api/hives` lists it.
-#[derive(Debug, Serialize)]
-struct HiveView<'a> {
-    name: &'a HiveName,
-    description: &'a str,
-    labels: &'a BTreeMap<String, String>,
-    xkey: Option<&'a str>,
-}
-
-/// One hive's status, as `GET /api/hives/status` lists it.
-#[derive(Debug, Serialize)]
-pub(super) struct StatusView {
-    hive: HiveName,
-    status: Option<HiveStatus>,
-    age_secs: Option<u64>,
-    stale: bool,
-}
 
 /// What the hive routes need.
 #[derive(Debug, Clone)]
@@ -52,10 +31,10 @@ impl HivesApi {
             .directory
             .iter()
             .map(|(name, entry)| HiveView {
-                name,
-                description: &entry.description,
-                labels: &entry.labels,
-                xkey: entry.xkey.as_deref(),
+                name: name.clone(),
+                description: entry.description.clone(),
+                labels: entry.labels.clone(),
+                xkey: entry.xkey.clone(),
             })
             .collect();
         json(StatusCode::OK, &hives)
@@ -72,7 +51,7 @@ impl HivesApi {
     }
 
     /// Every hive of the directory with its status (hives not in the directory are left out).
-    async fn status_views(&self) -> Result<Vec<StatusView>, ApiError> {
+    async fn status_views(&self) -> Result<Vec<HiveStatusView>, ApiError> {
         let mut statuses = read_all(&self.js).await.map_err(unavailable)?;
         let now = self.clock.now();
         Ok(self
@@ -81,7 +60,7 @@ impl HivesApi {
             .map(|hive| {
                 let status = statuses.remove(hive);
                 let (age_secs, stale) = freshness(status.as_ref(), now);
-                StatusView { hive: hive.clone(), status, age_secs, stale }
+                HiveStatusView { hive: hive.clone(), status, age_secs, stale }
             })
             .collect())
     }

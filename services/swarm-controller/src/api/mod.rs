@@ -59,14 +59,12 @@ use linked::LinkedApi;
 use schedules::SchedulesApi;
 use ui::UiApi;
 
-/// The largest schedule request body read: a 64 KiB prompt written with JSON escapes (up to six
-/// bytes per byte) plus the other fields. Anything larger is refused with 413 before it is
-/// buffered.
-pub const MAX_REQUEST_BYTES: usize = 512 * 1024;
-
-/// The largest state change body read: `{"state": "destroyed"}` with room to spare. Anything
-/// larger is refused with 400 before it is buffered.
-pub const MAX_STATE_REQUEST_BYTES: usize = 1024;
+/// The largest body each route reads, shared with clients ([`hyperhive_swarm_api::limits`]); a
+/// schedule's is `MAX_REQUEST_BYTES` here.
+pub use hyperhive_swarm_api::limits::{
+    MAX_CREATE_REQUEST_BYTES, MAX_LINKED_REQUEST_BYTES, MAX_SCHEDULE_REQUEST_BYTES as MAX_REQUEST_BYTES,
+    MAX_STATE_REQUEST_BYTES,
+};
 
 /// Every route family with the small state it needs; [`App::handle`] dispatches to them.
 #[derive(Debug)]
@@ -340,10 +338,6 @@ where
     })
 }
 
-/// The largest `POST /api/agents` body: a spec at its limits (a 16 KiB turn command and 64
-/// environment values of 16 KiB each) written with JSON escapes fits.
-pub const MAX_CREATE_REQUEST_BYTES: usize = 8 * 1024 * 1024;
-
 /// An agent create's body, provided it is declared as JSON and no larger than
 /// [`MAX_CREATE_REQUEST_BYTES`].
 async fn create_body<S, B>(headers: &HeaderMap, body: S) -> Result<Bytes, ApiError>
@@ -381,9 +375,6 @@ fn linked_kind<'a>(route: RouteId, params: &[&'a str]) -> (Kind, Option<&'a str>
         _ => (Kind::Github, None),
     }
 }
-
-/// The largest linked-account body: URLs, names and a token of at most 4 KiB each.
-pub const MAX_LINKED_REQUEST_BYTES: usize = 64 * 1024;
 
 /// A linked account's body, declared as JSON (else 415) and at most
 /// [`MAX_LINKED_REQUEST_BYTES`] (else 413).

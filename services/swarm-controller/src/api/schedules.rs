@@ -4,13 +4,15 @@
 use warp::http::StatusCode;
 use warp::reply::Response;
 
+use hyperhive_swarm_api::schedules::ScheduleDeleted;
+
 use std::sync::Arc;
 
 use super::{ApiError, json};
 use crate::clock::Clock;
-use crate::definition::{NewSchedule, ScheduleDefinition, SchedulePatch, ScheduleView};
 use crate::schedules::reconcile::Reconciler;
 use crate::schedules::store::Definitions;
+use crate::definition::{DefinitionRules, NewSchedule, ScheduleDefinition, SchedulePatch, ScheduleView};
 use crate::schedules::store::{Revisioned, StoreError, new_id};
 
 /// How often a change is retried when another change to the same schedule slipped in between its
@@ -101,7 +103,7 @@ impl SchedulesApi {
                 Ok(()) => {
                     tracing::info!(id, "schedule deleted");
                     self.update_agents(id).await;
-                    return Ok(json(StatusCode::OK, &serde_json::json!({"id": id, "deleted": true})));
+                    return Ok(json(StatusCode::OK, &ScheduleDeleted { id: id.to_owned(), deleted: true }));
                 }
                 Err(StoreError::Conflict { .. }) if if_match.is_none() => continue,
                 Err(StoreError::Conflict { .. }) => return Err(self.conflict(id, current.revision).await),

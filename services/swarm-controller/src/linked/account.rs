@@ -1,31 +1,14 @@
 //! What a linked account is: its kind and name, the body that links it, the sealed record it is
-//! kept as, the file the agent gets, and the line a listing shows (never the credential).
+//! kept as, the file the agent gets, and the line a listing shows (never the credential). The
+//! kind, the bodies and the listing line are the API's wire types (`hyperhive-swarm-api`).
 
 use std::fmt;
 
+use hyperhive_swarm_api::linked::{ForgeAccountBody, GithubAccountBody, LinkedAccount, MatrixAccountBody};
 use serde::{Deserialize, Serialize};
 
 /// The three kinds of account an operator may link to an agent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Kind {
-    /// A matrix account on any homeserver, by the operator's name for it.
-    Matrix,
-    /// A forge account on any Forgejo/Gitea, by a label.
-    Forge,
-    /// The agent's one GitHub account.
-    Github,
-}
-
-impl Kind {
-    fn as_str(self) -> &'static str {
-        match self {
-            Kind::Matrix => "matrix",
-            Kind::Forge => "forge",
-            Kind::Github => "github",
-        }
-    }
-}
+pub use hyperhive_swarm_api::linked::AccountKind as Kind;
 
 /// The name a matrix account of the agent's own has in listings; an operator cannot link
 /// another under it.
@@ -152,32 +135,6 @@ impl fmt::Debug for Account {
     }
 }
 
-/// The bodies the three `PUT` routes take, without the `kind` tag (the route says it).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct MatrixBody {
-    homeserver: String,
-    user_id: String,
-    access_token: String,
-    #[serde(default)]
-    device_id: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ForgeBody {
-    url: String,
-    username: String,
-    token: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct GithubBody {
-    login: String,
-    token: String,
-}
-
 /// What each kind's body looks like, for error messages.
 pub fn expected_body(kind: Kind) -> &'static str {
     match kind {
@@ -208,7 +165,7 @@ pub fn parse_body(kind: Kind, body: &[u8]) -> Result<Account, String> {
     };
     let account = match kind {
         Kind::Matrix => {
-            let b: MatrixBody = serde_json::from_slice(body).map_err(malformed)?;
+            let b: MatrixAccountBody = serde_json::from_slice(body).map_err(malformed)?;
             check_url("homeserver", &b.homeserver)?;
             check_user_id(&b.user_id)?;
             check_token("access_token", &b.access_token)?;
@@ -223,14 +180,14 @@ pub fn parse_body(kind: Kind, body: &[u8]) -> Result<Account, String> {
             }
         }
         Kind::Forge => {
-            let b: ForgeBody = serde_json::from_slice(body).map_err(malformed)?;
+            let b: ForgeAccountBody = serde_json::from_slice(body).map_err(malformed)?;
             check_url("url", &b.url)?;
             check_plain("username", &b.username, 40)?;
             check_token("token", &b.token)?;
             Account::Forge { url: b.url, username: b.username, token: b.token }
         }
         Kind::Github => {
-            let b: GithubBody = serde_json::from_slice(body).map_err(malformed)?;
+            let b: GithubAccountBody = serde_json::from_slice(body).map_err(malformed)?;
             check_github_login(&b.login)?;
             check_token("token", &b.token)?;
             Account::Github { login: b.login, token: b.token }
@@ -261,37 +218,20 @@ fn host_of(url: &str) -> String {
     }
 }
 
-/// One line of `GET .../linked-accounts`: what the account is, never its credential.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Listed {
-    /// matrix, forge or github.
-    pub kind: Kind,
-    /// The account name, label, `github`, or `main` for the agent's own matrix account.
-    pub name: String,
-    /// Where it lives.
-    pub host: String,
-    /// The login or user id.
-    pub user: String,
-    /// `true` for the agent's own, swarm-made account; `false` for a linked one.
-    pub own: bool,
+/// The listing line of a linked account.
+pub fn listed(slot: &Slot, account: &Account) -> LinkedAccount {
+    let user = match account {
+        Account::Matrix { user_id, .. } => user_id.clone(),
+        Account::Forge { username, .. } => username.clone(),
+        Account::Github { login, .. } => login.clone(),
+    };
+    LinkedAccount { kind: slot.kind, name: slot.name.clone(), host: account.host(), user, own: false }
 }
 
-impl Listed {
-    /// The listing line of a linked account.
-    pub fn linked(slot: &Slot, account: &Account) -> Listed {
-        let user = match account {
-            Account::Matrix { user_id, .. } => user_id.clone(),
-            Account::Forge { username, .. } => username.clone(),
-            Account::Github { login, .. } => login.clone(),
-        };
-        Listed { kind: slot.kind, name: slot.name.clone(), host: account.host(), user, own: false }
-    }
-
-    /// The agent's own matrix account, `@localpart:server`.
-    pub fn own_matrix(user_id: &str) -> Listed {
-        let host = user_id.split_once(':').map_or_else(String::new, |(_, server)| server.to_owned());
-        Listed { kind: Kind::Matrix, name: MAIN.to_owned(), host, user: user_id.to_owned(), own: true }
-    }
+/// The listing line of the agent's own matrix account, `@localpart:server`.
+pub fn own_matrix(user_id: &str) -> LinkedAccount {
+    let host = user_id.split_once(':').map_or_else(String::new, |(_, server)| server.to_owned());
+    LinkedAccount { kind: Kind::Matrix, name: MAIN.to_owned(), host, user: user_id.to_owned(), own: true }
 }
 
 fn check_url(field: &str, value: &str) -> Result<(), String> {
@@ -420,10 +360,10 @@ mod tests {
     fn listings_and_debug_never_show_the_credential() {
         let account =
             Account::Forge { url: "https://forge.example:3000/".into(), username: "bot".into(), token: "tok3n".into() };
-        let listed = Listed::linked(&Slot::named(Kind::Forge, "work").unwrap(), &account);
+        let listed = listed(&Slot::named(Kind::Forge, "work").unwrap(), &account);
         let text = format!("{} {account:?}", serde_json::to_string(&listed).unwrap());
         assert!(!text.contains("tok3n"), "{text}");
         assert_eq!(listed.host, "forge.example:3000");
-        assert_eq!(Listed::own_matrix("@alpha:hs.example").host, "hs.example");
+        assert_eq!(own_matrix("@alpha:hs.example").host, "hs.example");
     }
 }

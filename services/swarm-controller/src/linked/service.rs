@@ -11,9 +11,9 @@ use hive_jobq::{JobId, JobSpec, work};
 use hyperhive_hive_proto::roster::RosterEntry;
 use hyperhive_hive_proto::wanted::WantedState;
 use hyperhive_hive_proto::{AgentName, HiveName};
-use serde::Serialize;
+use hyperhive_swarm_api::linked::{LinkChanged, LinkedAccount};
 
-use super::account::{self, Account, Kind, Listed, Slot};
+use super::account::{self, Account, Kind, Slot};
 use super::store;
 use super::verify::{self, VerifyError};
 use crate::provision::Provisioner;
@@ -48,19 +48,6 @@ impl From<VerifyError> for LinkError {
     }
 }
 
-/// The answer to a change: the account as listed (for a `PUT`) and the job delivering it.
-#[derive(Debug, Serialize)]
-pub struct Changed {
-    /// The account as `GET .../linked-accounts` shows it; absent after a removal.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub account: Option<Listed>,
-    /// Whether the token was logged out at its homeserver first.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub revoked: bool,
-    /// The `credentials` job that sends the agent's secrets to its hive.
-    pub delivery: JobId,
-}
-
 /// The linked accounts of every created agent.
 #[derive(Debug)]
 pub struct LinkedAccounts {
@@ -79,11 +66,12 @@ impl LinkedAccounts {
     ///
     /// # Errors
     /// [`LinkError`].
-    pub async fn list(&self, hive: &str, agent: &str) -> Result<Vec<Listed>, LinkError> {
+    pub async fn list(&self, hive: &str, agent: &str) -> Result<Vec<LinkedAccount>, LinkError> {
         let (agent, entry) = self.created_agent(hive, agent).await?;
-        let mut listing: Vec<Listed> = entry.identities.matrix_user.iter().map(|id| Listed::own_matrix(id)).collect();
+        let mut listing: Vec<LinkedAccount> =
+            entry.identities.matrix_user.iter().map(|id| account::own_matrix(id)).collect();
         let linked = store::linked(&self.provisioner.vault, &agent).await.map_err(LinkError::Unavailable)?;
-        listing.extend(linked.iter().map(|(slot, account)| Listed::linked(slot, account)));
+        listing.extend(linked.iter().map(|(slot, account)| account::listed(slot, account)));
         Ok(listing)
     }
 
@@ -91,14 +79,14 @@ impl LinkedAccounts {
     ///
     /// # Errors
     /// [`LinkError`]; nothing is stored then.
-    pub async fn link(&self, hive: &str, agent: &str, slot: &Slot, body: &[u8]) -> Result<Changed, LinkError> {
+    pub async fn link(&self, hive: &str, agent: &str, slot: &Slot, body: &[u8]) -> Result<LinkChanged, LinkError> {
         let (agent, _) = self.created_agent(hive, agent).await?;
         let account = account::parse_body(slot.kind, body).map_err(LinkError::BadRequest)?;
         verify::verify(&account).await?;
         store::put(&self.provisioner.vault, &agent, slot, &account).await.map_err(LinkError::Unavailable)?;
         tracing::info!(%agent, kind = ?slot.kind, name = %slot.name, account = ?account, "linked account stored");
         let delivery = self.deliver(&agent);
-        Ok(Changed { account: Some(Listed::linked(slot, &account)), revoked: false, delivery })
+        Ok(LinkChanged { account: Some(account::listed(slot, &account)), revoked: false, delivery })
     }
 
     /// `DELETE` of one linked account; with `revoke`, a matrix token is logged out first and
@@ -106,7 +94,7 @@ impl LinkedAccounts {
     ///
     /// # Errors
     /// [`LinkError`]; nothing is removed then.
-    pub async fn unlink(&self, hive: &str, agent: &str, slot: &Slot, revoke: bool) -> Result<Changed, LinkError> {
+    pub async fn unlink(&self, hive: &str, agent: &str, slot: &Slot, revoke: bool) -> Result<LinkChanged, LinkError> {
         let (agent, _) = self.created_agent(hive, agent).await?;
         let vault = &self.provisioner.vault;
         let Some(account) = store::get(vault, &agent, slot).await.map_err(LinkError::Unavailable)? else {
@@ -124,7 +112,7 @@ impl LinkedAccounts {
         }
         store::delete(vault, &agent, slot).await.map_err(LinkError::Unavailable)?;
         tracing::info!(%agent, kind = ?slot.kind, name = %slot.name, "linked account removed");
-        Ok(Changed { account: None, revoked: revoke, delivery: self.deliver(&agent) })
+        Ok(LinkChanged { account: None, revoked: revoke, delivery: self.deliver(&agent) })
     }
 
     /// The agent named in the path, if it was created through `POST /api/agents` on `hive` and

@@ -3,19 +3,9 @@
 use hyperhive_hive_proto::directory::HiveDirectory;
 use hyperhive_hive_proto::spec::AgentSpec;
 use hyperhive_hive_proto::{AgentName, HiveName};
-use serde::Deserialize;
 
-/// `{"name": ..., "hive": ..., "spec": {...}}`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CreateRequest {
-    /// The new agent's name.
-    pub name: String,
-    /// The hive it will live on.
-    pub hive: String,
-    /// How it runs.
-    pub spec: AgentSpec,
-}
+/// `{"name": ..., "hive": ..., "spec": {...}}`: the API's wire type, shared with swarmctl.
+pub use hyperhive_swarm_api::agents::CreateAgentRequest as CreateRequest;
 
 /// A request that passed every check.
 #[derive(Debug, Clone)]
@@ -54,12 +44,24 @@ pub enum CreateError {
     Store(String),
 }
 
-impl CreateRequest {
+/// What the controller checks of a create request before anything is stored (a trait: the
+/// request is a wire type of another crate).
+pub trait CreateChecks: Sized {
     /// Parses a body.
     ///
     /// # Errors
     /// [`CreateError::Invalid`] saying what is wrong and what to send.
-    pub fn parse(body: &[u8]) -> Result<Self, CreateError> {
+    fn parse(body: &[u8]) -> Result<Self, CreateError>;
+
+    /// Checks the name, the spec and the hive.
+    ///
+    /// # Errors
+    /// [`CreateError`].
+    fn validate(self, hives: &HiveDirectory) -> Result<ValidRequest, CreateError>;
+}
+
+impl CreateChecks for CreateRequest {
+    fn parse(body: &[u8]) -> Result<Self, CreateError> {
         serde_json::from_slice(body).map_err(|e| {
             CreateError::Invalid(format!(
                 "malformed request body: {e}; send {{\"name\": \"alpha\", \"hive\": \"h1\", \"spec\": \
@@ -68,11 +70,7 @@ impl CreateRequest {
         })
     }
 
-    /// Checks the name, the spec and the hive.
-    ///
-    /// # Errors
-    /// [`CreateError`].
-    pub fn validate(self, hives: &HiveDirectory) -> Result<ValidRequest, CreateError> {
+    fn validate(self, hives: &HiveDirectory) -> Result<ValidRequest, CreateError> {
         let name = AgentName::parse(&self.name).map_err(|e| CreateError::Invalid(e.to_string()))?;
         let hive = HiveName::parse(&self.hive).map_err(|e| CreateError::Invalid(e.to_string()))?;
         self.spec.validate(&name).map_err(|e| CreateError::Invalid(e.to_string()))?;

@@ -3,10 +3,10 @@
 //! The controller is a **host** of the control plane: paired once ([`pair`]), it holds a link
 //! ([`link`]) and answers clients' requests by running them through the same router and
 //! handlers as the socket ([`requests`]). What travels inside the link's messages is in
-//! [`frames`]; [`outgoing`] keeps each client's unacked messages bounded and [`rate`] its
-//! request rate. `swarmctl --via` is the other end ([`crate::swarmctl`]).
+//! [`frames`] (the API's wire crate, shared with `swarmctl --via`, the other end); [`outgoing`]
+//! keeps each client's unacked messages bounded and [`rate`] its request rate.
 
-pub mod frames;
+pub use hyperhive_swarm_api::remote as frames;
 pub mod link;
 pub mod outgoing;
 pub mod pair;

@@ -19,7 +19,7 @@ use hyperhive_nats_objects::AGENT_SCHEDULES_BUCKET;
 use hyperhive_schedule::{AgentName, AgentSchedules};
 use tokio::sync::Mutex;
 
-use crate::definition::ScheduleDefinition;
+use crate::definition::{DefinitionRules, ScheduleDefinition};
 use crate::nats::scan_bucket;
 use crate::schedules::store::{Definitions, StoreError};
 
@@ -238,7 +238,7 @@ impl Reconciler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::definition::{NewSchedule, ScheduleDefinition};
+    use crate::definition::{DefinitionRules, NewSchedule, ScheduleDefinition};
     use proptest::prelude::*;
     use time::macros::datetime;
 

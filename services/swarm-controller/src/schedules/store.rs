@@ -6,7 +6,7 @@ use async_nats::jetstream::{self, kv};
 use hyperhive_nats_objects::SCHEDULE_DEFINITIONS_BUCKET;
 use rand::Rng;
 
-use crate::definition::{ScheduleDefinition, StoredError};
+use crate::definition::{DefinitionRules, ScheduleDefinition, StoredError};
 use crate::nats::{NatsError, scan_bucket};
 
 /// A definition with the revision it was read at (the `If-Match` value for its next change).

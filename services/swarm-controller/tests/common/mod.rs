@@ -24,7 +24,7 @@ use serde_json::Value;
 use swarm_controller::clock::{Clock, SystemClock};
 use swarm_controller::config::Config;
 use swarm_controller::daemon::{self, StartError};
-use swarm_controller::swarmctl::client;
+use swarmctl::client;
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -327,4 +327,11 @@ where
         let seen = tokio::time::timeout(Duration::from_millis(500), watch.next()).await;
         assert!(seen.is_err(), "a tenant saw a write to {bucket}: {seen:?}");
     }
+}
+
+/// The swarmctl binary (a package of its own) in target/debug: a workspace test run builds it
+/// (`cargo nextest run --workspace`); before running only this package's tests, `cargo build -p
+/// swarmctl`.
+pub fn swarmctl_binary() -> PathBuf {
+    hyperhive_testkit::project_binary("swarmctl").unwrap_or_else(|e| panic!("{e:#}"))
 }

@@ -161,7 +161,7 @@ impl ForgeSwarm {
     /// `GET path` on the socket: the status and the JSON body.
     pub async fn get(&self, path: &str) -> (u16, Value) {
         let request = hyper::Request::builder().uri(path).body(http_body_util::Full::new(bytes::Bytes::new())).unwrap();
-        let (status, body) = swarm_controller::swarmctl::client::send(&self.socket, request).await.unwrap();
+        let (status, body) = swarmctl::client::send(&self.socket, request).await.unwrap();
         (status.as_u16(), serde_json::from_slice(&body).unwrap_or(Value::Null))
     }
 

@@ -5,7 +5,7 @@ use std::process::Command;
 use crate::harness::{ForgeSwarm, ORG};
 
 fn swarmctl(swarm: &ForgeSwarm, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_swarmctl"))
+    let out = Command::new(crate::common::swarmctl_binary())
         .args(args)
         .env("SWARM_CONTROLLER_SOCKET", &swarm.socket)
         .output()

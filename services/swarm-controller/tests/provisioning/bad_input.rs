@@ -3,7 +3,7 @@
 
 use hyper::http::{Method, StatusCode};
 use serde_json::{Value, json};
-use swarm_controller::swarmctl::client;
+use swarmctl::client;
 
 use crate::common::{Controller, Options};
 use crate::harness::{HIVE, KEYLESS_HIVE, Swarm, Tuning};

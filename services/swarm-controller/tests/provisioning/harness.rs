@@ -5,8 +5,8 @@
 //! certificates from the store CA, and the forge stand-in (no forge server installs here; the
 //! stand-in checks what Forgejo checks).
 //!
-//! Needs `cargo build -p hive-agent -p hive-c0re -p swarm-authelia-bridge` first (found with
-//! `project_binary`).
+//! Needs `cargo build -p hive-agent -p hive-c0re -p swarm-authelia-bridge -p swarmctl` first
+//! (found with `project_binary`).
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -25,7 +25,6 @@ use tempfile::TempDir;
 
 use crate::common::{self, ControllerRuns};
 
-pub const SWARMCTL: &str = env!("CARGO_BIN_EXE_swarmctl");
 pub const CONTROLLER: &str = env!("CARGO_BIN_EXE_swarm-controller");
 pub const PATIENCE: Duration = Duration::from_secs(60);
 pub const HIVE: &str = "hive1";
@@ -202,7 +201,12 @@ impl Swarm {
     }
 
     pub fn swarmctl(&self, args: &[&str]) -> Result<String, String> {
-        let out = Command::new(SWARMCTL).arg("--socket").arg(&self.socket).args(args).output().unwrap();
+        let out = Command::new(crate::common::swarmctl_binary())
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .unwrap();
         if out.status.success() {
             Ok(String::from_utf8(out.stdout).unwrap())
         } else {
@@ -291,7 +295,7 @@ impl Swarm {
 
     async fn get(&self, path: &str) -> Vec<u8> {
         let request = hyper::Request::builder().uri(path).body(http_body_util::Full::new(bytes::Bytes::new())).unwrap();
-        let (status, body) = swarm_controller::swarmctl::client::send(&self.socket, request).await.unwrap();
+        let (status, body) = swarmctl::client::send(&self.socket, request).await.unwrap();
         assert!(status.is_success(), "GET {path}: {status}");
         body.to_vec()
     }

@@ -8,7 +8,7 @@ use hyperhive_provision::matrix::{AccountCheck, Homeserver, Matrix, SynapseClien
 use hyperhive_testkit::wait_until;
 use serde_json::{Value, json};
 use swarm_controller::nats::scan_bucket;
-use swarm_controller::swarmctl::client;
+use swarmctl::client;
 
 use crate::harness::{HIVE, PATIENCE, Swarm, Tuning};
 

@@ -3,8 +3,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
-use swarm_controller::clock::SystemClock;
-use swarm_controller::swarmctl::{Cli, run};
+use hive_jobq::SystemClock;
+use swarmctl::{Cli, run};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

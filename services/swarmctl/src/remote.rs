@@ -1,6 +1,6 @@
 //! `swarmctl --via IDENTITY`: the API through the control plane. swarmctl holds a link as a
 //! paired client, picks the controller among the hosts (`--host`, by id or name; the only host
-//! when there is one), and sends each request as messages ([`crate::remote::frames`]); the
+//! when there is one), and sends each request as messages ([`hyperhive_swarm_api::remote`]); the
 //! link resends what a dying copy lost, so a request sent once is answered once.
 
 use std::collections::HashMap;
@@ -18,8 +18,9 @@ use hyperhive_control_proto::DeviceKind;
 use hyperhive_control_proto::link::{Body, HostPresence};
 use tokio::sync::{mpsc, watch};
 
+use hyperhive_swarm_api::remote::{self as frames, FromController, PIECE_BYTES, RequestFrame, ToController};
+
 use super::client::CtlError;
-use crate::remote::frames::{self, FromController, PIECE_BYTES, RequestFrame, ToController};
 
 /// How long swarmctl waits for the control plane to let it in and list the hosts.
 const CONNECT_WITHIN: Duration = Duration::from_secs(20);

@@ -7,9 +7,11 @@ use std::io::Write;
 
 use std::time::Duration;
 
-use hive_jobq::{GraphSnapshot, JobId, JobState, Node};
+use hive_jobq::Clock;
 use hyper::http::Method;
 use hyperhive_hive_proto::AgentName;
+use hyperhive_swarm_api::jobs::{GraphSnapshot, JobId, JobState, Node};
+use hyperhive_swarm_api::paths;
 use serde::Deserialize;
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -17,22 +19,14 @@ use time::OffsetDateTime;
 use super::client::{self, Api, CtlError};
 use super::format::grid;
 use super::hives::{parse, pretty};
-use crate::clock::Clock;
 
 /// How often `--watch` asks the controller.
 pub const WATCH_EVERY: Duration = Duration::from_secs(1);
 /// The longest last error shown in the table (the JSON has all of it).
 const ERROR_WIDTH: usize = 60;
 
-fn graph_path(agent: Option<&AgentName>) -> String {
-    match agent {
-        Some(agent) => format!("/api/jobq/graph?agent={agent}"),
-        None => "/api/jobq/graph".into(),
-    }
-}
-
 async fn fetch(api: &Api, agent: Option<&AgentName>) -> Result<Value, CtlError> {
-    parse(&client::request(api, Method::GET, &graph_path(agent), None, None).await?)
+    parse(&client::request(api, Method::GET, &paths::job_graph(agent), None, None).await?)
 }
 
 fn typed(value: &Value) -> Result<GraphSnapshot, CtlError> {
@@ -124,8 +118,7 @@ fn write(out: &mut dyn Write, text: &str) -> Result<(), CtlError> {
 
 /// `swarmctl jobs retry ID`.
 pub async fn retry(api: &Api, id: &JobId, as_json: bool) -> Result<String, CtlError> {
-    let path = format!("/api/jobq/jobs/{id}/retry");
-    let answer = parse(&client::request(api, Method::POST, &path, None, None).await?)?;
+    let answer = parse(&client::request(api, Method::POST, &paths::job_retry(id), None, None).await?)?;
     if as_json {
         return Ok(pretty(&answer));
     }

@@ -11,11 +11,13 @@ use hyper::Request;
 use hyper::body::Incoming;
 use hyper::http::{Method, StatusCode, header};
 use hyper_util::rt::TokioIo;
-use serde::Deserialize;
+use hyperhive_swarm_api::error::ErrorBody;
+use hyperhive_swarm_api::schedules::ScheduleView;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use tokio::net::UnixStream;
 
 use super::remote::{RemoteApi, RemoteBody};
-use crate::definition::ScheduleView;
 
 /// A failed swarmctl command; the message is what the user sees.
 #[derive(Debug, thiserror::Error)]
@@ -48,13 +50,6 @@ pub enum CtlError {
     /// Bad command-line input the parser could not catch.
     #[error("{0}")]
     Usage(String),
-}
-
-#[derive(Deserialize)]
-struct ErrorBody {
-    error: String,
-    #[serde(default)]
-    current: Option<Box<ScheduleView>>,
 }
 
 /// The way to the controller's API.
@@ -166,6 +161,20 @@ fn build(
         builder = builder.header(header::CONTENT_TYPE, "application/json");
     }
     builder.body(Full::new(Bytes::from(body.unwrap_or_default()))).map_err(|e| CtlError::Protocol(e.to_string()))
+}
+
+/// A request body as the API reads it.
+pub fn body(request: &impl Serialize) -> Vec<u8> {
+    serde_json::to_vec(request).expect("the API's request types serialize")
+}
+
+/// An answer read as the API's type `T`.
+///
+/// # Errors
+/// [`CtlError::Protocol`] when it is not one (a controller of another version).
+pub fn answer<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CtlError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| CtlError::Protocol(format!("unexpected answer from swarm-controller: {e}")))
 }
 
 /// The API's error for a status that is not a success.

@@ -5,7 +5,7 @@ use std::time::Duration;
 use hyperhive_schedule::next_slot_after;
 use time::OffsetDateTime;
 
-use crate::definition::{ScheduleView, Stamp};
+use hyperhive_swarm_api::schedules::{ScheduleView, Stamp};
 
 /// `--every`: a humantime duration of whole seconds, at least one (30m, 1h, 1d, 90s).
 ///

@@ -1,5 +1,5 @@
-//! The API over the control plane: what a client and the controller say to each other inside
-//! the link's relayed messages (docs/swarm/remote.md, "Messages").
+//! The API over the control plane: what a client (`swarmctl --via`) and the controller say to
+//! each other inside the link's relayed messages (docs/swarm/remote.md, "Messages").
 //!
 //! A request is one `request` message, followed by `body` messages while `more` is true; an
 //! answer is one `response` message (status and headers), followed by `body` messages while

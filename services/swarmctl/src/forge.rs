@@ -2,6 +2,7 @@
 //! issues of the swarm's organisation. Tables by default, the API's JSON with `--json`.
 
 use hyper::http::Method;
+use hyperhive_swarm_api::paths;
 use serde_json::Value;
 
 use super::client::{self, Api, CtlError};
@@ -10,7 +11,7 @@ use super::hives::{parse, pretty, rows, text};
 
 /// `swarmctl config-prs`: AGENT, PR, STATE, MERGEABLE, TITLE, UPDATED, URL.
 pub async fn config_prs(api: &Api, as_json: bool) -> Result<String, CtlError> {
-    let all = parse(&client::request(api, Method::GET, "/api/config-prs", None, None).await?)?;
+    let all = parse(&client::request(api, Method::GET, paths::CONFIG_PRS, None, None).await?)?;
     if as_json {
         return Ok(pretty(&all));
     }
@@ -35,7 +36,7 @@ pub async fn config_prs(api: &Api, as_json: bool) -> Result<String, CtlError> {
 
 /// `swarmctl issues`: REPO, LABEL, ISSUE, TITLE, UPDATED; one line per issue and label.
 pub async fn issues(api: &Api, as_json: bool) -> Result<String, CtlError> {
-    let report = parse(&client::request(api, Method::GET, "/api/issues", None, None).await?)?;
+    let report = parse(&client::request(api, Method::GET, paths::ISSUES, None, None).await?)?;
     if as_json {
         return Ok(pretty(&report));
     }

@@ -8,11 +8,12 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand, ValueEnum};
 use hyper::http::Method;
 use hyperhive_hive_proto::{AgentName, HiveName};
-use serde_json::json;
+use hyperhive_swarm_api::linked::{ForgeAccountBody, GithubAccountBody, LinkChanged, LinkedAccount, MatrixAccountBody};
+use hyperhive_swarm_api::paths;
 
 use super::client::{self, Api, CtlError};
 use super::format::grid;
-use super::hives::{parse, pretty};
+use super::hives::pretty_answer;
 
 /// `swarmctl accounts ...`.
 #[derive(Debug, Subcommand)]
@@ -91,19 +92,19 @@ pub struct AddArgs {
 }
 
 fn account_path(hive: &HiveName, agent: &AgentName, kind: AccountKind, name: Option<&str>) -> Result<String, CtlError> {
-    let base = format!("/api/hives/{hive}/agents/{agent}");
     match (kind, name) {
-        (AccountKind::Github, None) => Ok(format!("{base}/github-account")),
+        (AccountKind::Github, None) => Ok(paths::github_account(hive, agent)),
         (AccountKind::Github, Some(_)) => Err(CtlError::Usage("a github account has no name: leave NAME out".into())),
-        (AccountKind::Matrix, Some(n)) => Ok(format!("{base}/matrix-accounts/{}", segment(n)?)),
-        (AccountKind::Forge, Some(n)) => Ok(format!("{base}/forge-accounts/{}", segment(n)?)),
+        (AccountKind::Matrix, Some(n)) => Ok(paths::matrix_account(hive, agent, segment(n)?)),
+        (AccountKind::Forge, Some(n)) => Ok(paths::forge_account(hive, agent, segment(n)?)),
         (_, None) => {
             Err(CtlError::Usage("name the account: swarmctl accounts add HIVE AGENT matrix|forge NAME ...".into()))
         }
     }
 }
 
-/// A name as one path segment; the controller checks the rest of its rules.
+/// A name fit for a path segment, refused here with the rule rather than sent (encoded) to be
+/// refused; the controller checks the rest of its rules.
 fn segment(name: &str) -> Result<&str, CtlError> {
     if name.is_empty() || name.bytes().any(|b| !(b.is_ascii_alphanumeric() || b == b'-' || b == b'_')) {
         return Err(CtlError::Usage(format!(
@@ -135,15 +136,14 @@ fn read_token(path: &Path) -> Result<String, CtlError> {
 pub async fn run(api: &Api, command: AccountsCommand) -> Result<String, CtlError> {
     match command {
         AccountsCommand::List { hive, agent, json } => {
-            let path = format!("/api/hives/{hive}/agents/{agent}/linked-accounts");
-            let listing = parse(&client::request(api, Method::GET, &path, None, None).await?)?;
+            let bytes = client::request(api, Method::GET, &paths::linked_accounts(&hive, &agent), None, None).await?;
             if json {
-                return Ok(pretty(&listing));
+                return pretty_answer(&bytes);
             }
-            let rows = listing.as_array().map_or(&[][..], Vec::as_slice).iter().map(|a| {
-                let field = |k: &str| a[k].as_str().unwrap_or("-").to_owned();
-                let origin = if a["own"].as_bool() == Some(true) { "own" } else { "linked" };
-                [field("kind"), field("name"), field("host"), field("user"), origin.to_owned()]
+            let listing: Vec<LinkedAccount> = client::answer(&bytes)?;
+            let rows = listing.into_iter().map(|a| {
+                let origin = if a.own { "own" } else { "linked" };
+                [a.kind.as_str().to_owned(), a.name, a.host, a.user, origin.to_owned()]
             });
             Ok(grid(["KIND", "NAME", "HOST", "USER", "ORIGIN"], rows))
         }
@@ -151,24 +151,26 @@ pub async fn run(api: &Api, command: AccountsCommand) -> Result<String, CtlError
             let path = account_path(&args.hive, &args.agent, args.kind, args.name.as_deref())?;
             let url = || args.url.clone().ok_or_else(|| CtlError::Usage("give the server with --url URL".into()));
             let token = read_token(&args.token_file)?;
+            let user = args.user.clone();
             let body = match args.kind {
-                AccountKind::Matrix => {
-                    let mut body = json!({"homeserver": url()?, "user_id": args.user, "access_token": token});
-                    if let Some(device) = &args.device_id {
-                        body["device_id"] = json!(device);
-                    }
-                    body
-                }
-                AccountKind::Forge => json!({"url": url()?, "username": args.user, "token": token}),
-                AccountKind::Github => json!({"login": args.user, "token": token}),
+                AccountKind::Matrix => client::body(&MatrixAccountBody {
+                    homeserver: url()?,
+                    user_id: user,
+                    access_token: token,
+                    device_id: args.device_id.clone(),
+                }),
+                AccountKind::Forge => client::body(&ForgeAccountBody { url: url()?, username: user, token }),
+                AccountKind::Github => client::body(&GithubAccountBody { login: user, token }),
             };
-            let answer =
-                parse(&client::request(api, Method::PUT, &path, None, Some(body.to_string().into_bytes())).await?)?;
+            let bytes = client::request(api, Method::PUT, &path, None, Some(body)).await?;
             if args.json {
-                return Ok(pretty(&answer));
+                return pretty_answer(&bytes);
             }
-            let delivery = answer["delivery"].as_str().unwrap_or("-");
-            Ok(format!("linked; delivery to the agent: job {delivery} (swarmctl jobs --agent {})\n", args.agent))
+            let answer: LinkChanged = client::answer(&bytes)?;
+            Ok(format!(
+                "linked; delivery to the agent: job {} (swarmctl jobs --agent {})\n",
+                answer.delivery, args.agent
+            ))
         }
         AccountsCommand::Rm { hive, agent, kind, name, revoke, json } => {
             if revoke && kind != AccountKind::Matrix {
@@ -178,12 +180,13 @@ pub async fn run(api: &Api, command: AccountsCommand) -> Result<String, CtlError
             if revoke {
                 path.push_str("?revoke=true");
             }
-            let answer = parse(&client::request(api, Method::DELETE, &path, None, None).await?)?;
+            let bytes = client::request(api, Method::DELETE, &path, None, None).await?;
             if json {
-                return Ok(pretty(&answer));
+                return pretty_answer(&bytes);
             }
+            let answer: LinkChanged = client::answer(&bytes)?;
             let what = if revoke { "token logged out and account unlinked" } else { "unlinked" };
-            Ok(format!("{what}; delivery to the agent: job {}\n", answer["delivery"].as_str().unwrap_or("-")))
+            Ok(format!("{what}; delivery to the agent: job {}\n", answer.delivery))
         }
     }
 }

@@ -5,14 +5,17 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use hive_jobq::JobState;
 use hyper::http::Method;
+use hyperhive_hive_proto::spec::AgentSpec;
 use hyperhive_hive_proto::{AgentName, HiveName};
-use serde_json::{Value, json};
+use hyperhive_swarm_api::agents::{AgentCreated, CreateAgentRequest};
+use hyperhive_swarm_api::jobs::{GraphSnapshot, JobState};
+use hyperhive_swarm_api::paths;
+use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::client::{self, Api, CtlError};
-use super::hives::{parse, pretty};
+use super::hives::{pretty, pretty_answer};
 use super::jobs::{WATCH_EVERY, table};
 
 /// `swarmctl agent create`'s arguments.
@@ -49,9 +52,14 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
 }
 
 impl CreateArgs {
-    fn spec(&self) -> Result<Value, CtlError> {
+    fn spec(&self) -> Result<AgentSpec, CtlError> {
         let Some(path) = &self.spec_file else {
-            return Ok(json!({"turn_command": self.turn_command.clone().unwrap_or_default()}));
+            return Ok(AgentSpec {
+                turn_command: self.turn_command.clone().unwrap_or_default(),
+                schedule_tick: None,
+                turn_timeout: None,
+                env: Default::default(),
+            });
         };
         let text = if path.as_os_str() == "-" {
             std::io::read_to_string(std::io::stdin())
@@ -60,9 +68,15 @@ impl CreateArgs {
             std::fs::read_to_string(path)
                 .map_err(|e| CtlError::Usage(format!("reading the spec from {}: {e}", path.display())))?
         };
-        // The controller checks the spec's fields; here only that it is a JSON object.
+        // Here its shape; the controller checks the values (an empty command, a reserved variable).
         match serde_json::from_str::<Value>(&text) {
-            Ok(spec @ Value::Object(_)) => Ok(spec),
+            Ok(spec @ Value::Object(_)) => serde_json::from_value(spec).map_err(|e| {
+                CtlError::Usage(format!(
+                    "{} is not an agent's spec: {e}; write it as {{\"turn_command\": \"claude -p\"}} with \
+                     optional \"schedule_tick\", \"turn_timeout\" and \"env\"",
+                    path.display()
+                ))
+            }),
             Ok(_) | Err(_) => Err(CtlError::Usage(format!(
                 "{} is not a JSON object; write the spec as {{\"turn_command\": \"claude -p\"}}",
                 path.display()
@@ -76,13 +90,12 @@ impl CreateArgs {
 /// # Errors
 /// [`CtlError`]: the API's refusal, or (with `--wait`) a job that failed or the timeout.
 pub async fn create(api: &Api, args: &CreateArgs, now: impl Fn() -> OffsetDateTime) -> Result<String, CtlError> {
-    let body = json!({"name": args.name, "hive": args.hive, "spec": args.spec()?});
-    let answer =
-        parse(&client::request(api, Method::POST, "/api/agents", None, Some(body.to_string().into_bytes())).await?)?;
-    let ids: Vec<String> =
-        answer["jobs"].as_array().into_iter().flatten().filter_map(|j| j.as_str().map(str::to_owned)).collect();
+    let request = CreateAgentRequest { name: args.name.to_string(), hive: args.hive.to_string(), spec: args.spec()? };
+    let bytes = client::request(api, Method::POST, paths::AGENTS, None, Some(client::body(&request))).await?;
+    let created: AgentCreated = client::answer(&bytes)?;
+    let ids = created.jobs;
     let accepted = if args.json {
-        pretty(&answer)
+        pretty_answer(&bytes)?
     } else {
         format!("agent {} on hive {}: {} provisioning jobs queued\n", args.name, args.hive, ids.len())
     };
@@ -94,20 +107,14 @@ pub async fn create(api: &Api, args: &CreateArgs, now: impl Fn() -> OffsetDateTi
         };
         return Ok(format!("{accepted}{hint}"));
     }
-    let graph = settled(api, &args.name, &ids, args.timeout).await?;
-    let nodes = graph["nodes"].as_array().cloned().unwrap_or_default();
-    let unhappy: Vec<String> = nodes
+    let (raw, graph) = settled(api, &args.name, &ids, args.timeout).await?;
+    let unhappy: Vec<String> = graph
+        .nodes
         .iter()
-        .filter(|n| ids.iter().any(|id| n["id"] == id.as_str()) && n["state"] != JobState::Succeeded.as_str())
-        .map(|n| format!("{} {}", n["id"].as_str().unwrap_or("?"), n["state"].as_str().unwrap_or("?")))
+        .filter(|n| ids.iter().any(|id| n.id.as_str() == id.as_str()) && n.state != JobState::Succeeded)
+        .map(|n| format!("{} {}", n.id, n.state))
         .collect();
-    let shown = if args.json {
-        pretty(&graph)
-    } else {
-        let snapshot = serde::Deserialize::deserialize(&graph)
-            .map_err(|e| CtlError::Protocol(format!("unexpected answer from swarm-controller: {e}")))?;
-        format!("{accepted}{}", table(&snapshot, now()))
-    };
+    let shown = if args.json { pretty(&raw) } else { format!("{accepted}{}", table(&graph, now())) };
     if unhappy.is_empty() {
         return Ok(shown);
     }
@@ -120,20 +127,23 @@ pub async fn create(api: &Api, args: &CreateArgs, now: impl Fn() -> OffsetDateTi
     )))
 }
 
-/// Asks for the agent's graph every [`WATCH_EVERY`] until every job in `ids` has settled.
-async fn settled(api: &Api, agent: &AgentName, ids: &[String], timeout: Duration) -> Result<Value, CtlError> {
+/// Asks for the agent's graph every [`WATCH_EVERY`] until every job in `ids` has settled;
+/// returns the last answer as it came and as the graph.
+async fn settled(
+    api: &Api,
+    agent: &AgentName,
+    ids: &[String],
+    timeout: Duration,
+) -> Result<(Value, GraphSnapshot), CtlError> {
     let deadline = tokio::time::Instant::now() + timeout;
-    let path = format!("/api/jobq/graph?agent={agent}");
+    let path = paths::job_graph(Some(agent));
     loop {
-        let graph = parse(&client::request(api, Method::GET, &path, None, None).await?)?;
-        let nodes = graph["nodes"].as_array().cloned().unwrap_or_default();
-        let settled = ids.iter().all(|id| {
-            nodes.iter().any(|n| {
-                n["id"] == id.as_str() && n["state"].as_str().and_then(parse_state).is_some_and(JobState::is_settled)
-            })
-        });
+        let bytes = client::request(api, Method::GET, &path, None, None).await?;
+        let (raw, graph): (Value, GraphSnapshot) = (client::answer(&bytes)?, client::answer(&bytes)?);
+        let settled =
+            ids.iter().all(|id| graph.nodes.iter().any(|n| n.id.as_str() == id.as_str() && n.state.is_settled()));
         if settled {
-            return Ok(graph);
+            return Ok((raw, graph));
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(CtlError::Usage(format!(
@@ -144,8 +154,4 @@ async fn settled(api: &Api, agent: &AgentName, ids: &[String], timeout: Duration
         }
         tokio::time::sleep(WATCH_EVERY).await;
     }
-}
-
-fn parse_state(s: &str) -> Option<JobState> {
-    serde_json::from_value(Value::String(s.to_owned())).ok()
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use hyperhive_hive_proto::AgentName;
+use hyperhive_swarm_api::paths;
 use serde_json::{Value, json};
 
 use super::client::{self, Api, CtlError};
@@ -37,7 +38,7 @@ pub async fn follow(
     stop: impl Future<Output = ()>,
 ) -> Result<(), CtlError> {
     let mut stop = std::pin::pin!(stop);
-    let path = format!("/api/agents/{agent}/terminal");
+    let path = paths::terminal(agent);
     let mut last = after;
     let mut wait = FIRST_RESUME_WAIT;
     loop {

@@ -1,5 +1,16 @@
 //! swarmctl: drives swarm-controller's API over its unix socket, or through the control plane
 //! with `--via`.
+//!
+//! A client of the controller, not a part of it: every request body and every answer it reads
+//! is a type of `hyperhive-swarm-api`, the crate the controller's handlers use too, and every
+//! path comes from its `paths`.
+//!
+//! # Layout
+//! - [`client`]: where requests go (the socket, or [`remote`] through the control plane) and
+//!   the one error type, [`CtlError`].
+//! - One module per family of commands: `schedule` here, `hives` (hives, agents, wanted
+//!   state), `accounts`, `create`, `jobs`, `forge`, `terminal`; `format` writes their tables,
+//!   `sse` reads event streams.
 
 mod accounts;
 pub mod client;
@@ -17,19 +28,19 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use hyper::http::{Method, StatusCode};
-use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 
 pub use client::{Api, CtlError};
 pub use format::{format_every, parse_every};
 
-use crate::clock::Clock;
-use crate::config::DEFAULT_SOCKET;
-use crate::definition::ScheduleView;
-use hive_jobq::JobId;
+use hive_jobq::{Clock, JobId};
 use hyperhive_hive_proto::wanted::WantedState;
 use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_schedule::instant::format_instant;
+use hyperhive_schedule::whole_seconds_utc;
+use hyperhive_swarm_api::DEFAULT_SOCKET;
+use hyperhive_swarm_api::paths;
+use hyperhive_swarm_api::schedules::{NewScheduleRequest, SchedulePatchRequest, ScheduleView};
 
 /// Drives swarm-controller over its unix socket, or through the control plane.
 #[derive(Debug, Parser)]
@@ -332,15 +343,16 @@ fn anchor_value(anchor: &str, now: OffsetDateTime) -> String {
 }
 
 fn parse_view(bytes: &[u8]) -> Result<ScheduleView, CtlError> {
-    serde_json::from_slice(bytes)
-        .map_err(|e| CtlError::Protocol(format!("unexpected answer from swarm-controller: {e}")))
+    client::answer(bytes)
 }
 
+/// The schedule's path. An id is made by the controller of letters, digits, `-` and `_`: any
+/// other is refused here, naming where ids are listed, rather than sent (encoded) to a 404.
 fn schedule_path(id: &str) -> Result<String, CtlError> {
     if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
         return Err(CtlError::Usage(format!("{id:?} is not a schedule id (see `swarmctl schedule list`)")));
     }
-    Ok(format!("/api/schedules/{id}"))
+    Ok(paths::schedule(id))
 }
 
 fn printed(view: &ScheduleView, json: bool, now: OffsetDateTime) -> String {
@@ -361,7 +373,8 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
         Some(identity) => Api::Remote(remote::RemoteApi::connect(identity, cli.host.as_deref()).await?),
     };
     let api = &api;
-    let now = clock.now();
+    // Whole seconds, as the controller stamps its instants.
+    let now = whole_seconds_utc(clock.now());
     let command = match cli.command {
         Top::Schedule(command) => command,
         Top::Hives { command: None, json } => return hives::list(api, json).await,
@@ -403,24 +416,22 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
                 .body
                 .read()?
                 .ok_or_else(|| CtlError::Usage("give the prompt with --body TEXT or --body-file FILE|-".into()))?;
-            let request = json!({
-                "name": args.name,
-                "agents": args.agents,
-                "body": body,
-                "anchor": anchor_value(&args.anchor, now),
-                "interval": args.every,
-                "paused": args.paused,
-            });
+            let request = NewScheduleRequest {
+                name: args.name,
+                agents: args.agents,
+                body,
+                anchor: anchor_value(&args.anchor, now),
+                interval: args.every,
+                paused: args.paused,
+            };
             let bytes =
-                client::request(api, Method::POST, "/api/schedules", None, Some(request.to_string().into_bytes()))
-                    .await?;
+                client::request(api, Method::POST, paths::SCHEDULES, None, Some(client::body(&request))).await?;
             let view = parse_view(&bytes)?;
             Ok(printed(&view, args.json, now))
         }
         ScheduleCommand::List { json } => {
-            let bytes = client::request(api, Method::GET, "/api/schedules", None, None).await?;
-            let all: Vec<ScheduleView> = serde_json::from_slice(&bytes)
-                .map_err(|e| CtlError::Protocol(format!("unexpected answer from swarm-controller: {e}")))?;
+            let bytes = client::request(api, Method::GET, paths::SCHEDULES, None, None).await?;
+            let all: Vec<ScheduleView> = client::answer(&bytes)?;
             if json {
                 Ok(format!("{}\n", serde_json::to_string_pretty(&all).expect("views serialize")))
             } else {
@@ -432,39 +443,34 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
             Ok(printed(&parse_view(&bytes)?, json, now))
         }
         ScheduleCommand::Edit(args) => {
-            let mut patch = Map::new();
-            if let Some(name) = &args.name {
-                patch.insert("name".into(), json!(name));
-            }
-            if let Some(body) = args.body.read()? {
-                patch.insert("body".into(), json!(body));
-            }
-            if !args.agents.is_empty() {
-                patch.insert("agents".into(), json!(args.agents));
-            }
-            if let Some(anchor) = &args.anchor {
-                patch.insert("anchor".into(), json!(anchor_value(anchor, now)));
-            }
-            if let Some(every) = args.every {
-                patch.insert("interval".into(), json!(every));
-            }
-            if args.once {
-                patch.insert("interval".into(), Value::Null);
-            }
+            let patch = SchedulePatchRequest {
+                name: args.name.clone(),
+                agents: (!args.agents.is_empty()).then(|| args.agents.clone()),
+                body: args.body.read()?,
+                anchor: args.anchor.as_deref().map(|anchor| anchor_value(anchor, now)),
+                interval: match (args.every, args.once) {
+                    (_, true) => Some(None),
+                    (Some(every), false) => Some(Some(every)),
+                    (None, false) => None,
+                },
+                paused: None,
+            };
             if patch.is_empty() {
                 return Err(CtlError::Usage(
                     "nothing to change: give at least one of --name, --body, --body-file, --agent, --anchor, --every, --once".into(),
                 ));
             }
-            let view = change(api, &args.id, args.revision, Value::Object(patch), now).await?;
+            let view = change(api, &args.id, args.revision, &patch, now).await?;
             Ok(printed(&view, args.json, now))
         }
         ScheduleCommand::Pause { id } => {
-            let view = change(api, &id, None, json!({"paused": true}), now).await?;
+            let pause = SchedulePatchRequest { paused: Some(true), ..Default::default() };
+            let view = change(api, &id, None, &pause, now).await?;
             Ok(format!("paused schedule {}\n", view.definition.id))
         }
         ScheduleCommand::Resume { id } => {
-            let view = change(api, &id, None, json!({"paused": false}), now).await?;
+            let resume = SchedulePatchRequest { paused: Some(false), ..Default::default() };
+            let view = change(api, &id, None, &resume, now).await?;
             Ok(format!("resumed schedule {}\n", view.definition.id))
         }
         ScheduleCommand::Rm { id } => {
@@ -488,7 +494,7 @@ async fn change(
     api: &Api,
     id: &str,
     revision: Option<u64>,
-    patch: Value,
+    patch: &SchedulePatchRequest,
     now: OffsetDateTime,
 ) -> Result<ScheduleView, CtlError> {
     let path = schedule_path(id)?;
@@ -496,7 +502,7 @@ async fn change(
         Some(revision) => revision,
         None => parse_view(&client::request(api, Method::GET, &path, None, None).await?)?.revision,
     };
-    let result = client::request(api, Method::PATCH, &path, Some(revision), Some(patch.to_string().into_bytes())).await;
+    let result = client::request(api, Method::PATCH, &path, Some(revision), Some(client::body(patch))).await;
     match result {
         Ok(bytes) => parse_view(&bytes),
         Err(CtlError::Api { status: StatusCode::CONFLICT, message, current: Some(current) }) => Err(CtlError::Api {

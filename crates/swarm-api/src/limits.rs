@@ -1,0 +1,16 @@
+//! The largest body each route reads. The controller refuses a larger one before buffering it;
+//! a client can check before sending.
+
+/// A schedule's create or change body: a 64 KiB prompt written with JSON escapes (up to six
+/// bytes per byte) plus the other fields. Larger is 413.
+pub const MAX_SCHEDULE_REQUEST_BYTES: usize = 512 * 1024;
+
+/// A state change body: `{"state": "destroyed"}` with room to spare. Larger is 400.
+pub const MAX_STATE_REQUEST_BYTES: usize = 1024;
+
+/// `POST /api/agents`: a spec at its limits (a 16 KiB turn command and 64 environment values
+/// of 16 KiB each) written with JSON escapes fits. Larger is 413.
+pub const MAX_CREATE_REQUEST_BYTES: usize = 8 * 1024 * 1024;
+
+/// A linked account's body: URLs, names and a token of at most 4 KiB each. Larger is 413.
+pub const MAX_LINKED_REQUEST_BYTES: usize = 64 * 1024;

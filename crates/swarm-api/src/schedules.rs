@@ -1,0 +1,256 @@
+//! Schedules on the wire: the document as `GET /api/schedules[/{id}]` shows it (with its
+//! revision), and the bodies of `POST /api/schedules` and `PATCH /api/schedules/{id}`
+//! (docs/swarm/schedules.md, "API").
+//!
+//! The request bodies carry what the client typed; the controller checks them (names, agents,
+//! the body's size, the anchor, the interval's range) and says what is wrong.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use hyperhive_schedule::instant::format_instant;
+use hyperhive_schedule::{AgentName, parse_instant};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use time::OffsetDateTime;
+
+/// An instant written as RFC 3339 in UTC, whole seconds (`2026-11-30T09:00:00Z`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Stamp(pub OffsetDateTime);
+
+impl Serialize for Stamp {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format_instant(self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Stamp {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_instant(&s).map(Stamp).map_err(serde::de::Error::custom)
+    }
+}
+
+impl fmt::Display for Stamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&format_instant(self.0))
+    }
+}
+
+/// One scheduled prompt, as the API shows it and as the controller stores it (the stored form
+/// adds its document version).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleDefinition {
+    /// Made by the controller; also the key in `schedule-definitions`.
+    pub id: String,
+    /// What people call it (1 to 100 characters).
+    pub name: String,
+    /// The agents it prompts: non-empty, unique, sorted.
+    pub agents: Vec<AgentName>,
+    /// The prompt (1 byte to 64 KiB).
+    pub body: String,
+    /// Slots are `anchor + k * interval`.
+    pub anchor: Stamp,
+    /// Seconds between slots, or `None` for a one-shot at `anchor`.
+    pub interval: Option<u64>,
+    /// A paused schedule fires nothing.
+    pub paused: bool,
+    /// Per agent: no slot before this instant fires. The latest of creation, the last anchor or
+    /// interval change, the last resume and the time the agent was added.
+    pub not_before: BTreeMap<AgentName, Stamp>,
+}
+
+/// A definition as the API shows it: the document plus its revision (the `If-Match` value for
+/// its next change).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduleView {
+    /// The document.
+    #[serde(flatten)]
+    pub definition: ScheduleDefinition,
+    /// Its revision in `schedule-definitions`.
+    pub revision: u64,
+}
+
+/// The body of `POST /api/schedules`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewScheduleRequest {
+    /// What people call it.
+    pub name: String,
+    /// The agents to prompt, as typed (the controller sorts them and refuses duplicates).
+    pub agents: Vec<String>,
+    /// The prompt.
+    pub body: String,
+    /// The first slot, RFC 3339.
+    pub anchor: String,
+    /// Seconds between slots, or null for a one-shot. Required: a missing interval is refused
+    /// rather than taken for a one-shot.
+    #[serde(deserialize_with = "interval")]
+    pub interval: Option<u64>,
+    /// Created paused (default false).
+    #[serde(default)]
+    pub paused: bool,
+}
+
+/// The body of `PATCH /api/schedules/{id}`: an absent field is left as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulePatchRequest {
+    /// New name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// New agent list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agents: Option<Vec<String>>,
+    /// New prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// New anchor, RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anchor: Option<String>,
+    /// New interval: `Some(None)` (sent as null) makes it a one-shot; `None` leaves it.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present_interval")]
+    pub interval: Option<Option<u64>>,
+    /// Pause or resume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<bool>,
+}
+
+impl SchedulePatchRequest {
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+}
+
+/// The answer to `DELETE /api/schedules/{id}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduleDeleted {
+    /// The schedule removed.
+    pub id: String,
+    /// Always true.
+    pub deleted: bool,
+}
+
+/// What an interval that is not a whole number of seconds (or null) is told.
+const INTERVAL_RULE: &str = "interval must be a whole number of seconds >= 1, or null for a one-shot";
+
+/// An interval: null, or a whole number of seconds. Its range is the controller's to check;
+/// a fraction, a negative number or a string gets the rule rather than serde's type names.
+fn interval<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Null => Ok(None),
+        serde_json::Value::Number(n) if n.as_u64().is_some() => Ok(n.as_u64()),
+        other => Err(serde::de::Error::custom(format!("{INTERVAL_RULE} (got {other})"))),
+    }
+}
+
+/// Tells a present `null` (`Some(None)`) from an absent field (`None`, by `default`).
+fn present_interval<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<u64>>, D::Error> {
+    interval(d).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use time::macros::datetime;
+
+    fn agent(s: &str) -> AgentName {
+        AgentName::parse(s).unwrap()
+    }
+
+    #[test]
+    fn a_new_schedule_has_the_field_names_the_controller_reads() {
+        let request = NewScheduleRequest {
+            name: "standup".into(),
+            agents: vec!["b".into(), "a".into()],
+            body: "hi".into(),
+            anchor: "2026-11-30T09:00:00Z".into(),
+            interval: Some(60),
+            paused: true,
+        };
+        let wire = json!({
+            "name": "standup", "agents": ["b", "a"], "body": "hi",
+            "anchor": "2026-11-30T09:00:00Z", "interval": 60, "paused": true,
+        });
+        assert_eq!(serde_json::to_value(&request).unwrap(), wire);
+        assert_eq!(serde_json::from_value::<NewScheduleRequest>(wire).unwrap(), request);
+        let once = NewScheduleRequest { interval: None, ..request };
+        assert_eq!(serde_json::to_value(&once).unwrap()["interval"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn a_new_schedule_needs_its_interval_and_refuses_strangers() {
+        let base = json!({"name": "n", "agents": ["a"], "body": "b", "anchor": "2026-11-30T09:00:00Z"});
+        let err = serde_json::from_value::<NewScheduleRequest>(base.clone()).unwrap_err().to_string();
+        assert!(err.contains("missing field `interval`"), "{err}");
+        let mut paused_default = base.clone();
+        paused_default["interval"] = json!(null);
+        assert!(!serde_json::from_value::<NewScheduleRequest>(paused_default).unwrap().paused);
+        for bad in [json!(1.5), json!(-5), json!("1h")] {
+            let mut body = base.clone();
+            body["interval"] = bad.clone();
+            let err = serde_json::from_value::<NewScheduleRequest>(body).unwrap_err().to_string();
+            assert!(err.contains("whole number of seconds"), "{bad}: {err}");
+        }
+        let mut extra = base;
+        extra["interval"] = json!(60);
+        extra["color"] = json!("red");
+        let err = serde_json::from_value::<NewScheduleRequest>(extra).unwrap_err().to_string();
+        assert!(err.contains("unknown field `color`"), "{err}");
+    }
+
+    #[test]
+    fn a_patch_sends_only_what_changes_and_null_for_a_one_shot() {
+        let every = SchedulePatchRequest {
+            name: Some("n".into()),
+            agents: Some(vec!["a".into()]),
+            body: Some("b".into()),
+            anchor: Some("2026-11-30T09:00:00Z".into()),
+            interval: Some(Some(90)),
+            paused: Some(false),
+        };
+        let wire = json!({
+            "name": "n", "agents": ["a"], "body": "b", "anchor": "2026-11-30T09:00:00Z",
+            "interval": 90, "paused": false,
+        });
+        assert_eq!(serde_json::to_value(&every).unwrap(), wire);
+        assert_eq!(serde_json::from_value::<SchedulePatchRequest>(wire).unwrap(), every);
+        let once = SchedulePatchRequest { interval: Some(None), ..Default::default() };
+        assert_eq!(serde_json::to_string(&once).unwrap(), r#"{"interval":null}"#);
+        assert_eq!(serde_json::from_str::<SchedulePatchRequest>(r#"{"interval":null}"#).unwrap(), once);
+        let nothing: SchedulePatchRequest = serde_json::from_str("{}").unwrap();
+        assert!(nothing.is_empty() && !once.is_empty());
+        assert_eq!(serde_json::to_string(&nothing).unwrap(), "{}");
+        let err = serde_json::from_str::<SchedulePatchRequest>(r#"{"id":"x"}"#).unwrap_err().to_string();
+        assert!(err.contains("unknown field `id`"), "{err}");
+    }
+
+    #[test]
+    fn a_view_is_the_document_with_its_revision_beside_it() {
+        let t = datetime!(2026-11-30 09:00:00 UTC);
+        let view = ScheduleView {
+            definition: ScheduleDefinition {
+                id: "s1".into(),
+                name: "standup".into(),
+                agents: vec![agent("a")],
+                body: "hi".into(),
+                anchor: Stamp(t),
+                interval: None,
+                paused: false,
+                not_before: [(agent("a"), Stamp(t))].into(),
+            },
+            revision: 7,
+        };
+        let wire = json!({
+            "id": "s1", "name": "standup", "agents": ["a"], "body": "hi",
+            "anchor": "2026-11-30T09:00:00Z", "interval": null, "paused": false,
+            "not_before": {"a": "2026-11-30T09:00:00Z"}, "revision": 7,
+        });
+        assert_eq!(serde_json::to_value(&view).unwrap(), wire);
+        assert_eq!(serde_json::from_value::<ScheduleView>(wire).unwrap(), view);
+        let deleted = ScheduleDeleted { id: "s1".into(), deleted: true };
+        assert_eq!(serde_json::to_value(&deleted).unwrap(), json!({"id": "s1", "deleted": true}));
+    }
+}

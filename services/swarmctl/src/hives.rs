@@ -1,0 +1,148 @@
+//! `swarmctl hives`, `hives status`, `agents` and `agent state`: the hive directory, hive status,
+//! the roster and wanted state. Tables by default, the API's JSON with `--json`.
+
+use hyper::http::Method;
+use hyperhive_hive_proto::wanted::WantedState;
+use hyperhive_hive_proto::{AgentName, HiveName};
+use hyperhive_swarm_api::agents::{AgentView, StateRequest, StateView};
+use hyperhive_swarm_api::hives::{HiveStatusView, HiveView};
+use hyperhive_swarm_api::paths;
+use serde_json::Value;
+
+use super::client::{self, Api, CtlError};
+use super::format::grid;
+
+pub(super) fn parse(bytes: &[u8]) -> Result<Value, CtlError> {
+    client::answer(bytes)
+}
+
+pub(super) fn pretty(value: &Value) -> String {
+    format!("{}\n", serde_json::to_string_pretty(value).expect("a JSON value serializes"))
+}
+
+/// The API's JSON as it came (`--json`), so nothing the controller says is lost on the way.
+pub(super) fn pretty_answer(bytes: &[u8]) -> Result<String, CtlError> {
+    Ok(pretty(&parse(bytes)?))
+}
+
+/// A JSON string field, or `-` when absent or null.
+pub(super) fn text(value: &Value) -> String {
+    match value {
+        Value::String(s) if !s.is_empty() => s.clone(),
+        Value::Number(n) => n.to_string(),
+        _ => "-".into(),
+    }
+}
+
+/// A text field, or `-` when empty.
+fn or_dash(value: &str) -> String {
+    if value.is_empty() { "-".into() } else { value.to_owned() }
+}
+
+pub(super) fn rows(value: &Value) -> &[Value] {
+    value.as_array().map_or(&[], Vec::as_slice)
+}
+
+/// `swarmctl hives`: NAME, DESCRIPTION, LABELS, XKEY.
+pub async fn list(api: &Api, as_json: bool) -> Result<String, CtlError> {
+    let bytes = client::request(api, Method::GET, paths::HIVES, None, None).await?;
+    if as_json {
+        return pretty_answer(&bytes);
+    }
+    let hives: Vec<HiveView> = client::answer(&bytes)?;
+    let table = hives.iter().map(|h| {
+        let labels: Vec<String> = h.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        [
+            h.name.to_string(),
+            or_dash(&h.description),
+            if labels.is_empty() { "-".into() } else { labels.join(",") },
+            or_dash(h.xkey.as_deref().unwrap_or_default()),
+        ]
+    });
+    Ok(grid(["NAME", "DESCRIPTION", "LABELS", "XKEY"], table))
+}
+
+/// `swarmctl hives status [HIVE]`: HIVE, STATE (fresh, stale, never), AGE, VERSION, LOAD, AGENTS.
+pub async fn status(api: &Api, hive: Option<&HiveName>, as_json: bool) -> Result<String, CtlError> {
+    let path = match hive {
+        Some(hive) => paths::hive_status(hive),
+        None => paths::HIVE_STATUSES.into(),
+    };
+    let bytes = client::request(api, Method::GET, &path, None, None).await?;
+    if as_json {
+        return pretty_answer(&bytes);
+    }
+    let all: Vec<HiveStatusView> = if hive.is_some() {
+        client::answer::<Option<HiveStatusView>>(&bytes)?.into_iter().collect()
+    } else {
+        client::answer(&bytes)?
+    };
+    let table = all.iter().map(|s| {
+        let state = match (&s.status, s.stale) {
+            (None, _) => "never",
+            (Some(_), false) => "fresh",
+            (Some(_), true) => "stale",
+        };
+        let age = s.age_secs.map_or("-".into(), |a| format!("{a}s"));
+        let (version, load, agents) = match &s.status {
+            Some(status) => (
+                or_dash(&status.version),
+                status.load.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(" "),
+                status.agents.len().to_string(),
+            ),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        [s.hive.to_string(), state.into(), age, version, load, agents]
+    });
+    Ok(grid(["HIVE", "STATE", "AGE", "VERSION", "LOAD", "AGENTS"], table))
+}
+
+/// `swarmctl agents`: NAME, HIVE, ORIGIN, WANTED, ACTUAL, RESTARTS.
+pub async fn agents(api: &Api, as_json: bool) -> Result<String, CtlError> {
+    let bytes = client::request(api, Method::GET, paths::AGENTS, None, None).await?;
+    if as_json {
+        return pretty_answer(&bytes);
+    }
+    let agents: Vec<AgentView> = client::answer(&bytes)?;
+    let table = agents.iter().map(|a| {
+        let wanted = match a.wanted.revision {
+            Some(revision) => format!("{} (rev {revision})", a.wanted.state),
+            None => format!("{} (default)", a.wanted.state),
+        };
+        let origin = serde_json::to_value(a.entry.origin).expect("an origin serializes");
+        [
+            a.name.to_string(),
+            a.entry.hive.to_string(),
+            text(&origin),
+            wanted,
+            a.actual.as_ref().map_or("-".into(), |s| s.actual.as_str().to_owned()),
+            a.actual.as_ref().map_or("-".into(), |s| s.restarts.to_string()),
+        ]
+    });
+    Ok(grid(["NAME", "HIVE", "ORIGIN", "WANTED", "ACTUAL", "RESTARTS"], table))
+}
+
+/// `swarmctl agent state HIVE AGENT STATE [--if-match REV]`.
+pub async fn set_state(
+    api: &Api,
+    hive: &HiveName,
+    agent: &AgentName,
+    state: WantedState,
+    if_match: Option<u64>,
+    as_json: bool,
+) -> Result<String, CtlError> {
+    let path = paths::agent_state(hive, agent);
+    let body = client::body(&StateRequest::new(state));
+    let bytes = client::request(api, Method::PUT, &path, if_match, Some(body)).await?;
+    if as_json {
+        return pretty_answer(&bytes);
+    }
+    let answer: StateView = client::answer(&bytes)?;
+    Ok(format!(
+        "{hive}/{agent}: wanted state {} (revision {}, set by {} at {})\n",
+        answer.state,
+        answer.revision,
+        or_dash(&answer.set_by),
+        or_dash(&answer.set_at)
+    ))
+}
