@@ -4,7 +4,8 @@
 //!
 //! Each attempt runs in its own tokio task, so a panic in a job's work (even in the call that
 //! makes its future) ends that attempt as a failure and nothing else; a timeout ends it the same
-//! way.
+//! way. Both are retryable: a hung server may answer next time, and a panic is not the work
+//! saying that retrying cannot help.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -17,6 +18,7 @@ use tokio::time::Instant;
 use crate::backoff;
 use crate::clock::Clock;
 use crate::config::JobqConfig;
+use crate::error::AttemptError;
 use crate::graph::{Ended, Graph, Now};
 use crate::job::{JobId, Work};
 
@@ -79,7 +81,7 @@ impl Shared {
 /// Runs until a stop is asked for; then cancels every job not settled and abandons the attempts
 /// in flight.
 pub(crate) async fn run(shared: Arc<Shared>, mut rng: StdRng) {
-    let mut attempts: JoinSet<Result<(), String>> = JoinSet::new();
+    let mut attempts: JoinSet<Result<(), AttemptError>> = JoinSet::new();
     let mut in_flight: HashMap<Id, (JobId, u32)> = HashMap::new();
     loop {
         let next_due = {
@@ -129,37 +131,44 @@ async fn sleep_until(due: Option<Instant>) {
 
 /// One attempt, stopped after `timeout`. The work is called inside the task, so a panic while
 /// making the future is caught too.
-async fn run_attempt(work: Work, timeout: std::time::Duration) -> Result<(), String> {
+async fn run_attempt(work: Work, timeout: std::time::Duration) -> Result<(), AttemptError> {
     match tokio::time::timeout(timeout, async move { work().await }).await {
         Ok(outcome) => outcome,
-        Err(_) => Err(format!("the attempt took longer than {} s and was stopped", timeout.as_secs_f64())),
+        Err(_) => Err(AttemptError::retryable(format!(
+            "the attempt took longer than {} s and was stopped",
+            timeout.as_secs_f64()
+        ))),
     }
 }
 
 /// A panicked (or, at shutdown, aborted) attempt. The panic's message may hold anything, so it
 /// stays in the log (the panic hook printed it) and out of the graph.
-fn describe(err: &JoinError) -> String {
-    if err.is_panic() {
-        "the attempt panicked; the log has its message".into()
+fn describe(err: &JoinError) -> AttemptError {
+    AttemptError::retryable(if err.is_panic() {
+        "the attempt panicked; the log has its message"
     } else {
-        "the attempt was aborted".into()
-    }
+        "the attempt was aborted"
+    })
 }
 
-fn finish(shared: &Shared, id: &JobId, attempt: u32, outcome: Result<(), String>, rng: &mut StdRng) {
+fn finish(shared: &Shared, id: &JobId, attempt: u32, outcome: Result<(), AttemptError>, rng: &mut StdRng) {
     let now = shared.now();
     let error = outcome.as_ref().err().cloned();
+    let permanent = error.as_ref().is_some_and(AttemptError::is_permanent);
     let ended = {
         let mut inner = shared.lock();
         let ended = inner.graph.finish(id, outcome, now, |n| backoff::delay(&shared.config, n, rng));
         shared.bump();
         ended
     };
-    let error = error.as_deref().unwrap_or("");
+    let error = error.as_ref().map_or("", AttemptError::message);
     match ended {
         Some(Ended::Succeeded) => tracing::info!(job = %id, attempt, "job succeeded"),
         Some(Ended::Retrying(wait)) => {
             tracing::warn!(job = %id, attempt, error, retry_in = ?wait, "job attempt failed; retrying");
+        }
+        Some(Ended::Failed) if permanent => {
+            tracing::warn!(job = %id, attempt, error, "job failed: a retry cannot help (fix the cause, then retry it by hand)");
         }
         Some(Ended::Failed) => {
             tracing::warn!(job = %id, attempt, error, "job failed: no attempt left (retry it by hand)");

@@ -10,8 +10,9 @@
 //!            │      │ a dep failed/blocked         │ due                   │  │  │ ok
 //!            │      ▼                              │           failed,     │  │  ▼
 //!            └── blocked ◀── (dependents) ──┐    retrying ◀── attempts ◀───┘  │ succeeded
-//!                                           │                 left            │
-//!                                        failed ◀── no attempt left ──────────┘
+//!                                           │              left (retryable)   │
+//!                                        failed ◀── permanent, or no attempt left
+//!                                           │
 //!                                           │
 //!                                           └── retry ──▶ ready (a fresh set of attempts)
 //! ```
@@ -25,6 +26,7 @@ use time::OffsetDateTime;
 use tokio::time::Instant;
 
 use crate::clock::truncate_to_millis;
+use crate::error::AttemptError;
 use crate::job::{InvalidName, JobId, JobSpec, JobState, check_label};
 use crate::snapshot::{Edge, GraphSnapshot, Node as NodeView};
 
@@ -135,7 +137,7 @@ pub(crate) enum Ended {
     Succeeded,
     /// Retrying after this wait.
     Retrying(Duration),
-    /// Failed: no attempt left.
+    /// Failed: the error was permanent, or no attempt is left.
     Failed,
     /// Cancelled while the attempt ran.
     Cancelled,
@@ -311,11 +313,12 @@ impl<W: Clone> Graph<W> {
     }
 
     /// An attempt of `id` ended with `outcome`; `wait` gives the backoff after the attempt
-    /// number it is passed. `None` if `id` was not running (nothing changes).
+    /// number it is passed. A retryable error retries while attempts are left, a permanent one
+    /// fails the job at once. `None` if `id` was not running (nothing changes).
     pub fn finish(
         &mut self,
         id: &JobId,
-        outcome: Result<(), String>,
+        outcome: Result<(), AttemptError>,
         now: Now,
         wait: impl FnOnce(u32) -> Duration,
     ) -> Option<Ended> {
@@ -323,7 +326,7 @@ impl<W: Clone> Graph<W> {
         let node = self.nodes.get_mut(id).filter(|n| n.state == JobState::Running)?;
         self.running -= 1;
         if let Err(error) = &outcome {
-            node.last_error = Some(truncate(error));
+            node.last_error = Some(truncate(error.message()));
         }
         if node.cancel_requested {
             node.cancel_requested = false;
@@ -349,7 +352,7 @@ impl<W: Clone> Graph<W> {
                 }
                 Some(Ended::Succeeded)
             }
-            Err(_) if node.attempts < max_attempts => {
+            Err(error) if !error.is_permanent() && node.attempts < max_attempts => {
                 let wait = wait(node.attempts);
                 let due = now.instant + wait;
                 node.state = JobState::Retrying;
@@ -590,8 +593,12 @@ mod tests {
         }
 
         fn end(&mut self, s: &str, outcome: Result<(), &str>) -> Option<Ended> {
+            self.end_with(s, outcome.map_err(AttemptError::retryable))
+        }
+
+        fn end_with(&mut self, s: &str, outcome: Result<(), AttemptError>) -> Option<Ended> {
             let now = self.now();
-            self.g.finish(&id(s), outcome.map_err(str::to_owned), now, |n| Duration::from_secs(10 * u64::from(n)))
+            self.g.finish(&id(s), outcome, now, |n| Duration::from_secs(10 * u64::from(n)))
         }
 
         fn state(&self, s: &str) -> JobState {
@@ -713,6 +720,52 @@ mod tests {
         assert_eq!((v.state, v.attempts, v.last_error.as_deref()), (Failed, 3, Some("still")));
         assert_eq!(f.states(&["dep", "dep2"]), [Blocked, Blocked], "failure blocks every job downstream");
         assert_eq!(f.g.next_due(), None);
+    }
+
+    #[test]
+    fn a_permanent_error_fails_the_job_at_once_with_attempts_left_and_blocks_downstream() {
+        let mut f = Fixture::new(5);
+        f.add("j", &[]).unwrap();
+        f.add("dep", &["j"]).unwrap();
+        f.add("dep2", &["dep"]).unwrap();
+        f.start();
+        let refusal = "forge create user j: HTTP 422 Unprocessable Entity: user already exists [name: j]";
+        assert_eq!(f.end_with("j", Err(AttemptError::permanent(refusal))), Some(Ended::Failed));
+        let v = f.view("j");
+        assert_eq!((v.state, v.attempts, v.last_error.as_deref()), (Failed, 1, Some(refusal)));
+        assert!(v.finished_at.is_some() && v.next_attempt_at.is_none());
+        assert_eq!(f.states(&["dep", "dep2"]), [Blocked, Blocked]);
+        assert_eq!((f.g.next_due(), f.start()), (None, None), "no second attempt is scheduled");
+    }
+
+    #[test]
+    fn a_permanent_error_after_retryable_ones_ends_the_retries_and_a_retry_by_hand_runs_again() {
+        let mut f = Fixture::new(5);
+        f.add("j", &[]).unwrap();
+        f.add("dep", &["j"]).unwrap();
+        f.start();
+        assert_eq!(f.end("j", Err("forge answered 503")), Some(Ended::Retrying(Duration::from_secs(10))));
+        f.g.promote_due(f.g.next_due().unwrap());
+        f.start();
+        assert_eq!(f.end_with("j", Err(AttemptError::permanent("no"))), Some(Ended::Failed));
+        assert_eq!((f.state("j"), f.view("j").attempts, f.state("dep")), (Failed, 2, Blocked));
+        // Someone fixed the cause: a retry by hand gives fresh attempts, and a retryable failure
+        // retries again.
+        f.g.retry(&id("j")).unwrap();
+        assert_eq!(f.states(&["j", "dep"]), [Ready, Waiting]);
+        f.start();
+        assert_eq!(f.end("j", Err("forge answered 503")), Some(Ended::Retrying(Duration::from_secs(10))));
+    }
+
+    #[test]
+    fn a_permanent_error_of_a_job_cancelled_while_running_still_cancels_it() {
+        let mut f = Fixture::new(3);
+        f.add("r", &[]).unwrap();
+        f.start();
+        let now = f.now();
+        f.g.cancel(&id("r"), now).unwrap();
+        assert_eq!(f.end_with("r", Err(AttemptError::permanent("refused"))), Some(Ended::Cancelled));
+        assert_eq!((f.state("r"), f.view("r").last_error.as_deref()), (Cancelled, Some("refused")));
     }
 
     #[test]
@@ -896,7 +949,7 @@ mod tests {
         f.start();
         let long = "é".repeat(2000);
         let now = f.now();
-        f.g.finish(&id("j"), Err(long), now, |_| Duration::ZERO);
+        f.g.finish(&id("j"), Err(long.into()), now, |_| Duration::ZERO);
         let kept = f.view("j").last_error.unwrap();
         assert!(kept.len() <= MAX_ERROR_LEN && kept.ends_with("...") && kept.starts_with("éé"), "{}", kept.len());
     }

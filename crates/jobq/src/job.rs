@@ -9,6 +9,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::error::AttemptError;
+
 /// The longest job id: room for an agent name (32), a dot and a kind with a suffix.
 pub const MAX_ID_LEN: usize = 128;
 /// The longest kind and agent label.
@@ -213,9 +215,9 @@ impl fmt::Display for JobState {
     }
 }
 
-/// One attempt of a job's work. The error is shown as the job's `last_error`, so it must
-/// already be fit to show: never a secret.
-pub type Attempt = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'static>>;
+/// One attempt of a job's work. The error says whether a retry can help and is shown as the
+/// job's `last_error`, so it must already be fit to show: never a secret.
+pub type Attempt = Pin<Box<dyn Future<Output = Result<(), AttemptError>> + Send + 'static>>;
 
 /// A job's work: called afresh for every attempt. It must be idempotent: an attempt may have
 /// done its work and still be reported failed (a timeout, a lost answer), and a job whose
@@ -226,7 +228,7 @@ pub type Work = Arc<dyn Fn() -> Attempt + Send + Sync>;
 pub fn work<F, Fut>(f: F) -> Work
 where
     F: Fn() -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<(), String>> + Send + 'static,
+    Fut: Future<Output = Result<(), AttemptError>> + Send + 'static,
 {
     Arc::new(move || Box::pin(f()) as Attempt)
 }

@@ -1,20 +1,22 @@
 //! `hive-jobq`: the swarm's job graph. An in-memory DAG of jobs, each with a kind, the agent it
 //! works for, its dependencies, a state, its attempts, its last error and its timings. Jobs run
-//! once every dependency has succeeded, at most `max_concurrency` attempts at once; a failed
-//! attempt is retried after a jittered exponential backoff until `max_attempts` have failed.
+//! once every dependency has succeeded, at most `max_concurrency` attempts at once. An attempt
+//! fails with an [`AttemptError`] that says whether a retry can help: a retryable failure is
+//! retried after a jittered exponential backoff until `max_attempts` have failed; a permanent one
+//! fails the job at once.
 //! The graph lives in memory only: its owner rebuilds it after a restart, which is why every
 //! job's work must be idempotent.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use hive_jobq::{JobId, JobSpec, Jobq, JobqConfig, work};
+//! use hive_jobq::{AttemptError, JobId, JobSpec, Jobq, JobqConfig, work};
 //!
 //! let jobq = Jobq::new(JobqConfig::default())?;
 //! let sso = JobId::parse("alpha.sso")?;
 //! let forge = JobId::parse("alpha.forge-user")?;
 //! jobq.add(JobSpec::new(sso.clone(), "sso").agent("alpha"), work(|| async { Ok(()) }))?;
 //! jobq.add(JobSpec::new(forge.clone(), "forge-user").agent("alpha").after(sso), work(|| async {
-//!     Err("forge answered 502".to_owned())
+//!     Err(AttemptError::retryable("forge answered 502"))
 //! }))?;
 //! let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
 //! let states = jobq.wait_settled(&[forge], deadline).await?;
@@ -23,7 +25,7 @@
 //! ```
 //!
 //! # Layout
-//! - [`job`]: ids, specs, states and the work type.
+//! - [`job`]: ids, specs, states and the work type; [`error`]: what a failed attempt says.
 //! - [`graph`]: the state machine, every transition, no I/O (each call is given "now").
 //! - `executor`: the task that starts ready jobs under the concurrency bound, wakes retrying
 //!   ones and records each attempt's end; [`queue`]: [`Jobq`], the handle.
@@ -40,6 +42,7 @@
 pub mod backoff;
 pub mod clock;
 pub mod config;
+pub mod error;
 mod executor;
 pub mod graph;
 pub mod job;
@@ -48,6 +51,7 @@ pub mod snapshot;
 
 pub use clock::{Clock, SystemClock};
 pub use config::{ConfigError, Jitter, JobqConfig, MAX_ATTEMPTS, MAX_CONCURRENCY};
+pub use error::{AttemptError, ErrorKind};
 pub use graph::{AddError, CancelError, MAX_ERROR_LEN, RemoveError, RetryError};
 pub use job::{Attempt, InvalidName, JobId, JobSpec, JobState, Work, work};
 pub use queue::{Builder, Jobq, WaitError};

@@ -1,5 +1,5 @@
-//! Property tests: random DAGs whose jobs succeed, fail, panic or hang past the attempt timeout
-//! at random on each attempt, with random concurrency bounds and attempt limits, on a paused
+//! Property tests: random DAGs whose jobs succeed, fail (retryably or permanently), panic or hang
+//! past the attempt timeout at random on each attempt, with random concurrency bounds and attempt limits, on a paused
 //! tokio clock (so every case is deterministic and takes no real time).
 //!
 //! Every run is recorded as a log of attempt starts and ends, and checked against:
@@ -8,6 +8,7 @@
 //! - no more than `max_concurrency` attempts run at once;
 //! - every job ends succeeded, failed, blocked or cancelled, and exactly as a model of the
 //!   scripted outcomes predicts (so a failed job's dependents are blocked and never run);
+//! - a permanent error never gets a second attempt (until someone retries the job by hand);
 //! - retrying the failed jobs once the work is healthy lets every job finish;
 //! - after `cancel`, neither the job nor anything downstream of it starts again, and everything
 //!   downstream ends cancelled.
@@ -20,7 +21,7 @@ use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
 use common::{TokioClock, far, id};
-use hive_jobq::{Jitter, JobId, JobSpec, JobState, Jobq, JobqConfig, Work, work};
+use hive_jobq::{AttemptError, Jitter, JobId, JobSpec, JobState, Jobq, JobqConfig, Work, work};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use tokio::time::sleep;
@@ -30,6 +31,8 @@ use tokio::time::sleep;
 enum Outcome {
     Ok,
     Fail,
+    /// A permanent error: no retry can help.
+    Refuse,
     Panic,
 }
 
@@ -58,7 +61,12 @@ struct Case {
 }
 
 fn outcome() -> impl Strategy<Value = (Outcome, Duration)> {
-    let what = prop_oneof![4 => Just(Outcome::Ok), 3 => Just(Outcome::Fail), 1 => Just(Outcome::Panic)];
+    let what = prop_oneof![
+        4 => Just(Outcome::Ok),
+        3 => Just(Outcome::Fail),
+        1 => Just(Outcome::Refuse),
+        1 => Just(Outcome::Panic)
+    ];
     // 3 s is past the timeout; none lands exactly on it, so no tie between a sleep and the timeout.
     let how_long = prop_oneof![Just(0u64), Just(100), Just(1000), Just(3000)].prop_map(Duration::from_millis);
     (what, how_long)
@@ -102,6 +110,10 @@ enum Event {
     End(usize, bool),
     /// `cancel` of this job was accepted.
     Cancel(usize),
+    /// An attempt of this job is returning a permanent error.
+    Refused(usize),
+    /// This job was retried by hand.
+    Retried(usize),
 }
 
 /// Ends an attempt in the log when dropped, so an attempt stopped by its timeout (its future
@@ -141,7 +153,11 @@ fn job_work(i: usize, script: Vec<(Outcome, Duration)>, log: Arc<Mutex<Vec<Event
                     attempt.succeeded = true;
                     Ok(())
                 }
-                Outcome::Fail => Err(format!("attempt {} of j{i} failed", n + 1)),
+                Outcome::Fail => Err(AttemptError::retryable(format!("attempt {} of j{i} failed", n + 1))),
+                Outcome::Refuse => {
+                    attempt.log.lock().unwrap().push(Event::Refused(i));
+                    Err(AttemptError::permanent(format!("attempt {} of j{i} was refused", n + 1)))
+                }
                 Outcome::Panic => panic!("{PANIC_MARKER}"),
             }
         }
@@ -169,11 +185,13 @@ fn model(case: &Case) -> Vec<(JobState, u32)> {
         let predicted = if job.deps.iter().any(|d| out[*d].0 != JobState::Succeeded) {
             (JobState::Blocked, 0)
         } else {
-            let first_success = job.script[..case.max_attempts as usize]
-                .iter()
-                .position(|(outcome, how_long)| *outcome == Outcome::Ok && *how_long < TIMEOUT);
-            match first_success {
-                Some(k) => (JobState::Succeeded, k as u32 + 1),
+            // An attempt past the timeout fails retryably, whatever it would have returned.
+            let last = job.script[..case.max_attempts as usize].iter().enumerate().find(|(_, (outcome, how_long))| {
+                matches!(outcome, Outcome::Ok | Outcome::Refuse) && *how_long < TIMEOUT
+            });
+            match last {
+                Some((k, (Outcome::Ok, _))) => (JobState::Succeeded, k as u32 + 1),
+                Some((k, _)) => (JobState::Failed, k as u32 + 1),
                 None => (JobState::Failed, case.max_attempts),
             }
         };
@@ -187,6 +205,7 @@ fn check_log(case: &Case, log: &[Event]) -> Result<(), TestCaseError> {
     let n = case.jobs.len();
     let mut open = vec![0usize; n];
     let mut succeeded = vec![false; n];
+    let mut refused = vec![false; n];
     let mut running = 0usize;
     for (at, event) in log.iter().enumerate() {
         match *event {
@@ -195,6 +214,7 @@ fn check_log(case: &Case, log: &[Event]) -> Result<(), TestCaseError> {
                     prop_assert!(succeeded[d], "j{i} started (event {at}) before its dependency j{d} succeeded");
                 }
                 prop_assert_eq!(open[i], 0, "two attempts of j{} at once (event {})", i, at);
+                prop_assert!(!refused[i], "j{i} started again (event {at}) after a permanent error");
                 open[i] += 1;
                 running += 1;
                 prop_assert!(running <= case.max_concurrency, "{running} attempts at once (event {at})");
@@ -205,6 +225,8 @@ fn check_log(case: &Case, log: &[Event]) -> Result<(), TestCaseError> {
                 running -= 1;
                 succeeded[i] |= ok;
             }
+            Event::Refused(i) => refused[i] = true,
+            Event::Retried(i) => refused[i] = false,
             Event::Cancel(_) => {}
         }
     }
@@ -276,6 +298,7 @@ proptest! {
             for (i, (state, _)) in expected.iter().enumerate() {
                 if *state == JobState::Failed {
                     q.retry(&name(i)).unwrap();
+                    log.lock().unwrap().push(Event::Retried(i));
                 }
             }
             let states = q.wait_settled(&ids, far()).await.unwrap();

@@ -1,5 +1,5 @@
-//! The queue with its executor, on a paused tokio clock: order, backoff timing, concurrency,
-//! panics, timeouts, cancel, retry, waiting and shutdown.
+//! The queue with its executor, on a paused tokio clock: order, backoff timing, permanent
+//! failures, concurrency, panics, timeouts, cancel, retry, waiting and shutdown.
 
 mod common;
 
@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{TokioClock, at, far, id};
-use hive_jobq::{AddError, Jitter, JobSpec, JobState, Jobq, JobqConfig, RetryError, WaitError, Work, work};
+use hive_jobq::{
+    AddError, AttemptError, Jitter, JobSpec, JobState, Jobq, JobqConfig, RetryError, WaitError, Work, work,
+};
 use tokio::sync::Notify;
 use tokio::time::{Instant, sleep};
 
@@ -34,7 +36,7 @@ fn ok() -> Work {
 }
 
 fn failing(message: &'static str) -> Work {
-    work(move || async move { Err(message.to_owned()) })
+    work(move || async move { Err(AttemptError::retryable(message)) })
 }
 
 /// Work whose every attempt succeeds once `gate` is notified.
@@ -114,7 +116,7 @@ async fn failed_attempts_back_off_exponentially_to_the_maximum_then_fail() {
         JobSpec::new(id("flaky"), "k"),
         work(move || {
             recorded.lock().unwrap().push(t0.elapsed().as_secs());
-            async { Err("forge answered 502".to_owned()) }
+            async { Err(AttemptError::retryable("forge answered 502")) }
         }),
     )
     .unwrap();
@@ -132,6 +134,61 @@ async fn failed_attempts_back_off_exponentially_to_the_maximum_then_fail() {
     assert_eq!(*starts.lock().unwrap(), [0, 1, 3, 7, 11]);
     let node = q.snapshot().node("flaky").unwrap().clone();
     assert_eq!((node.attempts, node.next_attempt_at, node.finished_at), (5, None, Some(at(11.0))));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_permanent_error_fails_the_job_after_one_attempt_and_blocks_its_dependents() {
+    let q = queue(config(8, 5));
+    let attempts = Arc::new(AtomicU32::new(0));
+    let counted = attempts.clone();
+    let refusal = "forge create user a: HTTP 422 Unprocessable Entity: user already exists [name: a]";
+    q.add(
+        JobSpec::new(id("a.forge-user"), "forge-user"),
+        work(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async move { Err(AttemptError::permanent(refusal)) }
+        }),
+    )
+    .unwrap();
+    q.add(JobSpec::new(id("a.config-repo"), "config-repo").after(id("a.forge-user")), ok()).unwrap();
+    let states = q.wait_settled(&[id("a.forge-user"), id("a.config-repo")], far()).await.unwrap();
+    assert_eq!(states.into_values().collect::<Vec<_>>(), [Blocked, Failed]);
+    let node = q.snapshot().node("a.forge-user").unwrap().clone();
+    assert_eq!((node.attempts, node.last_error.as_deref(), node.next_attempt_at), (1, Some(refusal), None));
+    assert_eq!(node.finished_at, Some(at(0.0)), "failed at once, with no backoff");
+    // Long past every backoff the job would have had: still one attempt.
+    sleep(Duration::from_secs(600)).await;
+    assert_eq!(attempts.load(Ordering::SeqCst), 1);
+    assert_eq!(q.snapshot().node("a.forge-user").unwrap().attempts, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retryable_error_is_retried_with_backoff_until_the_work_succeeds() {
+    let q = queue(config(8, 5));
+    let t0 = Instant::now();
+    let starts = Arc::new(Mutex::new(Vec::new()));
+    let recorded = starts.clone();
+    q.add(
+        JobSpec::new(id("a.forge-user"), "forge-user"),
+        work(move || {
+            let mut starts = recorded.lock().unwrap();
+            starts.push(t0.elapsed().as_secs());
+            let attempt = starts.len();
+            async move {
+                if attempt < 3 { Err(AttemptError::retryable("forge: no answer: connection refused")) } else { Ok(()) }
+            }
+        }),
+    )
+    .unwrap();
+    sleep(Duration::from_millis(1500)).await;
+    let node = q.snapshot().node("a.forge-user").unwrap().clone();
+    assert_eq!((node.state, node.attempts), (Retrying, 2));
+    assert_eq!(node.last_error.as_deref(), Some("forge: no answer: connection refused"));
+    let states = q.wait_settled(&[id("a.forge-user")], far()).await.unwrap();
+    assert_eq!(states.into_values().collect::<Vec<_>>(), [Succeeded]);
+    assert_eq!(*starts.lock().unwrap(), [0, 1, 3], "waits of 1 and 2 s");
+    let node = q.snapshot().node("a.forge-user").unwrap().clone();
+    assert_eq!((node.attempts, node.last_error), (3, None));
 }
 
 #[tokio::test(start_paused = true)]
@@ -248,7 +305,7 @@ async fn retry_after_failure_lets_the_chain_finish() {
         JobSpec::new(id("forge"), "k"),
         work(move || {
             let ok = h.load(Ordering::SeqCst) == 1;
-            async move { if ok { Ok(()) } else { Err("forge is down".to_owned()) } }
+            async move { if ok { Ok(()) } else { Err(AttemptError::retryable("forge is down")) } }
         }),
     )
     .unwrap();

@@ -8,11 +8,14 @@
 //! - [`matrix`]: the agent's matrix account (Synapse).
 //! - [`store_ca`]: the agent's short-lived X.509 client certificate from the swarm's store CA.
 //! - [`secret`]: [`Secret`], a string that never shows in logs, errors or `Debug`.
+//! - [`retry`]: [`Retryable`], which of each adapter's errors are worth a retry.
 
 pub mod forge;
 pub mod matrix;
+pub mod retry;
 pub mod secret;
 pub mod sso;
 pub mod store_ca;
 
+pub use retry::Retryable;
 pub use secret::Secret;

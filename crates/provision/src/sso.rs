@@ -86,7 +86,8 @@ pub enum SsoError {
         /// The bridge's message.
         message: String,
     },
-    /// The bridge cannot serve now (its users file is unusable, or it failed): worth retrying.
+    /// The bridge cannot serve now (its users file is unusable, it failed, or it is throttling
+    /// with 429): worth retrying.
     #[error("SSO bridge: {call}: unavailable, HTTP {status}: {message}")]
     Unavailable {
         /// The call.
@@ -120,9 +121,17 @@ pub enum SsoError {
 }
 
 impl SsoError {
-    /// Whether the same call may succeed later (the bridge or its file was unavailable).
+    /// Whether the same call may succeed later: the bridge (or its users file) was unavailable,
+    /// overloaded (429) or did not answer. A user that is not the bridge's, a refusal and an
+    /// answer this client does not understand are not.
     pub fn is_retryable(&self) -> bool {
         matches!(self, Self::Unavailable { .. } | Self::Transport { .. })
+    }
+}
+
+impl crate::Retryable for SsoError {
+    fn is_retryable(&self) -> bool {
+        SsoError::is_retryable(self)
     }
 }
 
@@ -292,7 +301,9 @@ impl BridgeClient {
                 status: 404,
                 message: format!("no such route ({message}); is the base URL the bridge's?"),
             },
-            s if s.is_server_error() => SsoError::Unavailable { call, status: s.as_u16(), message },
+            s if crate::retry::retryable_status(s.as_u16()) => {
+                SsoError::Unavailable { call, status: s.as_u16(), message }
+            }
             s if s.is_client_error() => SsoError::Rejected { call, status: s.as_u16(), message },
             s => SsoError::Unexpected { call, status: s.as_u16(), message },
         }
@@ -395,6 +406,10 @@ mod tests {
         assert!(err.is_retryable() && err.to_string().contains("HTTP 503: plain text"), "{err}");
         let err = BridgeClient::failure("GET user a", "a", StatusCode::UNAUTHORIZED, r#"{"error":"token"}"#);
         assert!(!err.is_retryable() && matches!(err, SsoError::Rejected { status: 401, .. }));
+        let err = BridgeClient::failure("PUT user a", "a", StatusCode::TOO_MANY_REQUESTS, "slow down");
+        assert!(err.is_retryable() && matches!(err, SsoError::Unavailable { status: 429, .. }), "{err}");
+        let err = BridgeClient::failure("PUT user a", "a", StatusCode::BAD_REQUEST, r#"{"error":"bad name"}"#);
+        assert!(!err.is_retryable() && matches!(err, SsoError::Rejected { status: 400, .. }));
         let err = BridgeClient::failure("GET user a", "a", StatusCode::NOT_FOUND, "<html>404</html>");
         assert!(matches!(err, SsoError::Unexpected { status: 404, .. }), "a 404 from another server is no answer");
         assert!(err.to_string().contains("is the base URL the bridge's?"), "{err}");

@@ -472,3 +472,21 @@ async fn deliveries_are_signed_with_the_hooks_secret_and_carry_the_forges_header
     assert_eq!(payload["repository"]["full_name"], "swarm/r");
     server.abort();
 }
+
+#[tokio::test]
+async fn a_name_taken_before_the_create_is_answered_422_and_belongs_to_someone_else() {
+    let api = Api::start().await;
+    let (status, _) = answer(api.admin(Method::GET, "/users/zed")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "nobody holds the name yet");
+    api.stand_in.take_name_before_create("Zed");
+    let got = answer(api.admin(Method::POST, "/admin/users").json(&new_user("zed"))).await;
+    assert_error(got, StatusCode::UNPROCESSABLE_ENTITY, "user already exists [name: zed]");
+    assert_eq!(api.stand_in.counts().users_created, 0, "the other account was not made through the API");
+    let (status, user) = answer(api.admin(Method::GET, "/users/zed")).await;
+    assert_eq!((status, user["login"].as_str()), (StatusCode::OK, Some("zed")));
+    let got = answer(api.request(Method::GET, "/user").basic_auth("zed", Some("a-long-password"))).await;
+    assert_eq!(got.0, StatusCode::UNAUTHORIZED, "the caller's password does not sign in to it");
+    // Only the next create is affected.
+    let (status, _) = answer(api.admin(Method::POST, "/admin/users").json(&new_user("zoe"))).await;
+    assert_eq!(status, StatusCode::CREATED);
+}

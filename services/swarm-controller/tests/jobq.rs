@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::{Controller, Options};
-use hive_jobq::{Jitter, JobId, JobSpec, JobState, Jobq, JobqConfig, Work, work};
+use hive_jobq::{AttemptError, Jitter, JobId, JobSpec, JobState, Jobq, JobqConfig, Work, work};
 use hyper::http::{Method, StatusCode};
 use hyperhive_schedule::instant::parse_instant;
 use hyperhive_testkit::{Process, Signal, wait_until};
@@ -60,7 +60,7 @@ fn until(healthy: &Arc<AtomicBool>) -> Work {
     let healthy = healthy.clone();
     work(move || {
         let healthy = healthy.load(Ordering::SeqCst);
-        async move { if healthy { Ok(()) } else { Err("forge answered 502 Bad Gateway".to_owned()) } }
+        async move { if healthy { Ok(()) } else { Err(AttemptError::retryable("forge answered 502 Bad Gateway")) } }
     })
 }
 

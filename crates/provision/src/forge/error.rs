@@ -4,6 +4,8 @@
 
 use reqwest::StatusCode;
 
+use crate::retry::{Retryable, retryable_status};
+
 /// Why a forge call failed. `call` is a short description such as `"create user bob"`.
 #[derive(Debug, thiserror::Error)]
 pub enum ForgeError {
@@ -38,11 +40,13 @@ impl ForgeError {
     }
 
     /// Whether trying again later may succeed: no answer, or the forge (or a proxy in front of
-    /// it) said it is overloaded or unavailable.
+    /// it) failed or said it is overloaded (a 5xx or a 429). A refusal (409 or 422 for a taken
+    /// name, 401 or 403 for a token it does not accept, 400 for bad input), malformed input and
+    /// an answer that is not the API's are not.
     pub fn is_transient(&self) -> bool {
         match self {
             Self::Unreachable { .. } => true,
-            Self::Refused { status, .. } => matches!(status, 429 | 502 | 503 | 504),
+            Self::Refused { status, .. } => retryable_status(*status),
             Self::Invalid { .. } | Self::BadAnswer { .. } => false,
         }
     }
@@ -58,6 +62,12 @@ impl ForgeError {
             }
             _ => false,
         }
+    }
+}
+
+impl Retryable for ForgeError {
+    fn is_retryable(&self) -> bool {
+        self.is_transient()
     }
 }
 
@@ -88,5 +98,19 @@ mod tests {
         assert!(refused(409, "The repository with the same name already exists.").is_already_exists());
         assert!(!refused(422, "name is reserved [name: admin]").is_already_exists());
         assert!(!refused(403, "user should be the site admin").is_already_exists());
+    }
+
+    #[test]
+    fn server_failures_and_throttling_are_retryable_refusals_are_not() {
+        for status in [429, 500, 502, 503, 504] {
+            assert!(refused(status, "busy").is_retryable(), "{status}");
+        }
+        for status in [400, 401, 403, 404, 409, 422] {
+            assert!(!refused(status, "no").is_retryable(), "{status}");
+        }
+        let unreachable = ForgeError::Unreachable { call: "get user bob".into(), reason: "connection refused".into() };
+        assert!(unreachable.is_retryable());
+        assert!(!ForgeError::BadAnswer { call: "get user bob".into(), reason: "not JSON".into() }.is_retryable());
+        assert!(!ForgeError::Invalid { call: "create user Bob".into(), reason: "bad name".into() }.is_retryable());
     }
 }

@@ -13,7 +13,8 @@
 //!
 //! Retries belong to the job graph, not here: a create is not idempotent over HTTP (a create
 //! whose answer was lost, sent again, meets "already exists"), so only the caller, who can look
-//! first, may repeat it. [`ForgeError::is_transient`] says which failures are worth a retry.
+//! first, may repeat it. [`ForgeError::is_transient`] (the [`crate::Retryable`] of this adapter)
+//! says which failures are worth a retry.
 //!
 //! # Layout
 //! - [`types`]: what the trait takes and returns.

@@ -101,6 +101,30 @@ pub enum MatrixError {
     },
 }
 
+/// Retryable: no answer, throttling, and a 5xx or 429 the homeserver (or a proxy in front of
+/// it) answered. Everything else is a refusal or an answer no retry changes: a taken localpart,
+/// a wrong password or shared secret, a deactivated or locked account, an unknown token, bad
+/// input.
+impl crate::Retryable for MatrixError {
+    fn is_retryable(&self) -> bool {
+        match self {
+            Self::Unreachable { .. } | Self::RateLimited { .. } => true,
+            Self::Server { status, .. } | Self::UnexpectedResponse { status, .. } => {
+                crate::retry::retryable_status(*status)
+            }
+            Self::InvalidInput { .. }
+            | Self::AlreadyExists { .. }
+            | Self::NotFound { .. }
+            | Self::SharedSecretRejected
+            | Self::Forbidden { .. }
+            | Self::Deactivated
+            | Self::Locked
+            | Self::UnknownToken
+            | Self::HttpClient(_) => false,
+        }
+    }
+}
+
 /// The body of a Matrix error answer; every field optional, as proxies answer too.
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct ErrorBody {
@@ -203,6 +227,25 @@ mod tests {
         assert_eq!(wait(answer(429, "<html>slow down</html>", None)), None);
         let text = answer(429, body, None).to_string();
         assert!(text.contains("retry after 1500 ms"), "{text}");
+    }
+
+    #[test]
+    fn throttling_and_server_failures_are_retryable_refusals_are_not() {
+        use crate::Retryable;
+        assert!(answer(429, r#"{"errcode":"M_LIMIT_EXCEEDED"}"#, None).is_retryable());
+        assert!(answer(502, "<html>bad gateway</html>", None).is_retryable());
+        assert!(answer(500, r#"{"errcode":"M_UNKNOWN","error":"db"}"#, None).is_retryable());
+        for refusal in [
+            answer(400, r#"{"errcode":"M_USER_IN_USE","error":"taken"}"#, None),
+            answer(403, r#"{"errcode":"M_FORBIDDEN","error":"Invalid username or password"}"#, None),
+            answer(401, r#"{"errcode":"M_UNKNOWN_TOKEN"}"#, None),
+            answer(401, r#"{"errcode":"M_USER_LOCKED"}"#, None),
+            answer(400, r#"{"errcode":"M_INVALID_USERNAME","error":"bad"}"#, None),
+        ] {
+            assert!(!refusal.is_retryable(), "{refusal}");
+        }
+        assert!(!MatrixError::AlreadyExists { localpart: "a".into() }.is_retryable());
+        assert!(!MatrixError::SharedSecretRejected.is_retryable());
     }
 
     #[test]

@@ -84,3 +84,31 @@ pub enum StoreCaError {
     #[error("the system random generator failed")]
     Random,
 }
+
+/// Retryable: a file that could not be read or written (a disk or mount that may come back) and
+/// the system's random generator. Everything else is the CA's key, certificate or an asked-for
+/// lifetime that no retry changes.
+impl crate::Retryable for StoreCaError {
+    fn is_retryable(&self) -> bool {
+        matches!(self, Self::Io { .. } | Self::Random)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Retryable;
+
+    #[test]
+    fn only_io_and_randomness_are_worth_a_retry() {
+        let io = StoreCaError::Io {
+            action: "reading the key file",
+            path: "/x".into(),
+            source: std::io::Error::other("gone"),
+        };
+        assert!(io.is_retryable() && StoreCaError::Random.is_retryable());
+        assert!(!StoreCaError::KeyMismatch.is_retryable());
+        let expired = StoreCaError::CaExpiresFirst { ca_not_after: "a".into(), wanted_not_after: "b".into() };
+        assert!(!expired.is_retryable());
+    }
+}

@@ -80,7 +80,8 @@
 //!   repository's owner whose events take it, signed with the hook's secret.
 //!
 //! For tests it also: counts what it was asked to create, edit and delete ([`Counts`]), answers
-//! 503 to everything while [`ForgeStandIn::set_down`], answers every success with a body that is
+//! 503 to everything while [`ForgeStandIn::set_down`], lets someone else take a user name just
+//! before the controller creates it ([`ForgeStandIn::take_name_before_create`]), answers every success with a body that is
 //! not the documented JSON while [`ForgeStandIn::set_malformed`], lets a test set up users,
 //! organisations, templates, repositories and tokens, or revoke a token, directly, and change
 //! pull requests, issues and webhooks as a person would (`control`).
@@ -217,6 +218,14 @@ impl ForgeStandIn {
         let before = state.tokens.len();
         state.tokens.retain(|t| !(t.owner == owner && t.name == name));
         state.tokens.len() != before
+    }
+
+    /// Someone else takes the user name `name` just before the next request to create it is
+    /// answered: an account of that name, with a password no test knows, is made first, so the
+    /// request meets the forge's 422 "user already exists" (as when a person signs up with the
+    /// name between a look-up that found nothing and the create).
+    pub fn take_name_before_create(&self, name: &str) {
+        lock(&self.state).taken_before_create.insert(name.to_ascii_lowercase());
     }
 
     /// While `down`, every request is answered 503 (as a proxy in front of a stopped forge).

@@ -159,6 +159,10 @@ fn create_user(state: &mut State, request: &Request, doer: Option<&Doer>) -> Res
         return Err(error(state, StatusCode::BAD_REQUEST, "PasswordIsRequired"));
     }
     rules::usable_user_name(&username).map_err(|m| error(state, StatusCode::UNPROCESSABLE_ENTITY, &m))?;
+    if state.taken_before_create.remove(&username.to_ascii_lowercase()) {
+        let email = format!("{}@someone-else.invalid", username.to_ascii_lowercase());
+        state.insert_user(&username, &email, "someone-elses-password", false);
+    }
     if state.user(&username).is_some() {
         let message = format!("user already exists [name: {username}]");
         return Err(error(state, StatusCode::UNPROCESSABLE_ENTITY, &message));

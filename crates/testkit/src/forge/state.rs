@@ -2,7 +2,7 @@
 //! `User`, `Repository` and `AccessToken` definitions of the v1 document, field names and types
 //! as documented).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
@@ -80,6 +80,9 @@ pub(super) struct State {
     pub max_page: usize,
     /// `http://127.0.0.1:<port>`, for the URLs inside answers.
     pub base: String,
+    /// Lower-case user names someone else takes just before the next request to create them is
+    /// answered (see [`super::ForgeStandIn::take_name_before_create`]).
+    pub taken_before_create: BTreeSet<String>,
     /// Organisations' teams, labels, webhooks; repositories' pulls, issues, collaborators.
     pub swarm: super::swarm_state::SwarmState,
 }
@@ -100,6 +103,7 @@ impl State {
             malformed: false,
             max_page: MAX_PAGE,
             base,
+            taken_before_create: BTreeSet::new(),
             swarm: super::swarm_state::SwarmState::default(),
         }
     }

@@ -12,6 +12,7 @@ use hyperhive_hive_proto::wanted::{Wanted, WantedState};
 use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_schedule::instant::format_instant;
 
+use super::error::StepError;
 use super::{IdentityChange, Outcome, Provisioner};
 use crate::lifecycle::wanted::WriteError;
 
@@ -23,18 +24,26 @@ const FIRST_REVISION: u64 = 1;
 impl Provisioner {
     /// Declares `paused` unless a wanted state was declared already (by an earlier run, or by
     /// someone who set the agent's state meanwhile: theirs stands).
-    pub(super) async fn declare_paused(&self, agent: &AgentName, hive: &HiveName) -> Result<Outcome, String> {
+    pub(super) async fn declare_paused(&self, agent: &AgentName, hive: &HiveName) -> Result<Outcome, StepError> {
         let wanted =
             Wanted { state: WantedState::Paused, set_at: format_instant(self.clock.now()), set_by: SET_BY.into() };
         match self.wanted.put(hive, agent, &wanted, None).await {
             Ok(_) | Err(WriteError::Conflict) => Ok(Outcome::Done(IdentityChange::none())),
-            Err(WriteError::Nats(err)) => Err(err),
+            Err(WriteError::Nats(err)) => Err(StepError::retryable(err)),
         }
     }
 
-    pub(super) async fn deploy(&self, agent: &AgentName) -> Result<Outcome, String> {
-        let entry = self.roster.update(agent, |e| e.revision = e.revision.max(FIRST_REVISION)).await?;
-        let spec = entry.spec.clone().ok_or_else(|| format!("agent {agent} has no spec on the roster"))?;
+    pub(super) async fn deploy(&self, agent: &AgentName) -> Result<Outcome, StepError> {
+        let entry = self
+            .roster
+            .update(agent, |e| e.revision = e.revision.max(FIRST_REVISION))
+            .await
+            .map_err(StepError::retryable)?;
+        let spec = entry.spec.clone().ok_or_else(|| {
+            StepError::permanent(format!(
+                "agent {agent} has no spec on the roster; only agents created through POST /api/agents are deployed"
+            ))
+        })?;
         let payload = Payload {
             kind: DeployKind::Deploy,
             hive: entry.hive.clone(),
@@ -43,7 +52,7 @@ impl Provisioner {
             spec: Some(spec),
             secrets: self.vault.bundle(agent, self.store_ca_pem()).await?,
         };
-        crate::lifecycle::deploy::send(&self.js, &self.hives, &payload).await.map_err(|e| e.to_string())?;
+        crate::lifecycle::deploy::send(&self.js, &self.hives, &payload).await?;
         Ok(Outcome::Done(IdentityChange::none()))
     }
 
@@ -53,8 +62,12 @@ impl Provisioner {
     /// # Errors
     /// The roster, the secret store or the send failed; nothing is half applied on the hive
     /// (it applies a message whole or not at all).
-    pub async fn send_credentials(&self, agent: &AgentName) -> Result<u64, String> {
-        let entry = self.roster.update(agent, |e| e.revision = e.revision.max(FIRST_REVISION) + 1).await?;
+    pub async fn send_credentials(&self, agent: &AgentName) -> Result<u64, StepError> {
+        let entry = self
+            .roster
+            .update(agent, |e| e.revision = e.revision.max(FIRST_REVISION) + 1)
+            .await
+            .map_err(StepError::retryable)?;
         let payload = Payload {
             kind: DeployKind::Credentials,
             hive: entry.hive.clone(),
@@ -63,7 +76,7 @@ impl Provisioner {
             spec: None,
             secrets: self.vault.bundle(agent, self.store_ca_pem()).await?,
         };
-        crate::lifecycle::deploy::send(&self.js, &self.hives, &payload).await.map_err(|e| e.to_string())?;
+        crate::lifecycle::deploy::send(&self.js, &self.hives, &payload).await?;
         Ok(entry.revision)
     }
 

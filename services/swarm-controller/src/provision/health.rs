@@ -25,6 +25,7 @@ use hyperhive_provision::matrix::AccountCheck;
 use hyperhive_schedule::instant::format_instant;
 use serde::Serialize;
 
+use super::error::StepError;
 use super::keys::due;
 use super::steps::Step;
 use super::vault::Kind;
@@ -195,9 +196,9 @@ impl Provisioner {
     ///
     /// # Errors
     /// The roster or the wanted states could not be read (nothing is checked then).
-    pub async fn check_all(self: &Arc<Self>) -> Result<PassReport, String> {
-        let roster = self.roster.list().await.map_err(|e| e.to_string())?;
-        let wanted = self.wanted.list().await.map_err(|e| e.to_string())?;
+    pub async fn check_all(self: &Arc<Self>) -> Result<PassReport, StepError> {
+        let roster = self.roster.list().await.map_err(|e| StepError::retryable(e.to_string()))?;
+        let wanted = self.wanted.list().await.map_err(|e| StepError::retryable(e.to_string()))?;
         let pass = self.health.pass.fetch_add(1, Ordering::Relaxed) + 1;
         self.health.metrics.passes.fetch_add(1, Ordering::Relaxed);
         let mut report = PassReport::default();
@@ -313,7 +314,7 @@ impl Provisioner {
             let (me, name, credential) = (self.clone(), agent.clone(), *credential);
             let fix = work(move || {
                 let (me, name) = (me.clone(), name.clone());
-                async move { me.fix(&name, credential).await }
+                async move { Ok(me.fix(&name, credential).await?) }
             });
             match self.jobq.add(JobSpec::new(id.clone(), kind).agent(agent.as_str()), fix) {
                 Ok(()) => delivery = delivery.after(id),
@@ -339,7 +340,7 @@ impl Provisioner {
     }
 
     /// Renews or repairs one credential and records what changed in the roster.
-    async fn fix(&self, agent: &AgentName, credential: Credential) -> Result<(), String> {
+    async fn fix(&self, agent: &AgentName, credential: Credential) -> Result<(), StepError> {
         let outcome = self.fix_inner(agent, credential).await;
         match &outcome {
             Ok(()) => self.health.metrics.count_fixed(credential),
@@ -351,12 +352,16 @@ impl Provisioner {
         outcome
     }
 
-    async fn fix_inner(&self, agent: &AgentName, credential: Credential) -> Result<(), String> {
+    async fn fix_inner(&self, agent: &AgentName, credential: Credential) -> Result<(), StepError> {
         let identities = match credential {
             Credential::StoreCert => self.issue_store_cert(agent).await?,
             Credential::QueueCreds => {
-                let entry =
-                    self.roster.get(agent).await?.ok_or_else(|| format!("agent {agent} is not on the roster"))?;
+                let entry = self
+                    .roster
+                    .get(agent)
+                    .await
+                    .map_err(StepError::retryable)?
+                    .ok_or_else(|| StepError::permanent(format!("agent {agent} is not on the roster")))?;
                 self.mint_queue_creds(agent, &entry.hive).await?
             }
             Credential::ForgeToken => {
@@ -369,7 +374,7 @@ impl Provisioner {
             }
         };
         let change = IdentityChange(identities);
-        self.roster.update(agent, |e| change.apply(&mut e.identities)).await.map(drop)
+        self.roster.update(agent, |e| change.apply(&mut e.identities)).await.map(drop).map_err(StepError::retryable)
     }
 }
 

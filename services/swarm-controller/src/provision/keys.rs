@@ -12,6 +12,7 @@ use hyperhive_provision::store_ca::renew_due;
 use hyperhive_schedule::instant::{format_instant, parse_instant};
 use time::OffsetDateTime;
 
+use super::error::StepError;
 use super::settings::vars;
 use super::vault::Kind;
 use super::{IdentityChange, Outcome, Provisioner, not_configured};
@@ -27,7 +28,7 @@ pub fn due(expires_at: Option<&str>, lifetime: Duration, now: OffsetDateTime) ->
 }
 
 impl Provisioner {
-    pub(super) async fn store_identity(&self, agent: &AgentName, entry: &RosterEntry) -> Result<Outcome, String> {
+    pub(super) async fn store_identity(&self, agent: &AgentName, entry: &RosterEntry) -> Result<Outcome, StepError> {
         if self.settings.store_ca.is_none() {
             return Ok(not_configured(vars::STORE_CA_KEY_FILE));
         }
@@ -41,11 +42,10 @@ impl Provisioner {
 
     /// Issues a new store certificate, stores it with its key, and returns the identities to
     /// record.
-    pub(super) async fn issue_store_cert(&self, agent: &AgentName) -> Result<Identities, String> {
-        let ca = self.settings.store_ca.as_ref().ok_or("the store CA is not configured")?;
-        let issued = ca
-            .issue(agent, self.settings.store_cert_lifetime, SystemTime::from(self.clock.now()))
-            .map_err(|e| e.to_string())?;
+    pub(super) async fn issue_store_cert(&self, agent: &AgentName) -> Result<Identities, StepError> {
+        let ca =
+            self.settings.store_ca.as_ref().ok_or_else(|| StepError::permanent("the store CA is not configured"))?;
+        let issued = ca.issue(agent, self.settings.store_cert_lifetime, SystemTime::from(self.clock.now()))?;
         // The key first: a certificate in the store always has its key.
         self.vault.put(agent, Kind::StoreKey, &issued.key_pem).await?;
         self.vault.put(agent, Kind::StoreCert, &Secret::new(issued.cert_pem)).await?;
@@ -57,7 +57,7 @@ impl Provisioner {
         })
     }
 
-    pub(super) async fn queue_credential(&self, agent: &AgentName, entry: &RosterEntry) -> Result<Outcome, String> {
+    pub(super) async fn queue_credential(&self, agent: &AgentName, entry: &RosterEntry) -> Result<Outcome, StepError> {
         let have = self.vault.get(agent, Kind::QueueCreds).await?.is_some();
         let lifetime = self.settings.queue_creds_lifetime;
         if have && !due(entry.identities.queue_creds_expires_at.as_deref(), lifetime, self.clock.now()) {
@@ -68,15 +68,17 @@ impl Provisioner {
 
     /// Mints a new NATS credential (creating the agent's account on the server the first time),
     /// stores it, and returns the identities to record.
-    pub(super) async fn mint_queue_creds(&self, agent: &AgentName, hive: &HiveName) -> Result<Identities, String> {
-        let credential = self
-            .accounts
-            .create_agent(hive, agent, self.settings.queue_creds_lifetime)
-            .await
-            .map_err(|e| e.to_string())?;
+    pub(super) async fn mint_queue_creds(&self, agent: &AgentName, hive: &HiveName) -> Result<Identities, StepError> {
+        let credential = self.accounts.create_agent(hive, agent, self.settings.queue_creds_lifetime).await?;
         self.vault.put(agent, Kind::QueueCreds, &Secret::new(credential.creds.expose())).await?;
-        let expires = i64::try_from(credential.expires_at).map_err(|_| "the credential's expiry is out of range")?;
-        let expires = OffsetDateTime::from_unix_timestamp(expires).map_err(|e| e.to_string())?;
+        let out_of_range = || {
+            StepError::permanent(format!(
+                "the credential's expiry is out of range; check {}",
+                vars::QUEUE_CREDS_LIFETIME
+            ))
+        };
+        let expires = i64::try_from(credential.expires_at).map_err(|_| out_of_range())?;
+        let expires = OffsetDateTime::from_unix_timestamp(expires).map_err(|_| out_of_range())?;
         tracing::info!(%agent, expires_at = %format_instant(expires), "queue credential minted");
         Ok(Identities { queue_creds_expires_at: Some(format_instant(expires)), ..Identities::default() })
     }

@@ -16,8 +16,10 @@
 //! - [`keys`]: the store certificate and the NATS credential.
 //! - [`handoff`]: declaring the agent `paused` and sending the deploy or credentials message.
 //! - [`health`]: the credential health pass: re-checks, renewals and repair jobs.
+//! - [`error`]: [`StepError`], a step's failure and whether the job graph retries it.
 
 pub mod accounts;
+pub mod error;
 pub mod handoff;
 pub mod health;
 pub mod keys;
@@ -37,6 +39,7 @@ use hyperhive_provision::matrix::Matrix;
 use hyperhive_provision::sso::Sso;
 use hyperhive_schedule::instant::format_instant;
 
+pub use error::StepError;
 pub use request::{CreateError, CreateRequest, ValidRequest};
 pub use settings::ProvisionSettings;
 pub use steps::Step;
@@ -162,7 +165,7 @@ impl Provisioner {
                 spec,
                 work(move || {
                     let (me, name) = (me.clone(), name.clone());
-                    async move { me.run(&name, step).await }
+                    async move { Ok(me.run(&name, step).await?) }
                 }),
             ) {
                 Ok(()) | Err(AddError::Duplicate(_)) => ids.push(id),
@@ -178,8 +181,8 @@ impl Provisioner {
     ///
     /// # Errors
     /// The roster could not be read.
-    pub async fn resume(self: &Arc<Self>) -> Result<usize, String> {
-        let roster = self.roster.list().await.map_err(|e| e.to_string())?;
+    pub async fn resume(self: &Arc<Self>) -> Result<usize, StepError> {
+        let roster = self.roster.list().await.map_err(|e| StepError::retryable(e.to_string()))?;
         let mut resumed = 0;
         for (agent, entry) in roster {
             let unfinished = entry.origin == Origin::Created
@@ -194,9 +197,15 @@ impl Provisioner {
     }
 
     /// Runs one step: nothing when the roster says it is finished, else the step, whose outcome
-    /// (or failure) is recorded in the roster.
-    async fn run(&self, agent: &AgentName, step: Step) -> Result<(), String> {
-        let entry = self.roster.get(agent).await?.ok_or_else(|| format!("agent {agent} is no longer on the roster"))?;
+    /// (or failure) is recorded in the roster. An agent no longer on the roster fails the step at
+    /// once: nothing is left to provision.
+    async fn run(&self, agent: &AgentName, step: Step) -> Result<(), StepError> {
+        let entry = self
+            .roster
+            .get(agent)
+            .await
+            .map_err(StepError::retryable)?
+            .ok_or_else(|| StepError::permanent(format!("agent {agent} is no longer on the roster")))?;
         if entry.provisioning.get(step.name()).is_some_and(StepProgress::is_finished) {
             return Ok(());
         }
@@ -205,7 +214,8 @@ impl Provisioner {
             .update(agent, |e| {
                 e.provisioning.insert(step.name().to_owned(), StepProgress::Running { since: since.clone() });
             })
-            .await?;
+            .await
+            .map_err(StepError::retryable)?;
         let outcome = match step {
             Step::Sso => self.sso_user(agent).await,
             Step::ForgeUser => self.forge_user(agent).await,
@@ -228,8 +238,9 @@ impl Provisioner {
                 (StepProgress::Skipped { at, reason }, Ok(IdentityChange::none()))
             }
             Err(error) => {
-                tracing::warn!(%agent, step = step.name(), %error, "provisioning step failed");
-                (StepProgress::Failed { at, error: error.clone() }, Err(error))
+                let permanent = error.is_permanent();
+                tracing::warn!(%agent, step = step.name(), %error, permanent, "provisioning step failed");
+                (StepProgress::Failed { at, error: error.to_string() }, Err(error))
             }
         };
         let change = result.as_ref().ok().cloned().unwrap_or_else(IdentityChange::none);
@@ -238,7 +249,8 @@ impl Provisioner {
                 e.provisioning.insert(step.name().to_owned(), progress.clone());
                 change.apply(&mut e.identities);
             })
-            .await?;
+            .await
+            .map_err(StepError::retryable)?;
         result.map(drop)
     }
 }

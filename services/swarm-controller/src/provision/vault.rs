@@ -10,6 +10,7 @@ use hyperhive_provision::Secret;
 use rand::Rng;
 use rand::distr::Alphanumeric;
 
+use super::error::StepError;
 use crate::secrets::{Plaintext, RecordKey, SecretStore};
 
 /// One kind of secret an agent has.
@@ -86,18 +87,20 @@ impl Vault {
     /// The secret, if stored.
     ///
     /// # Errors
-    /// The store's error (a value that does not open is an error, never returned).
-    pub async fn get(&self, agent: &AgentName, kind: Kind) -> Result<Option<Secret>, String> {
+    /// The store's error (a value that does not open is a permanent error, never returned).
+    pub async fn get(&self, agent: &AgentName, kind: Kind) -> Result<Option<Secret>, StepError> {
         self.get_at(&Self::record(agent, kind)).await
     }
 
-    async fn get_at(&self, record: &RecordKey) -> Result<Option<Secret>, String> {
-        let value = self.store.get(record).await.map_err(|e| e.to_string())?;
+    async fn get_at(&self, record: &RecordKey) -> Result<Option<Secret>, StepError> {
+        let value = self.store.get(record).await?;
         value
             .map(|plain| {
-                String::from_utf8(plain.expose().to_vec())
-                    .map(Secret::new)
-                    .map_err(|_| format!("the secret {record} is not text"))
+                String::from_utf8(plain.expose().to_vec()).map(Secret::new).map_err(|_| {
+                    StepError::permanent(format!(
+                        "the secret {record} is not text, so this controller did not write it"
+                    ))
+                })
             })
             .transpose()
     }
@@ -106,9 +109,9 @@ impl Vault {
     ///
     /// # Errors
     /// The store's error.
-    pub async fn put(&self, agent: &AgentName, kind: Kind, value: &Secret) -> Result<(), String> {
+    pub async fn put(&self, agent: &AgentName, kind: Kind, value: &Secret) -> Result<(), StepError> {
         let plain = Plaintext::new(value.expose().as_bytes().to_vec());
-        self.store.put(&Self::record(agent, kind), &plain).await.map_err(|e| e.to_string())
+        Ok(self.store.put(&Self::record(agent, kind), &plain).await?)
     }
 
     /// The stored password of `kind`, or a new random one, sealed and stored before it is
@@ -117,7 +120,7 @@ impl Vault {
     ///
     /// # Errors
     /// The store's error.
-    pub async fn password(&self, agent: &AgentName, kind: Kind) -> Result<Secret, String> {
+    pub async fn password(&self, agent: &AgentName, kind: Kind) -> Result<Secret, StepError> {
         self.password_at(&Self::record(agent, kind)).await
     }
 
@@ -126,22 +129,22 @@ impl Vault {
     ///
     /// # Errors
     /// The store's error.
-    pub async fn swarm_password(&self, name: &str) -> Result<Secret, String> {
-        let record = RecordKey::new(format!("swarm.{name}"))?;
+    pub async fn swarm_password(&self, name: &str) -> Result<Secret, StepError> {
+        let record = RecordKey::new(format!("swarm.{name}")).map_err(StepError::permanent)?;
         self.password_at(&record).await
     }
 
-    async fn password_at(&self, record: &RecordKey) -> Result<Secret, String> {
+    async fn password_at(&self, record: &RecordKey) -> Result<Secret, StepError> {
         if let Some(existing) = self.get_at(record).await? {
             return Ok(existing);
         }
         let fresh: String = rand::rng().sample_iter(&Alphanumeric).take(PASSWORD_LEN).map(char::from).collect();
-        self.store.put(record, &Plaintext::new(fresh.as_bytes().to_vec())).await.map_err(|e| e.to_string())?;
+        self.store.put(record, &Plaintext::new(fresh.as_bytes().to_vec())).await?;
         Ok(Secret::new(fresh))
     }
 
     /// The record `agent.<agent>.<suffix>` opened, for secrets other modules define (linked
-    /// accounts); `None` when absent.
+    /// accounts, whose module reports errors as text); `None` when absent.
     ///
     /// # Errors
     /// The store's error, or a malformed suffix.
@@ -184,7 +187,7 @@ impl Vault {
     ///
     /// # Errors
     /// The store's error.
-    pub async fn bundle(&self, agent: &AgentName, store_ca_pem: Option<&str>) -> Result<Secrets, String> {
+    pub async fn bundle(&self, agent: &AgentName, store_ca_pem: Option<&str>) -> Result<Secrets, StepError> {
         let mut files = BTreeMap::new();
         for kind in [Kind::ForgeToken, Kind::MatrixToken, Kind::StoreCert, Kind::StoreKey] {
             if let (Some(file), Some(value)) = (kind.agent_file(), self.get(agent, kind).await?) {
@@ -196,7 +199,7 @@ impl Vault {
         {
             files.insert(STORE_CA_FILE.to_owned(), ca.to_owned());
         }
-        for (slot, account) in crate::linked::store::linked(self, agent).await? {
+        for (slot, account) in crate::linked::store::linked(self, agent).await.map_err(StepError::retryable)? {
             files.insert(slot.agent_file(), crate::linked::store::agent_file_text(&account));
         }
         let nats_creds = self.get(agent, Kind::QueueCreds).await?.map(|c| c.expose().to_owned());

@@ -9,4 +9,5 @@ mod expiry;
 mod faults;
 mod harness;
 mod linked;
+mod refusals;
 mod secrets;
