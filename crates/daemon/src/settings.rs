@@ -170,32 +170,33 @@ impl Check {
         }
     }
 
-    /// A duration setting: `variable.name` in humantime (`30s`, `5m`), else the old
-    /// `*_SECS` variable as a bare whole number of seconds (with a warning naming the new
-    /// variable and the value to write there), else `default`. Returns the variable the value
-    /// came from (for range errors) and the value; `None` with a problem recorded when the text
-    /// is not a duration.
+    /// A duration setting: `variable.name` in humantime (`30s`, `5m`), else the old `*_SECS`
+    /// variable as a bare whole number of seconds (with a warning naming the new variable and
+    /// the value to write there), else `default`. The caller checks the range and words the
+    /// error of a value that does not parse (an old variable may keep its old message).
     pub fn duration_or_old_seconds(
         &mut self,
         lookup: &dyn Fn(&str) -> Option<String>,
         variable: Renamed,
         default: Duration,
-    ) -> Option<(&'static str, Duration)> {
-        let Some(found) = self.find(lookup, variable) else { return Some((variable.name, default)) };
+    ) -> DurationSetting {
+        let Some(found) = self.find(lookup, variable) else {
+            return DurationSetting { variable: variable.name, old: false, value: Ok(default) };
+        };
         if !found.old {
-            return self
-                .ok(parse_duration(&found.text).map_err(|e| Problem::new(found.variable, e)))
-                .map(|d| (found.variable, d));
+            return DurationSetting { variable: found.variable, old: false, value: parse_duration(&found.text) };
         }
-        let secs = self.ok(parse_seconds(&found.text).map_err(|e| Problem::new(found.variable, e)))?;
-        self.warn(format!(
-            "{} is renamed {} and takes a duration: write {}={}; the old name is read for this release only",
-            variable.old,
-            variable.name,
-            variable.name,
-            humantime::format_duration(secs)
-        ));
-        Some((found.variable, secs))
+        let value = parse_seconds(&found.text);
+        if let Ok(secs) = value {
+            self.warn(format!(
+                "{} is renamed {} and takes a duration: write {}={}; the old name is read for this release only",
+                variable.old,
+                variable.name,
+                variable.name,
+                humantime::format_duration(secs)
+            ));
+        }
+        DurationSetting { variable: found.variable, old: true, value }
     }
 
     /// The settings `value` makes when nothing was wrong, else every problem.
@@ -213,6 +214,38 @@ impl Check {
             }
         }
         Err(Problems(self.problems))
+    }
+}
+
+/// A duration as read by [`Check::duration_or_old_seconds`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DurationSetting {
+    /// The variable it came from (the new name when neither was set).
+    pub variable: &'static str,
+    /// Whether that is the old `*_SECS` name.
+    pub old: bool,
+    /// The duration, or why its text is not one.
+    pub value: Result<Duration, String>,
+}
+
+impl DurationSetting {
+    /// The duration when it parses and `accept` takes it, else `None` with `refusal`'s problem
+    /// (given the variable, the parse error if any) recorded: `VARIABLE: message`, or the
+    /// message as it is when it starts with the variable's name.
+    pub fn check(
+        self,
+        check: &mut Check,
+        accept: impl FnOnce(Duration) -> bool,
+        refusal: impl FnOnce(&Self) -> String,
+    ) -> Option<Duration> {
+        match self.value {
+            Ok(value) if accept(value) => Some(value),
+            _ => {
+                let message = refusal(&self);
+                check.problem(Problem::line(self.variable, message));
+                None
+            }
+        }
     }
 }
 
@@ -268,7 +301,7 @@ mod tests {
         move |name| map.get(name).cloned()
     }
 
-    fn duration(pairs: &[(&str, &str)]) -> (Option<(&'static str, Duration)>, Check) {
+    fn duration(pairs: &[(&str, &str)]) -> (DurationSetting, Check) {
         let mut check = Check::default();
         let found = check.duration_or_old_seconds(&env(pairs), EVERY, Duration::from_secs(60));
         (found, check)
@@ -277,31 +310,36 @@ mod tests {
     #[test]
     fn a_humantime_duration_and_an_old_seconds_integer_both_parse() {
         let (found, check) = duration(&[("X_EVERY", "5m")]);
-        assert_eq!(found, Some(("X_EVERY", Duration::from_secs(300))));
+        assert_eq!(found, DurationSetting { variable: "X_EVERY", old: false, value: Ok(Duration::from_secs(300)) });
         assert!(check.warnings.is_empty(), "{:?}", check.warnings);
 
         let (found, check) = duration(&[("X_SECS", "90")]);
-        assert_eq!(found, Some(("X_SECS", Duration::from_secs(90))));
+        assert_eq!(found, DurationSetting { variable: "X_SECS", old: true, value: Ok(Duration::from_secs(90)) });
         assert_eq!(check.warnings.len(), 1, "{:?}", check.warnings);
         let warning = &check.warnings[0];
         assert!(warning.contains("X_SECS") && warning.contains("X_EVERY=1m 30s"), "{warning}");
 
         let (found, check) = duration(&[]);
-        assert_eq!(found, Some(("X_EVERY", Duration::from_secs(60))));
+        assert_eq!(found, DurationSetting { variable: "X_EVERY", old: false, value: Ok(Duration::from_secs(60)) });
         assert!(check.warnings.is_empty() && check.is_clean());
     }
 
     #[test]
     fn a_duration_in_the_wrong_spelling_names_its_variable() {
-        let (found, check) = duration(&[("X_EVERY", "60")]);
-        assert_eq!(found, None);
+        let (found, mut check) = duration(&[("X_EVERY", "60")]);
+        assert_eq!(found.check(&mut check, |_| true, |s| s.value.clone().unwrap_err()), None);
         let problems = check.finish(|| Some(())).unwrap_err().to_string();
         assert!(problems.starts_with("X_EVERY: \"60\" is not a duration") && problems.contains("30s"), "{problems}");
 
-        let (found, check) = duration(&[("X_SECS", "1m")]);
-        assert_eq!(found, None);
-        let problems = check.finish(|| Some(())).unwrap_err().to_string();
-        assert!(problems.starts_with("X_SECS: \"1m\" is not a whole number of seconds"), "{problems}");
+        let (found, mut check) = duration(&[("X_SECS", "1m")]);
+        assert!(found.old && found.value.is_err());
+        assert!(check.warnings.is_empty(), "no rename warning for a value that is refused");
+        assert_eq!(found.check(&mut check, |_| true, |_| "old words".into()), None);
+        assert_eq!(check.finish(|| Some(())).unwrap_err().to_string(), "X_SECS: old words");
+
+        let (found, mut check) = duration(&[("X_EVERY", "0s")]);
+        assert_eq!(found.check(&mut check, |d| !d.is_zero(), |_| "must be more than zero".into()), None);
+        assert_eq!(check.finish(|| Some(())).unwrap_err().to_string(), "X_EVERY: must be more than zero");
     }
 
     #[test]

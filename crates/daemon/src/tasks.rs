@@ -16,6 +16,8 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tokio_util::task::TaskTracker;
 
+pub use tokio_util::sync::DropGuard;
+
 /// How long a daemon waits for its tasks after cancelling them: long enough for a task to finish
 /// the step it is in (a NATS request, a file write), well within systemd's stop timeout (90 s).
 pub const STOP_WITHIN: Duration = Duration::from_secs(10);
@@ -78,6 +80,24 @@ impl Tasks {
         }
         tracing::warn!(running = self.tracker.len(), ?within, "background tasks did not stop in time");
         false
+    }
+
+    /// Waits at most `grace` for the tasks to end on their own (they were told to stop some
+    /// other way, and finish a step first), then stops them as [`Tasks::stop`] does. Returns
+    /// whether they ended within `grace`.
+    pub async fn stop_after(&self, grace: Duration, within: Duration) -> bool {
+        self.tracker.close();
+        let ended = tokio::time::timeout(grace, self.tracker.wait()).await.is_ok();
+        if !ended {
+            tracing::warn!(running = self.tracker.len(), ?grace, "tasks did not end in their grace; stopping them");
+        }
+        self.stop(within).await;
+        ended
+    }
+
+    /// Cancels the tasks when the guard is dropped: for an owner whose drop must stop them.
+    pub fn cancel_on_drop(&self) -> DropGuard {
+        self.token.clone().drop_guard()
     }
 
     /// How many tasks are still running.
@@ -149,5 +169,28 @@ mod tests {
         tasks.spawn(async {});
         assert!(tasks.stop(Duration::from_secs(5)).await);
         assert_eq!(tasks.running(), 0);
+    }
+
+    #[tokio::test]
+    async fn stop_after_gives_a_grace_then_cancels() {
+        let tasks = Tasks::new();
+        let (done, told) = tokio::sync::oneshot::channel::<()>();
+        tasks.spawn(async move {
+            let _ = told.await;
+        });
+        let _ = done.send(());
+        assert!(tasks.stop_after(Duration::from_secs(5), Duration::from_secs(5)).await, "it ended on its own");
+
+        let stuck = Tasks::new();
+        stuck.spawn(std::future::pending());
+        assert!(!stuck.stop_after(Duration::from_millis(20), Duration::from_secs(5)).await);
+        assert!(stuck.is_stopped(), "cancelled once the grace was over");
+    }
+
+    #[tokio::test]
+    async fn a_dropped_guard_cancels() {
+        let tasks = Tasks::new();
+        drop(tasks.cancel_on_drop());
+        assert!(tasks.is_cancelled());
     }
 }

@@ -21,8 +21,7 @@ use hyperhive_schedule::{AGENT_SCHEDULES_BUCKET, AgentSchedules, SCHEDULE_DEFINI
 use hyperhive_testkit::{NatsJwt, Process, wait_until};
 use serde_json::Value;
 use swarm_controller::clock::{Clock, SystemClock};
-use swarm_controller::config::Config;
-use swarm_controller::daemon::{self, StartError};
+use swarm_controller::daemon::{self, Config, StartError};
 use swarm_controller::swarmctl::client;
 use tempfile::TempDir;
 use tokio::sync::oneshot;
