@@ -119,7 +119,7 @@ in
       default = 15;
       example = 5;
       description = ''
-        Seconds between the hive's status reports (`HIVE_C0RE_STATUS_SECS`), 1 to 30; a change is
+        Seconds between the hive's status reports (`HIVE_C0RE_STATUS_EVERY`), 1 to 30; a change is
         reported at once as well. The controller marks a status older than three intervals of its
         default (45 s) stale, so an interval above 30 is refused (hive-c0re refuses it too).
       '';
@@ -185,7 +185,7 @@ in
           HIVE_C0RE_NATS_URL = cfg.nats.url;
           HIVE_C0RE_STATE_DIR = stateDir;
           HIVE_C0RE_RUNNER = cfg.runner;
-          HIVE_C0RE_STATUS_SECS = toString cfg.statusInterval;
+          HIVE_C0RE_STATUS_EVERY = "${toString cfg.statusInterval}s";
         }
         // {
           # Store paths: nothing for systemd to expand.

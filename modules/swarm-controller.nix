@@ -463,7 +463,7 @@ in
       default = 60;
       example = 30;
       description = ''
-        Seconds between reconcile passes (`SWARM_RECONCILE_SECS`), which rewrite any per-agent
+        Seconds between reconcile passes (`SWARM_RECONCILE_EVERY`), which rewrite any per-agent
         schedule key that differs from the definitions.
       '';
     };
@@ -566,7 +566,7 @@ in
         SWARM_CONTROLLER_SOCKET = cfg.socketPath;
         SWARM_NATS_URL = cfg.nats.url;
         SWARM_NATS_REPLICAS = toString cfg.nats.replicas;
-        SWARM_RECONCILE_SECS = toString cfg.reconcileInterval;
+        SWARM_RECONCILE_EVERY = "${toString cfg.reconcileInterval}s";
         # StateDirectory below: the controller's webhook secret, and the host identity when
         # `swarm-controller pair` wrote it there.
         SWARM_STATE_DIR = "/var/lib/swarm-controller";

@@ -1,11 +1,13 @@
 //! Configuration: every variable, as clap arguments that read the environment, and
 //! the checks that turn their text into typed settings. Every error names the variable (and the
-//! flag mirroring it) and says what a good value looks like.
+//! flag mirroring it) and says what a good value looks like; a command's settings are checked
+//! together ([`hyperhive_daemon::settings::Check`]), so every bad one is reported at once.
 
 use crate::codes::Issuer;
 use crate::key::{ControlKey, KeyError};
 use clap::Args;
 use hyperhive_control_proto::encoding;
+use hyperhive_daemon::settings::{Check, Problem, Problems};
 use hyperhive_object_store::{S3Settings, StoreUrl};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -20,6 +22,29 @@ pub enum ConfigError {
     Invalid { variable: &'static str, reason: String },
     #[error(transparent)]
     Key(#[from] KeyError),
+}
+
+impl ConfigError {
+    /// The variable the setting is read from.
+    pub fn variable(&self) -> &'static str {
+        match self {
+            ConfigError::Store(_) => "AGENTS_STORE",
+            ConfigError::Invalid { variable, .. } => variable,
+            ConfigError::Key(_) => "AGENTS_CONTROL_KEY",
+        }
+    }
+}
+
+impl From<ConfigError> for Problem {
+    fn from(error: ConfigError) -> Self {
+        // Every message already starts with its variable, and keeps its words.
+        Problem::line(error.variable(), error.to_string())
+    }
+}
+
+/// The value, or `None` with the error recorded in `check`.
+pub fn checked<T>(check: &mut Check, result: Result<T, ConfigError>) -> Option<T> {
+    check.ok(result.map_err(Problem::from))
 }
 
 fn invalid(variable: &'static str, reason: impl Into<String>) -> ConfigError {
@@ -153,12 +178,27 @@ pub struct IssuerArgs {
 }
 
 impl IssuerArgs {
-    /// Checks every one of these settings (store first, so its error comes first) and returns
-    /// what codes are issued with.
-    pub fn issuer(&self) -> Result<Issuer, ConfigError> {
-        self.store.url()?;
-        self.store.s3.settings()?;
-        Ok(Issuer { key: self.key.load()?, control_url: self.public.control_url()?, pin: self.public.pin()? })
+    /// Checks every one of these settings (store first, so its error comes first), recording
+    /// each bad one, and returns what codes are issued with.
+    pub fn check(&self, check: &mut Check) -> Option<Issuer> {
+        let url = checked(check, self.store.url());
+        let s3 = checked(check, self.store.s3.settings());
+        let key = checked(check, self.key.load());
+        let control_url = checked(check, self.public.control_url());
+        let pin = checked(check, self.public.pin());
+        url?;
+        s3?;
+        Some(Issuer { key: key?, control_url: control_url?, pin: pin? })
+    }
+
+    /// [`IssuerArgs::check`] on its own.
+    ///
+    /// # Errors
+    /// Every bad setting, one line each.
+    pub fn issuer(&self) -> Result<Issuer, Problems> {
+        let mut check = Check::default();
+        let issuer = self.check(&mut check);
+        check.finish(|| issuer).map(|loaded| loaded.config)
     }
 }
 
@@ -238,7 +278,8 @@ pub struct LimitArgs {
 }
 
 impl LimitArgs {
-    pub fn limits(&self) -> Result<crate::limits::Limits, ConfigError> {
+    /// Checks every limit, recording each bad one.
+    pub fn check(&self, check: &mut Check) -> Option<crate::limits::Limits> {
         fn count(variable: &'static str, text: &str) -> Result<usize, ConfigError> {
             match text.trim().parse::<usize>() {
                 Ok(n) if n > 0 => Ok(n),
@@ -250,27 +291,47 @@ impl LimitArgs {
                 .and_then(|n| u32::try_from(n).map_err(|_| invalid(variable, format!("{n} is too large"))))
         };
         let request_timeout =
-            parse_duration("AGENTS_CONTROL_REQUEST_TIMEOUT (--request-timeout)", &self.request_timeout)?;
-        if request_timeout.is_zero() {
-            return Err(invalid("AGENTS_CONTROL_REQUEST_TIMEOUT (--request-timeout)", "must be more than zero"));
-        }
-        Ok(crate::limits::Limits {
-            max_connections: count("AGENTS_CONTROL_MAX_CONNECTIONS (--max-connections)", &self.max_connections)?,
-            max_unproven_per_address: count(
-                "AGENTS_CONTROL_MAX_CONNECTIONS_PER_ADDRESS (--max-connections-per-address)",
-                &self.max_connections_per_address,
-            )?,
-            request_timeout,
-            lookups_per_second: rate("AGENTS_CONTROL_LOOKUP_RATE (--lookup-rate)", &self.lookup_rate)?,
-            lookups_per_second_per_address: rate(
-                "AGENTS_CONTROL_LOOKUP_RATE_PER_ADDRESS (--lookup-rate-per-address)",
-                &self.lookup_rate_per_address,
-            )?,
-            max_codes_per_client: count(
-                "AGENTS_CONTROL_MAX_CODES_PER_CLIENT (--max-codes-per-client)",
-                &self.max_codes_per_client,
-            )?,
+            parse_duration("AGENTS_CONTROL_REQUEST_TIMEOUT (--request-timeout)", &self.request_timeout).and_then(|t| {
+                if t.is_zero() {
+                    Err(invalid("AGENTS_CONTROL_REQUEST_TIMEOUT (--request-timeout)", "must be more than zero"))
+                } else {
+                    Ok(t)
+                }
+            });
+        let max_connections = count("AGENTS_CONTROL_MAX_CONNECTIONS (--max-connections)", &self.max_connections);
+        let max_unproven_per_address = count(
+            "AGENTS_CONTROL_MAX_CONNECTIONS_PER_ADDRESS (--max-connections-per-address)",
+            &self.max_connections_per_address,
+        );
+        let lookups_per_second = rate("AGENTS_CONTROL_LOOKUP_RATE (--lookup-rate)", &self.lookup_rate);
+        let lookups_per_second_per_address =
+            rate("AGENTS_CONTROL_LOOKUP_RATE_PER_ADDRESS (--lookup-rate-per-address)", &self.lookup_rate_per_address);
+        let max_codes_per_client =
+            count("AGENTS_CONTROL_MAX_CODES_PER_CLIENT (--max-codes-per-client)", &self.max_codes_per_client);
+        let max_connections = checked(check, max_connections);
+        let max_unproven_per_address = checked(check, max_unproven_per_address);
+        let request_timeout = checked(check, request_timeout);
+        let lookups_per_second = checked(check, lookups_per_second);
+        let lookups_per_second_per_address = checked(check, lookups_per_second_per_address);
+        let max_codes_per_client = checked(check, max_codes_per_client);
+        Some(crate::limits::Limits {
+            max_connections: max_connections?,
+            max_unproven_per_address: max_unproven_per_address?,
+            request_timeout: request_timeout?,
+            lookups_per_second: lookups_per_second?,
+            lookups_per_second_per_address: lookups_per_second_per_address?,
+            max_codes_per_client: max_codes_per_client?,
         })
+    }
+
+    /// [`LimitArgs::check`] on its own.
+    ///
+    /// # Errors
+    /// Every bad limit, one line each.
+    pub fn limits(&self) -> Result<crate::limits::Limits, Problems> {
+        let mut check = Check::default();
+        let limits = self.check(&mut check);
+        check.finish(|| limits).map(|loaded| loaded.config)
     }
 }
 
@@ -383,5 +444,26 @@ mod tests {
             let message = parse_ttl(bad).unwrap_err().to_string();
             assert!(message.contains(needle) && message.contains("--ttl"), "{message}");
         }
+    }
+
+    #[test]
+    fn every_bad_limit_is_reported_together() {
+        let args = LimitArgs {
+            max_connections: "0".into(),
+            request_timeout: "soon".into(),
+            max_codes_per_client: "".into(),
+            ..limit_args()
+        };
+        let problems = args.limits().unwrap_err();
+        let variables: Vec<&str> = problems.iter().map(Problem::variable).collect();
+        assert_eq!(
+            variables,
+            [
+                "AGENTS_CONTROL_MAX_CONNECTIONS (--max-connections)",
+                "AGENTS_CONTROL_REQUEST_TIMEOUT (--request-timeout)",
+                "AGENTS_CONTROL_MAX_CODES_PER_CLIENT (--max-codes-per-client)"
+            ],
+            "{problems}"
+        );
     }
 }

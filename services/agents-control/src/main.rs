@@ -8,7 +8,10 @@ async fn main() -> ExitCode {
     match agents_control::cli::Cli::parse_env_and_args().run().await {
         Ok(code) => code,
         Err(failure) => {
-            eprintln!("agents-control: error: {}", failure.0);
+            // One line per problem: a bad configuration lists every bad setting.
+            for line in failure.0.lines() {
+                eprintln!("agents-control: error: {line}");
+            }
             ExitCode::FAILURE
         }
     }

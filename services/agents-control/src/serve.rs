@@ -6,6 +6,7 @@ use crate::control::Control;
 use crate::membership::Membership;
 use crate::peers::Dialers;
 use hyperhive_control_proto::link::CloseCode;
+use hyperhive_daemon::tasks::{STOP_WITHIN, Tasks};
 use hyperhive_object_store::probe;
 use std::future::Future;
 use std::sync::Arc;
@@ -62,8 +63,9 @@ pub async fn run(
     tracing::info!(%store, devices, copy = membership.copy_id(), addr = ?listener.local_addr().ok(), "serving");
 
     let dialers = Arc::new(Dialers::default());
-    let background = tokio::spawn(keep_fresh(control.clone(), membership.clone(), dialers.clone()));
-    let sweeper = tokio::spawn(sweep_codes(control.clone()));
+    let tasks = Tasks::new();
+    tasks.spawn(keep_fresh(control.clone(), membership.clone(), dialers.clone()));
+    tasks.spawn(sweep_codes(control.clone()));
     let draining = {
         let control = control.clone();
         let dialers = dialers.clone();
@@ -90,8 +92,8 @@ pub async fn run(
         }
     };
     crate::server::serve(control.clone(), listener, draining).await;
-    background.abort();
-    sweeper.abort();
+    // The refresh stops before the dialers do, so it cannot start a new peer link behind them.
+    tasks.stop(STOP_WITHIN).await;
     dialers.stop_all();
     membership.leave(control.store.as_ref()).await;
     tracing::info!("stopped");

@@ -10,12 +10,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
+use hyperhive_daemon::tasks::Tasks;
 use hyperhive_hive_proto::feed::TurnHeader;
 use hyperhive_nats_objects::limits::TERM_CHUNK_MAX;
 use hyperhive_nats_objects::{agent_terminal_subject, agent_turn_subject};
 use hyperhive_schedule::AgentName;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
 /// Chunks and headers waiting to be published: about 4 MiB of output at most.
 const QUEUE: usize = 256;
@@ -42,11 +42,11 @@ impl std::fmt::Debug for Outgoing {
 }
 
 impl Feed {
-    /// Starts the publishing task on `client`.
-    pub fn start(client: async_nats::Client, agent: &AgentName) -> (Feed, JoinHandle<()>) {
+    /// Starts the publishing task (on `tasks`) on `client`.
+    pub fn start(client: async_nats::Client, agent: &AgentName, tasks: &Tasks) -> Feed {
         let (queue, mut outgoing) = mpsc::channel(QUEUE);
         let (term, turn) = (agent_terminal_subject(agent), agent_turn_subject(agent));
-        let task = tokio::spawn(async move {
+        tasks.spawn(async move {
             while let Some(message) = outgoing.recv().await {
                 let (subject, payload) = match message {
                     Outgoing::Term(chunk) => (term.clone(), chunk),
@@ -59,7 +59,7 @@ impl Feed {
                 }
             }
         });
-        (Feed { queue, dropped: Arc::default() }, task)
+        Feed { queue, dropped: Arc::default() }
     }
 
     /// A feed that publishes nothing (tests of the turn alone).

@@ -23,8 +23,8 @@ pub mod consumer;
 pub mod credential;
 pub mod creds_watch;
 pub mod error;
-pub mod feed;
 pub mod pause;
+pub mod feed;
 pub mod state;
 pub mod ticker;
 pub mod turn;
@@ -34,15 +34,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream;
+use hyperhive_daemon::tasks::{DropGuard, STOP_WITHIN, Tasks};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::consumer::Consumer;
 use crate::creds_watch::CredsWatch;
-use crate::feed::Feed;
 use crate::pause::Pause;
+use crate::feed::Feed;
 use crate::state::{State, StateError};
 use crate::ticker::Ticker;
 use crate::turn_file::TurnReporter;
@@ -61,17 +61,19 @@ pub enum AgentError {
     State(#[from] StateError),
 }
 
-/// A running agent. [`Agent::stop`] hands an unfinished todo back; dropping it only aborts
+/// A running agent. [`Agent::stop`] hands an unfinished todo back; dropping it only cancels
 /// (a running turn is killed and its todo, not acked, comes back after the ack wait).
 #[derive(Debug)]
 pub struct Agent {
-    ticker: JoinHandle<()>,
-    consumer: JoinHandle<()>,
-    pause_watch: JoinHandle<()>,
-    creds_watch: JoinHandle<()>,
-    feed: JoinHandle<()>,
+    /// The consumer alone: on stop it gets a grace to hand its todo back, while the tasks it
+    /// publishes through (the feed) still run.
+    consumer: Tasks,
+    /// The ticker, the pause and credential watches, the feed.
+    tasks: Tasks,
     ticks: watch::Receiver<u64>,
     stop: watch::Sender<bool>,
+    /// A dropped agent stops at once.
+    _cancel_on_drop: [DropGuard; 2],
 }
 
 /// How long [`Agent::stop`] waits for the consumer to hand back an unfinished todo.
@@ -86,21 +88,24 @@ impl Agent {
         let state = State::open(&config.state_dir)?;
         let (client, current) = connect::connect(&config).await?;
         let (renewals, renewed) = watch::channel(0);
-        let creds_watch = tokio::spawn(
-            CredsWatch { path: config.creds.clone(), agent: config.name.clone(), renewals, current }.run(),
-        );
+        let tasks = Tasks::new();
+        let consumer = Tasks::new();
+        // From here on, a start step that fails stops what was already spawned.
+        let _cancel_on_drop = [consumer.cancel_on_drop(), tasks.cancel_on_drop()];
+        tasks.spawn(CredsWatch { path: config.creds.clone(), agent: config.name.clone(), renewals, current }.run());
         let js = jetstream::new(client.clone());
         let (ticks_tx, ticks) = watch::channel(0);
         let (stop, stop_rx) = watch::channel(false);
-        let (feed, feed_task) = Feed::start(client.clone(), &config.name);
+        let feed = Feed::start(client.clone(), &config.name, &tasks);
         let reporter = TurnReporter::new(&config.state_dir, feed.clone());
         let pause = Pause::new(config.pause_file.clone(), reporter.clone());
-        let pause_watch = tokio::spawn(pause.clone().watch());
-        let ticker = tokio::spawn(
+        tasks.spawn(pause.clone().watch());
+        let message_id_key = state.message_id_key()?;
+        tasks.spawn(
             Ticker {
                 agent: config.name.clone(),
                 js: js.clone(),
-                message_id_key: state.message_id_key()?,
+                message_id_key,
                 state: state.clone(),
                 clock: clock.clone(),
                 period: config.schedule_tick,
@@ -110,7 +115,7 @@ impl Agent {
             }
             .run(),
         );
-        let consumer = tokio::spawn(
+        consumer.spawn(
             Consumer {
                 agent: config.name.clone(),
                 client,
@@ -128,7 +133,7 @@ impl Agent {
             .run(),
         );
         tracing::info!(agent = %config.name, tick = ?config.schedule_tick, "hive-agent started");
-        Ok(Self { ticker, consumer, pause_watch, creds_watch, feed: feed_task, ticks, stop })
+        Ok(Self { consumer, tasks, ticks, stop, _cancel_on_drop })
     }
 
     /// The number of finished schedule ticks (to wait for "n more ticks" in tests).
@@ -138,27 +143,9 @@ impl Agent {
 
     /// Stops the agent: a running turn is killed and its todo handed back (so it reruns at
     /// once, not after the ack wait), then the tasks end.
-    pub async fn stop(mut self) {
+    pub async fn stop(self) {
         let _ = self.stop.send(true);
-        if tokio::time::timeout(STOP_GRACE, &mut self.consumer).await.is_err() {
-            tracing::warn!("the consumer did not stop within {STOP_GRACE:?}; aborting it");
-            self.consumer.abort();
-        }
-        self.ticker.abort();
-        self.pause_watch.abort();
-        self.creds_watch.abort();
-        self.feed.abort();
-        let _ = (&mut self.ticker).await;
-    }
-}
-
-impl Drop for Agent {
-    /// A dropped agent stops at once (its tasks are aborted, a running turn is killed).
-    fn drop(&mut self) {
-        self.ticker.abort();
-        self.consumer.abort();
-        self.pause_watch.abort();
-        self.creds_watch.abort();
-        self.feed.abort();
+        self.consumer.stop_after(STOP_GRACE, STOP_WITHIN).await;
+        self.tasks.stop(STOP_WITHIN).await;
     }
 }

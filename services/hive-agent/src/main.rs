@@ -6,25 +6,25 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use hive_agent::Agent;
 use hive_agent::clock::SystemClock;
-use hive_agent::config::Config;
-use tokio::signal::unix::{SignalKind, signal};
+use hive_agent::config::Settings;
 
 /// One AI coding agent's harness: its todo queue, its turns and its schedule ticker.
 ///
-/// Every setting is read from the environment (HIVE_AGENT_*) or the matching flag.
+/// Every setting is read from the environment (HIVE_AGENT_*) or the matching flag; durations
+/// are written like 10s or 1h. Every bad setting is reported at start, one line each.
 #[derive(Debug, Parser)]
 #[command(version, about, args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
     #[command(flatten)]
-    config: Option<Config>,
+    settings: Settings,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the agent (the default).
-    Run(Config),
+    Run(Settings),
 }
 
 #[tokio::main]
@@ -33,9 +33,25 @@ async fn main() -> ExitCode {
     // operator can act on; its own lines would repeat them per attempt.
     hyperhive_logging::init("info,async_nats=off");
     let cli = Cli::parse();
-    let config = match (cli.command, cli.config) {
-        (Some(Command::Run(config)), _) | (None, Some(config)) => config,
-        (None, None) => unreachable!("clap requires the settings when there is no subcommand"),
+    let settings = match cli.command {
+        Some(Command::Run(settings)) => settings,
+        None => cli.settings,
+    };
+    let config = match settings.check() {
+        Ok(loaded) => loaded.log_warnings(),
+        Err(problems) => {
+            for problem in problems.lines() {
+                eprintln!("hive-agent: {problem}");
+            }
+            return ExitCode::FAILURE;
+        }
+    };
+    let shutdown = match hyperhive_daemon::tasks::signals() {
+        Ok(shutdown) => shutdown,
+        Err(e) => {
+            eprintln!("hive-agent cannot handle SIGTERM: {e}");
+            return ExitCode::FAILURE;
+        }
     };
     let agent = match Agent::start(config, Arc::new(SystemClock)).await {
         Ok(agent) => agent,
@@ -45,11 +61,7 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let mut terminate = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
-    tokio::select! {
-        _ = terminate.recv() => tracing::info!("SIGTERM: stopping"),
-        _ = tokio::signal::ctrl_c() => tracing::info!("interrupt: stopping"),
-    }
+    shutdown.await;
     agent.stop().await;
     ExitCode::SUCCESS
 }

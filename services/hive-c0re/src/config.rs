@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use hyperhive_daemon::settings::{Check, Loaded, Problem, Problems, Renamed};
 use hyperhive_hive_proto::spec::{DeclaredAgent, parse_declared};
 use hyperhive_hive_proto::status::STALE_AFTER;
 use hyperhive_hive_proto::{AgentName, HiveName};
@@ -39,9 +40,13 @@ pub struct Config {
     pub declared: BTreeMap<AgentName, DeclaredAgent>,
     /// `HIVE_C0RE_AGENT_BIN`: the hive-agent executable.
     pub agent_bin: PathBuf,
-    /// `HIVE_C0RE_STATUS_SECS`: how often the status is published when nothing changes.
+    /// `HIVE_C0RE_STATUS_EVERY`: how often the status is published when nothing changes.
     pub status_every: Duration,
 }
+
+/// `HIVE_C0RE_STATUS_EVERY` (a duration) and its old name `HIVE_C0RE_STATUS_SECS` (seconds),
+/// read for one more release.
+pub const STATUS_EVERY: Renamed = Renamed { name: "HIVE_C0RE_STATUS_EVERY", old: "HIVE_C0RE_STATUS_SECS" };
 
 /// The default state directory.
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/hive-c0re";
@@ -57,22 +62,24 @@ impl Config {
     ///
     /// # Errors
     /// One line per bad setting, saying what is wrong and how to fix it.
-    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Self, Vec<String>> {
-        let mut problems = Vec::new();
-        let mut problem = |line: String| problems.push(line);
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Loaded<Self>, Problems> {
+        let mut check = Check::default();
+        let mut problem = |variable: &'static str, line: String| check.problem(Problem::line(variable, line));
 
         let hive = match var("HIVE_C0RE_HIVE") {
             None => {
                 problem(
+                    "HIVE_C0RE_HIVE",
                     "HIVE_C0RE_HIVE is not set; set it to this hive's name (as in the swarm's hive directory)".into(),
                 );
                 None
             }
-            Some(s) => HiveName::parse(&s).map_err(|e| problem(format!("HIVE_C0RE_HIVE: {e}"))).ok(),
+            Some(s) => HiveName::parse(&s).map_err(|e| problem("HIVE_C0RE_HIVE", format!("HIVE_C0RE_HIVE: {e}"))).ok(),
         };
         let nats_url = match var("HIVE_C0RE_NATS_URL") {
             None => {
                 problem(
+                    "HIVE_C0RE_NATS_URL",
                     "HIVE_C0RE_NATS_URL is not set; set it to the swarm's NATS server, e.g. nats://nats:4222".into(),
                 );
                 None
@@ -80,37 +87,45 @@ impl Config {
             Some(s) => match hyperhive_nats_creds::servers::parse_server_urls(&s) {
                 Ok(urls) => Some(urls),
                 Err(e) => {
-                    problem(format!("HIVE_C0RE_NATS_URL {e}"));
+                    problem("HIVE_C0RE_NATS_URL", format!("HIVE_C0RE_NATS_URL {e}"));
                     None
                 }
             },
         };
         let nats_creds = match var("HIVE_C0RE_NATS_CREDS") {
             None => {
-                problem("HIVE_C0RE_NATS_CREDS is not set; set it to the hive's .creds file (`swarm-controller nats hive-creds`)".into());
+                problem("HIVE_C0RE_NATS_CREDS", "HIVE_C0RE_NATS_CREDS is not set; set it to the hive's .creds file (`swarm-controller nats hive-creds`)".into());
                 None
             }
             Some(s) => match hyperhive_nats_creds::read_creds_jwt(Path::new(&s)) {
                 Ok(_) => Some(PathBuf::from(s)),
                 Err(e) => {
-                    problem(format!("HIVE_C0RE_NATS_CREDS: {e}"));
+                    problem("HIVE_C0RE_NATS_CREDS", format!("HIVE_C0RE_NATS_CREDS: {e}"));
                     None
                 }
             },
         };
         let xkey = match var("HIVE_C0RE_XKEY_FILE") {
             None => None,
-            Some(s) => read_xkey(Path::new(&s)).map_err(|e| problem(format!("HIVE_C0RE_XKEY_FILE: {e}"))).ok(),
+            Some(s) => read_xkey(Path::new(&s))
+                .map_err(|e| problem("HIVE_C0RE_XKEY_FILE", format!("HIVE_C0RE_XKEY_FILE: {e}")))
+                .ok(),
         };
         let state_dir = PathBuf::from(var("HIVE_C0RE_STATE_DIR").unwrap_or_else(|| DEFAULT_STATE_DIR.into()));
         if !state_dir.is_absolute() {
-            problem(format!("HIVE_C0RE_STATE_DIR {:?} must be an absolute path", state_dir.display()));
+            problem(
+                "HIVE_C0RE_STATE_DIR",
+                format!("HIVE_C0RE_STATE_DIR {:?} must be an absolute path", state_dir.display()),
+            );
         }
         let runner = match var("HIVE_C0RE_RUNNER").as_deref() {
             None | Some("process") => Some(RunnerKind::Process),
             Some("systemd") => Some(RunnerKind::Systemd),
             Some(other) => {
-                problem(format!("HIVE_C0RE_RUNNER {other:?} is not a runner; use process or systemd"));
+                problem(
+                    "HIVE_C0RE_RUNNER",
+                    format!("HIVE_C0RE_RUNNER {other:?} is not a runner; use process or systemd"),
+                );
                 None
             }
         };
@@ -118,12 +133,12 @@ impl Config {
             None => Some(BTreeMap::new()),
             Some(s) => match std::fs::read_to_string(&s) {
                 Err(e) => {
-                    problem(format!("HIVE_C0RE_AGENTS_FILE: cannot read {s}: {e}"));
+                    problem("HIVE_C0RE_AGENTS_FILE", format!("HIVE_C0RE_AGENTS_FILE: cannot read {s}: {e}"));
                     None
                 }
                 Ok(text) => match parse_declared(&text) {
                     Err(e) => {
-                        problem(format!("HIVE_C0RE_AGENTS_FILE {s}: {e}"));
+                        problem("HIVE_C0RE_AGENTS_FILE", format!("HIVE_C0RE_AGENTS_FILE {s}: {e}"));
                         None
                     }
                     Ok(declared) => {
@@ -135,10 +150,13 @@ impl Config {
                         if missing.is_empty() {
                             Some(declared)
                         } else {
-                            problem(format!(
-                                "HIVE_C0RE_AGENTS_FILE {s}: no such file: {}; mint it with `swarm-controller nats agent-creds`",
-                                missing.join(", ")
-                            ));
+                            problem(
+                                "HIVE_C0RE_AGENTS_FILE",
+                                format!(
+                                    "HIVE_C0RE_AGENTS_FILE {s}: no such file: {}; mint it with `swarm-controller nats agent-creds`",
+                                    missing.join(", ")
+                                ),
+                            );
                             None
                         }
                     }
@@ -152,47 +170,63 @@ impl Config {
         let agent_bin = match agent_bin {
             Some(path) if path.is_file() => Some(path),
             Some(path) => {
-                problem(format!(
-                    "HIVE_C0RE_AGENT_BIN: {} is not a file; set it to the hive-agent executable (default: beside hive-c0re)",
-                    path.display()
-                ));
+                problem(
+                    "HIVE_C0RE_AGENT_BIN",
+                    format!(
+                        "HIVE_C0RE_AGENT_BIN: {} is not a file; set it to the hive-agent executable (default: beside hive-c0re)",
+                        path.display()
+                    ),
+                );
                 None
             }
             None => {
-                problem("HIVE_C0RE_AGENT_BIN is not set and hive-c0re's own path is unknown; set it to the hive-agent executable".into());
+                problem("HIVE_C0RE_AGENT_BIN", "HIVE_C0RE_AGENT_BIN is not set and hive-c0re's own path is unknown; set it to the hive-agent executable".into());
                 None
             }
         };
-        let status_every = match var("HIVE_C0RE_STATUS_SECS") {
-            None => Some(Duration::from_secs(DEFAULT_STATUS_SECS)),
-            Some(s) => match s.parse::<u64>() {
-                Ok(secs @ 1..=MAX_STATUS_SECS) => Some(Duration::from_secs(secs)),
-                _ => {
-                    problem(format!(
-                        "HIVE_C0RE_STATUS_SECS {s:?} must be a whole number of seconds from 1 to \
-                         {MAX_STATUS_SECS}: the controller shows a status older than {} s as stale, \
-                         so reports must come more often (default {DEFAULT_STATUS_SECS})",
-                        STALE_AFTER.as_secs()
-                    ));
-                    None
-                }
-            },
-        };
-        match (hive, nats_url, nats_creds, runner, declared, agent_bin, status_every) {
-            (
-                Some(hive),
-                Some(nats_url),
-                Some(nats_creds),
-                Some(runner),
-                Some(declared),
-                Some(agent_bin),
-                Some(status_every),
-            ) if problems.is_empty() => {
-                Ok(Self { hive, nats_url, nats_creds, xkey, state_dir, runner, declared, agent_bin, status_every })
-            }
-            _ => Err(problems),
-        }
+        let status_every = status_every(&var, &mut check);
+        check.finish(|| {
+            Some(Self {
+                hive: hive?,
+                nats_url: nats_url?,
+                nats_creds: nats_creds?,
+                xkey,
+                state_dir,
+                runner: runner?,
+                declared: declared?,
+                agent_bin: agent_bin?,
+                status_every: status_every?,
+            })
+        })
     }
+}
+
+/// `HIVE_C0RE_STATUS_EVERY`, or the old `HIVE_C0RE_STATUS_SECS`: 1 s to [`MAX_STATUS_SECS`].
+fn status_every(var: &impl Fn(&str) -> Option<String>, check: &mut Check) -> Option<Duration> {
+    let every = check.duration_or_old_seconds(var, STATUS_EVERY, Duration::from_secs(DEFAULT_STATUS_SECS));
+    let range = Duration::from_secs(1)..=Duration::from_secs(MAX_STATUS_SECS);
+    let why = format!(
+        "the controller shows a status older than {} s as stale, so reports must come more often",
+        STALE_AFTER.as_secs()
+    );
+    let text = var(every.variable).unwrap_or_default();
+    let old = every.old;
+    every.check(
+        check,
+        |every| range.contains(&every),
+        |every| {
+            if old {
+                format!(
+                    "{} {text:?} must be a whole number of seconds from 1 to {MAX_STATUS_SECS}: {why} (default \
+                     {DEFAULT_STATUS_SECS}); better, write {}={DEFAULT_STATUS_SECS}s",
+                    STATUS_EVERY.old, STATUS_EVERY.name
+                )
+            } else {
+                let parsed = every.value.as_ref().err().map(|e| format!("{e}; ")).unwrap_or_default();
+                format!("{parsed}it must be from 1s to {MAX_STATUS_SECS}s: {why} (default {DEFAULT_STATUS_SECS}s)")
+            }
+        },
+    )
 }
 
 /// Reads an xkey seed file (`hive-c0re keygen`). The error never holds the file's content.
@@ -232,7 +266,7 @@ mod tests {
             ("HIVE_C0RE_AGENT_BIN", "/nonexistent/hive-agent".to_owned()),
             ("HIVE_C0RE_STATUS_SECS", "0".to_owned()),
         ]);
-        let problems = Config::from_env(|name| vars.get(name).cloned()).unwrap_err();
+        let problems = Config::from_env(|name| vars.get(name).cloned()).unwrap_err().lines();
         for (var, why) in [
             ("HIVE_C0RE_HIVE", "invalid hive name"),
             ("HIVE_C0RE_NATS_URL", "not a NATS URL"),
@@ -269,7 +303,7 @@ mod tests {
                 ("HIVE_C0RE_AGENT_BIN", agent_bin.display().to_string()),
                 ("HIVE_C0RE_STATUS_SECS", secs.to_owned()),
             ]);
-            Config::from_env(|name| vars.get(name).cloned())
+            Config::from_env(|name| vars.get(name).cloned()).map(|loaded| loaded.config).map_err(|p| p.lines())
         };
         assert_eq!(with_interval("30").unwrap().status_every, Duration::from_secs(30));
         for secs in ["31", "60", "3600"] {
@@ -293,7 +327,8 @@ mod tests {
         std::fs::write(&agents, r#"{"a": {"spec": {"turn_command": "cat"}, "creds_file": "/nonexistent/a.creds"}}"#)
             .unwrap();
         let path = agents.display().to_string();
-        let problems = Config::from_env(|name| (name == "HIVE_C0RE_AGENTS_FILE").then(|| path.clone())).unwrap_err();
+        let problems =
+            Config::from_env(|name| (name == "HIVE_C0RE_AGENTS_FILE").then(|| path.clone())).unwrap_err().lines();
         assert!(
             problems
                 .iter()
@@ -305,9 +340,54 @@ mod tests {
 
     #[test]
     fn the_required_settings_are_named_when_missing() {
-        let problems = Config::from_env(|_| None).unwrap_err();
+        let problems = Config::from_env(|_| None).unwrap_err().lines();
         for var in ["HIVE_C0RE_HIVE is not set", "HIVE_C0RE_NATS_URL is not set", "HIVE_C0RE_NATS_CREDS is not set"] {
             assert!(problems.iter().any(|l| l.starts_with(var)), "{var} not in {problems:#?}");
+        }
+    }
+
+    /// The settings every start needs, as files in `dir`.
+    fn required(dir: &Path) -> BTreeMap<&'static str, String> {
+        let creds = dir.join("hive.creds");
+        std::fs::write(&creds, "-----BEGIN NATS USER JWT-----\neyJ0\n------END NATS USER JWT------\n").unwrap();
+        let agent_bin = dir.join("hive-agent");
+        std::fs::write(&agent_bin, "").unwrap();
+        BTreeMap::from([
+            ("HIVE_C0RE_HIVE", "h1".to_owned()),
+            ("HIVE_C0RE_NATS_URL", "nats://127.0.0.1:4222".to_owned()),
+            ("HIVE_C0RE_NATS_CREDS", creds.display().to_string()),
+            ("HIVE_C0RE_STATE_DIR", dir.display().to_string()),
+            ("HIVE_C0RE_AGENT_BIN", agent_bin.display().to_string()),
+        ])
+    }
+
+    #[test]
+    fn the_status_interval_is_a_duration_and_its_old_seconds_name_still_works() {
+        let dir = tempfile::tempdir().unwrap();
+        let with = |name: &'static str, value: &str| {
+            let mut vars = required(dir.path());
+            vars.insert(name, value.to_owned());
+            Config::from_env(|name| vars.get(name).cloned())
+        };
+        let every = with("HIVE_C0RE_STATUS_EVERY", "5s").unwrap();
+        assert_eq!(every.config.status_every, Duration::from_secs(5));
+        assert!(every.warnings.is_empty(), "{:?}", every.warnings);
+        let old = with("HIVE_C0RE_STATUS_SECS", "20").unwrap();
+        assert_eq!(old.config.status_every, Duration::from_secs(20));
+        assert!(
+            old.warnings
+                .iter()
+                .any(|w| w.contains("HIVE_C0RE_STATUS_SECS") && w.contains("HIVE_C0RE_STATUS_EVERY=20s")),
+            "{:?}",
+            old.warnings
+        );
+        for (value, needle) in [("20", "not a duration"), ("31s", "from 1s to 30s"), ("500ms", "from 1s to 30s")] {
+            let problems = with("HIVE_C0RE_STATUS_EVERY", value).unwrap_err().lines();
+            assert_eq!(problems.len(), 1, "{problems:#?}");
+            assert!(
+                problems[0].starts_with("HIVE_C0RE_STATUS_EVERY: ") && problems[0].contains(needle),
+                "{problems:#?}"
+            );
         }
     }
 }

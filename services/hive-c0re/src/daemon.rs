@@ -9,6 +9,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use async_nats::jetstream;
+use hyperhive_daemon::tasks::{STOP_WITHIN, Tasks};
 use tokio::sync::{Mutex, watch};
 use tracing::{info, warn};
 
@@ -53,7 +54,7 @@ async fn run_with<R: Runner>(
     let registry =
         Registry::new(config.nats_url.clone(), config.declared, Arc::new(runner), state, board.clone(), stop_rx);
     let registry = Arc::new(Mutex::new(registry));
-    let mut tasks = tokio::task::JoinSet::new();
+    let tasks = Tasks::new();
     tasks.spawn(crate::wanted::run(js.clone(), config.hive.clone(), registry.clone()));
     match config.xkey {
         Some(key) => {
@@ -68,7 +69,8 @@ async fn run_with<R: Runner>(
     info!(hive = %config.hive, "hive-c0re started");
     shutdown.await;
     info!("stopping");
-    tasks.abort_all();
+    // The watchers first, so no wanted state or deploy reaches the registry while it stops.
+    tasks.stop(STOP_WITHIN).await;
     let _ = stop.send(true);
     registry.lock().await.join().await;
     Ok(())

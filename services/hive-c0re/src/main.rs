@@ -5,13 +5,28 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use hive_c0re::config::Config;
-use tokio::signal::unix::{SignalKind, signal};
 
 /// Runs this hive's agents, converging each to its wanted state.
 ///
-/// Settings are read from the environment (HIVE_C0RE_*); see the README.
+/// Settings are read from the environment (HIVE_C0RE_*; durations like 15s); every bad one is
+/// reported at start, one line each. See the README for each setting.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(
+    version,
+    about,
+    after_help = "`run` (the default) is configured only by the environment:\n  \
+HIVE_C0RE_HIVE          this hive's name, as in the swarm's hive directory (required)\n  \
+HIVE_C0RE_NATS_URL      the swarm's NATS server, e.g. nats://nats:4222 (required)\n  \
+HIVE_C0RE_NATS_CREDS    the hive's .creds file (required)\n  \
+HIVE_C0RE_XKEY_FILE     the hive's xkey seed from `keygen` (without it deploys are not read)\n  \
+HIVE_C0RE_STATE_DIR     the state directory (default /var/lib/hive-c0re)\n  \
+HIVE_C0RE_RUNNER        process (default) or systemd\n  \
+HIVE_C0RE_AGENTS_FILE   the agents the host declares, JSON (optional)\n  \
+HIVE_C0RE_AGENT_BIN     the hive-agent executable (default: beside hive-c0re)\n  \
+HIVE_C0RE_STATUS_EVERY  time between status reports, 1s to 30s (default 15s); the old\n                          \
+HIVE_C0RE_STATUS_SECS (whole seconds) is read, with a warning, for this release\n  \
+RUST_LOG                log filter (default info)"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -50,25 +65,19 @@ async fn main() -> ExitCode {
 async fn run() -> ExitCode {
     hyperhive_logging::init("info,async_nats=off");
     let config = match Config::from_env(|name| std::env::var(name).ok()) {
-        Ok(config) => config,
+        Ok(loaded) => loaded.log_warnings(),
         Err(problems) => {
-            for problem in problems {
+            for problem in problems.lines() {
                 eprintln!("hive-c0re: {problem}");
             }
             return ExitCode::FAILURE;
         }
     };
-    let mut terminate = match signal(SignalKind::terminate()) {
-        Ok(terminate) => terminate,
+    let shutdown = match hyperhive_daemon::tasks::signals() {
+        Ok(shutdown) => shutdown,
         Err(e) => {
             eprintln!("hive-c0re cannot handle SIGTERM: {e}");
             return ExitCode::FAILURE;
-        }
-    };
-    let shutdown = async move {
-        tokio::select! {
-            _ = terminate.recv() => tracing::info!("SIGTERM"),
-            _ = tokio::signal::ctrl_c() => tracing::info!("interrupt"),
         }
     };
     match hive_c0re::daemon::run(config, shutdown).await {

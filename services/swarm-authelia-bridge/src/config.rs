@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Parser;
+use hyperhive_daemon::settings::{Check, Loaded, Problem, Problems};
 
 use crate::input;
 use crate::token::BearerToken;
@@ -23,12 +24,12 @@ pub struct Settings {
     #[arg(long, env = "AUTHELIA_BRIDGE_LISTEN", default_value = DEFAULT_LISTEN)]
     pub listen: String,
     /// Authelia's users file (`authentication_backend.file.path`); created by the first write
-    /// when missing.
-    #[arg(long, env = "AUTHELIA_BRIDGE_USERS_FILE")]
-    pub users_file: PathBuf,
-    /// File holding the bearer token (not readable by every user).
-    #[arg(long, env = "AUTHELIA_BRIDGE_TOKEN_FILE")]
-    pub token_file: PathBuf,
+    /// when missing. Required.
+    #[arg(long, env = "AUTHELIA_BRIDGE_USERS_FILE", value_name = "FILE")]
+    pub users_file: Option<PathBuf>,
+    /// File holding the bearer token (not readable by every user). Required.
+    #[arg(long, env = "AUTHELIA_BRIDGE_TOKEN_FILE", value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
     /// The group that marks the users this service made; only those are changed or deleted.
     #[arg(long, env = "AUTHELIA_BRIDGE_MANAGED_GROUP", default_value = DEFAULT_MANAGED_GROUP)]
     pub managed_group: String,
@@ -52,45 +53,104 @@ impl Config {
     ///
     /// # Errors
     /// One line per bad setting, naming its variable and how to fix it.
-    pub fn from_settings(settings: Settings) -> Result<Self, Vec<String>> {
-        let mut problems = Vec::new();
+    pub fn from_settings(settings: Settings) -> Result<Loaded<Self>, Problems> {
+        const LISTEN: &str = "AUTHELIA_BRIDGE_LISTEN";
+        const USERS_FILE: &str = "AUTHELIA_BRIDGE_USERS_FILE";
+        const TOKEN_FILE: &str = "AUTHELIA_BRIDGE_TOKEN_FILE";
+        const MANAGED_GROUP: &str = "AUTHELIA_BRIDGE_MANAGED_GROUP";
+        let mut check = Check::default();
         let listen = settings
             .listen
             .parse::<SocketAddr>()
             .map_err(|_| {
-                problems.push(format!(
-                    "AUTHELIA_BRIDGE_LISTEN {:?} is not an address: write it as IP:PORT, e.g. {DEFAULT_LISTEN}",
-                    settings.listen
+                check.problem(Problem::line(
+                    LISTEN,
+                    format!(
+                        "{LISTEN} {:?} is not an address: write it as IP:PORT, e.g. {DEFAULT_LISTEN}",
+                        settings.listen
+                    ),
                 ))
             })
             .ok();
-        if !settings.users_file.is_absolute() {
-            problems.push(format!(
-                "AUTHELIA_BRIDGE_USERS_FILE {:?} must be an absolute path (Authelia's authentication_backend.file.path)",
-                settings.users_file.display()
-            ));
-        } else if settings.users_file.is_dir() {
-            problems.push(format!(
-                "AUTHELIA_BRIDGE_USERS_FILE {} is a directory; give the users file itself",
-                settings.users_file.display()
-            ));
-        } else if !settings.users_file.parent().is_some_and(std::path::Path::is_dir) {
-            problems.push(format!(
-                "AUTHELIA_BRIDGE_USERS_FILE {}: its directory does not exist; create it (the file itself may be missing)",
-                settings.users_file.display()
-            ));
-        }
-        let token = BearerToken::from_file(&settings.token_file)
-            .map_err(|e| problems.push(format!("AUTHELIA_BRIDGE_TOKEN_FILE: {e}")))
-            .ok();
-        if let Err(e) = input::group(&settings.managed_group) {
-            problems.push(format!("AUTHELIA_BRIDGE_MANAGED_GROUP: {e}"));
-        }
-        match (listen, token) {
-            (Some(listen), Some(token)) if problems.is_empty() => {
-                Ok(Self { listen, users_file: settings.users_file, token, managed_group: settings.managed_group })
+        let users_file = match settings.users_file {
+            None => {
+                check.report(USERS_FILE, "not set; set it to Authelia's users file (authentication_backend.file.path)");
+                None
             }
-            _ => Err(problems),
+            Some(path) if !path.is_absolute() => {
+                check.problem(Problem::line(
+                    USERS_FILE,
+                    format!(
+                        "{USERS_FILE} {:?} must be an absolute path (Authelia's authentication_backend.file.path)",
+                        path.display()
+                    ),
+                ));
+                None
+            }
+            Some(path) if path.is_dir() => {
+                check.problem(Problem::line(
+                    USERS_FILE,
+                    format!("{USERS_FILE} {} is a directory; give the users file itself", path.display()),
+                ));
+                None
+            }
+            Some(path) if !path.parent().is_some_and(std::path::Path::is_dir) => {
+                check.problem(Problem::line(
+                    USERS_FILE,
+                    format!(
+                        "{USERS_FILE} {}: its directory does not exist; create it (the file itself may be missing)",
+                        path.display()
+                    ),
+                ));
+                None
+            }
+            Some(path) => Some(path),
+        };
+        let token = match settings.token_file {
+            None => {
+                check.report(TOKEN_FILE, "not set; set it to the file holding the bearer token");
+                None
+            }
+            Some(path) => check.ok(BearerToken::from_file(&path).map_err(|e| Problem::new(TOKEN_FILE, e))),
+        };
+        if let Err(e) = input::group(&settings.managed_group) {
+            check.report(MANAGED_GROUP, e);
         }
+        check.finish(|| {
+            Some(Self {
+                listen: listen?,
+                users_file: users_file?,
+                token: token?,
+                managed_group: settings.managed_group,
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_bad_setting_is_reported_together() {
+        let settings = Settings {
+            listen: "localhost".into(),
+            users_file: None,
+            token_file: Some("/nonexistent/token".into()),
+            managed_group: "bad group".into(),
+        };
+        let problems = Config::from_settings(settings).unwrap_err();
+        let variables: Vec<&str> = problems.iter().map(Problem::variable).collect();
+        assert_eq!(
+            variables,
+            [
+                "AUTHELIA_BRIDGE_LISTEN",
+                "AUTHELIA_BRIDGE_USERS_FILE",
+                "AUTHELIA_BRIDGE_TOKEN_FILE",
+                "AUTHELIA_BRIDGE_MANAGED_GROUP"
+            ],
+            "{problems}"
+        );
+        assert!(problems.to_string().contains("AUTHELIA_BRIDGE_USERS_FILE: not set"), "{problems}");
     }
 }

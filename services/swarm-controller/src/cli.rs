@@ -7,7 +7,8 @@ use clap::{Parser, Subcommand};
 use hyperhive_nats_creds::Minted;
 use hyperhive_schedule::{AgentName, HiveName};
 
-/// The swarm-level daemon: schedules in NATS, an HTTP API on a unix socket.
+/// The swarm-level daemon: schedules in NATS, an HTTP API on a unix socket. Every bad setting is
+/// reported at start, one line each; durations are written like `30s` or `5m`.
 #[derive(Debug, Parser)]
 #[command(
     version,
@@ -19,7 +20,8 @@ SWARM_NATS_URL           NATS server, e.g. nats://127.0.0.1:4222, or a cluster's
 commas (required)\n  \
 SWARM_NATS_CREDS         the controller's .creds file from `nats init` (optional)\n  \
 SWARM_NATS_REPLICAS      copies of every stream and bucket: 1 (default, one server) or 3 (a cluster)\n  \
-SWARM_RECONCILE_SECS     seconds between reconcile passes (default 60)\n  \
+SWARM_RECONCILE_EVERY    time between reconcile passes, e.g. 60s or 5m (default 60s); the old\n                           \
+SWARM_RECONCILE_SECS (whole seconds) is read, with a warning, for this release\n  \
 SWARM_HIVES_FILE         the hive directory, JSON {\"<hive>\": {description, labels, xkey}} (optional;\n                           \
 without it the swarm has no hives)\n  \
 SWARM_NATS_DIR           the directory `nats init` wrote (optional; needed to destroy an agent,\n                           \

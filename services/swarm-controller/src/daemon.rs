@@ -4,39 +4,194 @@
 //! The periodic pass also syncs the roster from every status (repairing a missed watch event)
 //! and retries the revocation of every `destroyed` agent not yet revoked. With a forge it runs
 //! the forge pass too (objects, config pull requests, issues; see [`crate::forge`]).
+//!
+//! Every background task runs on one [`Tasks`]; whatever way `run` returns (a stop, or a start
+//! step failing after others began), the tasks are stopped and the socket file is removed.
+//!
+//! [`Config`] is the daemon's whole configuration: the controller's own [`Settings`] and the
+//! settings that load other modules' files (the secret store's key, the webhook secret, the UI's
+//! quick links, provisioning, the host identity), all read and checked together.
 
 use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use hive_jobq::Jobq;
+use hyperhive_daemon::tasks::{STOP_WITHIN, Tasks};
+use hyperhive_hive_proto::directory::HiveDirectory;
 use hyperhive_nats_objects::{Buckets, SetupError};
 use hyperhive_provision::forge::ForgejoClient;
 
 use crate::nats::tenants::Accounts;
 
-use crate::api::{self, App, AppParts};
+use crate::api::{self, App, AppParts, LinkReport};
 use crate::clock::{Clock, JobqClock};
-use crate::config::Config;
-use crate::feeds::FeedHub;
+use crate::config::{Check, ConfigError, Loaded, Problems, Settings, vars};
 use crate::forge::config_prs::ConfigPrs;
 use crate::forge::issues::IssueReport;
 use crate::forge::webhook::SeenDeliveries;
+use crate::forge::webhook_secret::WebhookSecret;
 use crate::forge::{self, ForgeHub};
-use crate::lifecycle::hive_pass::HivePass;
-use crate::lifecycle::revoke::Revoker;
-use crate::lifecycle::roster::{Roster, watch_statuses};
-use crate::lifecycle::wanted::WantedStore;
 use crate::linked::service::LinkedAccounts;
 use crate::nats::{self, NatsError};
 use crate::provision::health::HealthBoard;
 use crate::provision::vault::Vault;
-use crate::provision::{Adapters, Provisioner};
+use crate::provision::{Adapters, ProvisionSettings, Provisioner};
+use crate::feeds::FeedHub;
+use crate::lifecycle::hive_pass::HivePass;
+use crate::lifecycle::revoke::Revoker;
+use crate::lifecycle::roster::{Roster, watch_statuses};
+use crate::lifecycle::wanted::WantedStore;
 use crate::remote::link::Link;
 use crate::schedules::reconcile::Reconciler;
 use crate::schedules::store::{Definitions, StoreError};
-use crate::secrets::SecretStore;
+use crate::secrets::{SecretStore, SecretsKey};
 use crate::socket::{self, SocketError};
 use crate::ui::icons::IconStore;
+use crate::ui::quick_links::{self, QuickLink};
+
+/// The daemon's settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The unix socket the API is served on.
+    pub socket: PathBuf,
+    /// The NATS server, e.g. `nats://127.0.0.1:4222`.
+    pub nats_url: String,
+    /// The controller's credential file, if NATS runs with JWT auth.
+    pub nats_creds: Option<PathBuf>,
+    /// Copies of every stream and bucket (1 on a single server, 3 on a three-node cluster).
+    pub nats_replicas: usize,
+    /// Time between reconcile passes.
+    pub reconcile_every: Duration,
+    /// The swarm's hives, from `SWARM_HIVES_FILE` (empty when it is not set).
+    pub hives: HiveDirectory,
+    /// The `nats init` directory holding the signing keys, if given.
+    pub nats_dir: Option<PathBuf>,
+    /// The key the secret store seals under, read from `SWARM_SECRETS_KEY_FILE` at start.
+    pub secrets_key: Option<SecretsKey>,
+    /// The systems agents are provisioned in and the credentials' lifetimes.
+    pub provisioning: ProvisionSettings,
+    /// The UI's quick links, from `SWARM_QUICK_LINKS_FILE` (none when it is not set).
+    pub quick_links: Vec<QuickLink>,
+    /// The forge webhook's secret, read from (or made in) `SWARM_STATE_DIR` at start.
+    pub webhook_secret: Option<WebhookSecret>,
+    /// The control plane this controller is a host of, when it was paired.
+    pub remote: Option<RemoteSettings>,
+}
+
+/// Reaching the swarm through the control plane.
+#[derive(Debug, Clone)]
+pub struct RemoteSettings {
+    /// The host identity `swarm-controller pair` wrote.
+    pub identity: hyperhive_control_link::Identity,
+    /// Requests a second each client may send.
+    pub rate: u32,
+}
+
+type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+impl Config {
+    /// Reads the process environment.
+    ///
+    /// # Errors
+    /// [`Problems`]: every missing or malformed variable, one line each.
+    pub fn from_env() -> Result<Loaded<Self>, Problems> {
+        Self::from_lookup(|name| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned()))
+    }
+
+    /// Reads settings through `lookup` (the environment in production, a map in tests).
+    ///
+    /// # Errors
+    /// [`Problems`]: every missing or malformed variable, one line each.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Loaded<Self>, Problems> {
+        let lookup: Lookup = &lookup;
+        let mut check = Check::default();
+        let settings = Settings::check(lookup, &mut check);
+        let secrets_key = check.ok(lookup(vars::SECRETS_KEY_FILE).map(|path| read_secrets_key(&path)).transpose());
+        let provisioning = ProvisionSettings::check(lookup, &mut check);
+        let quick_links = check.ok(lookup(vars::QUICK_LINKS_FILE).map_or(Ok(Vec::new()), |p| read_quick_links(&p)));
+        let webhook_secret = check.ok(lookup(vars::STATE_DIR).map(|path| read_webhook_secret(&path)).transpose());
+        let remote = check.ok(read_remote(lookup));
+        check.finish(|| {
+            let Settings { socket, nats_url, nats_creds, nats_replicas, reconcile_every, hives, nats_dir } = settings?;
+            Some(Self {
+                socket,
+                nats_url,
+                nats_creds,
+                nats_replicas,
+                reconcile_every,
+                hives,
+                nats_dir,
+                secrets_key: secrets_key?,
+                provisioning: provisioning?,
+                quick_links: quick_links?,
+                webhook_secret: webhook_secret?,
+                remote: remote?,
+            })
+        })
+    }
+}
+
+fn read_quick_links(path: &str) -> Result<Vec<QuickLink>, ConfigError> {
+    let problem = |what: String| ConfigError::new(vars::QUICK_LINKS_FILE, what);
+    let text = std::fs::read_to_string(path).map_err(|e| problem(format!("cannot read {path:?}: {e}")))?;
+    quick_links::parse(&text).map_err(|e| problem(format!("{path}: {e}")))
+}
+
+/// The identity from `SWARM_CONTROL_IDENTITY` (which must then be there), else from the state
+/// directory when `pair` wrote one; none means the controller is not a host.
+fn read_remote(lookup: Lookup) -> Result<Option<RemoteSettings>, ConfigError> {
+    use crate::remote::{DEFAULT_RATE, pair, vars as remote};
+    let explicit = lookup(remote::CONTROL_IDENTITY);
+    let (variable, path) = match (&explicit, lookup(vars::STATE_DIR)) {
+        (Some(path), _) if path.trim().is_empty() => {
+            return Err(ConfigError::new(
+                remote::CONTROL_IDENTITY,
+                "is empty; set it to the file `swarm-controller pair` wrote, or unset it",
+            ));
+        }
+        (Some(path), _) => (remote::CONTROL_IDENTITY, PathBuf::from(path)),
+        (None, Some(dir)) if Path::new(&dir).join(pair::IDENTITY_FILE).exists() => {
+            (vars::STATE_DIR, Path::new(&dir).join(pair::IDENTITY_FILE))
+        }
+        (None, _) => return Ok(None),
+    };
+    let identity = pair::load_host_identity(&path).map_err(|e| ConfigError::new(variable, e))?;
+    let rate = match lookup(remote::REMOTE_RATE) {
+        None => DEFAULT_RATE,
+        Some(text) => text.trim().parse::<u32>().ok().filter(|r| (1..=10_000).contains(r)).ok_or_else(|| {
+            ConfigError::new(
+                remote::REMOTE_RATE,
+                format!("{text:?} is not a whole number of requests a second from 1 to 10000, e.g. 20"),
+            )
+        })?,
+    };
+    Ok(Some(RemoteSettings { identity, rate }))
+}
+
+fn read_secrets_key(path: &str) -> Result<SecretsKey, ConfigError> {
+    if path.trim().is_empty() {
+        return Err(ConfigError::new(
+            vars::SECRETS_KEY_FILE,
+            "is empty; set it to the file `swarm-controller secrets-key --out FILE` wrote, or unset it",
+        ));
+    }
+    SecretsKey::load(Path::new(path)).map_err(|e| ConfigError::new(vars::SECRETS_KEY_FILE, e.to_string()))
+}
+
+fn read_webhook_secret(path: &str) -> Result<WebhookSecret, ConfigError> {
+    let dir = Path::new(path);
+    if !dir.is_absolute() {
+        return Err(ConfigError::new(
+            vars::STATE_DIR,
+            format!(
+                "{path:?} is not an absolute path; set it to the controller's state directory, e.g. /var/lib/swarm-controller"
+            ),
+        ));
+    }
+    WebhookSecret::load_or_create(dir).map_err(|e| ConfigError::new(vars::STATE_DIR, e))
+}
 
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +240,37 @@ pub async fn run_with_jobq(
     jobq: Jobq,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), StartError> {
+    run_with_tasks(config, clock, jobq, &Tasks::new(), shutdown).await
+}
+
+/// [`run_with_jobq`] with every background task on `tasks`, which are stopped (cancelled, then
+/// waited for within [`STOP_WITHIN`]) before it returns, also when a start step fails after
+/// others began; the socket file is gone by then too.
+///
+/// # Errors
+/// [`StartError`] when it cannot start; once serving it only logs.
+pub async fn run_with_tasks(
+    config: Config,
+    clock: Arc<dyn Clock>,
+    jobq: Jobq,
+    tasks: &Tasks,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), StartError> {
+    let outcome = serve(config, clock, jobq, tasks, shutdown).await;
+    tasks.stop(STOP_WITHIN).await;
+    outcome
+}
+
+async fn serve(
+    config: Config,
+    clock: Arc<dyn Clock>,
+    jobq: Jobq,
+    tasks: &Tasks,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), StartError> {
+    // The socket first: a second controller, or a directory holding anything else, stops the
+    // start before it touches NATS. Its file goes with `socket_file` on every return.
+    let (listener, socket_file) = socket::bind(&config.socket)?;
     let client = nats::connect(&config.nats_url, config.nats_creds.as_deref()).await?;
     tracing::info!(url = %config.nats_url, "connected to NATS");
     if config.hives.is_empty() {
@@ -99,7 +285,6 @@ pub async fn run_with_jobq(
     let buckets = ensure_objects_patiently(&js, config.nats_replicas).await?;
     let definitions = Definitions::new(js.clone(), buckets.definitions);
     let reconciler = Arc::new(Reconciler::new(js.clone(), definitions.clone(), buckets.agent_schedules));
-    let listener = socket::bind(&config.socket)?;
     let first = reconciler.pass().await?;
     tracing::info!(?first, "first reconcile pass done");
     let hives = Arc::new(config.hives);
@@ -117,20 +302,19 @@ pub async fn run_with_jobq(
     if hub.secret.is_none() {
         tracing::info!("SWARM_STATE_DIR is not set: no webhook secret (POST /api/forge/webhook answers 503)");
     }
-    let forge_passes = match config.provisioning.forge.clone() {
+    match config.provisioning.forge.clone() {
         None => {
             tracing::info!(
                 "the forge is not configured (SWARM_FORGE_URL): no forge objects, config pull requests or issue report"
             );
-            None
         }
         Some(settings) => {
             let client = ForgejoClient::new(&settings.url, settings.admin_token.clone())
                 .map_err(|e| StartError::Provisioning(e.to_string()))?;
             tracing::info!(org = %settings.org, every = ?settings.reconcile_every, "forge passes enabled");
-            Some(tokio::spawn(forge::run_passes(hub.clone(), Arc::new(client), settings, clock.clone())))
+            tasks.spawn(forge::run_passes(hub.clone(), Arc::new(client), settings, clock.clone()));
         }
-    };
+    }
     let provisioner = match (config.secrets_key, &accounts) {
         (Some(key), Some(accounts)) => {
             let adapters = Adapters::from_settings(&config.provisioning).map_err(StartError::Provisioning)?;
@@ -157,14 +341,14 @@ pub async fn run_with_jobq(
         }
     };
 
-    let relay = Arc::new(FeedHub::new(js.clone()));
+    let feeds = Arc::new(FeedHub::new(js.clone()));
     let shutdown = {
-        let relay = relay.clone();
+        let feeds = feeds.clone();
         async move {
             shutdown.await;
             // Server-sent event routes never end by themselves; the server drains only once
             // they do.
-            relay.close();
+            feeds.close();
         }
     };
     let revoker = accounts.map(|accounts| Arc::new(Revoker::with_accounts(accounts)));
@@ -176,12 +360,12 @@ pub async fn run_with_jobq(
         revoker: revoker.clone(),
         clock: clock.clone(),
     };
-    let watch = tokio::spawn(watch_statuses(buckets.hive_status, roster.clone(), hives.clone(), clock.clone()));
+    tasks.spawn(watch_statuses(buckets.hive_status, roster.clone(), hives.clone(), clock.clone()));
     let app = Arc::new(App::new(AppParts {
         client,
         definitions,
         reconciler: reconciler.clone(),
-        clock: clock.clone(),
+        clock,
         js: js.clone(),
         hives,
         roster,
@@ -189,7 +373,7 @@ pub async fn run_with_jobq(
         revoker,
         jobq,
         linked: provisioner.clone().map(|p| Arc::new(LinkedAccounts::new(p))),
-        feeds: relay.clone(),
+        feeds,
         icons: IconStore::new(buckets.icons),
         quick_links: Arc::new(config.quick_links),
         provisioner: provisioner.clone(),
@@ -197,28 +381,23 @@ pub async fn run_with_jobq(
     }));
     let link = config.remote.map(|remote| {
         let link = Link::start(remote.identity, app.clone(), remote.rate);
-        let _ = app.control_link.set(link.status.clone() as Arc<dyn crate::api::LinkReport>);
+        let _ = app.control_link.set(link.status.clone() as Arc<dyn LinkReport>);
         link
     });
     if link.is_none() {
         tracing::info!("not paired with a control plane: the API is reachable through the socket only");
     }
-    let periodic = tokio::spawn(reconcile_periodically(hive_pass, reconciler, config.reconcile_every));
-    let health = provisioner.map(|p| tokio::spawn(provision_and_check(p)));
+    tasks.spawn(reconcile_periodically(hive_pass, reconciler, config.reconcile_every));
+    if let Some(provisioner) = provisioner {
+        tasks.spawn(provision_and_check(provisioner));
+    }
     tracing::info!(socket = %config.socket.display(), "serving the API");
     warp::serve(api::routes(app)).incoming(listener).graceful(shutdown).run().await;
     if let Some(link) = link {
         link.stop().await;
     }
-    periodic.abort();
-    watch.abort();
-    if let Some(passes) = forge_passes {
-        passes.abort();
-    }
-    if let Some(health) = health {
-        health.abort();
-    }
-    socket::remove(&config.socket);
+    // Removed before the tasks stop, so a client sees "not running" rather than "refused".
+    drop(socket_file);
     tracing::info!("stopped");
     Ok(())
 }
@@ -228,7 +407,10 @@ pub async fn run_with_jobq(
 /// in the account ("error creating store for stream", 10049).
 const SETUP_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
-async fn ensure_objects_patiently(js: &async_nats::jetstream::Context, replicas: usize) -> Result<Buckets, NatsError> {
+async fn ensure_objects_patiently(
+    js: &async_nats::jetstream::Context,
+    replicas: usize,
+) -> Result<Buckets, NatsError> {
     let deadline = tokio::time::Instant::now() + SETUP_PATIENCE;
     let mut pause = std::time::Duration::from_millis(50);
     loop {
@@ -294,5 +476,180 @@ async fn reconcile_periodically(hive_pass: HivePass, reconciler: Arc<Reconciler>
             Ok(report) => tracing::debug!(?report, "reconcile pass: nothing to do"),
             Err(err) => tracing::warn!(%err, "reconcile pass failed; retrying at the next tick"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn loaded(pairs: &[(&str, &str)]) -> Result<Loaded<Config>, Problems> {
+        let env: HashMap<String, String> = pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        Config::from_lookup(|name| env.get(name).cloned())
+    }
+
+    fn config(pairs: &[(&str, &str)]) -> Result<Config, Problems> {
+        loaded(pairs).map(|loaded| loaded.config)
+    }
+
+    #[test]
+    fn the_secrets_key_is_read_at_start_and_an_exposed_one_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        let key = SecretsKey::generate();
+        key.write_new(&path).unwrap();
+        let shown = path.to_str().unwrap();
+        let url = (vars::NATS_URL, "nats://127.0.0.1:4222");
+        assert_eq!(config(&[url, (vars::SECRETS_KEY_FILE, shown)]).unwrap().secrets_key, Some(key));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let err = config(&[url, (vars::SECRETS_KEY_FILE, shown)]).unwrap_err().to_string();
+        assert!(err.starts_with(vars::SECRETS_KEY_FILE) && err.contains("chmod 600"), "{err}");
+    }
+
+    #[test]
+    fn the_state_dir_gets_a_webhook_secret_at_first_start_and_keeps_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let url = (vars::NATS_URL, "nats://127.0.0.1:4222");
+        let shown = dir.path().to_str().unwrap();
+        assert!(config(&[url]).unwrap().webhook_secret.is_none());
+        let first = config(&[url, (vars::STATE_DIR, shown)]).unwrap().webhook_secret.unwrap();
+        assert_eq!(config(&[url, (vars::STATE_DIR, shown)]).unwrap().webhook_secret, Some(first));
+        let file = dir.path().join(crate::forge::webhook_secret::FILE_NAME);
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let err = config(&[url, (vars::STATE_DIR, shown)]).unwrap_err().to_string();
+        assert!(err.starts_with(vars::STATE_DIR) && err.contains("mode 640"), "{err}");
+        let err = config(&[url, (vars::STATE_DIR, "var/lib/x")]).unwrap_err().to_string();
+        assert!(err.starts_with(vars::STATE_DIR) && err.contains("absolute"), "{err}");
+    }
+
+    #[test]
+    fn missing_or_bad_values_name_the_variable() {
+        use crate::remote::vars as remote;
+        let identities = tempfile::tempdir().unwrap();
+        let host_identity =
+            test_identity(identities.path(), "host.json", hyperhive_control_proto::DeviceKind::Host, 0o600);
+        let client_identity =
+            test_identity(identities.path(), "client.json", hyperhive_control_proto::DeviceKind::Client, 0o600);
+        let open_identity =
+            test_identity(identities.path(), "open.json", hyperhive_control_proto::DeviceKind::Host, 0o644);
+        let url = (vars::NATS_URL, "nats://127.0.0.1:4222");
+        type Case<'a> = (Vec<(&'a str, &'a str)>, &'a str, &'a str);
+        let cases: Vec<Case> = vec![
+            (vec![], vars::NATS_URL, "not set"),
+            (vec![(vars::NATS_URL, "http://x")], vars::NATS_URL, "not a NATS URL"),
+            (vec![(vars::NATS_URL, "nats://")], vars::NATS_URL, "not a NATS URL"),
+            (vec![url, (vars::SOCKET, "rel/c.sock")], vars::SOCKET, "absolute"),
+            (vec![url, (vars::SOCKET, "/")], vars::SOCKET, "names no file"),
+            (vec![url, (vars::NATS_CREDS, " ")], vars::NATS_CREDS, "empty"),
+            (vec![url, (vars::RECONCILE_SECS, "0")], vars::RECONCILE_SECS, ">= 1"),
+            (vec![url, (vars::NATS_REPLICAS, "0")], vars::NATS_REPLICAS, "1 to 5"),
+            (vec![url, (vars::NATS_REPLICAS, "7")], vars::NATS_REPLICAS, "1 to 5"),
+            (vec![url, (vars::NATS_REPLICAS, "three")], vars::NATS_REPLICAS, "three-node cluster"),
+            (vec![(vars::NATS_URL, "nats://a:1,localhost:2")], vars::NATS_URL, "\"localhost:2\" is not a NATS URL"),
+            (vec![url, (vars::RECONCILE_SECS, "1m")], vars::RECONCILE_SECS, ">= 1"),
+            (vec![url, (vars::RECONCILE_SECS, "-3")], vars::RECONCILE_SECS, ">= 1"),
+            (vec![url, (vars::SECRETS_KEY_FILE, "")], vars::SECRETS_KEY_FILE, "empty"),
+            (vec![url, (vars::SECRETS_KEY_FILE, "/nonexistent/key")], vars::SECRETS_KEY_FILE, "cannot read"),
+            (vec![url, (remote::CONTROL_IDENTITY, " ")], remote::CONTROL_IDENTITY, "empty"),
+            (
+                vec![url, (remote::CONTROL_IDENTITY, "/nonexistent/id.json")],
+                remote::CONTROL_IDENTITY,
+                "/nonexistent/id.json",
+            ),
+            (vec![url, (remote::CONTROL_IDENTITY, &client_identity)], remote::CONTROL_IDENTITY, "client's identity"),
+            (vec![url, (remote::CONTROL_IDENTITY, &open_identity)], remote::CONTROL_IDENTITY, "chmod 600"),
+            (
+                vec![url, (remote::CONTROL_IDENTITY, &host_identity), (remote::REMOTE_RATE, "0")],
+                remote::REMOTE_RATE,
+                "1 to 10000",
+            ),
+            (
+                vec![url, (remote::CONTROL_IDENTITY, &host_identity), (remote::REMOTE_RATE, "fast")],
+                remote::REMOTE_RATE,
+                "1 to 10000",
+            ),
+        ];
+        for (env, variable, needle) in cases {
+            let err = config(&env).unwrap_err().to_string();
+            assert!(err.starts_with(variable), "{env:?}: {err}");
+            assert!(err.contains(needle), "{env:?}: {err}");
+            assert!(!err.contains('\n'), "one line: {err}");
+        }
+    }
+
+    /// An identity as pairing writes it (the pure halves of pairing, with the answer a control
+    /// plane would give), saved with `mode`; returns its path.
+    fn test_identity(dir: &Path, name: &str, kind: hyperhive_control_proto::DeviceKind, mode: u32) -> String {
+        use hyperhive_control_proto::code::Code;
+        use std::os::unix::fs::PermissionsExt;
+        let control = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+        let code = Code {
+            control_url: "https://control.example".into(),
+            control_public_key: control.verifying_key().to_bytes(),
+            pin: None,
+            kind,
+            secret: [1; hyperhive_control_proto::code::SECRET_LEN],
+        };
+        let (request, pending) =
+            hyperhive_control_link::start_pairing(&code.to_token(), "c", &mut rand::rng()).unwrap();
+        let statement = hyperhive_control_proto::pair::device_statement("d0", kind, &request.public_key);
+        let response = hyperhive_control_proto::pair::PairResponse {
+            device_id: "d0".into(),
+            kind,
+            name: "c".into(),
+            signature: hyperhive_control_proto::encoding::encode(
+                &ed25519_dalek::Signer::sign(&control, &statement).to_bytes(),
+            ),
+            control_name: None,
+        };
+        let identity = pending.finish(&response).unwrap();
+        let path = dir.join(name);
+        identity.save(&path).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path.display().to_string()
+    }
+
+    #[test]
+    fn every_bad_setting_of_every_part_is_reported_together() {
+        use crate::provision::settings::vars as provision;
+        use crate::remote::vars as remote;
+        let problems = config(&[
+            (vars::SOCKET, "rel/c.sock"),
+            (vars::RECONCILE_SECS, "often"),
+            (vars::SECRETS_KEY_FILE, "/nonexistent/key"),
+            (vars::QUICK_LINKS_FILE, "/nonexistent/links.json"),
+            (vars::STATE_DIR, "var/lib/x"),
+            (provision::SSO_BRIDGE_URL, "http://127.0.0.1:1"),
+            (provision::JOBQ_CONCURRENCY, "0"),
+            (remote::CONTROL_IDENTITY, " "),
+        ])
+        .unwrap_err();
+        let variables: Vec<&str> = problems.iter().map(ConfigError::variable).collect();
+        for variable in [
+            vars::SOCKET,
+            vars::NATS_URL,
+            vars::RECONCILE_SECS,
+            vars::SECRETS_KEY_FILE,
+            provision::SSO_BRIDGE_TOKEN_FILE,
+            provision::JOBQ_CONCURRENCY,
+            vars::QUICK_LINKS_FILE,
+            vars::STATE_DIR,
+            remote::CONTROL_IDENTITY,
+        ] {
+            assert!(variables.contains(&variable), "{variable} not in {problems}");
+        }
+        assert_eq!(problems.len(), 9, "{problems}");
+    }
+
+    #[test]
+    fn an_old_variable_name_still_works_with_a_warning() {
+        let old = loaded(&[(vars::NATS_URL, "nats://127.0.0.1:4222"), (vars::RECONCILE_SECS, "5")]).unwrap();
+        assert_eq!(old.config.reconcile_every, Duration::from_secs(5));
+        assert!(
+            old.warnings.iter().any(|w| w.contains(vars::RECONCILE_SECS) && w.contains("SWARM_RECONCILE_EVERY=5s"))
+        );
     }
 }

@@ -4,13 +4,15 @@
 //! and owner decide who may reach the API). That only holds if the directory contains nothing but
 //! this socket, so [`bind`] refuses to start when anything else is there. A socket left by a
 //! previous run (systemd keeps the directory with `RuntimeDirectoryPreserve=yes`) is unlinked,
-//! unless a live controller still answers on it.
+//! unless a live controller still answers on it. The file is removed when the [`SocketFile`]
+//! [`bind`] returns is dropped, so no exit path of the daemon leaves it behind.
 
 use std::fs;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::Path;
 
+use hyperhive_daemon::socket::SocketFile;
 use tokio::net::UnixListener;
 
 /// The socket's mode: anyone who can enter the directory may use the API.
@@ -52,12 +54,13 @@ fn io_error(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> Sock
     move |source| SocketError::Io { action, path, source }
 }
 
-/// Checks the directory, unlinks a stale socket, binds `path` and makes it mode 0666.
+/// Checks the directory, unlinks a stale socket, binds `path` and makes it mode 0666. The socket
+/// file lives as long as the [`SocketFile`].
 ///
 /// # Errors
 /// [`SocketError`] when the directory holds anything else, another controller is serving, or a
 /// filesystem call fails.
-pub fn bind(path: &Path) -> Result<UnixListener, SocketError> {
+pub fn bind(path: &Path) -> Result<(UnixListener, SocketFile), SocketError> {
     let dir = path.parent().unwrap_or(Path::new("/"));
     fs::create_dir_all(dir).map_err(io_error("creating directory", dir))?;
     let own_name = path.file_name().unwrap_or_default();
@@ -72,10 +75,10 @@ pub fn bind(path: &Path) -> Result<UnixListener, SocketError> {
         }
         remove_stale(path)?;
     }
-    let listener = UnixListener::bind(path).map_err(io_error("binding", path))?;
+    let (listener, file) = SocketFile::bind(path).map_err(io_error("binding", path))?;
     fs::set_permissions(path, fs::Permissions::from_mode(SOCKET_MODE))
         .map_err(io_error("setting the mode of", path))?;
-    Ok(listener)
+    Ok((listener, file))
 }
 
 /// Unlinks a socket nobody serves on; refuses if a live controller answers.
@@ -87,13 +90,6 @@ fn remove_stale(path: &Path) -> Result<(), SocketError> {
     fs::remove_file(path).map_err(io_error("unlinking stale socket", path))
 }
 
-/// Removes the socket at shutdown, so a client sees "not running" rather than "refused".
-pub fn remove(path: &Path) {
-    if let Err(err) = fs::remove_file(path) {
-        tracing::warn!(socket = %path.display(), %err, "could not remove the socket at shutdown");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,7 +98,7 @@ mod tests {
     async fn binds_with_mode_0666_creating_the_directory() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("run/controller.sock");
-        let _listener = bind(&path).unwrap();
+        let _bound = bind(&path).unwrap();
         let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o666);
     }
@@ -114,7 +110,7 @@ mod tests {
         // A socket whose listener is gone: what a killed controller leaves behind.
         drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
         assert!(fs::symlink_metadata(&path).unwrap().file_type().is_socket());
-        let _listener = bind(&path).unwrap();
+        let _bound = bind(&path).unwrap();
         assert!(tokio::net::UnixStream::connect(&path).await.is_ok());
     }
 
@@ -146,5 +142,17 @@ mod tests {
         let _first = bind(&path).unwrap();
         let err = bind(&path).unwrap_err().to_string();
         assert!(err.contains("already serving"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn the_socket_file_goes_with_its_guard() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("controller.sock");
+        let (listener, file) = bind(&path).unwrap();
+        drop(listener);
+        assert!(path.exists(), "the file stays while the guard lives");
+        drop(file);
+        assert!(!path.exists());
+        assert!(fs::read_dir(tmp.path()).unwrap().next().is_none(), "the directory is as it was");
     }
 }

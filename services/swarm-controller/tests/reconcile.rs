@@ -11,7 +11,7 @@ use hyper::http::{Method, StatusCode};
 use hyperhive_nats_objects::{AGENT_SCHEDULES_BUCKET, AGENT_WANTED_BUCKET, DEPLOY_STREAM};
 use hyperhive_testkit::{NatsJwt, wait_until};
 use swarm_controller::clock::SystemClock;
-use swarm_controller::config::Config;
+use swarm_controller::daemon::Config;
 use swarm_controller::nats;
 use swarm_controller::schedules::reconcile::Reconciler;
 use swarm_controller::schedules::store::Definitions;

@@ -545,7 +545,7 @@ let
         SWARM_NATS_URL = "nats://nats:4222";
         SWARM_NATS_REPLICAS = "1";
         SWARM_NATS_CREDS = "%d/nats-creds";
-        SWARM_RECONCILE_SECS = "60";
+        SWARM_RECONCILE_EVERY = "60s";
         SWARM_STATE_DIR = "/var/lib/swarm-controller";
         SWARM_REMOTE_RATE = "20";
         SWARM_STORE_CERT_LIFETIME = "24h";
@@ -592,7 +592,7 @@ let
         SWARM_NATS_REPLICAS = "1";
         SWARM_NATS_CREDS = "%d/nats-creds";
         SWARM_NATS_DIR = "/var/lib/swarm-nats";
-        SWARM_RECONCILE_SECS = "60";
+        SWARM_RECONCILE_EVERY = "60s";
         SWARM_SECRETS_KEY_FILE = "%d/secrets-key";
         SWARM_SSO_BRIDGE_URL = "http://127.0.0.1:9092";
         SWARM_SSO_BRIDGE_TOKEN_FILE = "%d/sso-bridge-token";
@@ -755,7 +755,7 @@ let
         HIVE_C0RE_STATE_DIR = "/var/lib/hive-c0re";
         HIVE_C0RE_RUNNER = "systemd";
         HIVE_C0RE_AGENT_BIN = "${pkgs.hyperhive.daemon-bins}/bin/hive-agent";
-        HIVE_C0RE_STATUS_SECS = "15";
+        HIVE_C0RE_STATUS_EVERY = "15s";
       };
     "hive-c0re's credential and xkey arrive through LoadCredential" =
       c0reUnit.serviceConfig.LoadCredential == [
@@ -767,11 +767,11 @@ let
         unit = (withHive { xkeyFile = null; }).units.hive-c0re;
       in
       !(unit.environment ? HIVE_C0RE_XKEY_FILE) && unit.serviceConfig.LoadCredential == [ "nats-creds:/run/secrets/hive1.creds" ];
-    "runner and status interval reach HIVE_C0RE_RUNNER and HIVE_C0RE_STATUS_SECS" =
+    "runner and status interval reach HIVE_C0RE_RUNNER and HIVE_C0RE_STATUS_EVERY" =
       let
         unit = (withHive { runner = "process"; statusInterval = 5; }).units.hive-c0re;
       in
-      unit.environment.HIVE_C0RE_RUNNER == "process" && unit.environment.HIVE_C0RE_STATUS_SECS == "5";
+      unit.environment.HIVE_C0RE_RUNNER == "process" && unit.environment.HIVE_C0RE_STATUS_EVERY == "5s";
     "a hive under hive-c0re passes every assertion" = hiveOk.failed == [ ];
     "hive-c0re runs `hive-c0re run` from the c0re bundle, as root, with its state directory and systemd on PATH" =
       c0reUnit.serviceConfig.ExecStart == "${pkgs.hyperhive.daemon-bins}/bin/hive-c0re run"

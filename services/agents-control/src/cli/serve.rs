@@ -6,6 +6,7 @@ use crate::config::{self, IssuerArgs, LimitArgs};
 use crate::control::Control;
 use crate::membership::Membership;
 use clap::Args;
+use hyperhive_daemon::settings::{Check, Problem};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -31,20 +32,25 @@ pub struct ServeArgs {
 }
 
 pub async fn run(args: ServeArgs) -> Result<ExitCode, Failure> {
-    // Every setting is checked before anything is started: a bad one stops the copy with one line.
-    let issuer = args.control.issuer()?;
-    let listen = config::parse_listen(&args.listen)?;
-    if let Some(name) = &args.name {
-        hyperhive_control_proto::pair::validate_name(name)
-            .map_err(|e| Failure(format!("AGENTS_CONTROL_NAME (--name) {e}")))?;
+    // Every setting is checked before anything is started, and every bad one is reported.
+    let mut check = Check::default();
+    let issuer = args.control.check(&mut check);
+    let listen = config::checked(&mut check, config::parse_listen(&args.listen));
+    if let Some(name) = &args.name
+        && let Err(e) = hyperhive_control_proto::pair::validate_name(name)
+    {
+        check.problem(Problem::line("AGENTS_CONTROL_NAME (--name)", format!("AGENTS_CONTROL_NAME (--name) {e}")));
     }
-    if let Some(peer) = &args.peer_url {
-        config::parse_control_url(Some(peer)).map_err(|e| {
-            Failure(e.to_string().replace("AGENTS_CONTROL_URL (--control-url)", "AGENTS_CONTROL_PEER_URL (--peer-url)"))
-        })?;
+    if let Some(peer) = &args.peer_url
+        && let Err(e) = config::parse_control_url(Some(peer))
+    {
+        let line = e.to_string().replace("AGENTS_CONTROL_URL (--control-url)", "AGENTS_CONTROL_PEER_URL (--peer-url)");
+        check.problem(Problem::line("AGENTS_CONTROL_PEER_URL (--peer-url)", line));
     }
-    let drain = config::parse_duration("--drain", &args.drain)?;
-    let mut limits = args.limits.limits()?;
+    let drain = config::checked(&mut check, config::parse_duration("--drain", &args.drain));
+    let limits = args.limits.check(&mut check);
+    let (issuer, listen, drain, mut limits) =
+        check.finish(|| Some((issuer?, listen?, drain?, limits?))).map_err(|p| Failure(p.to_string()))?.log_warnings();
     let open_files = crate::limits::raise_open_file_limit();
     let max_connections = crate::limits::connections_within(limits.max_connections, open_files);
     if max_connections < limits.max_connections {
@@ -67,16 +73,7 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode, Failure> {
             .with_public_address(issuer.control_url, issuer.pin)
             .with_limits(limits),
     );
-    crate::serve::run(control, membership, listener, shutdown_signal(), drain).await?;
+    let shutdown = hyperhive_daemon::tasks::signals().map_err(|e| Failure(format!("handling SIGTERM: {e}")))?;
+    crate::serve::run(control, membership, listener, shutdown, drain).await?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Resolves on SIGTERM or Ctrl-C.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
 }

@@ -13,7 +13,7 @@ use hive_jobq::JobqConfig;
 use hyperhive_provision::Secret;
 use hyperhive_provision::store_ca::StoreCa;
 
-use crate::config::ConfigError;
+use crate::config::{Check, ConfigError};
 
 /// The environment variable names.
 pub mod vars {
@@ -139,93 +139,90 @@ impl Default for ProvisionSettings {
 }
 
 impl ProvisionSettings {
-    /// Reads the settings through `lookup`.
-    ///
-    /// # Errors
-    /// [`ConfigError`] naming the first bad variable.
-    pub fn from_lookup(lookup: &impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let sso = pair(lookup, vars::SSO_BRIDGE_URL, vars::SSO_BRIDGE_TOKEN_FILE)?
-            .map(|(url, token)| SsoSettings { url, token });
-        let forge = match pair(lookup, vars::FORGE_URL, vars::FORGE_ADMIN_TOKEN_FILE)? {
-            None => {
-                let forge_only =
-                    [vars::FORGE_TEMPLATE_REPO, vars::FORGE_ORG, vars::FORGE_WEBHOOK_URL, vars::FORGE_RECONCILE_EVERY];
-                if let Some(var) = forge_only.into_iter().find(|var| lookup(var).is_some()) {
-                    return Err(ConfigError::new(
-                        var,
-                        format!("is set but {} is not; set both or neither", vars::FORGE_URL),
-                    ));
-                }
-                None
-            }
-            Some((url, admin_token)) => {
-                let (template_owner, template_name) = template_repo(lookup(vars::FORGE_TEMPLATE_REPO))?;
-                let org = match lookup(vars::FORGE_ORG) {
-                    None => template_owner.clone(),
-                    Some(org) => forge_org(&org)?,
-                };
-                let webhook_url = lookup(vars::FORGE_WEBHOOK_URL).map(|url| webhook_url(&url)).transpose()?;
-                let reconcile_every = duration(lookup, vars::FORGE_RECONCILE_EVERY, DEFAULT_FORGE_RECONCILE_EVERY)?;
-                Some(ForgeSettings {
-                    url,
-                    admin_token,
-                    template_owner,
-                    template_name,
-                    org,
-                    webhook_url,
-                    reconcile_every,
-                })
-            }
-        };
-        let matrix = pair(lookup, vars::MATRIX_URL, vars::MATRIX_SHARED_SECRET_FILE)?
-            .map(|(url, shared_secret)| MatrixSettings { url, shared_secret });
-        let store_ca = match (lookup(vars::STORE_CA_KEY_FILE), lookup(vars::STORE_CA_CERT_FILE)) {
-            (None, None) => None,
-            (Some(_), None) => return Err(missing_partner(vars::STORE_CA_CERT_FILE, vars::STORE_CA_KEY_FILE)),
-            (None, Some(_)) => return Err(missing_partner(vars::STORE_CA_KEY_FILE, vars::STORE_CA_CERT_FILE)),
-            (Some(key), Some(cert)) => Some(Arc::new(
-                StoreCa::load(Path::new(&key), Path::new(&cert))
-                    .map_err(|e| ConfigError::new(vars::STORE_CA_KEY_FILE, e.to_string().replace('\n', " ")))?,
-            )),
-        };
-        let store_cert_lifetime = duration(lookup, vars::STORE_CERT_LIFETIME, DEFAULT_LIFETIME)?;
-        let (min, max) = (hyperhive_provision::store_ca::MIN_LIFETIME, hyperhive_provision::store_ca::MAX_LIFETIME);
-        if !(min..=max).contains(&store_cert_lifetime) {
-            return Err(ConfigError::new(
-                vars::STORE_CERT_LIFETIME,
-                format!("a store certificate lives from {}s to {}s, e.g. 24h", min.as_secs(), max.as_secs()),
-            ));
+    /// Reads the settings through `lookup`, reporting every bad one to `check`; `None` when any
+    /// was bad.
+    pub fn check(lookup: &dyn Fn(&str) -> Option<String>, check: &mut Check) -> Option<Self> {
+        let sso = check.ok(pair(lookup, vars::SSO_BRIDGE_URL, vars::SSO_BRIDGE_TOKEN_FILE));
+        let forge = check.ok(forge(lookup));
+        let matrix = check.ok(pair(lookup, vars::MATRIX_URL, vars::MATRIX_SHARED_SECRET_FILE));
+        let store_ca = check.ok(store_ca(lookup));
+        let store_cert_lifetime = check.ok(store_cert_lifetime(lookup));
+        let queue_creds_lifetime = check.ok(duration(lookup, vars::QUEUE_CREDS_LIFETIME, DEFAULT_LIFETIME));
+        let check_every = check.ok(duration(lookup, vars::CREDENTIAL_CHECK_EVERY, DEFAULT_CHECK_EVERY));
+        let concurrency = check.ok(number(lookup, vars::JOBQ_CONCURRENCY, hive_jobq::MAX_CONCURRENCY));
+        let max_attempts = usize::try_from(hive_jobq::MAX_ATTEMPTS).unwrap_or(usize::MAX);
+        let max_attempts = check.ok(number(lookup, vars::JOBQ_MAX_ATTEMPTS, max_attempts));
+        let mut jobq = JobqConfig::default();
+        if let Some(n) = concurrency? {
+            jobq.max_concurrency = n;
         }
-        Ok(Self {
-            sso,
-            forge,
-            matrix,
-            store_ca,
-            store_cert_lifetime,
-            queue_creds_lifetime: duration(lookup, vars::QUEUE_CREDS_LIFETIME, DEFAULT_LIFETIME)?,
-            check_every: duration(lookup, vars::CREDENTIAL_CHECK_EVERY, DEFAULT_CHECK_EVERY)?,
-            jobq: jobq(lookup)?,
+        if let Some(n) = max_attempts? {
+            jobq.max_attempts = u32::try_from(n).unwrap_or(hive_jobq::MAX_ATTEMPTS);
+        }
+        Some(Self {
+            sso: sso?.map(|(url, token)| SsoSettings { url, token }),
+            forge: forge?,
+            matrix: matrix?.map(|(url, shared_secret)| MatrixSettings { url, shared_secret }),
+            store_ca: store_ca?,
+            store_cert_lifetime: store_cert_lifetime?,
+            queue_creds_lifetime: queue_creds_lifetime?,
+            check_every: check_every?,
+            jobq,
         })
     }
 }
 
-fn jobq(lookup: &impl Fn(&str) -> Option<String>) -> Result<JobqConfig, ConfigError> {
-    let mut config = JobqConfig::default();
-    let number = |var: &'static str, max: usize| -> Result<Option<usize>, ConfigError> {
-        let Some(text) = lookup(var) else { return Ok(None) };
-        match text.trim().parse::<usize>() {
-            Ok(n) if (1..=max).contains(&n) => Ok(Some(n)),
-            _ => Err(ConfigError::new(var, format!("{text:?} is not a whole number from 1 to {max}"))),
+type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+fn forge(lookup: Lookup) -> Result<Option<ForgeSettings>, ConfigError> {
+    let Some((url, admin_token)) = pair(lookup, vars::FORGE_URL, vars::FORGE_ADMIN_TOKEN_FILE)? else {
+        let forge_only =
+            [vars::FORGE_TEMPLATE_REPO, vars::FORGE_ORG, vars::FORGE_WEBHOOK_URL, vars::FORGE_RECONCILE_EVERY];
+        if let Some(var) = forge_only.into_iter().find(|var| lookup(var).is_some()) {
+            return Err(ConfigError::new(var, format!("is set but {} is not; set both or neither", vars::FORGE_URL)));
         }
+        return Ok(None);
     };
-    if let Some(n) = number(vars::JOBQ_CONCURRENCY, hive_jobq::MAX_CONCURRENCY)? {
-        config.max_concurrency = n;
+    let (template_owner, template_name) = template_repo(lookup(vars::FORGE_TEMPLATE_REPO))?;
+    let org = match lookup(vars::FORGE_ORG) {
+        None => template_owner.clone(),
+        Some(org) => forge_org(&org)?,
+    };
+    let webhook_url = lookup(vars::FORGE_WEBHOOK_URL).map(|url| webhook_url(&url)).transpose()?;
+    let reconcile_every = duration(lookup, vars::FORGE_RECONCILE_EVERY, DEFAULT_FORGE_RECONCILE_EVERY)?;
+    Ok(Some(ForgeSettings { url, admin_token, template_owner, template_name, org, webhook_url, reconcile_every }))
+}
+
+fn store_ca(lookup: Lookup) -> Result<Option<Arc<StoreCa>>, ConfigError> {
+    match (lookup(vars::STORE_CA_KEY_FILE), lookup(vars::STORE_CA_CERT_FILE)) {
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(missing_partner(vars::STORE_CA_CERT_FILE, vars::STORE_CA_KEY_FILE)),
+        (None, Some(_)) => Err(missing_partner(vars::STORE_CA_KEY_FILE, vars::STORE_CA_CERT_FILE)),
+        (Some(key), Some(cert)) => StoreCa::load(Path::new(&key), Path::new(&cert))
+            .map(|ca| Some(Arc::new(ca)))
+            .map_err(|e| ConfigError::new(vars::STORE_CA_KEY_FILE, e.to_string().replace('\n', " "))),
     }
-    let max_attempts = usize::try_from(hive_jobq::MAX_ATTEMPTS).unwrap_or(usize::MAX);
-    if let Some(n) = number(vars::JOBQ_MAX_ATTEMPTS, max_attempts)? {
-        config.max_attempts = u32::try_from(n).unwrap_or(hive_jobq::MAX_ATTEMPTS);
+}
+
+fn store_cert_lifetime(lookup: Lookup) -> Result<Duration, ConfigError> {
+    let lifetime = duration(lookup, vars::STORE_CERT_LIFETIME, DEFAULT_LIFETIME)?;
+    let (min, max) = (hyperhive_provision::store_ca::MIN_LIFETIME, hyperhive_provision::store_ca::MAX_LIFETIME);
+    if !(min..=max).contains(&lifetime) {
+        return Err(ConfigError::new(
+            vars::STORE_CERT_LIFETIME,
+            format!("a store certificate lives from {}s to {}s, e.g. 24h", min.as_secs(), max.as_secs()),
+        ));
     }
-    Ok(config)
+    Ok(lifetime)
+}
+
+/// A job graph setting: a whole number from 1 to `max`, when set.
+fn number(lookup: Lookup, var: &'static str, max: usize) -> Result<Option<usize>, ConfigError> {
+    let Some(text) = lookup(var) else { return Ok(None) };
+    match text.trim().parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(Some(n)),
+        _ => Err(ConfigError::new(var, format!("{text:?} is not a whole number from 1 to {max}"))),
+    }
 }
 
 fn missing_partner(missing: &'static str, given: &str) -> ConfigError {
@@ -234,7 +231,7 @@ fn missing_partner(missing: &'static str, given: &str) -> ConfigError {
 
 /// A base URL and the secret file that goes with it: both or neither.
 fn pair(
-    lookup: &impl Fn(&str) -> Option<String>,
+    lookup: Lookup,
     url_var: &'static str,
     file_var: &'static str,
 ) -> Result<Option<(String, Secret)>, ConfigError> {
@@ -315,14 +312,9 @@ fn webhook_url(url: &str) -> Result<String, ConfigError> {
     Ok(url.to_owned())
 }
 
-fn duration(
-    lookup: &impl Fn(&str) -> Option<String>,
-    var: &'static str,
-    default: Duration,
-) -> Result<Duration, ConfigError> {
+fn duration(lookup: Lookup, var: &'static str, default: Duration) -> Result<Duration, ConfigError> {
     let Some(text) = lookup(var) else { return Ok(default) };
-    let parsed = text.trim().parse::<humantime::Duration>().map(Duration::from);
-    match parsed {
+    match hyperhive_daemon::settings::parse_duration(&text) {
         Ok(d) if d >= Duration::from_secs(1) => Ok(d),
         _ => Err(ConfigError::new(var, format!("{text:?} is not a duration of at least 1s, e.g. 90s, 30m, 24h or 7d"))),
     }
@@ -334,9 +326,11 @@ mod tests {
     use std::collections::HashMap;
     use std::os::unix::fs::PermissionsExt;
 
-    fn settings(pairs: &[(&str, &str)]) -> Result<ProvisionSettings, ConfigError> {
+    fn settings(pairs: &[(&str, &str)]) -> Result<ProvisionSettings, crate::config::Problems> {
         let env: HashMap<String, String> = pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-        ProvisionSettings::from_lookup(&|name: &str| env.get(name).cloned())
+        let mut check = Check::default();
+        let settings = ProvisionSettings::check(&|name: &str| env.get(name).cloned(), &mut check);
+        check.finish(|| settings).map(|loaded| loaded.config)
     }
 
     fn secret_file(dir: &Path, name: &str, text: &str, mode: u32) -> String {
