@@ -28,21 +28,21 @@ use crate::nats::tenants::Accounts;
 use crate::api::{self, App, AppParts, LinkReport};
 use crate::clock::{Clock, JobqClock};
 use crate::config::{Check, ConfigError, Loaded, Problems, Settings, vars};
+use crate::feeds::FeedHub;
 use crate::forge::config_prs::ConfigPrs;
 use crate::forge::issues::IssueReport;
 use crate::forge::webhook::SeenDeliveries;
 use crate::forge::webhook_secret::WebhookSecret;
 use crate::forge::{self, ForgeHub};
+use crate::lifecycle::hive_pass::HivePass;
+use crate::lifecycle::revoke::Revoker;
+use crate::lifecycle::roster::{Roster, watch_statuses};
+use crate::lifecycle::wanted::WantedStore;
 use crate::linked::service::LinkedAccounts;
 use crate::nats::{self, NatsError};
 use crate::provision::health::HealthBoard;
 use crate::provision::vault::Vault;
 use crate::provision::{Adapters, ProvisionSettings, Provisioner};
-use crate::feeds::FeedHub;
-use crate::lifecycle::hive_pass::HivePass;
-use crate::lifecycle::revoke::Revoker;
-use crate::lifecycle::roster::{Roster, watch_statuses};
-use crate::lifecycle::wanted::WantedStore;
 use crate::remote::link::Link;
 use crate::schedules::reconcile::Reconciler;
 use crate::schedules::store::{Definitions, StoreError};
@@ -407,10 +407,7 @@ async fn serve(
 /// in the account ("error creating store for stream", 10049).
 const SETUP_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
-async fn ensure_objects_patiently(
-    js: &async_nats::jetstream::Context,
-    replicas: usize,
-) -> Result<Buckets, NatsError> {
+async fn ensure_objects_patiently(js: &async_nats::jetstream::Context, replicas: usize) -> Result<Buckets, NatsError> {
     let deadline = tokio::time::Instant::now() + SETUP_PATIENCE;
     let mut pause = std::time::Duration::from_millis(50);
     loop {

@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use super::{ApiError, json};
 use crate::clock::Clock;
+use crate::definition::{DefinitionRules, NewSchedule, ScheduleDefinition, SchedulePatch, ScheduleView};
 use crate::schedules::reconcile::Reconciler;
 use crate::schedules::store::Definitions;
-use crate::definition::{DefinitionRules, NewSchedule, ScheduleDefinition, SchedulePatch, ScheduleView};
 use crate::schedules::store::{Revisioned, StoreError, new_id};
 
 /// How often a change is retried when another change to the same schedule slipped in between its

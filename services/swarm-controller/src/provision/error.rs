@@ -21,8 +21,8 @@ use hyperhive_provision::matrix::MatrixError;
 use hyperhive_provision::sso::SsoError;
 use hyperhive_provision::store_ca::StoreCaError;
 
-use crate::nats::tenants::AccountsError;
 use crate::lifecycle::deploy::SendError;
+use crate::nats::tenants::AccountsError;
 use crate::secrets::SecretsError;
 
 /// A step's failure: its reason and whether a retry can help.
