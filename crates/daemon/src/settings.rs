@@ -134,11 +134,6 @@ impl Check {
         self.warnings.push(line.into());
     }
 
-    /// Whether nothing was wrong so far.
-    pub fn is_clean(&self) -> bool {
-        self.problems.is_empty()
-    }
-
     /// The text of `variable`, else of its old name (with a warning saying to rename it).
     pub fn renamed(&mut self, lookup: &dyn Fn(&str) -> Option<String>, variable: Renamed) -> Option<Found> {
         let found = self.find(lookup, variable)?;
@@ -321,7 +316,7 @@ mod tests {
 
         let (found, check) = duration(&[]);
         assert_eq!(found, DurationSetting { variable: "X_EVERY", old: false, value: Ok(Duration::from_secs(60)) });
-        assert!(check.warnings.is_empty() && check.is_clean());
+        assert!(check.warnings.is_empty() && check.problems.is_empty());
     }
 
     #[test]

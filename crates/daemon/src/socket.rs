@@ -25,11 +25,6 @@ impl SocketFile {
         let listener = UnixListener::bind(path)?;
         Ok((listener, Self { path: path.to_path_buf() }))
     }
-
-    /// Where the socket is.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
 }
 
 impl Drop for SocketFile {

@@ -3,17 +3,17 @@
 //!
 //! Every task is spawned with [`Tasks::spawn`], which races it against the token, so no task is
 //! left running by an exit path that forgot to abort it (the model is mini-redis's shutdown
-//! broadcast with its drop guard, in the form iroh gives it). A task that must finish a step
-//! before it stops (flush, say goodbye) selects on [`Tasks::cancelled`] itself and is spawned
-//! with [`Tasks::spawn_graceful`]. [`Tasks::stop`] cancels and then waits, within a bound, for
-//! the tracker to drain, so a daemon's `run` returns only once its tasks are gone.
+//! broadcast with its drop guard, in the form iroh gives it). [`Tasks::stop`] cancels and then
+//! waits, within a bound, for the tracker to drain, so a daemon's `run` returns only once its
+//! tasks are gone; [`Tasks::stop_after`] first gives tasks told to stop some other way (a
+//! message) a grace to finish their step.
 
 use std::future::Future;
 use std::io;
 use std::time::Duration;
 
 use tokio::signal::unix::{SignalKind, signal};
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use tokio_util::sync::DropGuard;
@@ -46,22 +46,6 @@ impl Tasks {
                 () = task => {}
             }
         });
-    }
-
-    /// Runs `task` to its end: it watches [`Tasks::cancelled`] itself and finishes what it must
-    /// before it returns. [`Tasks::stop`] waits for it.
-    pub fn spawn_graceful(&self, task: impl Future<Output = ()> + Send + 'static) {
-        self.tracker.spawn(task);
-    }
-
-    /// Resolves once the tasks are told to stop.
-    pub fn cancelled(&self) -> WaitForCancellationFutureOwned {
-        self.token.clone().cancelled_owned()
-    }
-
-    /// Tells every task to stop (and does not wait).
-    pub fn cancel(&self) {
-        self.token.cancel();
     }
 
     /// Whether the tasks were told to stop.
@@ -130,37 +114,34 @@ pub fn signals() -> io::Result<impl Future<Output = ()> + Send + 'static> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
 
     #[tokio::test]
-    async fn stop_ends_every_task_and_waits_for_the_graceful_ones() {
+    async fn stop_ends_every_task() {
         let tasks = Tasks::new();
         tasks.spawn(std::future::pending());
-        let finished = Arc::new(AtomicBool::new(false));
-        tasks.spawn_graceful({
-            let cancelled = tasks.cancelled();
-            let finished = finished.clone();
-            async move {
-                cancelled.await;
-                tokio::task::yield_now().await;
-                finished.store(true, Ordering::SeqCst);
-            }
-        });
+        tasks.spawn(std::future::pending());
         assert_eq!(tasks.running(), 2);
         assert!(!tasks.is_stopped());
         assert!(tasks.stop(Duration::from_secs(5)).await);
         assert!(tasks.is_stopped() && tasks.is_cancelled());
-        assert!(finished.load(Ordering::SeqCst), "the graceful task finished its step");
     }
 
-    #[tokio::test]
-    async fn stop_is_bounded_by_a_task_that_ignores_the_token() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stop_is_bounded_by_a_task_stuck_outside_an_await() {
         let tasks = Tasks::new();
-        tasks.spawn_graceful(std::future::pending());
+        let (entered, started) = std::sync::mpsc::channel::<()>();
+        let (release, stuck) = std::sync::mpsc::channel::<()>();
+        // A task blocking its thread never reaches an await where the token could end it.
+        tasks.spawn(async move {
+            let _ = entered.send(());
+            let _ = stuck.recv();
+        });
+        let _ = tokio::task::spawn_blocking(move || started.recv()).await;
         assert!(!tasks.stop(Duration::from_millis(50)).await);
         assert_eq!(tasks.running(), 1);
         assert!(!tasks.is_stopped());
+        let _ = release.send(());
+        assert!(tasks.stop(Duration::from_secs(5)).await, "it ends once released");
     }
 
     #[tokio::test]

@@ -4,8 +4,8 @@
 //! This module is the configuration's floor: it imports nothing of the controller, and every
 //! other module's settings report their problems with its [`ConfigError`]. The settings that load
 //! a higher module's files (the secret store's key, the webhook secret, provisioning, the host
-//! identity) are read beside these by the daemon's `Config` (in `daemon.rs`). Every problem is reported at
-//! once, one line each naming the variable and what to write.
+//! identity) are read beside these by the daemon's `Config` (in `daemon.rs`). Every problem is
+//! reported at once, one line each naming the variable and what to write.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
