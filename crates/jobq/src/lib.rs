@@ -1,4 +1,4 @@
-//! `hive-jobq`: the swarm's job graph. An in-memory DAG of jobs, each with a kind, the agent it
+//! `hyperhive-jobq`: the swarm's job graph. An in-memory DAG of jobs, each with a kind, the agent it
 //! works for, its dependencies, a state, its attempts, its last error and its timings. Jobs run
 //! once every dependency has succeeded, at most `max_concurrency` attempts at once. An attempt
 //! fails with an [`AttemptError`] that says whether a retry can help: a retryable failure is
@@ -9,7 +9,7 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use hive_jobq::{AttemptError, JobId, JobSpec, Jobq, JobqConfig, work};
+//! use hyperhive_jobq::{AttemptError, JobId, JobSpec, Jobq, JobqConfig, work};
 //!
 //! let jobq = Jobq::new(JobqConfig::default())?;
 //! let sso = JobId::parse("alpha.sso")?;

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
 use common::{TokioClock, far, id};
-use hive_jobq::{AttemptError, Jitter, JobId, JobSpec, JobState, Jobq, JobqConfig, Work, work};
+use hyperhive_jobq::{AttemptError, Jitter, JobId, JobSpec, JobState, Jobq, JobqConfig, Work, work};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use tokio::time::sleep;

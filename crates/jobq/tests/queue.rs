@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{TokioClock, at, far, id};
-use hive_jobq::{
+use hyperhive_jobq::{
     AddError, AttemptError, Jitter, JobSpec, JobState, Jobq, JobqConfig, RetryError, WaitError, Work, work,
 };
 use tokio::sync::Notify;

@@ -3,4 +3,4 @@
 //! types (its snapshot is its serialized form, docs/swarm/jobq.md), re-exported so a client
 //! needs only this crate's names.
 
-pub use hive_jobq::{Edge, GraphSnapshot, JobId, JobState, Node};
+pub use hyperhive_jobq::{Edge, GraphSnapshot, JobId, JobState, Node};

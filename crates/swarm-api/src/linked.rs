@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use hive_jobq::JobId;
+use hyperhive_jobq::JobId;
 use serde::{Deserialize, Serialize};
 
 /// The three kinds of account an operator may link to an agent.

@@ -6,7 +6,7 @@
 //! holds, it stays one segment, so `../hives` or `a/b` can never reach another route. Names the
 //! swarm checked already ([`AgentName`], [`HiveName`], [`JobId`]) encode to themselves.
 
-use hive_jobq::JobId;
+use hyperhive_jobq::JobId;
 use hyperhive_hive_proto::{AgentName, HiveName};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 

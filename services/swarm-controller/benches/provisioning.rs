@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
-use hive_jobq::{JobId, JobState, Jobq, JobqConfig};
+use hyperhive_jobq::{JobId, JobState, Jobq, JobqConfig};
 use hyperhive_hive_proto::directory::{HiveDirectory, HiveEntry};
 use hyperhive_hive_proto::spec::AgentSpec;
 use hyperhive_hive_proto::{AgentName, HiveName};

@@ -26,7 +26,7 @@ impl Clock for SystemClock {
 #[derive(Debug)]
 pub struct JobqClock(pub std::sync::Arc<dyn Clock>);
 
-impl hive_jobq::Clock for JobqClock {
+impl hyperhive_jobq::Clock for JobqClock {
     fn now(&self) -> OffsetDateTime {
         self.0.now()
     }

@@ -1,6 +1,6 @@
 //! The daemon: connect to NATS, create what is missing, bind the socket, reconcile once, then
 //! serve the API, watch hive statuses into the roster and reconcile periodically until shutdown.
-//! It holds the job graph (`hive-jobq`, in memory only) that `/api/jobq` serves.
+//! It holds the job graph (`hyperhive-jobq`, in memory only) that `/api/jobq` serves.
 //! The periodic pass also syncs the roster from every status (repairing a missed watch event)
 //! and retries the revocation of every `destroyed` agent not yet revoked. With a forge it runs
 //! the forge pass too (objects, config pull requests, issues; see [`crate::forge`]).
@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hive_jobq::Jobq;
+use hyperhive_jobq::Jobq;
 use hyperhive_daemon::tasks::{STOP_WITHIN, Tasks};
 use hyperhive_hive_proto::directory::HiveDirectory;
 use hyperhive_nats_objects::{Buckets, SetupError};

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::{Controller, Options};
-use hive_jobq::{AttemptError, Jitter, JobId, JobSpec, JobState, Jobq, JobqConfig, Work, work};
+use hyperhive_jobq::{AttemptError, Jitter, JobId, JobSpec, JobState, Jobq, JobqConfig, Work, work};
 use hyper::http::{Method, StatusCode};
 use hyperhive_schedule::instant::parse_instant;
 use hyperhive_testkit::{Process, Signal, wait_until};

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use hive_jobq::{Jobq, JobqConfig};
+use hyperhive_jobq::{Jobq, JobqConfig};
 use hyperhive_daemon::tasks::Tasks;
 use swarm_controller::clock::SystemClock;
 use swarm_controller::config::vars;

@@ -7,7 +7,7 @@ use std::io::Write;
 
 use std::time::Duration;
 
-use hive_jobq::Clock;
+use hyperhive_jobq::Clock;
 use hyper::http::Method;
 use hyperhive_hive_proto::AgentName;
 use hyperhive_swarm_api::jobs::{GraphSnapshot, JobId, JobState, Node};

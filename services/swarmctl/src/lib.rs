@@ -33,7 +33,7 @@ use time::OffsetDateTime;
 pub use client::{Api, CtlError};
 pub use format::{format_every, parse_every};
 
-use hive_jobq::{Clock, JobId};
+use hyperhive_jobq::{Clock, JobId};
 use hyperhive_hive_proto::wanted::WantedState;
 use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_schedule::instant::format_instant;

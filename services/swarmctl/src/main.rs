@@ -3,7 +3,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
-use hive_jobq::SystemClock;
+use hyperhive_jobq::SystemClock;
 use swarmctl::{Cli, run};
 
 fn main() -> ExitCode {

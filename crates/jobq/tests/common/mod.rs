@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use hive_jobq::{Clock, JobId};
+use hyperhive_jobq::{Clock, JobId};
 use time::OffsetDateTime;
 use time::macros::datetime;
 use tokio::time::Instant;

@@ -1,6 +1,6 @@
 //! `/api/jobq`: the job graph as JSON, and retrying a failed job (`docs/swarm/jobq.md`).
 
-use hive_jobq::{JobId, Jobq, RetryError};
+use hyperhive_jobq::{JobId, Jobq, RetryError};
 use hyperhive_hive_proto::AgentName;
 use warp::http::StatusCode;
 use warp::reply::Response;

@@ -32,7 +32,7 @@ use warp::reply::Response;
 pub use error::ApiError;
 use routes::{Found, RouteId};
 
-use hive_jobq::Jobq;
+use hyperhive_jobq::Jobq;
 use hyperhive_hive_proto::directory::HiveDirectory;
 
 use crate::clock::Clock;

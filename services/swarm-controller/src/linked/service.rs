@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use hive_jobq::{JobId, JobSpec, work};
+use hyperhive_jobq::{JobId, JobSpec, work};
 use hyperhive_hive_proto::roster::RosterEntry;
 use hyperhive_hive_proto::wanted::WantedState;
 use hyperhive_hive_proto::{AgentName, HiveName};

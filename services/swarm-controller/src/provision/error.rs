@@ -13,7 +13,7 @@
 //! The message is what the roster records and the graph shows, so it says what failed and what to
 //! do, and never holds a secret (no adapter error does).
 
-use hive_jobq::{AttemptError, ErrorKind};
+use hyperhive_jobq::{AttemptError, ErrorKind};
 use hyperhive_nats_creds::CredsError;
 use hyperhive_provision::Retryable;
 use hyperhive_provision::forge::ForgeError;

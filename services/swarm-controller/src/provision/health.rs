@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use hive_jobq::{JobId, JobSpec, work};
+use hyperhive_jobq::{JobId, JobSpec, work};
 use hyperhive_hive_proto::AgentName;
 use hyperhive_hive_proto::roster::{Origin, RosterEntry, StepProgress};
 use hyperhive_hive_proto::wanted::WantedState;

@@ -30,7 +30,7 @@ pub mod vault;
 
 use std::sync::Arc;
 
-use hive_jobq::{AddError, JobId, JobSpec, Jobq, work};
+use hyperhive_jobq::{AddError, JobId, JobSpec, Jobq, work};
 use hyperhive_hive_proto::AgentName;
 use hyperhive_hive_proto::directory::HiveDirectory;
 use hyperhive_hive_proto::roster::{Identities, Origin, RosterEntry, StepProgress};

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hive_jobq::JobqConfig;
+use hyperhive_jobq::JobqConfig;
 use hyperhive_provision::Secret;
 use hyperhive_provision::store_ca::StoreCa;
 
@@ -149,15 +149,15 @@ impl ProvisionSettings {
         let store_cert_lifetime = check.ok(store_cert_lifetime(lookup));
         let queue_creds_lifetime = check.ok(duration(lookup, vars::QUEUE_CREDS_LIFETIME, DEFAULT_LIFETIME));
         let check_every = check.ok(duration(lookup, vars::CREDENTIAL_CHECK_EVERY, DEFAULT_CHECK_EVERY));
-        let concurrency = check.ok(number(lookup, vars::JOBQ_CONCURRENCY, hive_jobq::MAX_CONCURRENCY));
-        let max_attempts = usize::try_from(hive_jobq::MAX_ATTEMPTS).unwrap_or(usize::MAX);
+        let concurrency = check.ok(number(lookup, vars::JOBQ_CONCURRENCY, hyperhive_jobq::MAX_CONCURRENCY));
+        let max_attempts = usize::try_from(hyperhive_jobq::MAX_ATTEMPTS).unwrap_or(usize::MAX);
         let max_attempts = check.ok(number(lookup, vars::JOBQ_MAX_ATTEMPTS, max_attempts));
         let mut jobq = JobqConfig::default();
         if let Some(n) = concurrency? {
             jobq.max_concurrency = n;
         }
         if let Some(n) = max_attempts? {
-            jobq.max_attempts = u32::try_from(n).unwrap_or(hive_jobq::MAX_ATTEMPTS);
+            jobq.max_attempts = u32::try_from(n).unwrap_or(hyperhive_jobq::MAX_ATTEMPTS);
         }
         Some(Self {
             sso: sso?.map(|(url, token)| SsoSettings { url, token }),

@@ -11,7 +11,7 @@
 //! ```
 //! Steps without an edge between them run at once (within the graph's concurrency bound).
 
-use hive_jobq::JobId;
+use hyperhive_jobq::JobId;
 use hyperhive_hive_proto::AgentName;
 
 /// One provisioning step.

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use bytes::Bytes;
-use hive_jobq::Jobq;
+use hyperhive_jobq::Jobq;
 use http_body_util::Full;
 use hyper::Request;
 use hyper::http::{Method, StatusCode};
