@@ -3,6 +3,7 @@
 #   control.env  the copies' settings that are secret: AGENTS_CONTROL_KEY (32 random bytes,
 #                base64url), AGENTS_CONTROL_PIN, and the bucket keys
 #   minio.env    MinIO's root user and password (random)
+#   store.env    the bucket keys alone, for `agents-control store check` (docker run --env-file)
 #   proxy.crt, proxy.key   a self-signed certificate for Caddy (127.0.0.1 and localhost)
 # and prints the pin, the base64url SHA-256 of the certificate's SubjectPublicKeyInfo, which every
 # code then carries (`agents-control pin --cert deploy/secrets/proxy.crt` prints the same).
@@ -39,7 +40,7 @@ command -v openssl >/dev/null || {
   exit 1
 }
 
-files=(control.env minio.env proxy.crt proxy.key)
+files=(control.env minio.env store.env proxy.crt proxy.key)
 existing=()
 for f in "${files[@]}"; do
   [ -e "$dir/$f" ] && existing+=("$dir/$f")
@@ -83,5 +84,11 @@ AWS_ACCESS_KEY_ID=$minio_user
 AWS_SECRET_ACCESS_KEY=$minio_password
 ENV
 
-echo "make-secrets: wrote control.env, minio.env, proxy.crt and proxy.key to $dir (0600)"
+# The bucket keys without the control key: checking a bucket needs no more.
+cat >"$dir/store.env" <<ENV
+AWS_ACCESS_KEY_ID=$minio_user
+AWS_SECRET_ACCESS_KEY=$minio_password
+ENV
+
+echo "make-secrets: wrote control.env, minio.env, store.env, proxy.crt and proxy.key to $dir (0600)"
 echo "pin: $pin"
