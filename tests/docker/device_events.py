@@ -8,7 +8,8 @@
   connections FILE         print how many `connected` events there are
   first-at FILE JSON AFTER print the "at" of the first event having every field of JSON whose
                            "at" is later than AFTER (empty if none)
-  acked FILE TO            print the highest seq acked by TO (0 if none): acks are cumulative
+  acked FILE TO [AFTER]    print the highest seq acked by TO (0 if none; acks are cumulative),
+                           among the events later than AFTER (a restarted device counts anew)
   stream FILE FROM TAG N   check the messages from FROM whose body is {"stream": TAG, "n": i}:
                            print {"received", "distinct", "lost", "doubled", "in_order"} and
                            exit 0 only if 1..N each arrived exactly once, in order
@@ -70,7 +71,12 @@ def main(argv):
         print(f"{min(times):.3f}" if times else "")
         return 0
     if command == "acked":
-        seqs = [e.get("seq", 0) for e in events(path) if e.get("event") == "acked" and e.get("to") == argv[3]]
+        after = float(argv[4]) if len(argv) > 4 else 0.0
+        seqs = [
+            e.get("seq", 0)
+            for e in events(path)
+            if e.get("event") == "acked" and e.get("to") == argv[3] and e.get("at", 0) > after
+        ]
         print(max(seqs, default=0))
         return 0
     if command == "stream":
