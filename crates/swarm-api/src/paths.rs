@@ -6,8 +6,8 @@
 //! holds, it stays one segment, so `../hives` or `a/b` can never reach another route. Names the
 //! swarm checked already ([`AgentName`], [`HiveName`], [`JobId`]) encode to themselves.
 
-use hyperhive_jobq::JobId;
 use hyperhive_hive_proto::{AgentName, HiveName};
+use hyperhive_jobq::JobId;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 /// Every byte but RFC 3986's unreserved ones (letters, digits, `-`, `.`, `_`, `~`) is encoded.

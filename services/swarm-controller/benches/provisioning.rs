@@ -17,10 +17,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
-use hyperhive_jobq::{JobId, JobState, Jobq, JobqConfig};
 use hyperhive_hive_proto::directory::{HiveDirectory, HiveEntry};
 use hyperhive_hive_proto::spec::AgentSpec;
 use hyperhive_hive_proto::{AgentName, HiveName};
+use hyperhive_jobq::{JobId, JobState, Jobq, JobqConfig};
 use hyperhive_provision::Secret;
 use hyperhive_provision::store_ca::{StoreCa, write_ca_files};
 use hyperhive_testkit::{AutheliaBridge, ForgeStandIn, NatsJwt, Synapse};

@@ -17,9 +17,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyperhive_jobq::Jobq;
 use hyperhive_daemon::tasks::{STOP_WITHIN, Tasks};
 use hyperhive_hive_proto::directory::HiveDirectory;
+use hyperhive_jobq::Jobq;
 use hyperhive_nats_objects::{Buckets, SetupError};
 use hyperhive_provision::forge::ForgejoClient;
 

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::{Controller, Options};
-use hyperhive_jobq::{AttemptError, Jitter, JobId, JobSpec, JobState, Jobq, JobqConfig, Work, work};
 use hyper::http::{Method, StatusCode};
+use hyperhive_jobq::{AttemptError, Jitter, JobId, JobSpec, JobState, Jobq, JobqConfig, Work, work};
 use hyperhive_schedule::instant::parse_instant;
 use hyperhive_testkit::{Process, Signal, wait_until};
 use serde_json::{Value, json};

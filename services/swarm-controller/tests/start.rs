@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use hyperhive_jobq::{Jobq, JobqConfig};
 use hyperhive_daemon::tasks::Tasks;
+use hyperhive_jobq::{Jobq, JobqConfig};
 use swarm_controller::clock::SystemClock;
 use swarm_controller::config::vars;
 use swarm_controller::daemon::{self, Config, StartError};

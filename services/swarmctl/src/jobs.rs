@@ -7,9 +7,9 @@ use std::io::Write;
 
 use std::time::Duration;
 
-use hyperhive_jobq::Clock;
 use hyper::http::Method;
 use hyperhive_hive_proto::AgentName;
+use hyperhive_jobq::Clock;
 use hyperhive_swarm_api::jobs::{GraphSnapshot, JobId, JobState, Node};
 use hyperhive_swarm_api::paths;
 use serde::Deserialize;

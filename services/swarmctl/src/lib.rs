@@ -15,6 +15,7 @@
 mod accounts;
 pub mod client;
 mod create;
+mod error;
 mod forge;
 mod format;
 mod hives;
@@ -33,9 +34,9 @@ use time::OffsetDateTime;
 pub use client::{Api, CtlError};
 pub use format::{format_every, parse_every};
 
-use hyperhive_jobq::{Clock, JobId};
 use hyperhive_hive_proto::wanted::WantedState;
 use hyperhive_hive_proto::{AgentName, HiveName};
+use hyperhive_jobq::{Clock, JobId};
 use hyperhive_schedule::instant::format_instant;
 use hyperhive_schedule::whole_seconds_utc;
 use hyperhive_swarm_api::DEFAULT_SOCKET;

@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, watch};
 
 use hyperhive_swarm_api::remote::{self as frames, FromController, PIECE_BYTES, RequestFrame, ToController};
 
-use super::client::CtlError;
+use super::error::CtlError;
 
 /// How long swarmctl waits for the control plane to let it in and list the hosts.
 const CONNECT_WITHIN: Duration = Duration::from_secs(20);

@@ -1,7 +1,7 @@
 //! `/api/jobq`: the job graph as JSON, and retrying a failed job (`docs/swarm/jobq.md`).
 
-use hyperhive_jobq::{JobId, Jobq, RetryError};
 use hyperhive_hive_proto::AgentName;
+use hyperhive_jobq::{JobId, Jobq, RetryError};
 use warp::http::StatusCode;
 use warp::reply::Response;
 

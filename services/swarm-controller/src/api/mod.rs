@@ -32,8 +32,8 @@ use warp::reply::Response;
 pub use error::ApiError;
 use routes::{Found, RouteId};
 
-use hyperhive_jobq::Jobq;
 use hyperhive_hive_proto::directory::HiveDirectory;
+use hyperhive_jobq::Jobq;
 
 use crate::clock::Clock;
 use crate::feeds::{FeedHub, FeedKind};

@@ -7,10 +7,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use hyperhive_jobq::{JobId, JobSpec, work};
 use hyperhive_hive_proto::roster::RosterEntry;
 use hyperhive_hive_proto::wanted::WantedState;
 use hyperhive_hive_proto::{AgentName, HiveName};
+use hyperhive_jobq::{JobId, JobSpec, work};
 use hyperhive_swarm_api::linked::{LinkChanged, LinkedAccount};
 
 use super::account::{self, Account, Kind, Slot};
@@ -70,7 +70,7 @@ impl LinkedAccounts {
         let (agent, entry) = self.created_agent(hive, agent).await?;
         let mut listing: Vec<LinkedAccount> =
             entry.identities.matrix_user.iter().map(|id| account::own_matrix(id)).collect();
-        let linked = store::linked(&self.provisioner.vault, &agent).await.map_err(LinkError::Unavailable)?;
+        let linked = store::linked(self.provisioner.vault.store(), &agent).await.map_err(LinkError::Unavailable)?;
         listing.extend(linked.iter().map(|(slot, account)| account::listed(slot, account)));
         Ok(listing)
     }
@@ -83,7 +83,7 @@ impl LinkedAccounts {
         let (agent, _) = self.created_agent(hive, agent).await?;
         let account = account::parse_body(slot.kind, body).map_err(LinkError::BadRequest)?;
         verify::verify(&account).await?;
-        store::put(&self.provisioner.vault, &agent, slot, &account).await.map_err(LinkError::Unavailable)?;
+        store::put(self.provisioner.vault.store(), &agent, slot, &account).await.map_err(LinkError::Unavailable)?;
         tracing::info!(%agent, kind = ?slot.kind, name = %slot.name, account = ?account, "linked account stored");
         let delivery = self.deliver(&agent);
         Ok(LinkChanged { account: Some(account::listed(slot, &account)), revoked: false, delivery })
@@ -96,8 +96,8 @@ impl LinkedAccounts {
     /// [`LinkError`]; nothing is removed then.
     pub async fn unlink(&self, hive: &str, agent: &str, slot: &Slot, revoke: bool) -> Result<LinkChanged, LinkError> {
         let (agent, _) = self.created_agent(hive, agent).await?;
-        let vault = &self.provisioner.vault;
-        let Some(account) = store::get(vault, &agent, slot).await.map_err(LinkError::Unavailable)? else {
+        let store = self.provisioner.vault.store();
+        let Some(account) = store::get(store, &agent, slot).await.map_err(LinkError::Unavailable)? else {
             return Err(LinkError::NotFound(format!(
                 "agent {agent} has no linked {:?} account {:?}",
                 slot.kind, slot.name
@@ -110,7 +110,7 @@ impl LinkedAccounts {
             verify::revoke_matrix(homeserver, access_token).await?;
             tracing::info!(%agent, name = %slot.name, %homeserver, "linked matrix token logged out");
         }
-        store::delete(vault, &agent, slot).await.map_err(LinkError::Unavailable)?;
+        store::delete(store, &agent, slot).await.map_err(LinkError::Unavailable)?;
         tracing::info!(%agent, kind = ?slot.kind, name = %slot.name, "linked account removed");
         Ok(LinkChanged { account: None, revoked: revoke, delivery: self.deliver(&agent) })
     }

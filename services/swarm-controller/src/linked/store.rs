@@ -5,8 +5,7 @@
 use hyperhive_hive_proto::AgentName;
 
 use super::account::{Account, Slot};
-use crate::provision::vault::Vault;
-use crate::secrets::Plaintext;
+use crate::secrets::{Plaintext, RecordKey, SecretStore};
 
 const PREFIX: &str = "linked-";
 
@@ -14,11 +13,11 @@ const PREFIX: &str = "linked-";
 ///
 /// # Errors
 /// The store's error, or a record that does not parse (named, never quoted).
-pub async fn linked(vault: &Vault, agent: &AgentName) -> Result<Vec<(Slot, Account)>, String> {
+pub async fn linked(store: &SecretStore, agent: &AgentName) -> Result<Vec<(Slot, Account)>, String> {
     let mut accounts = Vec::new();
-    for suffix in vault.agent_record_suffixes(agent, PREFIX).await? {
+    for suffix in record_suffixes(store, agent).await? {
         let Some(slot) = Slot::from_record_suffix(&suffix) else { continue };
-        if let Some(account) = get(vault, agent, &slot).await? {
+        if let Some(account) = get(store, agent, &slot).await? {
             accounts.push((slot, account));
         }
     }
@@ -30,8 +29,9 @@ pub async fn linked(vault: &Vault, agent: &AgentName) -> Result<Vec<(Slot, Accou
 ///
 /// # Errors
 /// The store's error, or a record that does not parse.
-pub async fn get(vault: &Vault, agent: &AgentName, slot: &Slot) -> Result<Option<Account>, String> {
-    let Some(plain) = vault.agent_record(agent, &slot.record_suffix()).await? else { return Ok(None) };
+pub async fn get(store: &SecretStore, agent: &AgentName, slot: &Slot) -> Result<Option<Account>, String> {
+    let record = RecordKey::agent(agent.as_str(), &slot.record_suffix())?;
+    let Some(plain) = store.get(&record).await.map_err(|e| e.to_string())? else { return Ok(None) };
     serde_json::from_slice(plain.expose()).map(Some).map_err(|_| {
         format!("the linked account record agent.{agent}.{} is not a linked account", slot.record_suffix())
     })
@@ -41,17 +41,26 @@ pub async fn get(vault: &Vault, agent: &AgentName, slot: &Slot) -> Result<Option
 ///
 /// # Errors
 /// The store's error.
-pub async fn put(vault: &Vault, agent: &AgentName, slot: &Slot, account: &Account) -> Result<(), String> {
+pub async fn put(store: &SecretStore, agent: &AgentName, slot: &Slot, account: &Account) -> Result<(), String> {
     let json = serde_json::to_vec(account).expect("an account serializes");
-    vault.put_agent_record(agent, &slot.record_suffix(), &Plaintext::new(json)).await
+    let record = RecordKey::agent(agent.as_str(), &slot.record_suffix())?;
+    store.put(&record, &Plaintext::new(json)).await.map_err(|e| e.to_string())
 }
 
 /// Unlinks `slot` (absent is fine).
 ///
 /// # Errors
 /// The store's error.
-pub async fn delete(vault: &Vault, agent: &AgentName, slot: &Slot) -> Result<(), String> {
-    vault.delete_agent_record(agent, &slot.record_suffix()).await
+pub async fn delete(store: &SecretStore, agent: &AgentName, slot: &Slot) -> Result<(), String> {
+    let record = RecordKey::agent(agent.as_str(), &slot.record_suffix())?;
+    store.delete(&record).await.map_err(|e| e.to_string())
+}
+
+/// The suffixes of `agent`'s linked-account records (`linked-...`), sorted.
+async fn record_suffixes(store: &SecretStore, agent: &AgentName) -> Result<Vec<String>, String> {
+    let head = format!("agent.{agent}.");
+    let records = store.records(&format!("{head}{PREFIX}")).await.map_err(|e| e.to_string())?;
+    Ok(records.iter().filter_map(|r| r.as_str().strip_prefix(&head).map(str::to_owned)).collect())
 }
 
 /// The text of the file the agent gets: the account's JSON, `kind` included.

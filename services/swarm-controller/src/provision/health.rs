@@ -16,10 +16,10 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use hyperhive_jobq::{JobId, JobSpec, work};
 use hyperhive_hive_proto::AgentName;
 use hyperhive_hive_proto::roster::{Origin, RosterEntry, StepProgress};
 use hyperhive_hive_proto::wanted::WantedState;
+use hyperhive_jobq::{JobId, JobSpec, work};
 use hyperhive_provision::forge::TokenCheck;
 use hyperhive_provision::matrix::AccountCheck;
 use hyperhive_schedule::instant::format_instant;

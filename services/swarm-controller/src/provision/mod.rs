@@ -30,10 +30,10 @@ pub mod vault;
 
 use std::sync::Arc;
 
-use hyperhive_jobq::{AddError, JobId, JobSpec, Jobq, work};
 use hyperhive_hive_proto::AgentName;
 use hyperhive_hive_proto::directory::HiveDirectory;
 use hyperhive_hive_proto::roster::{Identities, Origin, RosterEntry, StepProgress};
+use hyperhive_jobq::{AddError, JobId, JobSpec, Jobq, work};
 use hyperhive_provision::forge::{Forge, SwarmForge};
 use hyperhive_provision::matrix::Matrix;
 use hyperhive_provision::sso::Sso;

@@ -11,8 +11,8 @@
 //! ```
 //! Steps without an edge between them run at once (within the graph's concurrency bound).
 
-use hyperhive_jobq::JobId;
 use hyperhive_hive_proto::AgentName;
+use hyperhive_jobq::JobId;
 
 /// One provisioning step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

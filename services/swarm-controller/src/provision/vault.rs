@@ -143,42 +143,9 @@ impl Vault {
         Ok(Secret::new(fresh))
     }
 
-    /// The record `agent.<agent>.<suffix>` opened, for secrets other modules define (linked
-    /// accounts, whose module reports errors as text); `None` when absent.
-    ///
-    /// # Errors
-    /// The store's error, or a malformed suffix.
-    pub async fn agent_record(&self, agent: &AgentName, suffix: &str) -> Result<Option<Plaintext>, String> {
-        let record = RecordKey::agent(agent.as_str(), suffix)?;
-        self.store.get(&record).await.map_err(|e| e.to_string())
-    }
-
-    /// Seals `value` under `agent.<agent>.<suffix>`, replacing what was there.
-    ///
-    /// # Errors
-    /// The store's error, or a malformed suffix.
-    pub async fn put_agent_record(&self, agent: &AgentName, suffix: &str, value: &Plaintext) -> Result<(), String> {
-        let record = RecordKey::agent(agent.as_str(), suffix)?;
-        self.store.put(&record, value).await.map_err(|e| e.to_string())
-    }
-
-    /// Removes `agent.<agent>.<suffix>` (absent is fine).
-    ///
-    /// # Errors
-    /// The store's error, or a malformed suffix.
-    pub async fn delete_agent_record(&self, agent: &AgentName, suffix: &str) -> Result<(), String> {
-        let record = RecordKey::agent(agent.as_str(), suffix)?;
-        self.store.delete(&record).await.map_err(|e| e.to_string())
-    }
-
-    /// The suffixes of `agent`'s records that start with `prefix`, sorted.
-    ///
-    /// # Errors
-    /// The store's error.
-    pub async fn agent_record_suffixes(&self, agent: &AgentName, prefix: &str) -> Result<Vec<String>, String> {
-        let head = format!("agent.{agent}.");
-        let records = self.store.records(&format!("{head}{prefix}")).await.map_err(|e| e.to_string())?;
-        Ok(records.iter().filter_map(|r| r.as_str().strip_prefix(&head).map(str::to_owned)).collect())
+    /// The secret store itself, for the records other modules define (linked accounts).
+    pub fn store(&self) -> &SecretStore {
+        &self.store
     }
 
     /// What the agent's hive gets: its NATS credential and every secret file it has so far
@@ -199,7 +166,7 @@ impl Vault {
         {
             files.insert(STORE_CA_FILE.to_owned(), ca.to_owned());
         }
-        for (slot, account) in crate::linked::store::linked(self, agent).await.map_err(StepError::retryable)? {
+        for (slot, account) in crate::linked::store::linked(&self.store, agent).await.map_err(StepError::retryable)? {
             files.insert(slot.agent_file(), crate::linked::store::agent_file_text(&account));
         }
         let nats_creds = self.get(agent, Kind::QueueCreds).await?.map(|c| c.expose().to_owned());

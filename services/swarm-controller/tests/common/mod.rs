@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use bytes::Bytes;
-use hyperhive_jobq::Jobq;
 use http_body_util::Full;
 use hyper::Request;
 use hyper::http::{Method, StatusCode};
 use hyperhive_hive_proto::HiveName;
 use hyperhive_hive_proto::directory::{HiveDirectory, HiveEntry};
 use hyperhive_hive_proto::status::HiveStatus;
+use hyperhive_jobq::Jobq;
 use hyperhive_nats_objects::{AGENT_SCHEDULES_BUCKET, SCHEDULE_DEFINITIONS_BUCKET};
 use hyperhive_schedule::AgentSchedules;
 use hyperhive_testkit::{NatsJwt, Process, wait_until};
