@@ -12,7 +12,6 @@
 //!   state), `accounts`, `create`, `jobs`, `forge`, `terminal`; `format` writes their tables,
 //!   `sse` reads event streams.
 
-mod accounts;
 pub mod client;
 mod create;
 mod error;
@@ -20,6 +19,7 @@ mod forge;
 mod format;
 mod hives;
 mod jobs;
+mod linked;
 pub mod remote;
 mod sse;
 mod terminal;
@@ -113,7 +113,7 @@ pub enum Top {
     /// An agent's linked accounts (matrix, forge, GitHub): list, add (token from a file or
     /// stdin), rm (`--revoke` logs a matrix token out first).
     #[command(subcommand)]
-    Accounts(accounts::AccountsCommand),
+    Accounts(linked::AccountsCommand),
     /// Each agent's config pull request (the one of its config repository changed last): its
     /// number, state (open, closed, merged), whether it merges cleanly, title and URL.
     ConfigPrs {
@@ -383,7 +383,7 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
             return hives::status(api, hive.as_ref(), json).await;
         }
         Top::Agents { json } => return hives::agents(api, json).await,
-        Top::Accounts(command) => return accounts::run(api, command).await,
+        Top::Accounts(command) => return linked::run(api, command).await,
         Top::ConfigPrs { json } => return forge::config_prs(api, json).await,
         Top::Issues { json } => return forge::issues(api, json).await,
         Top::Agent(AgentCommand::Create(args)) => {

@@ -17,7 +17,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::lifecycle::roster::Roster;
-use crate::provision::accounts::config_repo_agent;
+use crate::provision::identities::config_repo_agent;
 
 /// Compare-and-set attempts before a write gives up (another writer kept winning).
 const CAS_ATTEMPTS: usize = 5;

@@ -12,16 +12,16 @@
 //! - [`request`]: the `POST /api/agents` body and its validation.
 //! - [`steps`]: the nine steps and their order.
 //! - [`vault`]: the agent's secrets in the secret store.
-//! - [`accounts`]: the SSO user, the forge user, config repo and token, the matrix account.
+//! - [`identities`]: the SSO user, the forge user, config repo and token, the matrix account.
 //! - [`keys`]: the store certificate and the NATS credential.
 //! - [`handoff`]: declaring the agent `paused` and sending the deploy or credentials message.
 //! - [`health`]: the credential health pass: re-checks, renewals and repair jobs.
 //! - [`error`]: [`StepError`], a step's failure and whether the job graph retries it.
 
-pub mod accounts;
 pub mod error;
 pub mod handoff;
 pub mod health;
+pub mod identities;
 pub mod keys;
 pub mod request;
 pub mod settings;

@@ -1,4 +1,4 @@
-//! The steps that make an agent's accounts in external systems: the SSO user, the forge user, its
+//! The steps that make an agent's identities in external systems: the SSO user, the forge user, its
 //! config repository and token, the matrix account.
 //!
 //! Every account is created with a password the secret store holds before the account exists.
