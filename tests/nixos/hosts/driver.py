@@ -383,8 +383,13 @@ class Machine:
         self._stopped()
 
 
+class StopBefore(Exception):
+    """Raised on entering the subtest a run was asked to stop before."""
+
+
 class Driver:
-    def __init__(self, work, root, layers, rendered_group, bind_ro, nodes):
+    def __init__(self, work, root, layers, rendered_group, bind_ro, nodes, stop_before=None):
+        self.stop_before = stop_before
         self.work = Path(work)
         self.root = Path(root)
         self.layers = [Path(l) for l in layers]
@@ -419,6 +424,8 @@ class Driver:
 
     @contextlib.contextmanager
     def subtest(self, name):
+        if self.stop_before and name.startswith(self.stop_before):
+            raise StopBefore(name)
         log(f"subtest: {name}")
         started = time.monotonic()
         try:

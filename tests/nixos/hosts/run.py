@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """Runs a VM test's script, unchanged, on real systemd hosts (systemd-nspawn), as root.
 
-    python3 tests/nixos/hosts/run.py control-plane     # or: swarm, provisioning
+    python3 tests/nixos/hosts/run.py control-plane
+    python3 tests/nixos/hosts/run.py control-plane --stop-before "the copy the host is on"
+
+`--stop-before PREFIX` runs the script up to the first subtest whose title starts with PREFIX and
+stops there, saying so (scripts/test runs the subtests that pass on these hosts this way:
+tests/nixos/README.md says which and why).
 
 The machines are the test's nodes as tests/nixos/render/render_hosts.py renders them, booted by
 driver.py from scripts/setup's Debian root (.tools/debian-root, HYPERHIVE_DEBIAN_ROOT) and its
@@ -24,7 +29,7 @@ import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from driver import Driver, log  # noqa: E402
+from driver import Driver, StopBefore, log  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 BUILD_DIR = Path(os.environ.get("HYPERHIVE_BUILD_DIR", ROOT / "target" / "debug")).resolve()
@@ -120,9 +125,14 @@ TESTS = {"control-plane": ("control-plane.nix", control_plane)}
 
 
 def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in TESTS:
-        fail(f"usage: run.py {'|'.join(TESTS)}")
-    name = sys.argv[1]
+    args = sys.argv[1:]
+    stop_before = None
+    if len(args) == 3 and args[1] == "--stop-before":
+        stop_before = args[2]
+        args = args[:1]
+    if len(args) != 1 or args[0] not in TESTS:
+        fail(f"usage: run.py {'|'.join(TESTS)} [--stop-before SUBTEST-PREFIX]")
+    name = args[0]
     preflight()
     started = time.monotonic()
     # Not below /tmp: the store is mounted at the same path in the hosts, where units with
@@ -157,16 +167,20 @@ def main():
             fail(f"{nix_file}'s script uses Nix values this driver does not compute: {left}")
         tool_dirs = {str(p.resolve().parent) for p in TOOLS_DIR.iterdir()}
         bind_ro = [str(store), str(tools), str(BUILD_DIR)] + sorted(tool_dirs)
-        with Driver(work, DEBIAN_ROOT, [HOSTS_LAYER], rendered, bind_ro, nodes) as driver:
+        with Driver(work, DEBIAN_ROOT, [HOSTS_LAYER], rendered, bind_ro, nodes, stop_before) as driver:
             driver.setup(extra)
             scope = {m.name: m for m in driver.machines}
             scope.update(start_all=driver.start_all, subtest=driver.subtest, machines=driver.machines, driver=driver)
             try:
                 exec(compile(script, nix_file, "exec"), scope)
+                if stop_before:
+                    fail(f"{name}: no subtest starts with {stop_before!r}")
+            except StopBefore as where:
+                log(f"{name}: every subtest before \"{where}\" passed; stopped there as asked")
             except Exception as error:
                 traceback.print_exc()
                 fail(f"{name}: {error}")
-        log(f"{name}: passed in {time.monotonic() - started:.0f} s")
+        log(f"{name}: took {time.monotonic() - started:.0f} s")
     finally:
         if os.environ.get("HYPERHIVE_VM_KEEP"):
             log(f"kept {work}")
