@@ -27,6 +27,11 @@ import time
 from pathlib import Path
 
 BOOT_TIMEOUT = 90
+# Each host's systemd gets a cgroup of its own in every writable hierarchy it uses (on a machine
+# with cgroup v1 controllers: name=systemd and the unified one; on a cgroup v2 machine: the one).
+# Without it every host, started with --keep-unit in the driver's cgroup, would put its units in
+# the same cgroups as the others (systemctl kill then fails on processes of other hosts).
+CGROUP_ROOTS = [p for p in (Path("/sys/fs/cgroup/systemd"), Path("/sys/fs/cgroup/unified")) if (p / "cgroup.procs").exists()] or [Path("/sys/fs/cgroup")]
 PATH_IN_HOST = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -164,8 +169,16 @@ class Machine:
         for path in self.driver.bind_ro:
             command.append(f"--bind-ro={path}")
         self.log("booting")
+        cgroups = self.cgroups()
+        for cgroup in cgroups:
+            cgroup.mkdir(parents=True, exist_ok=True)
+
+        def enter_cgroups():
+            for cgroup in cgroups:
+                (cgroup / "cgroup.procs").write_text("0\n")
+
         with open(self.console, "ab") as console:
-            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=enter_cgroups)
         deadline = time.monotonic() + BOOT_TIMEOUT
         state = "no systemd yet"
         while True:
@@ -187,6 +200,19 @@ class Machine:
             journals = "\n".join(self.execute(f"journalctl -b --no-pager -u {shlex.quote(u)} | tail -n 40")[1] for u in failed)
             raise Exception(f"{self.name}: units failed to start: {', '.join(failed)}\n{journals}")
         self.log("running")
+
+    def cgroups(self):
+        return [root / "hyperhive-vm" / f"{self.driver.network.run_id}-{self.name}" for root in CGROUP_ROOTS]
+
+    def remove_cgroups(self):
+        # Once the host is gone its cgroups hold no process: removed deepest first.
+        for cgroup in self.cgroups():
+            if cgroup.exists():
+                for directory in sorted((d for d in cgroup.rglob("*") if d.is_dir()), key=lambda d: len(d.parts), reverse=True):
+                    directory.rmdir()
+                cgroup.rmdir()
+            with contextlib.suppress(OSError):
+                cgroup.parent.rmdir()
 
     def _boot_failed(self, why):
         console = self.console.read_text(errors="replace")[-6000:]
@@ -417,10 +443,16 @@ class Driver:
             machine.start()
 
     def cleanup(self):
+        problems = []
         for machine in self.machines:
-            with contextlib.suppress(Exception):
+            try:
                 machine.crash()
+                machine.remove_cgroups()
+            except Exception as error:
+                problems.append(f"{machine.name}: {error}")
         self.network.down()
+        if problems:
+            raise Exception("cleaning up failed: " + "; ".join(problems))
 
     @contextlib.contextmanager
     def subtest(self, name):
