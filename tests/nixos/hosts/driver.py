@@ -216,7 +216,19 @@ class Machine:
 
     def _boot_failed(self, why):
         console = self.console.read_text(errors="replace")[-6000:]
-        raise Exception(f"{self.name}: the host did not boot: {why}; its console:\n{console}")
+        report = f"{self.name}: the host did not boot: {why}; its console:\n{console}"
+        if self.pid is not None and self.process.poll() is None:
+            # Its systemd answers: what it is still waiting for and what failed, with their journals.
+            def ask(command):
+                done = subprocess.run(self._nsenter(["bash", "-c", command]), capture_output=True, text=True, timeout=30)
+                return done.stdout
+            jobs = ask("systemctl list-jobs --no-pager")
+            failed = ask("systemctl list-units --failed --plain --no-legend | cut -d' ' -f1").split()
+            waiting = [line.split()[1] for line in jobs.splitlines()[1:] if len(line.split()) > 3 and line.split()[3] == "running"]
+            report += f"\nits pending jobs:\n{jobs}"
+            for unit in failed + waiting:
+                report += f"\njournal of {unit}:\n" + ask(f"journalctl -b --no-pager -u {shlex.quote(unit)} | tail -n 30")
+        raise Exception(report)
 
     def _init_pid(self):
         # The container's systemd: the descendant of systemd-nspawn that is PID 1 of its namespace.
