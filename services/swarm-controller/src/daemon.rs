@@ -15,10 +15,8 @@
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use hyperhive_daemon::tasks::{STOP_WITHIN, Tasks};
-use hyperhive_hive_proto::directory::HiveDirectory;
 use hyperhive_jobq::Jobq;
 use hyperhive_nats_objects::{Buckets, SetupError};
 use hyperhive_provision::forge::ForgejoClient;
@@ -54,20 +52,8 @@ use crate::ui::quick_links::{self, QuickLink};
 /// The daemon's settings.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// The unix socket the API is served on.
-    pub socket: PathBuf,
-    /// The NATS server, e.g. `nats://127.0.0.1:4222`.
-    pub nats_url: String,
-    /// The controller's credential file, if NATS runs with JWT auth.
-    pub nats_creds: Option<PathBuf>,
-    /// Copies of every stream and bucket (1 on a single server, 3 on a three-node cluster).
-    pub nats_replicas: usize,
-    /// Time between reconcile passes.
-    pub reconcile_every: Duration,
-    /// The swarm's hives, from `SWARM_HIVES_FILE` (empty when it is not set).
-    pub hives: HiveDirectory,
-    /// The `nats init` directory holding the signing keys, if given.
-    pub nats_dir: Option<PathBuf>,
+    /// The controller's own settings (socket, NATS, reconcile interval, hive directory).
+    pub settings: Settings,
     /// The key the secret store seals under, read from `SWARM_SECRETS_KEY_FILE` at start.
     pub secrets_key: Option<SecretsKey>,
     /// The systems agents are provisioned in and the credentials' lifetimes.
@@ -114,15 +100,8 @@ impl Config {
         let webhook_secret = check.ok(lookup(vars::STATE_DIR).map(|path| read_webhook_secret(&path)).transpose());
         let remote = check.ok(read_remote(lookup));
         check.finish(|| {
-            let Settings { socket, nats_url, nats_creds, nats_replicas, reconcile_every, hives, nats_dir } = settings?;
             Some(Self {
-                socket,
-                nats_url,
-                nats_creds,
-                nats_replicas,
-                reconcile_every,
-                hives,
-                nats_dir,
+                settings: settings?,
                 secrets_key: secrets_key?,
                 provisioning: provisioning?,
                 quick_links: quick_links?,
@@ -270,28 +249,28 @@ async fn serve(
 ) -> Result<(), StartError> {
     // The socket first: a second controller, or a directory holding anything else, stops the
     // start before it touches NATS. Its file goes with `socket_file` on every return.
-    let (listener, socket_file) = socket::bind(&config.socket)?;
-    let client = nats::connect(&config.nats_url, config.nats_creds.as_deref()).await?;
-    tracing::info!(url = %config.nats_url, "connected to NATS");
-    if config.hives.is_empty() {
+    let (listener, socket_file) = socket::bind(&config.settings.socket)?;
+    let client = nats::connect(&config.settings.nats_url, config.settings.nats_creds.as_deref()).await?;
+    tracing::info!(url = %config.settings.nats_url, "connected to NATS");
+    if config.settings.hives.is_empty() {
         tracing::info!("no hives: SWARM_HIVES_FILE is not set or declares none");
     } else {
-        tracing::info!(hives = config.hives.len(), "hive directory read");
+        tracing::info!(hives = config.settings.hives.len(), "hive directory read");
     }
-    if config.nats_dir.is_none() {
+    if config.settings.nats_dir.is_none() {
         tracing::info!("SWARM_NATS_DIR is not set: agents cannot be destroyed (their credentials cannot be revoked)");
     }
     let js = async_nats::jetstream::new(client.clone());
-    let buckets = ensure_objects_patiently(&js, config.nats_replicas).await?;
+    let buckets = ensure_objects_patiently(&js, config.settings.nats_replicas).await?;
     let definitions = Definitions::new(js.clone(), buckets.definitions);
     let reconciler = Arc::new(Reconciler::new(js.clone(), definitions.clone(), buckets.agent_schedules));
     let first = reconciler.pass().await?;
     tracing::info!(?first, "first reconcile pass done");
-    let hives = Arc::new(config.hives);
+    let hives = Arc::new(config.settings.hives);
     let roster = Roster::new(js.clone(), buckets.agents);
     let wanted = WantedStore::new(js.clone(), buckets.agent_wanted);
     // One `Accounts` for every account change, so changes reach the server in order.
-    let accounts = config.nats_dir.map(|dir| Arc::new(Accounts::new(dir, config.nats_url.clone())));
+    let accounts = config.settings.nats_dir.map(|dir| Arc::new(Accounts::new(dir, config.settings.nats_url.clone())));
     let hub = Arc::new(ForgeHub {
         secret: config.webhook_secret,
         config_prs: ConfigPrs::new(buckets.config_prs),
@@ -387,11 +366,11 @@ async fn serve(
     if link.is_none() {
         tracing::info!("not paired with a control plane: the API is reachable through the socket only");
     }
-    tasks.spawn(reconcile_periodically(hive_pass, reconciler, config.reconcile_every));
+    tasks.spawn(reconcile_periodically(hive_pass, reconciler, config.settings.reconcile_every));
     if let Some(provisioner) = provisioner {
         tasks.spawn(provision_and_check(provisioner));
     }
-    tracing::info!(socket = %config.socket.display(), "serving the API");
+    tracing::info!(socket = %config.settings.socket.display(), "serving the API");
     warp::serve(api::routes(app)).incoming(listener).graceful(shutdown).run().await;
     if let Some(link) = link {
         link.stop().await;
@@ -644,7 +623,7 @@ mod tests {
     #[test]
     fn an_old_variable_name_still_works_with_a_warning() {
         let old = loaded(&[(vars::NATS_URL, "nats://127.0.0.1:4222"), (vars::RECONCILE_SECS, "5")]).unwrap();
-        assert_eq!(old.config.reconcile_every, Duration::from_secs(5));
+        assert_eq!(old.config.settings.reconcile_every, std::time::Duration::from_secs(5));
         assert!(
             old.warnings.iter().any(|w| w.contains(vars::RECONCILE_SECS) && w.contains("SWARM_RECONCILE_EVERY=5s"))
         );

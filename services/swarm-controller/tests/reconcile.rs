@@ -11,7 +11,6 @@ use hyper::http::{Method, StatusCode};
 use hyperhive_nats_objects::{AGENT_SCHEDULES_BUCKET, AGENT_WANTED_BUCKET, DEPLOY_STREAM};
 use hyperhive_testkit::{NatsJwt, wait_until};
 use swarm_controller::clock::SystemClock;
-use swarm_controller::daemon::Config;
 use swarm_controller::nats;
 use swarm_controller::schedules::reconcile::Reconciler;
 use swarm_controller::schedules::store::Definitions;
@@ -145,7 +144,8 @@ async fn start_refuses_replicas_a_single_server_cannot_keep() {
     let nats = NatsJwt::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let started = tokio::time::Instant::now();
-    let config = Config { nats_replicas: 3, ..config(&nats, dir.path().join("controller.sock"), 60) };
+    let mut config = config(&nats, dir.path().join("controller.sock"), 60);
+    config.settings.nats_replicas = 3;
     let err = swarm_controller::daemon::run(config, Arc::new(SystemClock), std::future::pending())
         .await
         .unwrap_err()

@@ -22,6 +22,7 @@ use hyperhive_schedule::AgentSchedules;
 use hyperhive_testkit::{NatsJwt, Process, wait_until};
 use serde_json::Value;
 use swarm_controller::clock::{Clock, SystemClock};
+use swarm_controller::config::Settings;
 use swarm_controller::daemon::{self, Config, StartError};
 use swarmctl::client;
 use tempfile::TempDir;
@@ -73,13 +74,15 @@ pub fn directory(hives: &[&str]) -> HiveDirectory {
 
 pub fn config(nats: &NatsJwt, socket: PathBuf, reconcile_secs: u64) -> Config {
     Config {
-        socket,
-        nats_url: nats.url(),
-        nats_creds: Some(nats.controller_creds()),
-        nats_replicas: 1,
-        reconcile_every: Duration::from_secs(reconcile_secs),
-        hives: Default::default(),
-        nats_dir: None,
+        settings: Settings {
+            socket,
+            nats_url: nats.url(),
+            nats_creds: Some(nats.controller_creds()),
+            nats_replicas: 1,
+            reconcile_every: Duration::from_secs(reconcile_secs),
+            hives: Default::default(),
+            nats_dir: None,
+        },
         secrets_key: None,
         provisioning: Default::default(),
         quick_links: Vec::new(),
@@ -113,8 +116,8 @@ impl Controller {
 
     async fn run(&mut self) {
         let mut config = config(&self.nats, self.socket.clone(), self.options.reconcile_secs);
-        config.hives = self.options.hives.clone();
-        config.nats_dir = self.options.nats_dir.then(|| self.nats.creds_dir().to_path_buf());
+        config.settings.hives = self.options.hives.clone();
+        config.settings.nats_dir = self.options.nats_dir.then(|| self.nats.creds_dir().to_path_buf());
         let (stop, stopped) = oneshot::channel::<()>();
         let stopped = async move {
             let _ = stopped.await;
