@@ -356,12 +356,7 @@ impl Provisioner {
         let identities = match credential {
             Credential::StoreCert => self.issue_store_cert(agent).await?,
             Credential::QueueCreds => {
-                let entry = self
-                    .roster
-                    .get(agent)
-                    .await
-                    .map_err(StepError::retryable)?
-                    .ok_or_else(|| StepError::permanent(format!("agent {agent} is not on the roster")))?;
+                let entry = self.roster_entry(agent).await?;
                 self.mint_queue_creds(agent, &entry.hive).await?
             }
             Credential::ForgeToken => {

@@ -223,12 +223,7 @@ impl Provisioner {
             Err(MatrixError::Forbidden { .. } | MatrixError::Deactivated | MatrixError::Locked) => {}
             Err(err) => return Err(err.into()),
         }
-        let entry = self
-            .roster
-            .get(agent)
-            .await
-            .map_err(StepError::retryable)?
-            .ok_or_else(|| StepError::permanent(format!("agent {agent} is not on the roster")))?;
+        let entry = self.roster_entry(agent).await?;
         let user_id = entry
             .identities
             .matrix_user

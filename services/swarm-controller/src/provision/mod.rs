@@ -196,16 +196,21 @@ impl Provisioner {
         Ok(resumed)
     }
 
+    /// The agent's roster entry. An agent no longer on the roster is a permanent failure:
+    /// nothing is left to provision, and retrying cannot bring it back.
+    async fn roster_entry(&self, agent: &AgentName) -> Result<RosterEntry, StepError> {
+        self.roster
+            .get(agent)
+            .await
+            .map_err(StepError::retryable)?
+            .ok_or_else(|| StepError::permanent(format!("agent {agent} is no longer on the roster")))
+    }
+
     /// Runs one step: nothing when the roster says it is finished, else the step, whose outcome
     /// (or failure) is recorded in the roster. An agent no longer on the roster fails the step at
     /// once: nothing is left to provision.
     async fn run(&self, agent: &AgentName, step: Step) -> Result<(), StepError> {
-        let entry = self
-            .roster
-            .get(agent)
-            .await
-            .map_err(StepError::retryable)?
-            .ok_or_else(|| StepError::permanent(format!("agent {agent} is no longer on the roster")))?;
+        let entry = self.roster_entry(agent).await?;
         if entry.provisioning.get(step.name()).is_some_and(StepProgress::is_finished) {
             return Ok(());
         }
