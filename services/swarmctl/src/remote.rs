@@ -25,6 +25,11 @@ use super::error::CtlError;
 /// How long swarmctl waits for the control plane to let it in and list the hosts.
 const CONNECT_WITHIN: Duration = Duration::from_secs(20);
 
+/// How long swarmctl waits for the host it wants to be listed once the control plane let it in:
+/// a copy learns of a host paired (or connected) through another copy from its peers or at its
+/// next refresh of the registry, a few seconds later.
+const HOST_LISTED_WITHIN: Duration = Duration::from_secs(10);
+
 /// How long a request waits for each message of its answer (a copy's death costs a few
 /// seconds; a host that is offline never answers).
 const ANSWER_WITHIN: Duration = Duration::from_secs(60);
@@ -91,14 +96,20 @@ impl RemoteApi {
         let listed =
             tokio::time::timeout(CONNECT_WITHIN, state.wait_for(|s| s.hosts.is_some() || s.stopped)).await.is_ok();
         let now = state.borrow().clone();
-        let hosts = match (listed, now.hosts) {
-            (true, Some(hosts)) => hosts,
-            _ => {
-                let why = now.trouble.unwrap_or_else(|| "no answer".into());
-                let verb = if now.stopped { "refused this client" } else { "could not be reached" };
-                return Err(CtlError::Remote(format!("the control plane at {control} {verb}: {why}")));
+        if !listed || now.hosts.is_none() {
+            let why = now.trouble.unwrap_or_else(|| "no answer".into());
+            let verb = if now.stopped { "refused this client" } else { "could not be reached" };
+            return Err(CtlError::Remote(format!("the control plane at {control} {verb}: {why}")));
+        }
+        let deadline = tokio::time::Instant::now() + HOST_LISTED_WITHIN;
+        while !names_the_host(state.borrow().hosts.as_deref().unwrap_or_default(), host) {
+            match tokio::time::timeout_at(deadline, state.changed()).await {
+                Ok(Ok(())) => {}
+                // The time is up, or the link stopped: `choose` says what is listed.
+                Ok(Err(_)) | Err(_) => break,
             }
-        };
+        }
+        let hosts = state.borrow().hosts.clone().unwrap_or_default();
         api.host = choose(&hosts, host)?;
         Ok(api)
     }
@@ -199,6 +210,14 @@ async fn send_to(commands: &mpsc::Sender<Command>, host: &str, frame: &ToControl
         .send(Command::Send { to: host.to_owned(), body })
         .await
         .map_err(|_| CtlError::Remote("the link to the control plane stopped".into()))
+}
+
+/// Whether `hosts` holds the host `wanted` names (by id or name), or any host when none is named.
+fn names_the_host(hosts: &[HostPresence], wanted: Option<&str>) -> bool {
+    match wanted {
+        Some(wanted) => hosts.iter().any(|h| h.device_id == wanted || h.name == wanted),
+        None => !hosts.is_empty(),
+    }
 }
 
 /// The host named `wanted` (an id, or a name only one host has), or the only host.
@@ -405,5 +424,8 @@ mod tests {
         assert!(err.contains("--host"), "{err}");
         assert_eq!(choose(&hosts[..1], None).unwrap().device_id, "d1");
         assert!(choose(&[], None).unwrap_err().to_string().contains("swarm-controller pair"));
+        assert!(names_the_host(&hosts, Some("d2")) && names_the_host(&hosts, Some("swarm")));
+        assert!(names_the_host(&hosts, None) && !names_the_host(&[], None));
+        assert!(!names_the_host(&hosts, Some("nope")), "a host not listed is waited for, then refused");
     }
 }
