@@ -136,7 +136,8 @@ pub struct PublicArgs {
     pub url: Option<String>,
     /// The pin (base64url SHA-256 of the SubjectPublicKeyInfo) of a self-signed proxy
     /// certificate; every code then carries it. See `agents-control pin --cert FILE`.
-    #[arg(long = "pin", env = "AGENTS_CONTROL_PIN", value_name = "PIN")]
+    // A base64url pin starts with `-` one time in 64: it is a value, not a flag.
+    #[arg(long = "pin", env = "AGENTS_CONTROL_PIN", value_name = "PIN", allow_hyphen_values = true)]
     pub pin: Option<String>,
     /// 1 to accept an http:// AGENTS_CONTROL_URL: codes then send devices' pairing and links in
     /// the clear. Only for a control plane on this machine (demos, tests).
@@ -360,6 +361,18 @@ pub fn parse_duration(flag: &'static str, text: &str) -> Result<Duration, Config
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pin_starting_with_a_hyphen_is_a_value_not_a_flag() {
+        use clap::Parser;
+        #[derive(Debug, Parser)]
+        struct Command {
+            #[command(flatten)]
+            public: PublicArgs,
+        }
+        let parsed = Command::try_parse_from(["code", "--pin", "-Cq4iD2ZxY"]).unwrap();
+        assert_eq!(parsed.public.pin.as_deref(), Some("-Cq4iD2ZxY"));
+    }
 
     fn limit_args() -> LimitArgs {
         LimitArgs {
