@@ -1,8 +1,8 @@
 //! The job graph through the real daemon (against the test kit's nats-server in JWT mode):
 //! `GET /api/jobq/graph`, `POST /api/jobq/jobs/{id}/retry` and `swarmctl jobs`.
 //!
-//! The daemon offers no route that adds jobs yet, so each test builds the graph itself, adds
-//! jobs whose work it controls, and has the daemon serve that graph
+//! Each test builds the graph itself, adds jobs whose work it controls (rather than through
+//! agent creation, whose work is the provisioning systems'), and has the daemon serve that graph
 //! (`daemon::run_with_jobq`, the same seam as the injected clock).
 
 mod common;
