@@ -157,9 +157,13 @@ async fn ensure_bucket(
     wanted.max_bytes = limits::BUCKET_MAX_BYTES;
     wanted.max_message_size = limits::BUCKET_MAX_VALUE_SIZE;
     wanted.num_replicas = replicas;
+    // async-nats makes buckets with rollups allowed (a KV purge is one). Nothing here purges,
+    // and a tenant writing its own key with `Nats-Rollup: all` would erase every other key of
+    // the bucket: a hive, every hive's status.
+    wanted.allow_rollup = false;
     if wanted != current {
         log_replicas(&format!("KV bucket {bucket}"), current.num_replicas, replicas);
-        tracing::info!(bucket, "setting the bucket's history, limits, direct get and replicas");
+        tracing::info!(bucket, "setting the bucket's history, limits, direct get, rollups and replicas");
         js.update_stream(&wanted)
             .await
             .map_err(|e| replicated_setup_error(format!("updating KV bucket {bucket}"), replicas)(e.to_string()))?;

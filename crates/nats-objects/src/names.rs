@@ -23,6 +23,18 @@ pub const AGENT_ICONS_BUCKET: &str = "agent-icons";
 /// KV bucket: agent name -> its config repository's pull request.
 pub const CONFIG_PRS_BUCKET: &str = "config-prs";
 
+/// Every KV bucket the swarm makes, as `ensure_objects` makes them.
+pub const BUCKETS: [&str; 8] = [
+    SCHEDULE_DEFINITIONS_BUCKET,
+    AGENT_SCHEDULES_BUCKET,
+    HIVE_STATUS_BUCKET,
+    AGENT_WANTED_BUCKET,
+    AGENTS_BUCKET,
+    SWARM_SECRETS_BUCKET,
+    AGENT_ICONS_BUCKET,
+    CONFIG_PRS_BUCKET,
+];
+
 /// Work-queue stream of every agent's todos, on `todo.<agent>`.
 pub const TODO_STREAM: &str = "TODO";
 /// Work-queue stream of deploy messages, on `deploy.<hive>`.

@@ -12,6 +12,7 @@
 //! - [`agents`]: the roster as listed, the wanted state change, the agent create request.
 //! - [`linked`]: linked-account bodies and listings.
 //! - [`jobs`]: the job graph's snapshot (the job graph's own types).
+//! - [`forge`]: config pull requests and the issue report.
 //! - [`error`]: the error body every refusal carries.
 //! - [`paths`]: the path of each route, its segments percent-encoded.
 //! - [`limits`]: the largest body each route reads.
@@ -22,6 +23,7 @@
 
 pub mod agents;
 pub mod error;
+pub mod forge;
 pub mod hives;
 pub mod jobs;
 pub mod limits;

@@ -45,6 +45,11 @@ pub struct Settings {
     /// and fires no slot; a turn already running finishes. Unset: never paused.
     #[arg(long = "pause-file", env = PAUSE_FILE_VAR, value_name = "FILE")]
     pub pause_file: Option<PathBuf>,
+    /// The pid of the hive-c0re that started this agent as its child (set by its process
+    /// runner): the agent stops when that process ends, and does not start without it. Unset:
+    /// the agent runs on its own (a systemd unit).
+    #[arg(long = "supervisor-pid", env = "HIVE_AGENT_SUPERVISOR_PID", value_name = "PID")]
+    pub supervisor_pid: Option<String>,
 }
 
 /// How one agent runs, checked.
@@ -66,6 +71,8 @@ pub struct Config {
     pub turn_timeout: Duration,
     /// `HIVE_AGENT_PAUSE_FILE`.
     pub pause_file: Option<PathBuf>,
+    /// `HIVE_AGENT_SUPERVISOR_PID`.
+    pub supervisor_pid: Option<i32>,
 }
 
 impl Settings {
@@ -112,6 +119,12 @@ impl Settings {
                 check.ok(parse_pause_file(&path_text(path)).map(Some).map_err(|e| Problem::new(PAUSE_FILE_VAR, e)))
             }
         };
+        let supervisor_pid = match self.supervisor_pid {
+            None => Some(None),
+            Some(text) => {
+                check.ok(parse_pid(&text).map(Some).map_err(|e| Problem::new("HIVE_AGENT_SUPERVISOR_PID", e)))
+            }
+        };
         check.finish(|| {
             Some(Config {
                 name: name?,
@@ -122,8 +135,17 @@ impl Settings {
                 turn_command: turn_command?,
                 turn_timeout: turn_timeout?,
                 pause_file: pause_file?,
+                supervisor_pid: supervisor_pid?,
             })
         })
+    }
+}
+
+/// A process id: a whole number above 1 (pid 1 supervises everything, so naming it says nothing).
+fn parse_pid(text: &str) -> Result<i32, String> {
+    match text.trim().parse::<i32>() {
+        Ok(pid) if pid > 1 => Ok(pid),
+        _ => Err(format!("{text:?} is not a process id; it is set by hive-c0re's process runner, unset it otherwise")),
     }
 }
 
@@ -236,6 +258,8 @@ mod tests {
             (&["--turn-timeout", "500ms"], "between 1s and 7days"),
             (&["--turn-timeout", "8days"], "HIVE_AGENT_TURN_TIMEOUT"),
             (&["--pause-file", "pause/a"], "HIVE_AGENT_PAUSE_FILE must be absolute"),
+            (&["--supervisor-pid", "1"], "HIVE_AGENT_SUPERVISOR_PID"),
+            (&["--supervisor-pid", "c0re"], "HIVE_AGENT_SUPERVISOR_PID"),
         ] {
             let err = parse(args).unwrap_err();
             assert!(err.contains(why), "{args:?}: {err}");
@@ -253,6 +277,7 @@ mod tests {
             turn_command: Some(" ".into()),
             turn_timeout: "8days".into(),
             pause_file: Some("relative".into()),
+            supervisor_pid: Some("0".into()),
         };
         let problems = settings.check().unwrap_err();
         let variables: Vec<&str> = problems.iter().map(Problem::variable).collect();
@@ -265,7 +290,8 @@ mod tests {
                 "HIVE_AGENT_TURN_COMMAND",
                 "HIVE_AGENT_SCHEDULE_TICK",
                 "HIVE_AGENT_TURN_TIMEOUT",
-                PAUSE_FILE_VAR
+                PAUSE_FILE_VAR,
+                "HIVE_AGENT_SUPERVISOR_PID"
             ],
             "{problems}"
         );

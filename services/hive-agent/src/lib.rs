@@ -26,6 +26,7 @@ pub mod error;
 pub mod feed;
 pub mod pause;
 pub mod state;
+pub mod supervisor;
 pub mod ticker;
 pub mod turn;
 pub mod turn_file;

@@ -46,6 +46,12 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Some(supervisor) = config.supervisor_pid
+        && let Err(e) = hive_agent::supervisor::end_with(supervisor)
+    {
+        eprintln!("hive-agent: {e}");
+        return ExitCode::FAILURE;
+    }
     let shutdown = match hyperhive_daemon::tasks::signals() {
         Ok(shutdown) => shutdown,
         Err(e) => {

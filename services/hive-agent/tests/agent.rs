@@ -55,6 +55,7 @@ impl Swarm {
             turn_command: format!("echo \"$(cat) $HIVE_TODO_ID\" >> {}", self.turns_file(agent).display()),
             turn_timeout: Duration::from_secs(3600),
             pause_file: None,
+            supervisor_pid: None,
         }
     }
 

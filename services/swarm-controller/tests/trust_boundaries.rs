@@ -330,6 +330,36 @@ async fn a_hive_reaches_its_own_objects_only() {
     assert_eq!(swarm.held(TODO_STREAM, "todo.c").await, 0);
 }
 
+/// A `Nats-Rollup: all` header on a publish to a hive's own status key would purge every other
+/// key of the bucket; no bucket takes a rollup, so the publish is refused and every status stays.
+#[tokio::test]
+async fn a_hive_cannot_roll_up_the_status_of_every_hive() {
+    let swarm = Swarm::start().await;
+    let h1 = swarm.hive("h1", &["a"]).await;
+    let h2 = swarm.hive("h2", &["c"]).await;
+    let (h1_name, h2_name) = (HiveName::parse("h1").unwrap(), HiveName::parse("h2").unwrap());
+    let (h1_js, h2_js) = (jetstream::new(h1.clone()), jetstream::new(h2.clone()));
+    h1_js.publish(hive_status_subject(&h1_name), "h1 is fine".into()).await.unwrap().await.unwrap();
+    h2_js.publish(hive_status_subject(&h2_name), "h2 is fine".into()).await.unwrap().await.unwrap();
+    let h1_status = swarm.entry(HIVE_STATUS_BUCKET, "h1").await;
+    assert!(h1_status.is_some());
+
+    for rollup in ["all", "sub"] {
+        let mut headers = HeaderMap::new();
+        headers.insert("Nats-Rollup", rollup);
+        let refused =
+            h2_js.publish_with_headers(hive_status_subject(&h2_name), headers, "rolled up".into()).await.unwrap().await;
+        assert!(refused.is_err(), "a rollup ({rollup}) was taken: {refused:?}");
+    }
+    assert_eq!(swarm.entry(HIVE_STATUS_BUCKET, "h1").await, h1_status, "h1's status is untouched");
+    assert_eq!(swarm.entry(HIVE_STATUS_BUCKET, "h2").await.unwrap().0, b"h2 is fine", "and h2's own");
+    // Every bucket the swarm makes refuses rollups, not only the one hives write.
+    for bucket in hyperhive_nats_objects::BUCKETS {
+        let config = swarm.js.get_stream(format!("KV_{bucket}")).await.unwrap().cached_info().config.clone();
+        assert!(!config.allow_rollup, "{bucket} allows a rollup");
+    }
+}
+
 /// Wanted state is the controller's to write: a hive reads and watches its own agents' keys, and
 /// neither it nor an agent may write one, not even to undo a `destroyed` of its own.
 #[tokio::test]

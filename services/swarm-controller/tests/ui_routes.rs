@@ -99,6 +99,10 @@ async fn an_icon_is_generated_until_one_is_uploaded_and_answers_304_when_unchang
     assert_eq!(status, StatusCode::OK);
     assert_eq!(headers["content-type"], "image/svg+xml");
     assert_eq!(headers["cache-control"], "no-cache");
+    // Never sniffed as another type, and an SVG opened as a page runs nothing.
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    let policy = headers["content-security-policy"].to_str().unwrap();
+    assert!(policy.contains("default-src 'none'") && policy.contains("sandbox"), "{policy}");
     assert!(svg.starts_with(b"<svg"));
     let tag = headers["etag"].to_str().unwrap().to_owned();
     let (status, _, body) =
@@ -116,6 +120,10 @@ async fn an_icon_is_generated_until_one_is_uploaded_and_answers_304_when_unchang
         "a new icon, a new tag"
     );
     assert_eq!(png.as_ref(), PNG);
+    assert_eq!(
+        headers["x-content-type-options"], "nosniff",
+        "an uploaded icon is served as the PNG it was checked to be"
+    );
 
     let (status, _, answer) = ui.call(Method::DELETE, "/api/agents/bee/icon", &[], Bytes::new()).await;
     let answer: Value = serde_json::from_slice(&answer).unwrap();

@@ -2,33 +2,34 @@
 //! issues of the swarm's organisation. Tables by default, the API's JSON with `--json`.
 
 use hyper::http::Method;
+use hyperhive_swarm_api::forge::{ConfigPr, ReportView};
 use hyperhive_swarm_api::paths;
-use serde_json::Value;
 
 use super::client::{self, Api, CtlError};
 use super::format::grid;
-use super::hives::{parse, pretty, rows, text};
+use super::hives::{or_dash, pretty_answer};
 
 /// `swarmctl config-prs`: AGENT, PR, STATE, MERGEABLE, TITLE, UPDATED, URL.
 pub async fn config_prs(api: &Api, as_json: bool) -> Result<String, CtlError> {
-    let all = parse(&client::request(api, Method::GET, paths::CONFIG_PRS, None, None).await?)?;
+    let bytes = client::request(api, Method::GET, paths::CONFIG_PRS, None, None).await?;
     if as_json {
-        return Ok(pretty(&all));
+        return pretty_answer(&bytes);
     }
-    let table = rows(&all).iter().map(|pr| {
-        let mergeable = match pr["mergeable"].as_bool() {
+    let all: Vec<ConfigPr> = client::answer(&bytes)?;
+    let table = all.iter().map(|pr| {
+        let mergeable = match pr.mergeable {
             Some(true) => "yes",
             Some(false) => "no",
             None => "-",
         };
         [
-            text(&pr["agent"]),
-            format!("#{}", text(&pr["number"])),
-            text(&pr["state"]),
+            or_dash(&pr.agent),
+            format!("#{}", pr.number),
+            or_dash(&pr.state),
             mergeable.to_owned(),
-            text(&pr["title"]),
-            text(&pr["updated"]),
-            text(&pr["url"]),
+            or_dash(&pr.title),
+            or_dash(&pr.updated),
+            or_dash(&pr.url),
         ]
     });
     Ok(grid(["AGENT", "PR", "STATE", "MERGEABLE", "TITLE", "UPDATED", "URL"], table))
@@ -36,31 +37,30 @@ pub async fn config_prs(api: &Api, as_json: bool) -> Result<String, CtlError> {
 
 /// `swarmctl issues`: REPO, LABEL, ISSUE, TITLE, UPDATED; one line per issue and label.
 pub async fn issues(api: &Api, as_json: bool) -> Result<String, CtlError> {
-    let report = parse(&client::request(api, Method::GET, paths::ISSUES, None, None).await?)?;
+    let bytes = client::request(api, Method::GET, paths::ISSUES, None, None).await?;
     if as_json {
-        return Ok(pretty(&report));
+        return pretty_answer(&bytes);
     }
+    let report: ReportView = client::answer(&bytes)?;
     let mut lines = Vec::new();
-    for repo in rows(&report["repos"]) {
-        let Some(labels) = repo["labels"].as_object() else { continue };
-        for (label, issues) in labels {
-            for issue in rows(issues) {
+    for repo in &report.repos {
+        for (label, issues) in &repo.labels {
+            for issue in issues {
                 lines.push([
-                    text(&repo["repo"]),
+                    or_dash(&repo.repo),
                     label.clone(),
-                    format!("#{}", text(&issue["number"])),
-                    text(&issue["title"]),
-                    text(&issue["updated"]),
+                    format!("#{}", issue.number),
+                    or_dash(&issue.title),
+                    or_dash(&issue.updated),
                 ]);
             }
         }
     }
-    let listed = match &report["listed_at"] {
-        Value::String(at) => format!("listed at {at}"),
-        _ => "not listed yet".to_owned(),
+    let listed = match &report.listed_at {
+        Some(at) => format!("listed at {at}"),
+        None => "not listed yet".to_owned(),
     };
-    let total = report["total"].as_u64().unwrap_or_default();
-    Ok(format!("{}open: {total}; {listed}\n", grid(["REPO", "LABEL", "ISSUE", "TITLE", "UPDATED"], lines)))
+    Ok(format!("{}open: {}; {listed}\n", grid(["REPO", "LABEL", "ISSUE", "TITLE", "UPDATED"], lines), report.total))
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@ use std::time::Duration;
 use hyperhive_schedule::next_slot_after;
 use time::OffsetDateTime;
 
+use super::untrusted;
+
 use hyperhive_swarm_api::schedules::{ScheduleView, Stamp};
 
 /// `--every`: a humantime duration of whole seconds, at least one (30m, 1h, 1d, 90s).
@@ -63,7 +65,8 @@ pub fn table(schedules: &[ScheduleView], now: OffsetDateTime) -> String {
 /// A table: each column as wide as its widest cell, two spaces between columns.
 pub fn grid<const N: usize>(header: [&str; N], rows: impl IntoIterator<Item = [String; N]>) -> String {
     let header = header.map(String::from);
-    let rows: Vec<[String; N]> = rows.into_iter().collect();
+    // Cells hold what hives and agents wrote: never a control for the operator's terminal.
+    let rows: Vec<[String; N]> = rows.into_iter().map(|row| row.map(|c| untrusted::cell(&c).into_owned())).collect();
     let mut widths = header.clone().map(|h| h.chars().count());
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {

@@ -2,6 +2,7 @@
 //! the roster and wanted state. Tables by default, the API's JSON with `--json`.
 
 use hyper::http::Method;
+use hyperhive_hive_proto::roster::Origin;
 use hyperhive_hive_proto::wanted::WantedState;
 use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_swarm_api::agents::{AgentView, StateRequest, StateView};
@@ -25,22 +26,9 @@ pub(super) fn pretty_answer(bytes: &[u8]) -> Result<String, CtlError> {
     Ok(pretty(&parse(bytes)?))
 }
 
-/// A JSON string field, or `-` when absent or null.
-pub(super) fn text(value: &Value) -> String {
-    match value {
-        Value::String(s) if !s.is_empty() => s.clone(),
-        Value::Number(n) => n.to_string(),
-        _ => "-".into(),
-    }
-}
-
 /// A text field, or `-` when empty.
-fn or_dash(value: &str) -> String {
+pub(super) fn or_dash(value: &str) -> String {
     if value.is_empty() { "-".into() } else { value.to_owned() }
-}
-
-pub(super) fn rows(value: &Value) -> &[Value] {
-    value.as_array().map_or(&[], Vec::as_slice)
 }
 
 /// `swarmctl hives`: NAME, DESCRIPTION, LABELS, XKEY.
@@ -109,11 +97,14 @@ pub async fn agents(api: &Api, as_json: bool) -> Result<String, CtlError> {
             Some(revision) => format!("{} (rev {revision})", a.wanted.state),
             None => format!("{} (default)", a.wanted.state),
         };
-        let origin = serde_json::to_value(a.entry.origin).expect("an origin serializes");
+        let origin = match a.entry.origin {
+            Origin::Declared => "declared",
+            Origin::Created => "created",
+        };
         [
             a.name.to_string(),
             a.entry.hive.to_string(),
-            text(&origin),
+            origin.to_owned(),
             wanted,
             a.actual.as_ref().map_or("-".into(), |s| s.actual.as_str().to_owned()),
             a.actual.as_ref().map_or("-".into(), |s| s.restarts.to_string()),

@@ -18,7 +18,7 @@ use time::OffsetDateTime;
 
 use super::client::{self, Api, CtlError};
 use super::format::grid;
-use super::hives::{parse, pretty};
+use super::hives::{parse, pretty, pretty_answer};
 
 /// How often `--watch` asks the controller.
 pub const WATCH_EVERY: Duration = Duration::from_secs(1);
@@ -118,12 +118,12 @@ fn write(out: &mut dyn Write, text: &str) -> Result<(), CtlError> {
 
 /// `swarmctl jobs retry ID`.
 pub async fn retry(api: &Api, id: &JobId, as_json: bool) -> Result<String, CtlError> {
-    let answer = parse(&client::request(api, Method::POST, &paths::job_retry(id), None, None).await?)?;
+    let bytes = client::request(api, Method::POST, &paths::job_retry(id), None, None).await?;
     if as_json {
-        return Ok(pretty(&answer));
+        return pretty_answer(&bytes);
     }
-    let state = answer["state"].as_str().unwrap_or("accepted");
-    Ok(format!("retrying job {id}: {state}, with a fresh set of attempts\n"))
+    let job: Node = client::answer(&bytes)?;
+    Ok(format!("retrying job {id}: {}, with a fresh set of attempts\n", job.state))
 }
 
 /// The table, in the order the jobs were added.

@@ -23,6 +23,7 @@ mod linked;
 pub mod remote;
 mod sse;
 mod terminal;
+mod untrusted;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -99,6 +100,11 @@ pub enum Top {
         /// UTF-8); {"gap": {"from", "to"}} for events no longer kept.
         #[arg(long)]
         json: bool,
+        /// Write the output exactly as the agent printed it, escape sequences and all. Without
+        /// it, every control but newlines, tabs, carriage returns, backspace and colours is
+        /// dropped: an agent's output cannot set your clipboard, retitle or redraw your terminal.
+        #[arg(long, conflicts_with = "json")]
+        raw: bool,
     },
     /// Every agent on the roster: its hive, origin, wanted state (with its revision, or
     /// "default" when none was ever set) and actual state.
@@ -405,9 +411,14 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
             jobs::watch(api, agent.as_ref(), json, clear, clock, &mut out, interrupted()).await?;
             return Ok(String::new());
         }
-        Top::Terminal { agent, after, json } => {
+        Top::Terminal { agent, after, json, raw } => {
             let mut out = std::io::stdout();
-            terminal::follow(api, &agent, after, json, &mut out, interrupted()).await?;
+            let shown = match (json, raw) {
+                (true, _) => terminal::Shown::Json,
+                (false, true) => terminal::Shown::Raw,
+                (false, false) => terminal::Shown::Filtered,
+            };
+            terminal::follow(api, &agent, after, shown, &mut out, interrupted()).await?;
             return Ok(String::new());
         }
     };

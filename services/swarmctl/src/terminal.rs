@@ -15,6 +15,18 @@ use serde_json::{Value, json};
 
 use super::client::{self, Api, CtlError};
 use super::sse::{SseEvent, SseParser};
+use super::untrusted::TerminalFilter;
+
+/// How the events are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    /// The output with every control but layout and colour dropped (the default).
+    Filtered,
+    /// The output exactly as printed (`--raw`).
+    Raw,
+    /// One JSON line per event (`--json`).
+    Json,
+}
 
 /// The controller sends a comment every 15 s; a stream silent for longer than this is dead.
 const SILENT_FOR: Duration = Duration::from_secs(40);
@@ -24,8 +36,9 @@ const FIRST_RESUME_WAIT: Duration = Duration::from_millis(250);
 const MAX_RESUME_WAIT: Duration = Duration::from_secs(5);
 
 /// Prints `agent`'s terminal after event `after` (all the history the swarm keeps when `None`)
-/// to `out` until `stop` resolves: the text as it was printed, or with `json` one line per
-/// event (`{"id", "text"}` or `{"id", "bytes"}`; `{"gap": {...}}` for events no longer kept).
+/// to `out` until `stop` resolves: the text as it was printed (filtered unless [`Shown::Raw`]),
+/// or one line per event (`{"id", "text"}` or `{"id", "bytes"}`; `{"gap": {...}}` for events no
+/// longer kept).
 ///
 /// # Errors
 /// The API's refusal (an unknown agent), or output that cannot be written.
@@ -33,18 +46,20 @@ pub async fn follow(
     api: &Api,
     agent: &AgentName,
     after: Option<u64>,
-    json: bool,
+    shown: Shown,
     out: &mut dyn Write,
     stop: impl Future<Output = ()>,
 ) -> Result<(), CtlError> {
     let mut stop = std::pin::pin!(stop);
+    // One filter across resumes: a sequence cut by a reconnect is still dropped whole.
+    let mut printer = Printer { shown, filter: TerminalFilter::default() };
     let path = paths::terminal(agent);
     let mut last = after;
     let mut wait = FIRST_RESUME_WAIT;
     loop {
         let why = tokio::select! {
             () = &mut stop => return Ok(()),
-            ended = read_stream(api, &path, &mut last, json, out, &mut wait) => ended?,
+            ended = read_stream(api, &path, &mut last, &mut printer, out, &mut wait) => ended?,
         };
         let after = last.map_or_else(|| "the start".to_owned(), |id| format!("event {id}"));
         eprintln!("swarmctl: the terminal stream ended ({why}); resuming after {after} in {wait:?}");
@@ -61,7 +76,7 @@ async fn read_stream(
     api: &Api,
     path: &str,
     last: &mut Option<u64>,
-    json: bool,
+    printer: &mut Printer,
     out: &mut dyn Write,
     wait: &mut Duration,
 ) -> Result<String, CtlError> {
@@ -80,7 +95,7 @@ async fn read_stream(
         };
         *wait = FIRST_RESUME_WAIT;
         for event in parser.push(&piece) {
-            print_event(&event, json, out)?;
+            printer.print(&event, out)?;
             if event.id.is_some() {
                 *last = event.id;
             }
@@ -88,33 +103,47 @@ async fn read_stream(
     }
 }
 
-fn print_event(event: &SseEvent, as_json: bool, out: &mut dyn Write) -> Result<(), CtlError> {
-    let data: Value = serde_json::from_str(&event.data).unwrap_or(Value::Null);
-    let written = match (event.event.as_str(), as_json) {
-        ("term", true) => {
-            let mut line = json!({"id": event.id});
-            for key in ["text", "bytes"] {
-                if let Some(value) = data.get(key) {
-                    line[key] = value.clone();
+/// Writes events as [`Shown`] says.
+struct Printer {
+    shown: Shown,
+    filter: TerminalFilter,
+}
+
+impl Printer {
+    fn print(&mut self, event: &SseEvent, out: &mut dyn Write) -> Result<(), CtlError> {
+        let data: Value = serde_json::from_str(&event.data).unwrap_or(Value::Null);
+        let as_json = self.shown == Shown::Json;
+        let written = match (event.event.as_str(), as_json) {
+            ("term", true) => {
+                let mut line = json!({"id": event.id});
+                for key in ["text", "bytes"] {
+                    if let Some(value) = data.get(key) {
+                        line[key] = value.clone();
+                    }
+                }
+                writeln!(out, "{line}")
+            }
+            ("term", false) => {
+                let bytes = match data["text"].as_str() {
+                    Some(text) => text.as_bytes().to_vec(),
+                    None => data["bytes"].as_str().and_then(|b| STANDARD.decode(b).ok()).unwrap_or_default(),
+                };
+                if self.shown == Shown::Raw {
+                    out.write_all(&bytes)
+                } else {
+                    out.write_all(self.filter.filter(&String::from_utf8_lossy(&bytes)).as_bytes())
                 }
             }
-            writeln!(out, "{line}")
-        }
-        ("term", false) => {
-            if let Some(text) = data["text"].as_str() {
-                out.write_all(text.as_bytes())
-            } else if let Some(bytes) = data["bytes"].as_str().and_then(|b| STANDARD.decode(b).ok()) {
-                out.write_all(&bytes)
-            } else {
+            ("gap", true) => writeln!(out, "{}", json!({"gap": data})),
+            ("gap", false) => {
+                eprintln!(
+                    "swarmctl: events {} to {} are no longer kept; output is missing here",
+                    data["from"], data["to"]
+                );
                 Ok(())
             }
-        }
-        ("gap", true) => writeln!(out, "{}", json!({"gap": data})),
-        ("gap", false) => {
-            eprintln!("swarmctl: events {} to {} are no longer kept; output is missing here", data["from"], data["to"]);
-            Ok(())
-        }
-        _ => Ok(()),
-    };
-    written.and_then(|()| out.flush()).map_err(|e| CtlError::Usage(format!("writing the terminal: {e}")))
+            _ => Ok(()),
+        };
+        written.and_then(|()| out.flush()).map_err(|e| CtlError::Usage(format!("writing the terminal: {e}")))
+    }
 }

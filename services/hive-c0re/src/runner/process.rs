@@ -1,11 +1,14 @@
 //! The process runner: each agent a child of hive-c0re, the leader of its own process group,
 //! stdout and stderr appended to `agents/<agent>/agent.log`.
 //!
-//! The workspace forbids `unsafe`, so there is no `PR_SET_PDEATHSIG` (it needs `pre_exec`). A
-//! hive-c0re killed with SIGKILL therefore leaves its agents running; each one's pid and
-//! `/proc` start time are recorded in `agents/<agent>/pid`, and [`Runner::recover`] on the next
-//! start ends every recorded group that is still the same process (a pid reused by something
-//! else has another start time and is left alone) before any agent is started.
+//! An agent never outlives its hive-c0re: the runner names itself in
+//! `HIVE_AGENT_SUPERVISOR_PID`, and hive-agent asks the kernel for SIGTERM when its parent ends
+//! (`PR_SET_PDEATHSIG`; hive-agent sets it on itself, since the workspace forbids the `unsafe`
+//! a `pre_exec` here would need). It then stops as on any SIGTERM, and its turn goes with it. In
+//! case one is left all the same (it ignored the signal, or hung), each agent's pid and `/proc`
+//! start time are recorded in `agents/<agent>/pid`, and [`Runner::recover`] on the next start
+//! ends every recorded group that is still the same process (a pid reused by something else has
+//! another start time and is left alone) before any agent is started.
 
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -111,6 +114,9 @@ impl Runner for ProcessRunner {
                 &secrets.display().to_string(),
             ))
             .env("NO_COLOR", "1")
+            // The kernel signals an agent when the thread that forked it ends: this runs on a
+            // runtime worker thread, which lives as long as hive-c0re does.
+            .env("HIVE_AGENT_SUPERVISOR_PID", std::process::id().to_string())
             .current_dir(&state_dir)
             .stdin(Stdio::null())
             .stdout(log)

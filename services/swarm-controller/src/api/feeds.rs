@@ -50,11 +50,18 @@ impl FeedsApi {
 fn last_event_id(headers: &HeaderMap) -> Result<Start, ApiError> {
     let Some(value) = headers.get("last-event-id") else { return Ok(Start::Fresh) };
     let text = value.to_str().unwrap_or("").trim();
-    text.parse::<u64>().map(Start::After).map_err(|_| {
+    let id = text.parse::<u64>().map_err(|_| {
         ApiError::BadRequest(format!(
             "Last-Event-ID must be the id of an event this route sent (a stream sequence), not {text:?}"
         ))
-    })
+    })?;
+    if id == u64::MAX {
+        // Nothing can follow it (the next sequence would overflow): no stream sent it.
+        return Err(ApiError::BadRequest(format!(
+            "Last-Event-ID {id}: no event follows that id, so no stream sent it; reconnect without Last-Event-ID"
+        )));
+    }
+    Ok(Start::After(id))
 }
 
 /// A watcher's frames as the events warp writes.

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use super::{ApiError, json};
 use crate::lifecycle::roster::Roster;
-use crate::ui::assets::{Asset, CONTENT_SECURITY_POLICY};
+use crate::ui::assets::{Asset, CONTENT_SECURITY_POLICY, ICON_POLICY};
 use crate::ui::icons::{self, IconStore, MAX_ICON_BYTES};
 use crate::ui::quick_links::QuickLink;
 
@@ -46,7 +46,7 @@ impl UiApi {
             Some(png) => (png, "image/png"),
             None => (Bytes::from(icons::generated_svg(agent.as_str())), "image/svg+xml"),
         };
-        Ok(revalidated(body.to_vec(), media_type, headers))
+        Ok(with_policy(revalidated(body.to_vec(), media_type, headers), ICON_POLICY))
     }
 
     pub(super) async fn put_icon(&self, name: &str, png: &[u8]) -> Result<Response, ApiError> {
@@ -88,9 +88,14 @@ fn revalidated(body: Vec<u8>, media_type: &'static str, headers: &HeaderMap) -> 
 
 /// One of the UI's embedded files, with its type, its policy and a revalidated cache.
 pub(super) fn asset(asset: Asset, headers: &HeaderMap) -> Response {
-    let mut response = revalidated(asset.body.as_bytes().to_vec(), asset.media_type, headers);
+    with_policy(revalidated(asset.body.as_bytes().to_vec(), asset.media_type, headers), CONTENT_SECURITY_POLICY)
+}
+
+/// A served file's content security policy, and no sniffing of its type: a browser reads it
+/// only as the type it was sent with.
+fn with_policy(mut response: Response, policy: &'static str) -> Response {
     let out = response.headers_mut();
-    out.insert("content-security-policy", HeaderValue::from_static(CONTENT_SECURITY_POLICY));
+    out.insert("content-security-policy", HeaderValue::from_static(policy));
     out.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
     out.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
     response

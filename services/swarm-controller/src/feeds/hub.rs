@@ -64,13 +64,13 @@ impl FeedMetrics {
         use std::fmt::Write;
         let lines = [
             (
-                "swarm_relay_watchers",
+                "swarm_feed_watchers",
                 "gauge",
                 "SSE watchers of terminals and turn headers connected now",
                 &self.watchers,
             ),
-            ("swarm_relay_feeds", "gauge", "live relay feeds, one NATS consumer each", &self.feeds),
-            ("swarm_relay_dropped_total", "counter", "SSE watchers dropped for not keeping up", &self.dropped),
+            ("swarm_feeds_live", "gauge", "live terminal feeds, one NATS consumer each", &self.feeds),
+            ("swarm_feed_dropped_total", "counter", "SSE watchers dropped for not keeping up", &self.dropped),
         ];
         for (name, kind, help, value) in lines {
             let _ =

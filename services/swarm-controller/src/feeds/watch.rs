@@ -52,7 +52,7 @@ impl FeedHub {
             Err(e) => return Err(format!("reading {subject}: {e}")),
         };
         let first = match (start, kind) {
-            (Start::After(id), _) => id + 1,
+            (Start::After(id), _) => id.saturating_add(1),
             (Start::Fresh, FeedKind::Terminal) => 1,
             (Start::Fresh, FeedKind::Turn) => last.max(1),
         };

@@ -12,7 +12,7 @@ use async_nats::jetstream::kv;
 use hyperhive_hive_proto::AgentName;
 use hyperhive_nats_objects::CONFIG_PRS_BUCKET;
 use hyperhive_provision::forge::{PullFilter, PullRequest, SwarmForge};
-use serde::{Deserialize, Serialize};
+pub use hyperhive_swarm_api::forge::ConfigPr;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -22,43 +22,20 @@ use crate::provision::identities::config_repo_agent;
 /// Compare-and-set attempts before a write gives up (another writer kept winning).
 const CAS_ATTEMPTS: usize = 5;
 
-/// An agent's config pull request, as stored and served.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConfigPr {
-    pub agent: String,
-    /// `owner/name` of the config repository.
-    pub repo: String,
-    pub number: i64,
-    pub title: String,
-    pub url: String,
-    /// `open`, `closed` or `merged`.
-    pub state: String,
-    /// The head commit.
-    pub head: String,
-    /// The head branch.
-    pub head_ref: String,
-    /// `null` while the forge has not computed it.
-    pub mergeable: Option<bool>,
-    /// RFC 3339, the forge's `updated_at`.
-    pub updated: String,
-}
-
-impl ConfigPr {
-    /// The stored form of `pull` of `agent`'s repository `repo`.
-    pub fn from_pull(agent: &AgentName, repo: &str, pull: &PullRequest) -> Self {
-        let state = if pull.merged { "merged" } else { pull.state.as_str() };
-        Self {
-            agent: agent.to_string(),
-            repo: repo.to_owned(),
-            number: pull.number,
-            title: pull.title.clone(),
-            url: pull.html_url.clone(),
-            state: state.to_owned(),
-            head: pull.head_sha.clone(),
-            head_ref: pull.head_ref.clone(),
-            mergeable: pull.mergeable,
-            updated: pull.updated_at.clone(),
-        }
+/// The stored form of `pull` of `agent`'s repository `repo`.
+pub fn from_pull(agent: &AgentName, repo: &str, pull: &PullRequest) -> ConfigPr {
+    let state = if pull.merged { "merged" } else { pull.state.as_str() };
+    ConfigPr {
+        agent: agent.to_string(),
+        repo: repo.to_owned(),
+        number: pull.number,
+        title: pull.title.clone(),
+        url: pull.html_url.clone(),
+        state: state.to_owned(),
+        head: pull.head_sha.clone(),
+        head_ref: pull.head_ref.clone(),
+        mergeable: pull.mergeable,
+        updated: pull.updated_at.clone(),
     }
 }
 
@@ -202,9 +179,7 @@ pub async fn heal(forge: &dyn SwarmForge, roster: &Roster, store: &ConfigPrs) ->
             let pulls = forge.pulls(owner, repo, PullFilter::All).await.map_err(|e| e.to_string())?;
             let newest = pulls.iter().max_by_key(|p| instant(&p.updated_at));
             match newest {
-                Some(pull) => {
-                    store.apply(&agent, &ConfigPr::from_pull(&agent, &full_name, pull), Source::Listing).await
-                }
+                Some(pull) => store.apply(&agent, &from_pull(&agent, &full_name, pull), Source::Listing).await,
                 None => Ok(Applied::Kept),
             }
         };

@@ -9,12 +9,10 @@ use std::sync::RwLock;
 use std::time::Instant;
 
 use hyperhive_provision::forge::{Issue, SwarmForge};
-use serde::Serialize;
+pub use hyperhive_swarm_api::forge::{IssueView, RepoView, ReportView, UNLABELLED};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-/// The group of issues without a label.
-pub const UNLABELLED: &str = "(no label)";
 /// The state a `deleted` delivery leaves an issue in (held, so a late `opened` stays out).
 const DELETED: &str = "deleted";
 
@@ -40,45 +38,17 @@ pub struct IssueReport {
     held: RwLock<Held>,
 }
 
-/// `GET /api/issues`.
-#[derive(Debug, Serialize, PartialEq, Eq)]
-pub struct ReportView {
-    /// When the last listing finished; `null` before the first.
-    pub listed_at: Option<String>,
-    /// Open issues in all.
-    pub total: usize,
-    pub repos: Vec<RepoView>,
-}
-
-/// One repository's open issues, grouped by label (an issue with two labels is in both).
-#[derive(Debug, Serialize, PartialEq, Eq)]
-pub struct RepoView {
-    pub repo: String,
-    pub total: usize,
-    /// Label name -> its issues, newest first; [`UNLABELLED`] for issues without one.
-    pub labels: BTreeMap<String, Vec<IssueView>>,
-}
-
-#[derive(Debug, Serialize, PartialEq, Eq, Clone)]
-pub struct IssueView {
-    pub number: i64,
-    pub title: String,
-    pub url: String,
-    pub updated: String,
-}
-
 fn instant(text: &str) -> Option<OffsetDateTime> {
     OffsetDateTime::parse(text, &Rfc3339).ok()
 }
 
-impl From<&Issue> for IssueView {
-    fn from(issue: &Issue) -> Self {
-        Self {
-            number: issue.number,
-            title: issue.title.clone(),
-            url: issue.html_url.clone(),
-            updated: issue.updated_at.clone(),
-        }
+/// How the report shows an issue the forge listed or delivered.
+fn issue_view(issue: &Issue) -> IssueView {
+    IssueView {
+        number: issue.number,
+        title: issue.title.clone(),
+        url: issue.html_url.clone(),
+        updated: issue.updated_at.clone(),
     }
 }
 
@@ -153,7 +123,7 @@ impl IssueReport {
                         issue.labels.iter().map(String::as_str).collect()
                     };
                     for name in names {
-                        labels.entry(name.to_owned()).or_default().push(IssueView::from(*issue));
+                        labels.entry(name.to_owned()).or_default().push(issue_view(issue));
                     }
                 }
                 total += open.len();

@@ -60,7 +60,7 @@ impl ForgeHub {
                 let Some(agent) = config_prs::agent_of(&self.roster, &owner, &repo).await? else {
                     return Ok(Outcome::Ignored);
                 };
-                let pr = config_prs::ConfigPr::from_pull(&agent, &format!("{owner}/{repo}"), &pull);
+                let pr = config_prs::from_pull(&agent, &format!("{owner}/{repo}"), &pull);
                 Ok(match self.config_prs.apply(&agent, &pr, Source::Webhook).await? {
                     config_prs::Applied::Written => Outcome::Applied,
                     config_prs::Applied::Kept => Outcome::Ignored,

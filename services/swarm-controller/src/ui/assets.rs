@@ -18,6 +18,10 @@ const ICON: Asset = Asset { media_type: "image/svg+xml", body: include_str!("../
 /// The page's content security policy: its own files and its own API only.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
+/// The policy of an agent's icon: an image, never a document. An SVG opened on its own runs in a
+/// sandbox with no script, style sheet or fetch of its own; an uploaded PNG is checked to be one.
+pub const ICON_POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'; sandbox";
+
 /// The file served at `path` (`/`, `/index.html`, `/app.js`, `/app.css`, the favicon).
 pub fn asset(path: &str) -> Option<Asset> {
     match path {

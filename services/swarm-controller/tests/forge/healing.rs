@@ -6,7 +6,7 @@ use hyperhive_provision::forge::PullRequest;
 use hyperhive_testkit::forge::PullChange;
 use hyperhive_testkit::wait_until;
 use serde_json::Value;
-use swarm_controller::forge::config_prs::{Applied, ConfigPr, ConfigPrs, Source};
+use swarm_controller::forge::config_prs::{Applied, ConfigPr, ConfigPrs, Source, from_pull};
 
 use crate::harness::{ForgeSwarm, ORG, PATIENCE};
 
@@ -37,7 +37,7 @@ fn pr(updated: &str, title: &str) -> ConfigPr {
         head_ref: String::new(),
         updated_at: updated.into(),
     };
-    ConfigPr::from_pull(&AgentName::parse("alpha").unwrap(), "swarm/alpha-config", &pull)
+    from_pull(&AgentName::parse("alpha").unwrap(), "swarm/alpha-config", &pull)
 }
 
 /// A listing read before a delivery was applied, but applied after it (two writers racing on

@@ -1,4 +1,4 @@
-//! The relay routes against a real nats-server in JWT mode: a real hive-agent's turn output and
+//! The terminal feed routes against a real nats-server in JWT mode: a real hive-agent's turn output and
 //! turn headers reach server-sent event watchers; an agent publishing with its own credential
 //! feeds the stream; watchers resume by `Last-Event-ID` exactly, also across a controller
 //! restart; a stalled watcher is dropped while a healthy one keeps up; a hundred watchers of one
@@ -180,7 +180,7 @@ async fn a_stalled_watcher_is_dropped_while_a_healthy_one_keeps_up() {
     stalled.writable().await.unwrap();
     stalled.try_write(b"GET /api/agents/bee/terminal HTTP/1.1\r\nhost: localhost\r\n\r\n").unwrap();
     let mut healthy = Watcher::open(&c.socket, "/api/agents/bee/terminal", None).await;
-    wait_until("two watchers", SOON, || async { metrics(&c).await.contains("swarm_relay_watchers 2").then_some(()) })
+    wait_until("two watchers", SOON, || async { metrics(&c).await.contains("swarm_feed_watchers 2").then_some(()) })
         .await
         .unwrap();
     let chunk = "x".repeat(8 * 1024);
@@ -210,7 +210,7 @@ async fn a_stalled_watcher_is_dropped_while_a_healthy_one_keeps_up() {
     assert!(seen.windows(2).all(|w| w[1] == w[0] + 1), "the healthy watcher missed or repeated nothing");
     wait_until("the stalled watcher dropped", SOON, || async {
         let text = metrics(&c).await;
-        (text.contains("swarm_relay_dropped_total 1") && text.contains("swarm_relay_watchers 1")).then_some(())
+        (text.contains("swarm_feed_dropped_total 1") && text.contains("swarm_feed_watchers 1")).then_some(())
     })
     .await
     .unwrap();
@@ -225,7 +225,7 @@ async fn a_hundred_watchers_of_one_agent_share_one_consumer() {
     for _ in 0..100 {
         watchers.push(Watcher::open(&c.socket, "/api/agents/bee/terminal", None).await);
     }
-    wait_until("100 watchers", SOON, || async { metrics(&c).await.contains("swarm_relay_watchers 100").then_some(()) })
+    wait_until("100 watchers", SOON, || async { metrics(&c).await.contains("swarm_feed_watchers 100").then_some(()) })
         .await
         .unwrap();
     publish_lines(&bee, "bee", 0, 20).await;
@@ -235,7 +235,7 @@ async fn a_hundred_watchers_of_one_agent_share_one_consumer() {
     }
     let info = c.js.get_stream("RELAY").await.unwrap().info().await.unwrap().clone();
     assert_eq!(info.state.consumer_count, 1, "one consumer for the subject, however many watch");
-    assert!(metrics(&c).await.contains("swarm_relay_feeds 1"));
+    assert!(metrics(&c).await.contains("swarm_feeds_live 1"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -245,6 +245,8 @@ async fn bad_relay_requests_are_clear_errors() {
         (Method::GET, "/api/agents/Bee/terminal", None, StatusCode::BAD_REQUEST, "Bee"),
         (Method::GET, "/api/agents/nobody/terminal", None, StatusCode::NOT_FOUND, "no agent nobody"),
         (Method::GET, "/api/agents/bee/turn", Some("abc"), StatusCode::BAD_REQUEST, "Last-Event-ID"),
+        // The largest id has no event after it: resuming after it would overflow the next one.
+        (Method::GET, "/api/agents/bee/terminal", Some("18446744073709551615"), StatusCode::BAD_REQUEST, "no event"),
         (Method::POST, "/api/agents/bee/terminal", None, StatusCode::METHOD_NOT_ALLOWED, "use GET"),
     ];
     for (method, path, last_event_id, status, needle) in cases {
@@ -289,4 +291,50 @@ async fn an_agent_writes_only_its_own_terminal_and_header() {
     }
     let info = c.js.get_stream("RELAY").await.unwrap().info().await.unwrap().clone();
     assert_eq!(info.state.messages, 1, "only the marker");
+}
+
+/// What `swarmctl terminal bee` prints (with `extra` flags) until `END` appears.
+async fn terminal_until_end(c: &Controller, extra: &[&str]) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut child = tokio::process::Command::new(common::swarmctl_binary())
+        .arg("--socket")
+        .arg(&c.socket)
+        .args(["terminal", "bee"])
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut printed = Vec::new();
+    let read = async {
+        let mut chunk = [0u8; 4096];
+        while !String::from_utf8_lossy(&printed).contains("END") {
+            let n = stdout.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "swarmctl ended before END: {:?}", String::from_utf8_lossy(&printed));
+            printed.extend_from_slice(&chunk[..n]);
+        }
+    };
+    tokio::time::timeout(SOON, read).await.expect("END within the deadline");
+    child.kill().await.unwrap();
+    String::from_utf8(printed).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_escape_sequences_do_not_reach_the_operators_terminal() {
+    let c = controller_with(&["bee"]).await;
+    let bee = as_agent(&c, "bee").await;
+    // A hostile agent prints a clipboard write (OSC 52), a title change, a line erase and a cursor
+    // move, cut across two events, between coloured text.
+    for piece in
+        ["\u{1b}[31mred\u{1b}[0m \u{1b}]52;c;ZXZpbA==", "\u{7}\u{1b}]0;owned\u{1b}\\\u{1b}[2K\u{1b}[1Akept END\n"]
+    {
+        bee.publish("term.bee", piece.to_owned().into()).await.unwrap();
+    }
+    bee.flush().await.unwrap();
+    let shown = terminal_until_end(&c, &[]).await;
+    assert_eq!(shown, "\u{1b}[31mred\u{1b}[0m kept END\n", "only the text and its colour");
+    // The same events with --raw: the sequences were there, the filter is what dropped them.
+    let raw = terminal_until_end(&c, &["--raw"]).await;
+    assert!(raw.contains("\u{1b}]52;c;ZXZpbA==\u{7}") && raw.contains("\u{1b}[2K"), "{raw:?}");
 }
