@@ -14,6 +14,9 @@ use serde::{Deserialize, Serialize};
 pub const PAUSE_FILE_VAR: &str = "HIVE_AGENT_PAUSE_FILE";
 /// The turn file's name inside the agent's state directory.
 pub const TURN_FILE: &str = "turn.json";
+/// The largest turn file hive-c0re reads: what hive-agent writes is under 300 bytes, and every
+/// agent's turn goes into one status of at most 1 MiB.
+pub const MAX_TURN_FILE_BYTES: u64 = 4096;
 
 /// What the agent is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -87,6 +87,10 @@ pub struct AgentStatus {
     /// The last deploy revision applied, for a deployed agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<u64>,
+    /// What hive-c0re could not read of the files the agent writes (its turn file of the wrong
+    /// type, too large or unreadable): the agent's problem, reported here, not the hive's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 /// The value of `hive-status` key `<hive>`.

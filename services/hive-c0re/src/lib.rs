@@ -17,6 +17,7 @@
 //! - [`status`]: the status publisher.
 //! - [`daemon`]: wiring and shutdown.
 
+pub mod agent_file;
 pub mod board;
 pub mod config;
 pub mod daemon;

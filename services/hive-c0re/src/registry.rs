@@ -202,6 +202,7 @@ impl<R: Runner> Registry<R> {
                     log_tail: Vec::new(),
                     turn: None,
                     revision: self.records.get(agent).and_then(|r| r.deployed.as_ref()).map(|d| d.revision),
+                    problem: None,
                 },
                 turn_file: self.runner.agent_state_dir(agent).join(hyperhive_hive_proto::agent_files::TURN_FILE),
             },

@@ -3,15 +3,17 @@
 //! first, so many agents changing together (a restart of hive-c0re with 200 agents) make a few
 //! publishes, not hundreds.
 
+use std::path::Path;
 use std::time::Duration;
 
 use async_nats::jetstream;
 use hyperhive_hive_proto::HiveName;
-use hyperhive_hive_proto::agent_files::TurnState;
+use hyperhive_hive_proto::agent_files::{MAX_TURN_FILE_BYTES, TURN_FILE, TurnState};
 use hyperhive_hive_proto::status::{ActualState, HiveStatus};
 use hyperhive_nats_objects::hive_status_subject;
 use tracing::{debug, warn};
 
+use crate::agent_file::{self, AgentFileError};
 use crate::board::Board;
 
 /// How long changes are gathered before a publish.
@@ -63,9 +65,7 @@ impl Publisher {
             .map(|(agent, entry)| {
                 let mut status = entry.status;
                 if matches!(status.actual, ActualState::Running | ActualState::Paused) {
-                    status.turn = std::fs::read(&entry.turn_file)
-                        .ok()
-                        .and_then(|bytes| serde_json::from_slice::<TurnState>(&bytes).ok());
+                    (status.turn, status.problem) = turn_of(&entry.turn_file);
                 }
                 (agent, status)
             })
@@ -79,6 +79,19 @@ impl Publisher {
             agents,
         };
         within_limit(status)
+    }
+}
+
+/// The agent's turn as its turn file says, or why that file could not be taken (the agent
+/// writes it; see [`crate::agent_file`]). No file yet is no problem.
+fn turn_of(path: &Path) -> (Option<TurnState>, Option<String>) {
+    match agent_file::read(path, MAX_TURN_FILE_BYTES) {
+        Ok(bytes) => match serde_json::from_slice::<TurnState>(&bytes) {
+            Ok(turn) => (Some(turn), None),
+            Err(e) => (None, Some(format!("{TURN_FILE} is not a turn state: {e}"))),
+        },
+        Err(AgentFileError::Missing) => (None, None),
+        Err(e) => (None, Some(format!("{TURN_FILE}: {e}"))),
     }
 }
 
@@ -121,6 +134,7 @@ mod tests {
             log_tail: vec![tail.to_owned()],
             turn: None,
             revision: Some(1),
+            problem: None,
         };
         let status = |agents: usize| HiveStatus {
             hive: HiveName::parse("h").unwrap(),

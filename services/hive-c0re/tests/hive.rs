@@ -605,3 +605,54 @@ async fn bad_settings_are_all_reported_one_line_each() {
         assert!(log.contains(needle), "{needle:?} not in:\n{log}");
     }
 }
+
+/// An agent owns its state directory, so it chooses what stands where hive-c0re reads its turn
+/// file: each hostile choice is reported as that agent's problem while the hive's status keeps
+/// being published, the other agent's turn is still read, and SIGTERM still stops hive-c0re.
+#[tokio::test]
+async fn a_hostile_turn_file_is_that_agents_problem_and_never_stalls_the_hive() {
+    let mut hive = Hive::new(&[("a", true), ("b", true)], 1).await;
+    hive.start().await;
+    hive.wait_agent("a", "its turn read", |s| s.turn.is_some()).await;
+    hive.wait_agent("b", "its turn read", |s| s.turn.is_some()).await;
+    let turn = hive.state_dir().join("agents/a/state/turn.json");
+    let fifo = |path: &Path| nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let zero = |path: &Path| std::os::unix::fs::symlink("/dev/zero", path).unwrap();
+    let sparse = |path: &Path| std::fs::File::create(path).unwrap().set_len(2 << 30).unwrap();
+    // A turn state whose todo id alone is 1.1 MiB: it would make every status too large to store.
+    let huge = |path: &Path| {
+        let id = "x".repeat(1_100_000);
+        std::fs::write(path, format!(r#"{{"turn":"working","todo_id":"{id}","since":"2026-12-01T00:00:00Z"}}"#))
+            .unwrap();
+    };
+    let cases: [(&str, &dyn Fn(&Path), &str); 4] = [
+        ("a FIFO", &fifo, "FIFO"),
+        ("a link to /dev/zero", &zero, "symbolic link"),
+        ("a sparse 2 GiB file", &sparse, "more than the 4096"),
+        ("a 1.1 MiB turn state", &huge, "more than the 4096"),
+    ];
+    for (what, plant, reported) in cases {
+        let _ = std::fs::remove_file(&turn);
+        plant(&turn);
+        let a = hive
+            .wait_agent("a", &format!("{what} reported"), |s| {
+                s.problem.as_deref().is_some_and(|p| p.contains(reported))
+            })
+            .await;
+        assert!(a.turn.is_none(), "{what}: {a:?}");
+        // And the publisher goes on: a later status comes, b's turn read as before.
+        let reported_in = hive.read_status().await.unwrap().published_at;
+        let later = wait_until(&format!("{what}: a later status"), PATIENCE, || async {
+            hive.read_status().await.filter(|s| s.published_at != reported_in)
+        })
+        .await
+        .unwrap();
+        let b = &later.agents[&AgentName::parse("b").unwrap()];
+        assert!(b.problem.is_none() && b.turn.is_some(), "{what}: b's turn is read as before: {b:?}");
+    }
+    // The agent writes a good one again: its problem is gone.
+    std::fs::remove_file(&turn).unwrap();
+    std::fs::write(&turn, r#"{"turn":"idle","since":"2026-12-01T00:00:00Z"}"#).unwrap();
+    hive.wait_agent("a", "its turn read again", |s| s.problem.is_none() && s.turn.is_some()).await;
+    hive.stop().await;
+}

@@ -57,6 +57,7 @@ fn status_of(hive: &str, agents: &[&str]) -> HiveStatus {
         log_tail: Vec::new(),
         turn: None,
         revision: None,
+        problem: None,
     };
     HiveStatus {
         hive: HiveName::parse(hive).unwrap(),

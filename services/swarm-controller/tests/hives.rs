@@ -34,6 +34,7 @@ fn agent_status(origin: Origin, actual: ActualState) -> AgentStatus {
         log_tail: Vec::new(),
         turn: None,
         revision: None,
+        problem: None,
     }
 }
 

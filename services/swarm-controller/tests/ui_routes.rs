@@ -55,6 +55,7 @@ impl Ui {
                     log_tail: Vec::new(),
                     turn: None,
                     revision: None,
+                    problem: None,
                 },
             )]),
         };

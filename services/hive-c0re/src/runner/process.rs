@@ -208,8 +208,8 @@ async fn end_group(group: Pid) {
 
 fn read_tail(path: &Path) -> Vec<String> {
     use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut file) = std::fs::File::open(path) else { return Vec::new() };
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    // The agent can write where its log lies: never follow a link or wait on a FIFO there.
+    let Ok((mut file, len)) = crate::agent_file::open(path) else { return Vec::new() };
     let _ = file.seek(SeekFrom::Start(len.saturating_sub(TAIL_READ_BYTES)));
     let mut bytes = Vec::new();
     let _ = file.read_to_end(&mut bytes);
