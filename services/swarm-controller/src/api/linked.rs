@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::{ApiError, json};
 use crate::linked::account::Kind;
-use crate::linked::service::{self, LinkError, LinkedAccounts};
+use crate::provision::linked_accounts::{self as service, LinkError, LinkedAccounts};
 
 impl From<LinkError> for ApiError {
     fn from(err: LinkError) -> Self {

@@ -15,7 +15,9 @@
 //! hook deleted by hand is made again; a second hook to the same URL is deleted.
 
 use hyperhive_provision::Secret;
-use hyperhive_provision::forge::{HookSpec, LabelScope, NewTeam, Org, SwarmForge, TeamPermission};
+use hyperhive_provision::forge::{HookSpec, LabelScope, NewTeam, SwarmForge, TeamPermission};
+
+use crate::provision::identities::ensure_org;
 
 /// The agents' team.
 pub const AGENTS_TEAM: &str = "agents";
@@ -42,23 +44,6 @@ pub struct ObjectsReport {
 pub struct WantedHook {
     pub url: String,
     pub secret: Secret,
-}
-
-/// The organisation `name`, made (private) when absent.
-///
-/// # Errors
-/// A forge error as text, e.g. when a user has the name.
-pub async fn ensure_org(forge: &dyn SwarmForge, name: &str) -> Result<Org, String> {
-    if let Some(org) = forge.org(name).await.map_err(|e| e.to_string())? {
-        return Ok(org);
-    }
-    forge.create_org(name, "hyperhive swarm").await.map_err(|e| {
-        if e.is_already_exists() {
-            format!("{e}; a user has that name: set SWARM_FORGE_ORG to another, or rename the user")
-        } else {
-            e.to_string()
-        }
-    })
 }
 
 /// One pass over the organisation, the webhook (when given), the labels and the team (with

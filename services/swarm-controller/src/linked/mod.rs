@@ -10,9 +10,10 @@
 //! - [`account`]: kinds, names, the `PUT` bodies and their checks, listing lines.
 //! - [`verify`]: `whoami` / `GET /api/v1/user` before storing; `logout` for `?revoke=true`.
 //! - [`store`]: the records in the secret store.
-//! - [`service`]: what the routes do, in order, and the delivery to the hive.
+//!
+//! What the routes do with them, in order, and the delivery to the hive, is provisioning's
+//! ([`crate::provision::linked_accounts`]): it queues jobs in the provisioning job graph.
 
 pub mod account;
-pub mod service;
 pub mod store;
 pub mod verify;

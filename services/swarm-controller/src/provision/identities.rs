@@ -10,7 +10,7 @@
 
 use hyperhive_hive_proto::AgentName;
 use hyperhive_hive_proto::roster::Identities;
-use hyperhive_provision::forge::{NewForgeUser, TokenCheck, Visibility};
+use hyperhive_provision::forge::{NewForgeUser, Org, SwarmForge, TokenCheck, Visibility};
 use hyperhive_provision::matrix::{AccountCheck, AdminAccountState, MatrixError};
 use hyperhive_provision::sso::NewSsoUser;
 
@@ -136,7 +136,7 @@ impl Provisioner {
         else {
             return Ok(not_configured(vars::FORGE_URL));
         };
-        crate::forge::objects::ensure_org(swarm.as_ref(), &settings.org).await.map_err(StepError::retryable)?;
+        ensure_org(swarm.as_ref(), &settings.org).await.map_err(StepError::retryable)?;
         let name = config_repo_name(agent);
         let repo = match forge.repo(&settings.org, &name).await.map_err(StepError::forge_admin)? {
             Some(repo) => repo,
@@ -247,4 +247,22 @@ impl Provisioner {
         let session = matrix.login(agent.as_str(), &password).await?;
         self.vault.put(agent, Kind::MatrixToken, &session.access_token).await
     }
+}
+
+/// The organisation `name`, made (private) when absent: before an agent's config repository,
+/// and by the forge pass that keeps the organisation's objects.
+///
+/// # Errors
+/// A forge error as text, e.g. when a user has the name.
+pub async fn ensure_org(forge: &dyn SwarmForge, name: &str) -> Result<Org, String> {
+    if let Some(org) = forge.org(name).await.map_err(|e| e.to_string())? {
+        return Ok(org);
+    }
+    forge.create_org(name, "hyperhive swarm").await.map_err(|e| {
+        if e.is_already_exists() {
+            format!("{e}; a user has that name: set SWARM_FORGE_ORG to another, or rename the user")
+        } else {
+            e.to_string()
+        }
+    })
 }

@@ -12,10 +12,13 @@
 //! - [`request`]: the `POST /api/agents` body and its validation.
 //! - [`steps`]: the nine steps and their order.
 //! - [`vault`]: the agent's secrets in the secret store.
-//! - [`identities`]: the SSO user, the forge user, config repo and token, the matrix account.
+//! - [`identities`]: the SSO user, the forge user, config repo and token, the matrix account,
+//!   and the swarm's forge organisation they live in.
 //! - [`keys`]: the store certificate and the NATS credential.
 //! - [`handoff`]: declaring the agent `paused` and sending the deploy or credentials message.
 //! - [`health`]: the credential health pass: re-checks, renewals and repair jobs.
+//! - [`linked_accounts`]: what the linked-account routes do, in order, and the `credentials` job
+//!   that delivers them to the hive.
 //! - [`error`]: [`StepError`], a step's failure and whether the job graph retries it.
 
 pub mod error;
@@ -23,6 +26,7 @@ pub mod handoff;
 pub mod health;
 pub mod identities;
 pub mod keys;
+pub mod linked_accounts;
 pub mod request;
 pub mod settings;
 pub mod steps;

@@ -13,10 +13,10 @@ use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_jobq::{JobId, JobSpec, work};
 use hyperhive_swarm_api::linked::{LinkChanged, LinkedAccount};
 
-use super::account::{self, Account, Kind, Slot};
-use super::store;
-use super::verify::{self, VerifyError};
-use crate::provision::Provisioner;
+use super::Provisioner;
+use crate::linked::account::{self, Account, Kind, Slot};
+use crate::linked::store;
+use crate::linked::verify::{self, VerifyError};
 
 /// Why a linked-account request was refused.
 #[derive(Debug, thiserror::Error)]
