@@ -21,6 +21,10 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::timeout;
 use tokio_tungstenite::WebSocketStream;
 
+/// How long a proven device's record may take to read again before its registry entry decides
+/// (see [`still_paired`]): well within the handshake's own limit.
+const CONFIRM_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// An authenticated device.
 struct Device {
     id: String,
@@ -149,12 +153,37 @@ async fn handshake(
     };
     verify_device(&record.public_key, &server_nonce, &device_nonce, &device_id, &signature)
         .map_err(|why| Refusal(CloseCode::DeviceProofFailed, format!("the device's signature {why}")))?;
+    if !still_paired(control, &device_id).await {
+        let reason = "unknown device: never paired, or forgotten; pair it again";
+        return Err(Refusal(CloseCode::UnknownDevice, reason.into()));
+    }
     let proof = control.key.sign(&server_proof_message(&device_nonce, &server_nonce, &device_id));
     let welcome = LinkFrame::Welcome { signature: proof, copy: control.copy_name.clone(), name: control.name.clone() };
     sink.send(text(&welcome))
         .await
         .map_err(|_| Refusal(CloseCode::Normal, "the device left during the handshake".into()))?;
     Ok(Device { id: record.id, kind: record.kind, name: record.name })
+}
+
+/// Whether the store still holds the proven device as paired, read once more before it is let
+/// in: a forget made through another copy reaches this one over the peer links at once and at
+/// the next refresh at the latest, but a peer link that is down or still forming (a copy just
+/// restarted) would let a forgotten device in until then. Only a device that proved its key
+/// costs this read, so a flood of hellos cannot make a copy read the store. When the store does
+/// not answer within [`CONFIRM_WITHIN`], the copy's registry decides, as it does for relaying
+/// while the bucket is away.
+async fn still_paired(control: &Control, device_id: &str) -> bool {
+    match timeout(CONFIRM_WITHIN, control.registry.fetch(control.store.as_ref(), device_id)).await {
+        Ok(Ok(found)) => found.is_some(),
+        Ok(Err(error)) => {
+            tracing::debug!(device = %device_id, %error, "the store did not confirm a device; its registry entry stands");
+            true
+        }
+        Err(_) => {
+            tracing::debug!(device = %device_id, "the store was slow to confirm a device; its registry entry stands");
+            true
+        }
+    }
 }
 
 fn verify_device(

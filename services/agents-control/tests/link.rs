@@ -337,3 +337,24 @@ async fn a_session_replaced_or_revoked_with_a_full_queue_still_gets_its_close() 
     let ended = tokio::time::timeout(WRITE_TIMEOUT + WAIT, read_to_end(&mut revoked)).await.expect("the link ends");
     assert_eq!(ended, Some(CloseCode::Revoked.code()), "a revoked device is told, so it stops reconnecting");
 }
+
+/// A forget written by another copy whose word has not reached this one (no peer link, no
+/// refresh since): the device proves its key and is still refused, from the store's record.
+#[tokio::test]
+async fn a_device_forgotten_elsewhere_is_refused_before_this_copy_hears_of_it() {
+    let copy = copy_with_key(CONTROL_SEED).await;
+    let host = copy.pair(DeviceKind::Host, "box").await;
+    let link = copy.connect(&host).await;
+    drop(link);
+    assert!(copy.control.registry.active(&host.id).is_some(), "this copy holds the host as paired");
+
+    registry::forget(copy.store.as_ref(), copy.clock.as_ref(), &host.id).await.unwrap();
+    assert!(copy.control.registry.active(&host.id).is_some(), "and has not heard of the forget");
+    let mut again = copy.open().await;
+    let challenge = next_frame(&mut again).await;
+    let (hello, _) = handshake::answer_challenge(&challenge, &host.id, &host.key, &mut rand::rng()).unwrap();
+    send(&mut again, &hello).await;
+    let (code, reason) = next_close(&mut again).await;
+    assert_eq!(code, CloseCode::UnknownDevice.code(), "{reason}");
+    assert!(copy.control.registry.active(&host.id).is_none(), "the tombstone read is kept");
+}

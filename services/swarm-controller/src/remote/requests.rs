@@ -34,12 +34,17 @@ pub const MAX_REQUEST_BYTES: usize = crate::api::MAX_CREATE_REQUEST_BYTES;
 /// Requests one client may have being sent or running at once (a followed terminal is one).
 pub const MAX_OPEN: usize = 16;
 
-/// Answers remembered for repeated ids, across every client.
+/// Answers remembered for repeated ids, in all.
 const REMEMBERED: usize = 4096;
 
-/// Bytes of stored answers kept for repeated ids; an answer larger than this is not stored (a
-/// repeat of it is answered 409, saying it ran).
+/// Bytes of stored answers kept for repeated ids, in all; an answer larger than a sixteenth of
+/// this is not stored (a repeat of it is answered 409, saying it ran).
 const REMEMBERED_BYTES: usize = 16 * 1024 * 1024;
+
+/// What one client's answers may hold of the totals: a client that sends many requests forgets
+/// its own oldest answers, never another client's.
+const REMEMBERED_PER_CLIENT: usize = REMEMBERED / 4;
+const REMEMBERED_BYTES_PER_CLIENT: usize = REMEMBERED_BYTES / 4;
 
 /// How long an answer waits for room in its client's window before it is given up (its pieces
 /// already sent stay with the link and reach the client when it is back).
@@ -58,21 +63,33 @@ enum Outcome {
     Answered(Option<Arc<Vec<FromController>>>),
 }
 
-/// Request ids and their outcomes, oldest first, bounded.
+/// Request ids and their outcomes, bounded per client and in all.
 #[derive(Debug, Default)]
 struct Outcomes {
     by_id: HashMap<(String, String), Outcome>,
-    order: VecDeque<(String, String)>,
+    /// Each client's ids, oldest first, with the bytes of its stored answers.
+    clients: HashMap<String, Remembered>,
+    /// Ids and stored bytes of every client together.
+    total: usize,
     stored_bytes: usize,
     open_per_client: HashMap<String, usize>,
+}
+
+/// One client's part of [`Outcomes`].
+#[derive(Debug, Default)]
+struct Remembered {
+    order: VecDeque<String>,
+    stored_bytes: usize,
 }
 
 impl Outcomes {
     fn open(&mut self, key: (String, String), cancel: tokio::sync::watch::Sender<bool>) {
         *self.open_per_client.entry(key.0.clone()).or_default() += 1;
-        self.by_id.insert(key.clone(), Outcome::Open(cancel));
-        self.order.push_back(key);
-        self.trim();
+        if self.by_id.insert(key.clone(), Outcome::Open(cancel)).is_none() {
+            self.clients.entry(key.0.clone()).or_default().order.push_back(key.1.clone());
+            self.total += 1;
+        }
+        self.trim(&key.0);
     }
 
     fn answered(&mut self, key: &(String, String), frames: Option<Vec<FromController>>) {
@@ -84,34 +101,64 @@ impl Outcomes {
             {
                 *open = open.saturating_sub(1);
             }
-            self.stored_bytes += kept.as_ref().map_or(0, |_| size);
+            let stored = kept.as_ref().map_or(0, |_| size);
+            self.stored_bytes += stored;
+            self.clients.entry(key.0.clone()).or_default().stored_bytes += stored;
             *outcome = Outcome::Answered(kept);
         }
-        self.trim();
+        self.trim(&key.0);
     }
 
     fn open_count(&self, client: &str) -> usize {
         self.open_per_client.get(client).copied().unwrap_or(0)
     }
 
-    /// Forgets the oldest answered ids beyond the bounds; open ones stay (they are bounded by
-    /// [`MAX_OPEN`] per client).
-    fn trim(&mut self) {
-        let mut scanned = 0;
-        while (self.order.len() > REMEMBERED || self.stored_bytes > REMEMBERED_BYTES) && scanned < self.order.len() {
-            let key = self.order.pop_front().expect("non-empty");
-            match self.by_id.get(&key) {
-                Some(Outcome::Open(_)) => {
-                    self.order.push_back(key);
-                    scanned += 1;
-                }
-                Some(Outcome::Answered(frames)) => {
-                    self.stored_bytes -= frames.as_ref().map_or(0, |f| frames_size(f));
-                    self.by_id.remove(&key);
-                }
-                None => {}
+    /// Forgets answered ids beyond the bounds, oldest first: `client`'s beyond its own share,
+    /// then, beyond the totals, those of whichever client holds the most. Open ones stay (they
+    /// are bounded by [`MAX_OPEN`] per client).
+    fn trim(&mut self, client: &str) {
+        while self
+            .clients
+            .get(client)
+            .is_some_and(|c| c.order.len() > REMEMBERED_PER_CLIENT || c.stored_bytes > REMEMBERED_BYTES_PER_CLIENT)
+        {
+            if !self.forget_oldest(client) {
+                break;
             }
         }
+        while self.total > REMEMBERED || self.stored_bytes > REMEMBERED_BYTES {
+            let Some(heaviest) =
+                self.clients.iter().max_by_key(|(_, c)| (c.stored_bytes, c.order.len())).map(|(name, _)| name.clone())
+            else {
+                break;
+            };
+            if !self.forget_oldest(&heaviest) {
+                break;
+            }
+        }
+    }
+
+    /// Forgets `client`'s oldest answered id; `false` when it has none.
+    fn forget_oldest(&mut self, client: &str) -> bool {
+        let Some(remembered) = self.clients.get_mut(client) else { return false };
+        let Some(at) = remembered
+            .order
+            .iter()
+            .position(|id| matches!(self.by_id.get(&(client.to_owned(), id.clone())), Some(Outcome::Answered(_))))
+        else {
+            return false;
+        };
+        let id = remembered.order.remove(at).expect("a position found in it");
+        if let Some(Outcome::Answered(frames)) = self.by_id.remove(&(client.to_owned(), id)) {
+            let size = frames.as_ref().map_or(0, |f| frames_size(f));
+            remembered.stored_bytes -= size;
+            self.stored_bytes -= size;
+        }
+        self.total -= 1;
+        if remembered.order.is_empty() {
+            self.clients.remove(client);
+        }
+        true
     }
 }
 
@@ -578,15 +625,48 @@ mod tests {
         let mut outcomes = Outcomes::default();
         let open = ("c".to_owned(), "open".to_owned());
         outcomes.open(open.clone(), tokio::sync::watch::channel(false).0);
-        for n in 0..REMEMBERED + 10 {
+        for n in 0..REMEMBERED_PER_CLIENT + 10 {
             let key = ("c".to_owned(), format!("r{n}"));
             outcomes.open(key.clone(), tokio::sync::watch::channel(false).0);
             outcomes.answered(&key, Some(vec![FromController::Refused { error: "e".into() }]));
         }
-        assert!(outcomes.by_id.len() <= REMEMBERED);
+        assert!(outcomes.by_id.len() <= REMEMBERED_PER_CLIENT);
         assert!(matches!(outcomes.by_id.get(&open), Some(Outcome::Open(_))), "an open request is never forgotten");
         assert_eq!(outcomes.open_count("c"), 1);
-        assert!(outcomes.by_id.contains_key(&("c".to_owned(), format!("r{}", REMEMBERED + 9))));
+        assert!(outcomes.by_id.contains_key(&("c".to_owned(), format!("r{}", REMEMBERED_PER_CLIENT + 9))));
         assert!(!outcomes.by_id.contains_key(&("c".to_owned(), "r0".to_owned())), "the oldest answers go first");
+    }
+
+    #[test]
+    fn a_client_flooding_requests_forgets_its_own_answers_not_anothers() {
+        let mut outcomes = Outcomes::default();
+        let answer = |outcomes: &mut Outcomes, client: &str, id: String, bytes: usize| {
+            let key = (client.to_owned(), id);
+            outcomes.open(key.clone(), tokio::sync::watch::channel(false).0);
+            let body = "x".repeat(bytes);
+            outcomes
+                .answered(&key, Some(vec![FromController::Body { id: key.1.clone(), body, more: false, error: None }]));
+        };
+        for n in 0..10 {
+            answer(&mut outcomes, "quiet", format!("q{n}"), 100);
+        }
+        // Many small answers, then a few large ones: past every bound, per client and in all.
+        for n in 0..REMEMBERED * 2 {
+            answer(&mut outcomes, "flood", format!("f{n}"), 100);
+        }
+        for n in 0..64 {
+            answer(&mut outcomes, "flood", format!("big{n}"), REMEMBERED_BYTES / 32);
+        }
+        for n in 0..10 {
+            let key = ("quiet".to_owned(), format!("q{n}"));
+            assert!(
+                matches!(outcomes.by_id.get(&key), Some(Outcome::Answered(Some(_)))),
+                "the quiet client's answer {n} is still remembered"
+            );
+        }
+        let flood = &outcomes.clients["flood"];
+        assert!(flood.order.len() <= REMEMBERED_PER_CLIENT && flood.stored_bytes <= REMEMBERED_BYTES_PER_CLIENT);
+        assert!(outcomes.total <= REMEMBERED && outcomes.stored_bytes <= REMEMBERED_BYTES);
+        assert_eq!(outcomes.total, outcomes.by_id.len(), "the count follows the table");
     }
 }
