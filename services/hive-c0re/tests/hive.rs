@@ -606,6 +606,9 @@ async fn bad_settings_are_all_reported_one_line_each() {
     }
 }
 
+/// Puts something at the turn file's path.
+type Plant = dyn Fn(&Path);
+
 /// An agent owns its state directory, so it chooses what stands where hive-c0re reads its turn
 /// file: each hostile choice is reported as that agent's problem while the hive's status keeps
 /// being published, the other agent's turn is still read, and SIGTERM still stops hive-c0re.
@@ -625,7 +628,7 @@ async fn a_hostile_turn_file_is_that_agents_problem_and_never_stalls_the_hive() 
         std::fs::write(path, format!(r#"{{"turn":"working","todo_id":"{id}","since":"2026-12-01T00:00:00Z"}}"#))
             .unwrap();
     };
-    let cases: [(&str, &dyn Fn(&Path), &str); 4] = [
+    let cases: [(&str, &Plant, &str); 4] = [
         ("a FIFO", &fifo, "FIFO"),
         ("a link to /dev/zero", &zero, "symbolic link"),
         ("a sparse 2 GiB file", &sparse, "more than the 4096"),
