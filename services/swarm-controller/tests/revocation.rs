@@ -134,3 +134,60 @@ async fn a_directory_from_an_older_init_gets_its_system_credential_on_first_need
     assert_eq!(std::fs::metadata(&system).unwrap().permissions().mode() & 0o777, 0o600);
     assert!(refused(&nats, &creds).await);
 }
+
+/// The hive pass revokes a destroyed agent only when the controller's own roster has it on the
+/// hive the destroyed wanted state names: a key under another hive does not cut off an agent
+/// that lives elsewhere.
+#[tokio::test]
+async fn the_pass_revokes_only_an_agent_the_roster_has_on_the_hive_its_destroyed_key_names() {
+    use hyperhive_hive_proto::HiveName;
+    use hyperhive_hive_proto::directory::HiveEntry;
+    use hyperhive_hive_proto::roster::{Identities, Origin, RosterEntry};
+    use hyperhive_hive_proto::wanted::{Wanted, WantedState};
+    use std::sync::Arc;
+    use swarm_controller::lifecycle::hive_pass::HivePass;
+    use swarm_controller::lifecycle::roster::Roster;
+    use swarm_controller::lifecycle::wanted::WantedStore;
+
+    let nats = NatsJwt::start().await.unwrap();
+    let alpha_creds = nats.mint_agent("alpha").await.unwrap();
+    let beta_creds = nats.mint_agent("beta").await.unwrap();
+    let js = async_nats::jetstream::new(nats.controller_client().await.unwrap());
+    let buckets = hyperhive_nats_objects::ensure_objects(&js).await.unwrap();
+    let roster = Roster::new(js.clone(), buckets.agents.clone());
+    let wanted = WantedStore::new(js.clone(), buckets.agent_wanted.clone());
+    let hive = |name: &str| HiveName::parse(name).unwrap();
+    for name in ["alpha", "beta"] {
+        let entry = RosterEntry {
+            hive: hive("h1"),
+            origin: Origin::Declared,
+            created_at: "2026-12-01T00:00:00Z".into(),
+            provisioning: Default::default(),
+            identities: Identities::default(),
+            spec: None,
+            revision: 0,
+        };
+        assert!(roster.create(&agent(name), &entry).await.unwrap());
+    }
+    let destroyed =
+        Wanted { state: WantedState::Destroyed, set_at: "2026-12-01T00:00:00Z".into(), set_by: "test".into() };
+    // alpha lives on h1, but the key says h2; beta's key names its own hive.
+    wanted.put(&hive("h2"), &agent("alpha"), &destroyed, None).await.unwrap();
+    wanted.put(&hive("h1"), &agent("beta"), &destroyed, None).await.unwrap();
+
+    let revoker = Arc::new(Revoker::new(nats.creds_dir().to_path_buf(), nats.url()));
+    let entry = |h: &str| (hive(h), HiveEntry { description: String::new(), labels: Default::default(), xkey: None });
+    let pass = HivePass {
+        js,
+        hives: Arc::new([entry("h1"), entry("h2")].into_iter().collect()),
+        roster,
+        wanted,
+        revoker: Some(revoker.clone()),
+        clock: Arc::new(swarm_controller::clock::SystemClock),
+    };
+    pass.run().await;
+    assert!(revoker.is_done(&agent("beta")).await, "beta is destroyed on its own hive: revoked");
+    assert!(refused(&nats, &beta_creds).await, "and refused");
+    assert!(!revoker.is_done(&agent("alpha")).await, "alpha's key names a hive it is not on");
+    connect(&nats, &alpha_creds).await.expect("alpha still connects");
+}

@@ -1,5 +1,6 @@
 //! The periodic hive pass: adds to the roster every agent of every hive status (repairing a
-//! missed watch event), and revokes every `destroyed` agent whose revocation is not done yet.
+//! missed watch event), and revokes every `destroyed` agent whose revocation is not done yet and
+//! whom the roster has on the hive the wanted state names.
 //! Failures are logged and retried at the next pass.
 
 use std::sync::Arc;
@@ -49,9 +50,26 @@ impl HivePass {
                 return;
             }
         };
+        let roster = match self.roster.list().await {
+            Ok(roster) => roster,
+            Err(err) => {
+                tracing::warn!(%err, "reading the roster failed; revocations retried at the next tick");
+                return;
+            }
+        };
         let destroyed = wanted.iter().filter(|(_, s)| s.wanted.state == WantedState::Destroyed);
         for ((hive, agent), _) in destroyed {
             if revoker.is_done(agent).await {
+                continue;
+            }
+            // A credential is revoked for good: only when the controller's own roster has the
+            // agent on the hive whose key says destroyed (a key under another hive, written by
+            // mistake or by a leaked credential, must not cut off an agent that lives elsewhere).
+            if roster.get(agent).map(|entry| &entry.hive) != Some(hive) {
+                tracing::warn!(
+                    %hive, %agent, on_roster = ?roster.get(agent).map(|e| e.hive.to_string()),
+                    "a destroyed wanted state for an agent the roster does not have on that hive; not revoked"
+                );
                 continue;
             }
             match revoker.revoke(agent).await {
