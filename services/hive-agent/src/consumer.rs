@@ -120,7 +120,7 @@ impl Consumer {
                 .map_err(nats("pulling todos"))?;
             let message = tokio::select! {
                 biased;
-                () = stopped(&mut stop) => return Ok(()),
+                () = stopped(&mut stop) => return hand_back_pending(&mut batch).await,
                 message = batch.next() => message,
             };
             let Some(message) = message else { continue };
@@ -260,5 +260,26 @@ async fn confirmed_ack(message: &Message, todo_id: &str) -> Result<(), LoopError
             }
             Err(e) => return Err(nats("acking a todo")(e)),
         }
+    }
+}
+/// Stopping while a fetch is open: the server keeps that pull request until it expires and may
+/// still send it a todo, which a gone agent would hold for the whole ack wait (60 s) before it
+/// went to the next one. So the stop waits out the pull (at most [`PULL_EXPIRES`], with the
+/// client's 5 s margin) and hands back whatever it brings, first in line again.
+async fn hand_back_pending<S, E>(batch: &mut S) -> Result<(), LoopError>
+where
+    S: futures::Stream<Item = Result<Message, E>> + Unpin,
+{
+    let drain = async {
+        while let Some(item) = batch.next().await {
+            if let Ok(message) = item {
+                message.double_ack_with(AckKind::Nak(None)).await.map_err(nats("handing back a todo at stop"))?;
+            }
+        }
+        Ok(())
+    };
+    match tokio::time::timeout(PULL_EXPIRES + PULL_EXPIRES, drain).await {
+        Ok(done) => done,
+        Err(_) => Ok(()),
     }
 }

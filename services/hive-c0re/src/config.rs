@@ -118,9 +118,11 @@ impl Config {
                 format!("HIVE_C0RE_STATE_DIR {:?} must be an absolute path", state_dir.display()),
             );
         }
+        // systemd unless asked otherwise: under the process runner every agent runs as
+        // hive-c0re's own user, so it can read the hive's keys and the other agents' secrets.
         let runner = match var("HIVE_C0RE_RUNNER").as_deref() {
-            None | Some("process") => Some(RunnerKind::Process),
-            Some("systemd") => Some(RunnerKind::Systemd),
+            None | Some("systemd") => Some(RunnerKind::Systemd),
+            Some("process") => Some(RunnerKind::Process),
             Some(other) => {
                 problem(
                     "HIVE_C0RE_RUNNER",
@@ -185,6 +187,12 @@ impl Config {
             }
         };
         let status_every = status_every(&var, &mut check);
+        if runner == Some(RunnerKind::Process) {
+            check.warn(
+                "HIVE_C0RE_RUNNER=process: every agent runs as hive-c0re's own user and can read the hive's keys \
+                 and the other agents' secrets; use systemd (the default) on a hive whose agents you do not trust",
+            );
+        }
         check.finish(|| {
             Some(Self {
                 hive: hive?,
@@ -359,6 +367,20 @@ mod tests {
             ("HIVE_C0RE_STATE_DIR", dir.display().to_string()),
             ("HIVE_C0RE_AGENT_BIN", agent_bin.display().to_string()),
         ])
+    }
+
+    #[test]
+    fn agents_run_under_systemd_unless_the_process_runner_is_asked_for_with_a_warning() {
+        let dir = tempfile::tempdir().unwrap();
+        let vars = required(dir.path());
+        let default = Config::from_env(|name| vars.get(name).cloned()).unwrap();
+        assert_eq!(default.config.runner, RunnerKind::Systemd);
+        assert!(default.warnings.is_empty(), "{:?}", default.warnings);
+        let mut vars = required(dir.path());
+        vars.insert("HIVE_C0RE_RUNNER", "process".to_owned());
+        let process = Config::from_env(|name| vars.get(name).cloned()).unwrap();
+        assert_eq!(process.config.runner, RunnerKind::Process);
+        assert!(process.warnings.iter().any(|w| w.contains("can read the hive's keys")), "{:?}", process.warnings);
     }
 
     #[test]

@@ -20,7 +20,7 @@ HIVE_C0RE_NATS_URL      the swarm's NATS server, e.g. nats://nats:4222 (required
 HIVE_C0RE_NATS_CREDS    the hive's .creds file (required)\n  \
 HIVE_C0RE_XKEY_FILE     the hive's xkey seed from `keygen` (without it deploys are not read)\n  \
 HIVE_C0RE_STATE_DIR     the state directory (default /var/lib/hive-c0re)\n  \
-HIVE_C0RE_RUNNER        process (default) or systemd\n  \
+HIVE_C0RE_RUNNER        systemd (default: each agent a unit of its own user) or process\n                          (children of hive-c0re, as its user: for tests and demos)\n  \
 HIVE_C0RE_AGENTS_FILE   the agents the host declares, JSON (optional)\n  \
 HIVE_C0RE_AGENT_BIN     the hive-agent executable (default: beside hive-c0re)\n  \
 HIVE_C0RE_STATUS_EVERY  time between status reports, 1s to 30s (default 15s); the old\n                          \

@@ -83,6 +83,7 @@ impl Hive {
             .env("HIVE_C0RE_NATS_CREDS", &self.hive_creds)
             .env("HIVE_C0RE_XKEY_FILE", self.dir.path().join("hive.xkey"))
             .env("HIVE_C0RE_STATE_DIR", self.state_dir())
+            .env("HIVE_C0RE_RUNNER", "process")
             .env("HIVE_C0RE_AGENTS_FILE", &self.agents_file)
             .env("HIVE_C0RE_AGENT_BIN", project_binary("hive-agent").unwrap())
             .env("HIVE_C0RE_STATUS_SECS", self.status_secs.to_string())
