@@ -264,8 +264,8 @@ async fn confirmed_ack(message: &Message, todo_id: &str) -> Result<(), LoopError
 }
 /// Stopping while a fetch is open: the server keeps that pull request until it expires and may
 /// still send it a todo, which a gone agent would hold for the whole ack wait (60 s) before it
-/// went to the next one. So the stop waits out the pull (at most [`PULL_EXPIRES`], with the
-/// client's 5 s margin) and hands back whatever it brings, first in line again.
+/// went to the next one. So the stop waits out the pull (its [`PULL_EXPIRES`], and a second for
+/// the server's word that it expired) and hands back whatever it brings, first in line again.
 async fn hand_back_pending<S, E>(batch: &mut S) -> Result<(), LoopError>
 where
     S: futures::Stream<Item = Result<Message, E>> + Unpin,
@@ -278,7 +278,7 @@ where
         }
         Ok(())
     };
-    match tokio::time::timeout(PULL_EXPIRES + PULL_EXPIRES, drain).await {
+    match tokio::time::timeout(PULL_EXPIRES + Duration::from_secs(1), drain).await {
         Ok(done) => done,
         Err(_) => Ok(()),
     }
