@@ -278,8 +278,5 @@ where
         }
         Ok(())
     };
-    match tokio::time::timeout(PULL_EXPIRES + Duration::from_secs(1), drain).await {
-        Ok(done) => done,
-        Err(_) => Ok(()),
-    }
+    tokio::time::timeout(PULL_EXPIRES + Duration::from_secs(1), drain).await.unwrap_or(Ok(()))
 }

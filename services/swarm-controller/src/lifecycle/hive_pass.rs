@@ -50,13 +50,6 @@ impl HivePass {
                 return;
             }
         };
-        let roster = match self.roster.list().await {
-            Ok(roster) => roster,
-            Err(err) => {
-                tracing::warn!(%err, "reading the roster failed; revocations retried at the next tick");
-                return;
-            }
-        };
         let destroyed = wanted.iter().filter(|(_, s)| s.wanted.state == WantedState::Destroyed);
         for ((hive, agent), _) in destroyed {
             if revoker.is_done(agent).await {
@@ -65,9 +58,17 @@ impl HivePass {
             // A credential is revoked for good: only when the controller's own roster has the
             // agent on the hive whose key says destroyed (a key under another hive, written by
             // mistake or by a leaked credential, must not cut off an agent that lives elsewhere).
-            if roster.get(agent).map(|entry| &entry.hive) != Some(hive) {
+            // One read per agent still to revoke, not a scan of the roster at every pass.
+            let on_roster = match self.roster.get(agent).await {
+                Ok(entry) => entry.map(|e| e.hive),
+                Err(err) => {
+                    tracing::warn!(%hive, %agent, %err, "reading the roster failed; revocation retried at the next tick");
+                    continue;
+                }
+            };
+            if on_roster.as_ref() != Some(hive) {
                 tracing::warn!(
-                    %hive, %agent, on_roster = ?roster.get(agent).map(|e| e.hive.to_string()),
+                    %hive, %agent, on_roster = ?on_roster.map(|h| h.to_string()),
                     "a destroyed wanted state for an agent the roster does not have on that hive; not revoked"
                 );
                 continue;
