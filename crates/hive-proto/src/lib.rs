@@ -11,7 +11,8 @@
 //! - [`spec`]: how a hive runs an agent (declared in the host's configuration or deployed).
 //! - [`deploy`]: deploy messages on `deploy.<hive>`, their secrets sealed to the hive's xkey.
 //! - [`agent_files`]: the two files between hive-c0re and a running hive-agent (pause, turn).
-//! - [`relay`]: the turn header hive-agent publishes on `turn.<agent>` for its watchers.
+//! - [`feed`]: the turn header hive-agent publishes on `turn.<agent>` for its watchers.
+//! - [`turns`]: the record of each finished turn, on `turns.<agent>` in `TURNS`.
 
 pub mod agent_files;
 pub mod deploy;
@@ -20,6 +21,7 @@ pub mod feed;
 pub mod roster;
 pub mod spec;
 pub mod status;
+pub mod turns;
 pub mod wanted;
 
 pub use hyperhive_schedule::{AgentName, HiveName};

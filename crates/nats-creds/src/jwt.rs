@@ -57,6 +57,11 @@ pub struct AccountSpec {
     pub exports: Vec<ServiceExport>,
     /// Services of other accounts this account's users may call.
     pub imports: Vec<ServiceImport>,
+    /// Subjects whose messages this account offers to others (one-way: nothing answers).
+    pub stream_exports: Vec<String>,
+    /// Messages of other accounts' subjects delivered into this account (the subject as the
+    /// exporter publishes it, and as this account's users subscribe to it).
+    pub stream_imports: Vec<ServiceImport>,
     /// Every user JWT of the account issued at or before this unix time is refused
     /// (`revocations: {"*": t}`): how a tenant's credentials are revoked.
     pub revoked_before: Option<u64>,
@@ -114,7 +119,8 @@ pub struct ServiceExport {
     pub response: ResponseType,
 }
 
-/// A service imported from another account under the same subject name.
+/// A service (or, in [`AccountSpec::stream_imports`], a stream) imported from another account
+/// under the same subject name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServiceImport {
     /// The exporting account's public key.
@@ -143,32 +149,22 @@ pub fn account_jwt(
         limits["consumer"] = json!(js.consumers);
         limits["max_bytes_required"] = json!(js.max_bytes_required);
     }
-    let exports: Vec<Value> = spec
-        .exports
-        .iter()
-        .map(|e| {
-            let response = match e.response {
-                ResponseType::Singleton => "Singleton",
-                ResponseType::Stream => "Stream",
-            };
-            json!({"name": e.subject, "subject": e.subject, "type": "service", "response_type": response})
-        })
-        .collect();
-    let imports: Vec<Value> = spec
-        .imports
-        .iter()
-        .map(|i| {
-            json!({"name": i.subject, "subject": i.subject, "local_subject": i.subject, "account": i.account, "type": "service"})
-        })
-        .collect();
+    let exports = claims_exports(spec);
+    let services = spec.imports.iter().map(|i| {
+        json!({"name": i.subject, "subject": i.subject, "local_subject": i.subject, "account": i.account, "type": "service"})
+    });
+    let streams = spec.stream_imports.iter().map(|i| {
+        json!({"name": i.subject, "subject": i.subject, "local_subject": i.subject, "account": i.account, "type": "stream"})
+    });
+    let imports: Vec<Value> = services.chain(streams).collect();
     let mut nats = json!({
         "limits": limits,
         "default_permissions": {"pub": {}, "sub": {}},
         "type": "account",
         "version": 2,
     });
-    if !exports.is_empty() {
-        nats["exports"] = json!(exports);
+    if !exports.is_null() {
+        nats["exports"] = exports;
     }
     if !imports.is_empty() {
         nats["imports"] = json!(imports);
@@ -177,6 +173,21 @@ pub fn account_jwt(
         nats["revocations"] = json!({"*": t});
     }
     encode(operator, name, account_public_key, at, nats)
+}
+
+/// The `exports` claim of an account JWT for `spec`, as [`account_jwt`] writes it (`null` when it
+/// exports nothing, and the claim is then left out).
+pub fn claims_exports(spec: &AccountSpec) -> Value {
+    let services = spec.exports.iter().map(|e| {
+        let response = match e.response {
+            ResponseType::Singleton => "Singleton",
+            ResponseType::Stream => "Stream",
+        };
+        json!({"name": e.subject, "subject": e.subject, "type": "service", "response_type": response})
+    });
+    let streams = spec.stream_exports.iter().map(|s| json!({"name": s, "subject": s, "type": "stream"}));
+    let exports: Vec<Value> = services.chain(streams).collect();
+    if exports.is_empty() { Value::Null } else { json!(exports) }
 }
 
 /// A user JWT signed by its account; `permissions` `None` means everything in the account.

@@ -364,6 +364,49 @@ pub fn revoke_agent(from: &Path, agent: &AgentName) -> Result<Revocation, CredsE
     Ok(Revocation { account: tenant.current_jwt(from)?, revoked_before: now })
 }
 
+/// Brings the grants of accounts made by an older build up to this one's: the swarm account's
+/// exports and each agent account's imports (a revoked agent keeps its revocation). Returns the
+/// account JWTs rewritten, for the running server; none when every account already grants what
+/// this build grants. The controller calls it at start, so an upgrade that adds a subject (an
+/// agent's turn history) reaches the agents that exist.
+///
+/// # Errors
+/// A directory not written by [`init`], or an I/O error.
+pub fn refresh_grants(from: &Path) -> Result<Vec<AccountJwt>, CredsError> {
+    check_layout(from)?;
+    let _lock = lock_accounts(from)?;
+    let keys = signing_keys(from)?;
+    let mut changed = Vec::new();
+    let swarm_path = from.join(files::SWARM_JWT);
+    let existing =
+        jwt::verified_claims(fs::read_to_string(&swarm_path).map_err(CredsError::io("read", &swarm_path))?.trim())?;
+    if existing["nats"]["exports"] != jwt::claims_exports(&limits::swarm_account()) {
+        let swarm = read_seed(&from.join(files::SWARM_SEED), KeyPairType::Account, "account")?;
+        let issued_at = existing["iat"].as_u64().map_or_else(unix_now, |previous| unix_now().max(previous + 1));
+        let at = Validity { issued_at, expires_at: None };
+        let token = jwt::account_jwt(keys.operator_key(), &swarm.public_key(), "swarm", &limits::swarm_account(), at)?;
+        creds::replace_file(&swarm_path, &format!("{token}\n"), false)?;
+        changed.push(AccountJwt::from_token(&token)?);
+    }
+    let accounts_dir = from.join(files::ACCOUNTS_DIR);
+    let mut agents: Vec<AgentName> = fs::read_dir(&accounts_dir)
+        .map_err(CredsError::io("read directory", &accounts_dir))?
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter_map(|file| AgentName::parse(file.strip_prefix("agent-")?.strip_suffix(".jwt")?).ok())
+        .collect();
+    agents.sort();
+    for agent in agents {
+        let tenant = agent_tenant(&agent);
+        let path = accounts_dir.join(format!("{}.jwt", tenant.account_name));
+        let (_, written) = tenant.write_account(from, &keys, revoked_before(&path)?)?;
+        changed.extend(written);
+    }
+    if !changed.is_empty() {
+        fragment::write(from)?;
+    }
+    Ok(changed)
+}
+
 /// When the account JWT at `path` revokes all its users, if it does (`None` also when absent).
 fn revoked_before(path: &Path) -> Result<Option<u64>, CredsError> {
     let token = match fs::read_to_string(path) {

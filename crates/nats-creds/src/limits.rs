@@ -8,7 +8,7 @@
 use hyperhive_nats_objects::limits::BUCKET_MAX_VALUE_SIZE;
 
 use crate::jwt::{AccountLimits, AccountSpec, JetStreamLimits, ResponseType, ServiceExport};
-use crate::permissions::{JS_INFO, swarm_exports};
+use crate::permissions::{JS_INFO, swarm_exports, swarm_stream_exports};
 
 /// The swarm account: JetStream where every stream must declare its size (so the account's use
 /// is the sum of its streams' `max_bytes`, reserved on the server when each is made), at most 64
@@ -27,6 +27,8 @@ pub fn swarm_account() -> AccountSpec {
         limits: AccountLimits::default(),
         exports: swarm_exports(),
         imports: Vec::new(),
+        stream_exports: swarm_stream_exports(),
+        stream_imports: Vec::new(),
         revoked_before: None,
     }
 }
@@ -52,6 +54,8 @@ pub fn no_jetstream_account() -> AccountSpec {
         limits: AccountLimits { connections: 0, subscriptions: 0, payload: 0 },
         exports: vec![ServiceExport { subject: JS_INFO.to_owned(), response: ResponseType::Singleton }],
         imports: Vec::new(),
+        stream_exports: Vec::new(),
+        stream_imports: Vec::new(),
         revoked_before: None,
     }
 }

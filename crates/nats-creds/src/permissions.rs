@@ -19,10 +19,10 @@
 //! hive, the agent token under its own hive's prefix.
 
 use hyperhive_nats_objects::{
-    AGENT_SCHEDULES_BUCKET, AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, TODO_STREAM, agent_durable_name,
-    agent_inbox_prefix, agent_schedule_direct_get_subject, agent_terminal_subject, agent_turn_subject, deploy_subject,
-    direct_get_subject, hive_durable_name, hive_inbox_prefix, hive_status_subject, hive_wanted_filter, kv_key_subject,
-    kv_stream, todo_subject,
+    AGENT_SCHEDULES_BUCKET, AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, TODO_STREAM, agent_cancel_subject,
+    agent_durable_name, agent_inbox_prefix, agent_schedule_direct_get_subject, agent_terminal_subject,
+    agent_turn_subject, agent_turns_subject, deploy_subject, direct_get_subject, hive_durable_name, hive_inbox_prefix,
+    hive_status_subject, hive_wanted_filter, kv_key_subject, kv_stream, todo_subject,
 };
 use hyperhive_schedule::{AgentName, HiveName};
 use serde::Serialize;
@@ -57,7 +57,7 @@ fn pull_consumer(stream: &str, durable: &str, filter: &str) -> [String; 4] {
 }
 
 /// The swarm services `agent` imports: its own todo queue (add, consume, ack), its terminal and
-/// turn subjects, and the direct get of its own schedules. No KV watch: the consumer-create
+/// turn subjects, its own turn history (publish only), and the direct get of its own schedules. No KV watch: the consumer-create
 /// subject of a watch names no key.
 pub fn agent_imports(agent: &AgentName) -> Vec<String> {
     let queue = todo_subject(agent);
@@ -66,6 +66,7 @@ pub fn agent_imports(agent: &AgentName) -> Vec<String> {
     subjects.extend([
         agent_terminal_subject(agent),
         agent_turn_subject(agent),
+        agent_turns_subject(agent),
         agent_schedule_direct_get_subject(agent),
     ]);
     subjects
@@ -98,6 +99,7 @@ pub fn swarm_exports() -> Vec<ServiceExport> {
         one("todo.*".to_owned()),
         one("term.*".to_owned()),
         one("turn.*".to_owned()),
+        one("turns.*".to_owned()),
         one(direct_get_subject(AGENT_SCHEDULES_BUCKET, "*")),
         one(kv_key_subject(HIVE_STATUS_BUCKET, "*")),
         one(direct_get_subject(HIVE_STATUS_BUCKET, "*")),
@@ -109,14 +111,28 @@ pub fn swarm_exports() -> Vec<ServiceExport> {
     exports
 }
 
+/// The subjects whose messages the swarm account sends into tenant accounts: each agent's cancel
+/// requests (`cancel.<agent>`), which only the controller publishes.
+pub fn swarm_stream_exports() -> Vec<String> {
+    vec!["cancel.*".to_owned()]
+}
+
+/// The swarm subjects whose messages `agent`'s account receives: its own cancel requests.
+pub fn agent_stream_imports(agent: &AgentName) -> Vec<String> {
+    vec![agent_cancel_subject(agent)]
+}
+
 /// The user rights inside an account: publish only to its imports, subscribe only to its inbox.
 fn tenant_permissions(imports: Vec<String>, inbox_prefix: String) -> Permissions {
     Permissions { publish_allow: imports, subscribe_allow: vec![format!("{inbox_prefix}.>")] }
 }
 
-/// The rights of `agent`'s user, and nothing broader.
+/// The rights of `agent`'s user, and nothing broader: its inbox and its cancel requests for
+/// subscribe.
 pub fn agent_permissions(agent: &AgentName) -> Permissions {
-    tenant_permissions(agent_imports(agent), agent_inbox_prefix(agent))
+    let mut permissions = tenant_permissions(agent_imports(agent), agent_inbox_prefix(agent));
+    permissions.subscribe_allow.extend(agent_stream_imports(agent));
+    permissions
 }
 
 /// The rights of `hive`'s user: its imports, except that its agents' todo queues are one
@@ -172,10 +188,11 @@ mod tests {
                 "$JS.ACK.TODO.agent-a.>",
                 "term.a",
                 "turn.a",
+                "turns.a",
                 "$JS.API.DIRECT.GET.KV_agent-schedules.$KV.agent-schedules.a",
             ]
         );
-        assert_eq!(p.subscribe_allow, ["_INBOX_a.>"]);
+        assert_eq!(p.subscribe_allow, ["_INBOX_a.>", "cancel.a"]);
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub(crate) struct Tenant {
     pub(crate) account_name: String,
     user_name: String,
     imports: Vec<String>,
+    stream_imports: Vec<String>,
     account_limits: jwt::AccountLimits,
     permissions: Permissions,
 }
@@ -27,6 +28,7 @@ pub(crate) fn agent_tenant(agent: &AgentName) -> Tenant {
         account_name: format!("agent-{agent}"),
         user_name: agent.to_string(),
         imports: permissions::agent_imports(agent),
+        stream_imports: permissions::agent_stream_imports(agent),
         account_limits: limits::agent_account(),
         permissions: agent_permissions(agent),
     }
@@ -38,6 +40,7 @@ pub(crate) fn hive_tenant(hive: &HiveName, agents: &[AgentName]) -> Tenant {
         account_name: format!("hive-{hive}"),
         user_name: format!("hive-{hive}"),
         imports: permissions::hive_imports(hive, agents),
+        stream_imports: Vec::new(),
         account_limits: limits::hive_account(),
         permissions: hive_permissions(hive),
     }
@@ -69,6 +72,13 @@ pub(crate) struct SigningKeys {
     operator: KeyPair,
     swarm: String,
     no_jetstream: String,
+}
+
+impl SigningKeys {
+    /// The operator key, which signs every account JWT.
+    pub(crate) fn operator_key(&self) -> &KeyPair {
+        &self.operator
+    }
 }
 
 pub(crate) fn signing_keys(from: &Path) -> Result<SigningKeys, CredsError> {
@@ -114,6 +124,8 @@ impl Tenant {
             })
             .chain(self.imports.iter().map(own))
             .collect(),
+            stream_exports: Vec::new(),
+            stream_imports: self.stream_imports.iter().map(own).collect(),
             revoked_before,
         };
         let jwt_path = accounts.join(format!("{}.jwt", self.account_name));

@@ -7,7 +7,8 @@ use async_nats::jetstream::{self, kv, stream};
 use crate::limits::{self, TODO_DUPLICATE_WINDOW};
 use crate::names::{
     AGENT_ICONS_BUCKET, AGENT_SCHEDULES_BUCKET, AGENT_WANTED_BUCKET, AGENTS_BUCKET, CONFIG_PRS_BUCKET, DEPLOY_STREAM,
-    HIVE_STATUS_BUCKET, RELAY_STREAM, SCHEDULE_DEFINITIONS_BUCKET, SWARM_SECRETS_BUCKET, TODO_STREAM, kv_stream,
+    HIVE_STATUS_BUCKET, RELAY_STREAM, SCHEDULE_DEFINITIONS_BUCKET, SWARM_SECRETS_BUCKET, TODO_STREAM, TURNS_STREAM,
+    kv_stream,
 };
 
 /// Making or checking a stream or bucket failed; the message says which and why.
@@ -55,7 +56,7 @@ pub struct Buckets {
 
 /// Creates every stream and bucket of the swarm when absent (`schedule-definitions`,
 /// `agent-schedules` with direct get, `hive-status`, `agent-wanted`, `agents`, `swarm-secrets`,
-/// `agent-icons`, `config-prs`, `TODO`, `DEPLOY`, `RELAY`), sets the
+/// `agent-icons`, `config-prs`, `TODO`, `DEPLOY`, `RELAY`, `TURNS`), sets the
 /// limits each must hold to (see [`crate::limits`]) on existing ones, and refuses
 /// existing ones whose settings would break the design.
 ///
@@ -87,7 +88,8 @@ pub async fn ensure_replicated_objects(js: &jetstream::Context, replicas: usize)
     let config_prs = bucket(CONFIG_PRS_BUCKET, "agent name -> its config repository's pull request", false).await?;
     ensure_queue(js, stream::Config { num_replicas: replicas, ..todo_stream_config() }).await?;
     ensure_queue(js, stream::Config { num_replicas: replicas, ..deploy_stream_config() }).await?;
-    ensure_relay(js, replicas).await?;
+    ensure_history(js, stream::Config { num_replicas: replicas, ..relay_stream_config() }).await?;
+    ensure_history(js, stream::Config { num_replicas: replicas, ..turns_stream_config() }).await?;
     Ok(Buckets { definitions, agent_schedules, hive_status, agent_wanted, agents, secrets, icons, config_prs })
 }
 
@@ -246,6 +248,25 @@ pub fn relay_stream_config() -> stream::Config {
     }
 }
 
+/// `TURNS`: every agent's turn history on `turns.<agent>`, one record per finished turn; the
+/// oldest go first, per agent (a count), by age and in all. Direct get, for an agent's last turn.
+pub fn turns_stream_config() -> stream::Config {
+    stream::Config {
+        name: TURNS_STREAM.to_owned(),
+        description: Some("every agent's turn history, one record per finished turn, on turns.<agent>".into()),
+        subjects: vec!["turns.*".to_owned()],
+        retention: stream::RetentionPolicy::Limits,
+        discard: stream::DiscardPolicy::Old,
+        max_messages_per_subject: limits::TURNS_MAX_MSGS_PER_AGENT,
+        max_age: limits::TURNS_MAX_AGE,
+        max_bytes: limits::TURNS_MAX_BYTES,
+        max_message_size: limits::TURNS_MAX_MSG_SIZE,
+        duplicate_window: TODO_DUPLICATE_WINDOW,
+        allow_direct: true,
+        ..Default::default()
+    }
+}
+
 /// A line when an object's replica count changes: NATS then copies (or drops) its data, which
 /// an operator wants to see in the log.
 fn log_replicas(what: &str, from: usize, to: usize) {
@@ -255,19 +276,21 @@ fn log_replicas(what: &str, from: usize, to: usize) {
     }
 }
 
-/// Creates `RELAY` if absent and gives an existing one the limits and settings above.
-async fn ensure_relay(js: &jetstream::Context, replicas: usize) -> Result<(), SetupError> {
-    let wanted = stream::Config { num_replicas: replicas, ..relay_stream_config() };
+/// Creates a history stream (`RELAY`, `TURNS`) if absent and gives an existing one `wanted`'s
+/// limits and settings; it must keep messages by limits.
+async fn ensure_history(js: &jetstream::Context, wanted: stream::Config) -> Result<(), SetupError> {
+    let (name, replicas) = (wanted.name.clone(), wanted.num_replicas);
     let stream = js
         .get_or_create_stream(wanted.clone())
         .await
-        .map_err(|e| replicated_setup_error(format!("creating stream {RELAY_STREAM}"), replicas)(e.to_string()))?;
+        .map_err(|e| replicated_setup_error(format!("creating stream {name}"), replicas)(e.to_string()))?;
     let current = stream.cached_info().config.clone();
     let settled = stream::Config {
         retention: current.retention,
         subjects: wanted.subjects,
         discard: wanted.discard,
         max_messages_per_subject: wanted.max_messages_per_subject,
+        max_age: wanted.max_age,
         max_bytes: wanted.max_bytes,
         max_message_size: wanted.max_message_size,
         allow_direct: true,
@@ -276,17 +299,17 @@ async fn ensure_relay(js: &jetstream::Context, replicas: usize) -> Result<(), Se
     };
     if settled.retention != stream::RetentionPolicy::Limits {
         return Err(SetupError::Misconfigured(format!(
-            "stream {RELAY_STREAM} exists with retention {:?}; it must keep messages by limits \
+            "stream {name} exists with retention {:?}; it must keep messages by limits \
              (delete it and let swarm-controller create it)",
             settled.retention
         )));
     }
     if settled != current {
-        log_replicas(&format!("stream {RELAY_STREAM}"), current.num_replicas, replicas);
-        tracing::info!(stream = RELAY_STREAM, "setting the stream's limits and replicas");
+        log_replicas(&format!("stream {name}"), current.num_replicas, replicas);
+        tracing::info!(stream = %name, "setting the stream's limits and replicas");
         js.update_stream(&settled)
             .await
-            .map_err(|e| replicated_setup_error(format!("updating stream {RELAY_STREAM}"), replicas)(e.to_string()))?;
+            .map_err(|e| replicated_setup_error(format!("updating stream {name}"), replicas)(e.to_string()))?;
     }
     Ok(())
 }

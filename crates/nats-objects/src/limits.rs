@@ -48,11 +48,21 @@ pub const RELAY_MAX_MSGS_PER_SUBJECT: i64 = 1_000;
 /// Bytes `RELAY` keeps in all, the oldest dropped first: a very chatty agent can shorten the
 /// others' history, never stop their output.
 pub const RELAY_MAX_BYTES: i64 = 256 * MIB;
+/// Turn records `TURNS` keeps per agent: its latest turns, the oldest dropped first.
+pub const TURNS_MAX_MSGS_PER_AGENT: i64 = 200;
+/// How long `TURNS` keeps a record.
+pub const TURNS_MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
+/// The largest turn record (a 4 KiB prompt and 16 KiB of output, JSON-escaped, with room).
+pub const TURNS_MAX_MSG_SIZE: i32 = 128 * 1024;
+/// Bytes `TURNS` keeps in all, the oldest dropped first. One agent holds at most
+/// [`TURNS_MAX_MSGS_PER_AGENT`] records of which each is usually a few KiB.
+pub const TURNS_MAX_BYTES: i64 = 256 * MIB;
 /// Values each KV bucket keeps per key: the current one only.
 pub const BUCKET_HISTORY: i64 = 1;
 /// What the swarm's streams reserve on the NATS server's disk together (nats-server refuses a
 /// stream whose `max_bytes` does not fit in its `max_file_store`, which defaults to 75% of the
-/// disk space free at its start): the TODO and DEPLOY queues, the RELAY history and eight buckets
+/// disk space free at its start): the TODO and DEPLOY queues, the RELAY and TURNS histories and eight buckets
 /// (`schedule-definitions`, `agent-schedules`, `hive-status`, `agent-wanted`, `agents`,
 /// `swarm-secrets`, `agent-icons`, `config-prs`).
-pub const SWARM_RESERVED_BYTES: i64 = TODO_MAX_BYTES + DEPLOY_MAX_BYTES + RELAY_MAX_BYTES + 8 * BUCKET_MAX_BYTES;
+pub const SWARM_RESERVED_BYTES: i64 =
+    TODO_MAX_BYTES + DEPLOY_MAX_BYTES + RELAY_MAX_BYTES + TURNS_MAX_BYTES + 8 * BUCKET_MAX_BYTES;

@@ -42,6 +42,9 @@ pub const DEPLOY_STREAM: &str = "DEPLOY";
 /// Stream of every agent's recent terminal output and turn headers, on `term.<agent>` and
 /// `turn.<agent>`, oldest dropped first: the agents' terminal feeds.
 pub const RELAY_STREAM: &str = "RELAY";
+/// Stream of every agent's turn history, on `turns.<agent>`: one record per finished turn,
+/// kept per agent up to a count and an age.
+pub const TURNS_STREAM: &str = "TURNS";
 
 /// `todo.<agent>`: the agent's queue subject.
 pub fn todo_subject(agent: &AgentName) -> String {
@@ -61,6 +64,17 @@ pub fn agent_terminal_subject(agent: &AgentName) -> String {
 /// `turn.<agent>`: the agent's turn state.
 pub fn agent_turn_subject(agent: &AgentName) -> String {
     format!("turn.{agent}")
+}
+
+/// `turns.<agent>`: the agent's turn history (one record per finished turn).
+pub fn agent_turns_subject(agent: &AgentName) -> String {
+    format!("turns.{agent}")
+}
+
+/// `cancel.<agent>`: requests to cancel the agent's running turn (the controller publishes, the
+/// agent subscribes).
+pub fn agent_cancel_subject(agent: &AgentName) -> String {
+    format!("cancel.{agent}")
 }
 
 /// `KV_<bucket>`: the stream behind a KV bucket.
@@ -127,6 +141,8 @@ mod tests {
         assert_eq!(deploy_subject(&hive), "deploy.hive1");
         assert_eq!(agent_terminal_subject(&agent), "term.bee-1");
         assert_eq!(agent_turn_subject(&agent), "turn.bee-1");
+        assert_eq!(agent_turns_subject(&agent), "turns.bee-1");
+        assert_eq!(agent_cancel_subject(&agent), "cancel.bee-1");
         assert_eq!(hive_wanted_filter(&hive), "$KV.agent-wanted.hive1.*");
         assert_eq!(hive_status_subject(&hive), "$KV.hive-status.hive1");
         assert_eq!(

@@ -14,12 +14,14 @@ use hyperhive_schedule::{AgentName, Todo};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
+use crate::cancel::Cancels;
 use crate::clock::Clock;
 use crate::error::{LoopError, nats};
 use crate::feed::Feed;
+use crate::history::{Ended, History, OutputTail, record_of};
 use crate::pause::Pause;
 use crate::state::State;
-use crate::turn::{TurnEnd, run_turn};
+use crate::turn::{TurnEnd, TurnLimits, run_turn};
 use crate::turn_file::TurnReporter;
 
 /// How long the server waits for an ack before redelivering; a running turn keeps extending
@@ -61,6 +63,10 @@ pub struct Consumer {
     pub(crate) reporter: TurnReporter,
     /// Where the turn's output goes (its terminal).
     pub(crate) feed: Feed,
+    /// Where each finished turn is recorded.
+    pub(crate) history: History,
+    /// Requests to cancel a running turn.
+    pub(crate) cancels: Cancels,
 }
 
 impl Consumer {
@@ -179,7 +185,10 @@ impl Consumer {
     /// Runs the todo's turn, records it as finished and acks it (or hands it back on a stop);
     /// `true` when the turn succeeded.
     async fn run_turn_of(&self, message: &Message, todo: &Todo) -> Result<bool, LoopError> {
-        let turn = run_turn(&self.turn_command, &self.agent, todo, self.turn_timeout, &self.feed);
+        let tail = OutputTail::default();
+        let limits = TurnLimits { timeout: self.turn_timeout, feed: &self.feed, tail: &tail };
+        let started = self.clock.now();
+        let turn = run_turn(&self.turn_command, &self.agent, todo, limits, self.cancels.requested(&todo.id));
         tokio::pin!(turn);
         let mut progress = tokio::time::interval(ACK_WAIT / 3);
         progress.tick().await;
@@ -206,10 +215,19 @@ impl Consumer {
             }
         };
         let succeeded = matches!(status, Ok(TurnEnd::Exited(status)) if status.success());
+        let end = status.as_ref().map(|end| *end).map_err(drop);
         let code = match status {
             Ok(TurnEnd::Exited(status)) if status.success() => {
                 info!(todo = %todo.id, "turn finished");
                 status.code()
+            }
+            Ok(TurnEnd::Cancelled) => {
+                warn!(
+                    todo = %todo.id,
+                    "turn cancelled: it and every process it started were ended; the todo is recorded as \
+                     finished (cancelled) and will not rerun"
+                );
+                None
             }
             Ok(TurnEnd::TimedOut) => {
                 error!(
@@ -232,8 +250,10 @@ impl Consumer {
                 None
             }
         };
+        let ended = self.clock.now();
         // Recorded before the ack: a crash in between redelivers a todo that is then skipped.
-        self.state.record_finished(&todo.id, self.clock.now(), code)?;
+        self.state.record_finished(&todo.id, ended, code)?;
+        self.history.record(&record_of(todo, Ended { started, ended, end }, &tail)).await;
         confirmed_ack(message, &todo.id).await?;
         Ok(succeeded)
     }

@@ -11,11 +11,14 @@
 //! - [`consumer`]: the durable pull consumer, one todo at a time.
 //! - [`turn`]: runs the turn command.
 //! - [`feed`]: the turn's output and turn header, published for the agent's watchers.
+//! - [`history`]: the record of each finished turn, on `turns.<agent>`.
+//! - [`cancel`]: requests to cancel the running turn, on `cancel.<agent>`.
 //! - [`pause`]: the pause file hive-c0re writes: while it exists, no todo and no slot.
 //! - [`turn_file`]: `turn.json`, what the agent is doing, for hive-c0re to report.
 //! - [`error`]: why a tick or a consumer pass failed.
 //! - [`clock`]: the injected wall clock.
 
+pub mod cancel;
 pub mod clock;
 pub mod config;
 pub mod connect;
@@ -24,6 +27,7 @@ pub mod credential;
 pub mod creds_watch;
 pub mod error;
 pub mod feed;
+pub mod history;
 pub mod pause;
 pub mod state;
 pub mod supervisor;
@@ -38,11 +42,13 @@ use async_nats::jetstream;
 use hyperhive_daemon::tasks::{DropGuard, STOP_WITHIN, Tasks};
 use tokio::sync::watch;
 
+use crate::cancel::Cancels;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::consumer::Consumer;
 use crate::creds_watch::CredsWatch;
 use crate::feed::Feed;
+use crate::history::History;
 use crate::pause::Pause;
 use crate::state::{State, StateError};
 use crate::ticker::Ticker;
@@ -95,6 +101,7 @@ impl Agent {
         let _cancel_on_drop = [consumer.cancel_on_drop(), tasks.cancel_on_drop()];
         tasks.spawn(CredsWatch { path: config.creds.clone(), agent: config.name.clone(), renewals, current }.run());
         let js = jetstream::new(client.clone());
+        let js_for_history = js.clone();
         let (ticks_tx, ticks) = watch::channel(0);
         let (stop, stop_rx) = watch::channel(false);
         let feed = Feed::start(client.clone(), &config.name, &tasks);
@@ -102,6 +109,8 @@ impl Agent {
         let pause = Pause::new(config.pause_file.clone(), reporter.clone());
         tasks.spawn(pause.clone().watch());
         let message_id_key = state.message_id_key()?;
+        let cancels = Cancels::default();
+        tasks.spawn(cancels.clone().listen(client.clone(), config.name.clone()));
         tasks.spawn(
             Ticker {
                 agent: config.name.clone(),
@@ -130,6 +139,8 @@ impl Agent {
                 pause,
                 reporter,
                 feed,
+                history: History::new(js_for_history, &config.name),
+                cancels,
             }
             .run(),
         );

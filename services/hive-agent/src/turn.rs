@@ -20,6 +20,7 @@ use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
 use crate::feed::{Feed, Utf8Chunker};
+use crate::history::OutputTail;
 
 /// How long a turn past its timeout has between SIGTERM and SIGKILL: long enough for a tool to
 /// remove its lock files (git does on SIGTERM), short enough not to hold the queue.
@@ -35,11 +36,24 @@ pub enum TurnEnd {
     Exited(ExitStatus),
     /// Still running at the timeout: its process group was sent SIGTERM, then SIGKILL.
     TimedOut,
+    /// Cancelled by an operator: its process group was sent SIGTERM, then SIGKILL.
+    Cancelled,
 }
 
-/// Runs `command` for `todo` and waits for it to exit, at most `timeout`. Whatever the turn
-/// started is killed when it ends, and at once if this future is dropped (agent shutdown: the
-/// todo is then not acked and comes back).
+/// What a turn is run with besides its command and todo.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnLimits<'a> {
+    /// How long it may run before it is killed.
+    pub timeout: Duration,
+    /// Where its output goes (its terminal).
+    pub feed: &'a Feed,
+    /// The last of its output, kept for its record.
+    pub tail: &'a OutputTail,
+}
+
+/// Runs `command` for `todo` and waits for it to exit, at most `limits.timeout`, or until
+/// `cancelled` resolves. Whatever the turn started is killed when it ends, and at once if this
+/// future is dropped (agent shutdown: the todo is then not acked and comes back).
 ///
 /// # Errors
 /// When `sh` cannot be started or waited for. A turn that cannot read all of its stdin (it
@@ -48,9 +62,10 @@ pub async fn run_turn(
     command: &str,
     agent: &AgentName,
     todo: &Todo,
-    timeout: Duration,
-    feed: &Feed,
+    limits: TurnLimits<'_>,
+    cancelled: impl Future<Output = ()>,
 ) -> std::io::Result<TurnEnd> {
+    let TurnLimits { timeout, feed, tail } = limits;
     let mut turn = TurnGroup::spawn(
         Command::new("sh")
             .arg("-c")
@@ -64,8 +79,8 @@ pub async fn run_turn(
     )?;
     let mut stdin = turn.child.stdin.take().expect("stdin is piped");
     let readers = [
-        forward(turn.child.stdout.take().expect("stdout is piped"), tokio::io::stdout(), feed.clone()),
-        forward(turn.child.stderr.take().expect("stderr is piped"), tokio::io::stderr(), feed.clone()),
+        forward(turn.child.stdout.take().expect("stdout is piped"), tokio::io::stdout(), feed.clone(), tail.clone()),
+        forward(turn.child.stderr.take().expect("stderr is piped"), tokio::io::stderr(), feed.clone(), tail.clone()),
     ];
     let body = todo.body.clone();
     // Written concurrently with the wait so a body larger than the pipe buffer cannot deadlock
@@ -73,16 +88,21 @@ pub async fn run_turn(
     let feed = tokio::spawn(async move {
         let _ = stdin.write_all(body.as_bytes()).await;
     });
-    let end = match tokio::time::timeout(timeout, turn.child.wait()).await {
-        Ok(status) => status.map(TurnEnd::Exited),
-        Err(_) => {
+    let stopped_by = tokio::select! {
+        status = turn.child.wait() => status.map(TurnEnd::Exited),
+        () = tokio::time::sleep(timeout) => Ok(TurnEnd::TimedOut),
+        () = cancelled => Ok(TurnEnd::Cancelled),
+    };
+    let end = match stopped_by {
+        Ok(ended @ (TurnEnd::TimedOut | TurnEnd::Cancelled)) => {
             turn.signal(Signal::SIGTERM);
             // Whether or not `sh` left within the grace, the group is killed below, so a child
             // that ignores SIGTERM is not left behind.
             let _ = tokio::time::timeout(TERM_GRACE, turn.child.wait()).await;
             turn.signal(Signal::SIGKILL);
-            turn.child.wait().await.map(|_| TurnEnd::TimedOut)
+            turn.child.wait().await.map(|_| ended)
         }
+        exited => exited,
     };
     feed.abort();
     // What the turn left running is ended now, so its pipes close and the readers finish with
@@ -96,8 +116,9 @@ pub async fn run_turn(
     end
 }
 
-/// Reads `from` until it closes, writing each read to `log` and offering it to `feed`.
-fn forward<R, W>(mut from: R, mut log: W, feed: Feed) -> JoinHandle<()>
+/// Reads `from` until it closes, writing each read to `log`, offering it to `feed` and keeping
+/// the last of it in `tail`.
+fn forward<R, W>(mut from: R, mut log: W, feed: Feed, tail: OutputTail) -> JoinHandle<()>
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -111,6 +132,7 @@ where
                 Ok(n) => &buffer[..n],
             };
             let _ = log.write_all(read).await;
+            tail.push(read);
             feed.terminal(&chunker.push(read));
         }
         let rest = chunker.finish();
@@ -160,6 +182,17 @@ mod tests {
 
     const LONG: Duration = Duration::from_secs(3600);
 
+    /// A turn's limits with a tail nobody reads.
+    fn limits(timeout: Duration, feed: &Feed) -> TurnLimits<'_> {
+        let tail: &'static OutputTail = Box::leak(Box::default());
+        TurnLimits { timeout, feed, tail }
+    }
+
+    /// A cancellation that never comes.
+    fn pending() -> std::future::Pending<()> {
+        std::future::pending()
+    }
+
     fn todo(body: &str) -> Todo {
         Todo { id: "t-1".into(), source: "schedule:s".into(), body: body.into() }
     }
@@ -199,7 +232,7 @@ mod tests {
         let out = dir.path().join("out");
         let command =
             format!("{{ cat; echo \"|$HIVE_AGENT_NAME|$HIVE_TODO_ID|$HIVE_TODO_SOURCE\"; }} > {}", out.display());
-        let end = run_turn(&command, &bee(), &todo("hello"), LONG, &Feed::disabled()).await.unwrap();
+        let end = run_turn(&command, &bee(), &todo("hello"), limits(LONG, &Feed::disabled()), pending()).await.unwrap();
         assert!(matches!(end, TurnEnd::Exited(status) if status.success()), "{end:?}");
         assert_eq!(std::fs::read_to_string(out).unwrap(), "hello|bee|t-1|schedule:s\n");
     }
@@ -209,7 +242,7 @@ mod tests {
         let (feed, mut fed) = Feed::capture();
         // 'é' is written a byte at a time, with a pause between, from stdout; stderr too.
         let command = r"printf 'start\n'; printf '\303'; sleep 0.2; printf '\251\n'; printf 'oops\n' >&2";
-        let end = run_turn(command, &bee(), &todo(""), LONG, &feed).await.unwrap();
+        let end = run_turn(command, &bee(), &todo(""), limits(LONG, &feed), pending()).await.unwrap();
         assert!(matches!(end, TurnEnd::Exited(status) if status.success()), "{end:?}");
         drop(feed);
         let mut chunks = Vec::new();
@@ -225,7 +258,7 @@ mod tests {
     #[tokio::test]
     async fn exit_codes_come_back_and_unread_stdin_is_fine() {
         let big = "x".repeat(1 << 20);
-        let end = run_turn("exit 3", &bee(), &todo(&big), LONG, &Feed::disabled()).await.unwrap();
+        let end = run_turn("exit 3", &bee(), &todo(&big), limits(LONG, &Feed::disabled()), pending()).await.unwrap();
         assert!(matches!(end, TurnEnd::Exited(status) if status.code() == Some(3)), "{end:?}");
     }
 
@@ -233,9 +266,15 @@ mod tests {
     async fn a_turn_past_its_timeout_is_killed_with_everything_it_started() {
         let dir = tempfile::tempdir().unwrap();
         let started = Instant::now();
-        let end = run_turn(&lingering(dir.path(), ""), &bee(), &todo(""), Duration::from_secs(1), &Feed::disabled())
-            .await
-            .unwrap();
+        let end = run_turn(
+            &lingering(dir.path(), ""),
+            &bee(),
+            &todo(""),
+            limits(Duration::from_secs(1), &Feed::disabled()),
+            pending(),
+        )
+        .await
+        .unwrap();
         assert_eq!(end, TurnEnd::TimedOut);
         assert!(started.elapsed() < TERM_GRACE, "SIGTERM alone ends these sleeps: {:?}", started.elapsed());
         none_running(&pids_of(dir.path()).await).await;
@@ -247,10 +286,29 @@ mod tests {
         let started = Instant::now();
         // The ignored SIGTERM is inherited by both sleeps.
         let command = lingering(dir.path(), "trap '' TERM;");
-        let end = run_turn(&command, &bee(), &todo(""), Duration::from_secs(1), &Feed::disabled()).await.unwrap();
+        let end = run_turn(&command, &bee(), &todo(""), limits(Duration::from_secs(1), &Feed::disabled()), pending())
+            .await
+            .unwrap();
         assert_eq!(end, TurnEnd::TimedOut);
         assert!(started.elapsed() >= TERM_GRACE, "killed before the grace: {:?}", started.elapsed());
         none_running(&pids_of(dir.path()).await).await;
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_turn_ends_with_everything_it_started_and_keeps_its_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let command = lingering(dir.path(), "echo before-cancel;");
+        let (feed, tail) = (Feed::disabled(), OutputTail::default());
+        let limits = TurnLimits { timeout: LONG, feed: &feed, tail: &tail };
+        let pids = dir.path().to_owned();
+        // Cancelled once the turn has started all three processes.
+        let cancel = async move {
+            pids_of(&pids).await;
+        };
+        let end = run_turn(&command, &bee(), &todo(""), limits, cancel).await.unwrap();
+        assert_eq!(end, TurnEnd::Cancelled);
+        none_running(&pids_of(dir.path()).await).await;
+        assert!(tail.text().0.contains("before-cancel"), "{:?}", tail.text());
     }
 
     #[tokio::test]
@@ -260,7 +318,7 @@ mod tests {
         let agent = bee();
         let todo = todo("");
         let feed = Feed::disabled();
-        let turn = run_turn(&command, &agent, &todo, LONG, &feed);
+        let turn = run_turn(&command, &agent, &todo, limits(LONG, &feed), pending());
         let pids = tokio::select! {
             end = turn => panic!("the turn ended by itself: {end:?}"),
             pids = pids_of(dir.path()) => pids,
@@ -273,7 +331,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pids = dir.path().join("pids");
         let command = format!("sleep 1000 & echo $! > {}; exit 0", pids.display());
-        let end = run_turn(&command, &bee(), &todo(""), LONG, &Feed::disabled()).await.unwrap();
+        let end = run_turn(&command, &bee(), &todo(""), limits(LONG, &Feed::disabled()), pending()).await.unwrap();
         assert!(matches!(end, TurnEnd::Exited(status) if status.success()), "{end:?}");
         let background = Pid::from_raw(std::fs::read_to_string(pids).unwrap().trim().parse().unwrap());
         none_running(&[background]).await;

@@ -271,6 +271,15 @@ async fn serve(
     let wanted = WantedStore::new(js.clone(), buckets.agent_wanted);
     // One `Accounts` for every account change, so changes reach the server in order.
     let accounts = config.settings.nats_dir.map(|dir| Arc::new(Accounts::new(dir, config.settings.nats_url.clone())));
+    if let Some(accounts) = &accounts {
+        // A failure here is not fatal: the accounts keep what they granted, and each agent's
+        // next credential renewal rewrites its account anyway.
+        match accounts.refresh_grants().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(accounts = n, "accounts brought up to this build's grants and given to the server"),
+            Err(e) => tracing::warn!("could not bring the accounts up to this build's grants: {e}"),
+        }
+    }
     let hub = Arc::new(ForgeHub {
         secret: config.webhook_secret,
         config_prs: ConfigPrs::new(buckets.config_prs),

@@ -111,6 +111,20 @@ impl Accounts {
         Ok(revocation)
     }
 
+    /// Brings accounts an older build made up to this build's grants and gives the server the
+    /// ones rewritten (see [`hyperhive_nats_creds::refresh_grants`]), returning how many.
+    ///
+    /// # Errors
+    /// [`AccountsError`].
+    pub async fn refresh_grants(&self) -> Result<usize, AccountsError> {
+        let _order = self.order.lock().await;
+        let dir = self.nats_dir.clone();
+        let (changed, pusher) =
+            blocking(move || Ok((hyperhive_nats_creds::refresh_grants(&dir)?, Pusher::read(&dir)?))).await?;
+        pusher.push(&self.url, &changed).await?;
+        Ok(changed.len())
+    }
+
     /// Gives the server every account the directory holds (after it lost its resolver directory,
     /// or to be sure it has them all), returning how many.
     ///
