@@ -32,8 +32,12 @@ pub struct AgentView {
     pub entry: RosterEntry,
     /// What the controller declares for it.
     pub wanted: WantedView,
-    /// Its part of its hive's last status; null when the hive never reported it.
+    /// Its part of its hive's last status (its current turn included); null when the hive
+    /// never reported it.
     pub actual: Option<AgentStatus>,
+    /// Its last finished turn; null before its first (or when its history is unreadable).
+    #[serde(default)]
+    pub last_turn: Option<crate::work::LastTurn>,
 }
 
 /// The body of a wanted state change: `{"state": "up"|"offline"|"paused"|"destroyed"}`.

@@ -17,6 +17,7 @@
 //! - [`paths`]: the path of each route, its segments percent-encoded.
 //! - [`limits`]: the largest body each route reads.
 //! - [`remote`]: the API through the control plane, as messages inside the link.
+//! - [`work`]: prompts, an agent's queue and its turn history.
 //!
 //! Every type here is tested against the JSON the API documents (docs/swarm/schedules.md,
 //! docs/swarm/remote.md): a field renamed on one side fails a test.
@@ -31,6 +32,7 @@ pub mod linked;
 pub mod paths;
 pub mod remote;
 pub mod schedules;
+pub mod work;
 
 /// Where the controller serves its API and swarmctl looks for it when neither
 /// `SWARM_CONTROLLER_SOCKET` nor `--socket` says otherwise. Fixed: the NixOS module, the docs

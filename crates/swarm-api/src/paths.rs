@@ -31,6 +31,8 @@ pub const HIVES: &str = "/api/hives";
 pub const HIVE_STATUSES: &str = "/api/hives/status";
 /// `GET`, `POST /api/agents`.
 pub const AGENTS: &str = "/api/agents";
+/// `POST /api/todos`.
+pub const TODOS: &str = "/api/todos";
 /// `GET /api/jobq/graph`.
 pub const JOB_GRAPH: &str = "/api/jobq/graph";
 /// `GET /api/config-prs`.
@@ -41,6 +43,31 @@ pub const ISSUES: &str = "/api/issues";
 /// `GET`, `PATCH`, `DELETE /api/schedules/{id}`.
 pub fn schedule(id: &str) -> String {
     format!("{SCHEDULES}/{}", segment(id))
+}
+
+/// `GET`, `POST /api/agents/{name}/todos`.
+pub fn agent_todos(agent: &AgentName) -> String {
+    format!("{AGENTS}/{}/todos", segment(agent.as_str()))
+}
+
+/// `DELETE /api/agents/{name}/todos/{id}`.
+pub fn agent_todo(agent: &AgentName, id: &str) -> String {
+    format!("{}/{}", agent_todos(agent), segment(id))
+}
+
+/// `POST /api/agents/{name}/turn/cancel`.
+pub fn cancel_turn(agent: &AgentName) -> String {
+    format!("{AGENTS}/{}/turn/cancel", segment(agent.as_str()))
+}
+
+/// `GET /api/agents/{name}/turns`.
+pub fn agent_turns(agent: &AgentName) -> String {
+    format!("{AGENTS}/{}/turns", segment(agent.as_str()))
+}
+
+/// `GET /api/agents/{name}/turns/{id}`.
+pub fn agent_turn_record(agent: &AgentName, id: &str) -> String {
+    format!("{}/{}", agent_turns(agent), segment(id))
 }
 
 /// `GET /api/hives/{hive}/status`.

@@ -18,7 +18,8 @@
 //!   config pull requests and the issue report; [`provision`]: creating agents through the job
 //!   graph and keeping their credentials healthy; [`linked`]: accounts an operator links to one
 //!   agent.
-//! - [`feeds`]: agents' terminal feeds and turn headers as server-sent events.
+//! - [`feeds`]: agents' terminal feeds and turn headers as server-sent events; [`work`]: prompts
+//!   queued now, an agent's queue, cancelling its turn, its turn history.
 //! - [`ui`]: the swarm UI's files, agent icons and quick links.
 //! - [`api`]: the HTTP routes; [`remote`]: the controller as a host of the control plane.
 //! - [`daemon`]: wires them together ([`daemon::run`]); [`cli`]: the `swarm-controller`
@@ -40,3 +41,4 @@ pub mod schedules;
 pub mod secrets;
 pub mod socket;
 pub mod ui;
+pub mod work;

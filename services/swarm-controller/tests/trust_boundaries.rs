@@ -20,8 +20,8 @@ use hyperhive_nats_creds::{AgentName, HiveName};
 use hyperhive_nats_objects::limits::{TODO_MAX_MSG_SIZE, TODO_MAX_MSGS_PER_AGENT};
 use hyperhive_nats_objects::{
     AGENT_SCHEDULES_BUCKET, AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, SCHEDULE_DEFINITIONS_BUCKET,
-    TODO_STREAM, agent_inbox_prefix, agent_schedule_direct_get_subject, deploy_subject, hive_durable_name,
-    hive_inbox_prefix, hive_status_subject, hive_wanted_filter,
+    TODO_STREAM, TURNS_STREAM, agent_inbox_prefix, agent_schedule_direct_get_subject, deploy_subject,
+    hive_durable_name, hive_inbox_prefix, hive_status_subject, hive_wanted_filter,
 };
 use hyperhive_testkit::NatsJwt;
 
@@ -464,4 +464,50 @@ async fn neither_a_hive_nor_an_agent_writes_wanted_state_not_even_its_own() {
 
     assert_eq!(swarm.entry(AGENT_WANTED_BUCKET, "h1.a").await, destroyed, "h1.a is still destroyed, same revision");
     assert_eq!(last_sequence().await, written, "nothing was written to agent-wanted at all");
+}
+
+#[tokio::test]
+async fn an_agent_writes_only_its_own_turn_history_and_hears_only_its_own_cancel_requests() {
+    let swarm = Swarm::start().await;
+    let a = swarm.agent("a").await;
+    let a_js = jetstream::new(a.clone());
+    a_js.publish("turns.a", "a's record".into()).await.unwrap().await.unwrap();
+    let other = a_js.publish("turns.b", "a forged record of b".into()).await.unwrap().await;
+    assert!(other.is_err(), "a wrote into b's history: {other:?}");
+    attack(&a, "turns.a", "turns.b", no_headers(), b"x").await;
+    assert_eq!(swarm.held(TURNS_STREAM, "turns.b").await, 0, "b's history is untouched");
+    assert_eq!(
+        swarm.held(TURNS_STREAM, "turns.a").await,
+        3,
+        "a's own records (one, and the attack's two) landed in its own history"
+    );
+
+    // Cancel requests come from the controller only, and each agent hears only its own.
+    let mut own = a.subscribe("cancel.a").await.unwrap();
+    let mut others = a.subscribe("cancel.b").await.unwrap();
+    a.flush().await.unwrap();
+    let forged = a.publish("cancel.a", "{\"todo_id\":\"forged\"}".into()).await;
+    a.flush().await.unwrap();
+    let controller =
+        swarm_controller::nats::connect(&swarm.nats.url(), Some(&swarm.nats.controller_creds())).await.unwrap();
+    // The subscription interest crosses accounts: the controller's publishes reach a once it is
+    // in place.
+    let heard = wait_until_heard(&controller, &mut own).await;
+    assert_eq!(heard, "{\"todo_id\":\"t\"}", "the controller's request, not the forged one ({forged:?})");
+    controller.publish("cancel.b", "{\"todo_id\":\"t\"}".into()).await.unwrap();
+    controller.flush().await.unwrap();
+    let leaked = tokio::time::timeout(ANSWER, others.next()).await;
+    assert!(!matches!(leaked, Ok(Some(_))), "a heard b's cancel request: {leaked:?}");
+}
+
+/// Publishes the controller's cancel request for `a` until `subscription` hears one.
+async fn wait_until_heard(controller: &Client, subscription: &mut async_nats::Subscriber) -> String {
+    for _ in 0..50 {
+        controller.publish("cancel.a", "{\"todo_id\":\"t\"}".into()).await.unwrap();
+        controller.flush().await.unwrap();
+        if let Ok(Some(message)) = tokio::time::timeout(Duration::from_millis(200), subscription.next()).await {
+            return String::from_utf8_lossy(&message.payload).into_owned();
+        }
+    }
+    panic!("a never heard its own cancel request");
 }

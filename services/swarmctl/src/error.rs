@@ -35,6 +35,14 @@ pub enum CtlError {
     /// The conversation itself failed.
     #[error("talking to swarm-controller: {0}")]
     Protocol(String),
+    /// A turn `prompt --wait` waited for did not succeed: swarmctl exits with `code`.
+    #[error("{message}")]
+    TurnFailed {
+        /// The exit code (the turn's own, or what its end maps to).
+        code: u8,
+        /// What happened.
+        message: String,
+    },
     /// Bad command-line input the parser could not catch.
     #[error("{0}")]
     Usage(String),

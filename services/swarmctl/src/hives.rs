@@ -85,7 +85,8 @@ pub async fn status(api: &Api, hive: Option<&HiveName>, as_json: bool) -> Result
     Ok(grid(["HIVE", "STATE", "AGE", "VERSION", "LOAD", "AGENTS"], table))
 }
 
-/// `swarmctl agents`: NAME, HIVE, ORIGIN, WANTED, ACTUAL, RESTARTS.
+/// `swarmctl agents`: NAME, HIVE, ORIGIN, WANTED, ACTUAL, RESTARTS, TURN (working on which todo,
+/// or idle/paused), LAST (how its last turn ended).
 pub async fn agents(api: &Api, as_json: bool) -> Result<String, CtlError> {
     let bytes = client::request(api, Method::GET, paths::AGENTS, None, None).await?;
     if as_json {
@@ -108,9 +109,36 @@ pub async fn agents(api: &Api, as_json: bool) -> Result<String, CtlError> {
             wanted,
             a.actual.as_ref().map_or("-".into(), |s| s.actual.as_str().to_owned()),
             a.actual.as_ref().map_or("-".into(), |s| s.restarts.to_string()),
+            current_turn(a),
+            last_turn(a),
         ]
     });
-    Ok(grid(["NAME", "HIVE", "ORIGIN", "WANTED", "ACTUAL", "RESTARTS"], table))
+    Ok(grid(["NAME", "HIVE", "ORIGIN", "WANTED", "ACTUAL", "RESTARTS", "TURN", "LAST"], table))
+}
+
+/// What the agent is doing, by its hive's last status.
+fn current_turn(a: &AgentView) -> String {
+    use hyperhive_hive_proto::agent_files::Turn;
+    match a.actual.as_ref().and_then(|s| s.turn.as_ref()) {
+        None => "-".into(),
+        Some(t) if t.turn == Turn::Working => {
+            format!("working {}", crate::untrusted::cell(t.todo_id.as_deref().unwrap_or("?")))
+        }
+        Some(t) if t.turn == Turn::Paused => "paused".into(),
+        Some(_) => "idle".into(),
+    }
+}
+
+/// How its last finished turn ended.
+fn last_turn(a: &AgentView) -> String {
+    use hyperhive_hive_proto::turns::TurnOutcome;
+    match &a.last_turn {
+        None => "-".into(),
+        Some(last) => match (last.outcome, last.exit_code) {
+            (TurnOutcome::Failed, Some(code)) => format!("failed (exit {code})"),
+            (outcome, _) => outcome.as_str().replace('_', " "),
+        },
+    }
 }
 
 /// `swarmctl agent state HIVE AGENT STATE [--if-match REV]`.

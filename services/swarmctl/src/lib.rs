@@ -24,6 +24,7 @@ pub mod remote;
 mod sse;
 mod terminal;
 mod untrusted;
+mod work;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -106,6 +107,76 @@ pub enum Top {
         #[arg(long, conflicts_with = "json")]
         raw: bool,
     },
+    /// Give one or more agents a prompt now: it joins each agent's queue (after what waits
+    /// there) with source operator:<who>. With --wait, return once the turns finished, exiting
+    /// with the (first failed) turn's exit code: its own, 128+N for signal N, 124 timed out,
+    /// 130 cancelled, 127 not started.
+    Prompt {
+        /// The agents.
+        #[arg(required = true, value_name = "AGENT")]
+        agents: Vec<AgentName>,
+        #[command(flatten)]
+        body: BodySource,
+        /// The todo's id, for idempotency: sending the same id again queues nothing new.
+        #[arg(long, value_name = "ID")]
+        id: Option<String>,
+        /// Wait for the turns to finish.
+        #[arg(long)]
+        wait: bool,
+        /// Wait, printing the agent's terminal meanwhile (one agent; history first).
+        #[arg(long, conflicts_with = "json")]
+        follow: bool,
+        /// Print the API's JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// An agent's queue, oldest first: each todo's id, state (waiting, running), source, age and
+    /// prompt; `todos rm AGENT ID` removes a waiting one.
+    #[command(args_conflicts_with_subcommands = true)]
+    Todos {
+        /// `rm AGENT ID`.
+        #[command(subcommand)]
+        command: Option<TodosCommand>,
+        /// The agent.
+        agent: Option<AgentName>,
+        /// Print the API's JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// End an agent's running turn: its process group gets SIGTERM, then SIGKILL after 5 s; the
+    /// todo ends cancelled and is not retried.
+    Cancel {
+        /// The agent.
+        agent: AgentName,
+        /// Only if this todo's turn is the one running.
+        #[arg(long, value_name = "ID")]
+        todo: Option<String>,
+    },
+    /// An agent's turn history, newest first: when each started, its todo, who asked (the
+    /// schedule's name for a fired slot), how it ended and how long it took.
+    Turns {
+        /// The agent.
+        agent: AgentName,
+        /// Only turns that did not succeed.
+        #[arg(long)]
+        failed: bool,
+        /// How many (1 to 500).
+        #[arg(long, default_value_t = 20, value_name = "N")]
+        limit: usize,
+        /// Print the API's JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One finished turn whole: its prompt and the last 16 KiB of its output.
+    Turn {
+        /// The agent.
+        agent: AgentName,
+        /// The turn's todo id (see `swarmctl turns`).
+        id: String,
+        /// Print the API's JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Every agent on the roster: its hive, origin, wanted state (with its revision, or
     /// "default" when none was ever set) and actual state.
     Agents {
@@ -163,6 +234,18 @@ pub enum JobsCommand {
         /// Print the API's JSON.
         #[arg(long)]
         json: bool,
+    },
+}
+
+/// `swarmctl todos ...`.
+#[derive(Debug, Subcommand)]
+pub enum TodosCommand {
+    /// Remove a waiting todo from an agent's queue (a running one is cancelled with `cancel`).
+    Rm {
+        /// The agent.
+        agent: AgentName,
+        /// The todo's id.
+        id: String,
     },
 }
 
@@ -389,6 +472,30 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
             return hives::status(api, hive.as_ref(), json).await;
         }
         Top::Agents { json } => return hives::agents(api, json).await,
+        Top::Prompt { agents, body, id, wait, follow, json } => {
+            let body = body
+                .read()?
+                .ok_or_else(|| CtlError::Usage("give the prompt with --body TEXT or --body-file FILE|-".into()))?;
+            let wait = match (wait, follow) {
+                (_, true) if agents.len() > 1 => {
+                    return Err(CtlError::Usage("--follow follows one agent's terminal; name one agent".into()));
+                }
+                (_, true) => work::Wait::Follow,
+                (true, false) => work::Wait::Finished,
+                (false, false) => work::Wait::No,
+            };
+            return work::prompt(api, &agents, body, id, wait, json).await;
+        }
+        Top::Todos { command: Some(TodosCommand::Rm { agent, id }), .. } => {
+            return work::remove_todo(api, &agent, &id).await;
+        }
+        Top::Todos { command: None, agent: Some(agent), json } => return work::list_todos(api, &agent, json).await,
+        Top::Todos { command: None, agent: None, .. } => {
+            return Err(CtlError::Usage("name the agent: swarmctl todos AGENT".into()));
+        }
+        Top::Cancel { agent, todo } => return work::cancel(api, &agent, todo).await,
+        Top::Turns { agent, failed, limit, json } => return work::turns(api, &agent, failed, limit, json).await,
+        Top::Turn { agent, id, json } => return work::turn(api, &agent, &id, json).await,
         Top::Accounts(command) => return linked::run(api, command).await,
         Top::ConfigPrs { json } => return forge::config_prs(api, json).await,
         Top::Issues { json } => return forge::issues(api, json).await,

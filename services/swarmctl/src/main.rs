@@ -21,6 +21,10 @@ fn main() -> ExitCode {
             let _ = std::io::stdout().write_all(out.as_bytes());
             ExitCode::SUCCESS
         }
+        Err(swarmctl::CtlError::TurnFailed { code, message }) => {
+            eprintln!("swarmctl: {message}");
+            ExitCode::from(code)
+        }
         Err(err) => {
             eprintln!("swarmctl: {err}");
             ExitCode::FAILURE

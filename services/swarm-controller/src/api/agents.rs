@@ -12,6 +12,8 @@ use warp::http::{HeaderMap, StatusCode};
 use warp::reply::Response;
 
 use super::hives::{parse_hive, unavailable};
+use hyperhive_swarm_api::work::LastTurn;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{ApiError, json};
@@ -23,6 +25,7 @@ use crate::lifecycle::wanted::Stored;
 use crate::lifecycle::wanted::WantedStore;
 use crate::provision::Provisioner;
 use crate::provision::health::AgentHealth;
+use crate::work::history::Histories;
 
 /// The header naming who sets a state, recorded as `set_by`.
 const SET_BY_HEADER: &str = "x-set-by";
@@ -77,22 +80,51 @@ pub struct AgentsApi {
     pub provisioner: Option<Arc<Provisioner>>,
     /// The one writer of wanted state.
     pub state: StateChanger,
+    /// The agents' turn histories, for each one's last turn.
+    pub histories: Histories,
 }
+
+/// Last-turn reads in flight at once while listing agents.
+const LAST_TURN_READS: usize = 32;
 
 impl AgentsApi {
     pub(super) async fn list_agents(&self) -> Result<Response, ApiError> {
         let roster = self.roster.list().await.map_err(unavailable)?;
         let wanted = self.wanted.list().await.map_err(unavailable)?;
         let mut statuses = read_all(&self.js).await.map_err(unavailable)?;
+        let last_turns = self.last_turns(roster.keys()).await;
         let agents: Vec<AgentView> = roster
             .into_iter()
             .map(|(name, entry)| {
                 let stored = wanted.get(&(entry.hive.clone(), name.clone()));
                 let actual = statuses.get_mut(&entry.hive).and_then(|s| s.agents.remove(&name));
-                AgentView { wanted: wanted_view(stored, &entry), actual, entry, name }
+                let last_turn = last_turns.get(&name).cloned();
+                AgentView { wanted: wanted_view(stored, &entry), actual, entry, name, last_turn }
             })
             .collect();
         Ok(json(StatusCode::OK, &agents))
+    }
+
+    /// Each agent's last finished turn, read a few at a time; an agent whose history cannot be
+    /// read is shown without one (the list is still answered).
+    async fn last_turns(&self, agents: impl Iterator<Item = &AgentName>) -> HashMap<AgentName, LastTurn> {
+        use futures::StreamExt;
+        let reads = agents.cloned().map(|agent| async move {
+            let last = self.histories.last(&agent).await;
+            (agent, last)
+        });
+        let mut found = HashMap::new();
+        let mut reads = futures::stream::iter(reads).buffer_unordered(LAST_TURN_READS);
+        while let Some((agent, last)) = reads.next().await {
+            match last {
+                Ok(Some((_, record))) => {
+                    found.insert(agent, LastTurn::from(&record));
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(%agent, "agent listed without its last turn: {e}"),
+            }
+        }
+        found
     }
 
     pub(super) async fn agents_status(&self) -> Result<Response, ApiError> {
@@ -163,7 +195,7 @@ impl From<StateChangeError> for ApiError {
 }
 
 /// `X-Set-By`: 1 to 64 printable ASCII characters; `api` when absent.
-fn set_by(headers: &HeaderMap) -> Result<String, ApiError> {
+pub(super) fn set_by(headers: &HeaderMap) -> Result<String, ApiError> {
     let Some(value) = headers.get(SET_BY_HEADER) else {
         return Ok(DEFAULT_SET_BY.to_owned());
     };

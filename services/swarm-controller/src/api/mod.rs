@@ -18,6 +18,8 @@ mod jobq;
 mod linked;
 pub mod routes;
 mod schedules;
+mod todos;
+mod turns;
 mod ui;
 
 use std::sync::Arc;
@@ -57,13 +59,15 @@ use hives::HivesApi;
 use jobq::JobsApi;
 use linked::LinkedApi;
 use schedules::SchedulesApi;
+use todos::TodosApi;
+use turns::TurnsApi;
 use ui::UiApi;
 
 /// The largest body each route reads, shared with clients ([`hyperhive_swarm_api::limits`]); a
 /// schedule's is `MAX_REQUEST_BYTES` here.
 pub use hyperhive_swarm_api::limits::{
-    MAX_CREATE_REQUEST_BYTES, MAX_LINKED_REQUEST_BYTES, MAX_SCHEDULE_REQUEST_BYTES as MAX_REQUEST_BYTES,
-    MAX_STATE_REQUEST_BYTES,
+    MAX_CREATE_REQUEST_BYTES, MAX_LINKED_REQUEST_BYTES, MAX_PROMPT_REQUEST_BYTES,
+    MAX_SCHEDULE_REQUEST_BYTES as MAX_REQUEST_BYTES, MAX_STATE_REQUEST_BYTES,
 };
 
 /// Every route family with the small state it needs; [`App::handle`] dispatches to them.
@@ -80,6 +84,8 @@ pub struct App {
     jobs: JobsApi,
     linked: LinkedApi,
     forge: ForgeApi,
+    todos: TodosApi,
+    turns: TurnsApi,
     /// The control link's state, when the controller is a host of a control plane (set once
     /// the link starts, after the app exists).
     pub control_link: std::sync::OnceLock<Arc<dyn LinkReport>>,
@@ -152,7 +158,19 @@ impl App {
             clock: clock.clone(),
         };
         Self {
-            client,
+            client: client.clone(),
+            todos: TodosApi {
+                roster: roster.clone(),
+                queues: crate::work::queue::Queues::new(js.clone()),
+                js: js.clone(),
+                client,
+                clock: clock.clone(),
+            },
+            turns: TurnsApi {
+                roster: roster.clone(),
+                histories: crate::work::history::Histories::new(js.clone()),
+                definitions: definitions.clone(),
+            },
             schedules: SchedulesApi { definitions, reconciler, clock: clock.clone() },
             hives: HivesApi { directory: hives.clone(), js: js.clone(), clock: clock.clone() },
             agents: AgentsApi {
@@ -162,6 +180,7 @@ impl App {
                 clock,
                 provisioner: provisioner.clone(),
                 state,
+                histories: crate::work::history::Histories::new(js.clone()),
             },
             creation: CreationApi { directory: hives, provisioner },
             feeds: FeedsApi { hub: feeds, roster: roster.clone() },
@@ -286,6 +305,22 @@ impl App {
             RouteId::ConfigPrs => self.forge.config_prs().await,
             RouteId::ConfigPr => self.forge.config_pr(param(0)).await,
             RouteId::Issues => Ok(self.forge.issues()),
+            RouteId::PromptAgent => {
+                let body = prompt_body(headers, body).await?;
+                self.todos.prompt(param(0), headers, &body).await
+            }
+            RouteId::PromptAgents => {
+                let body = prompt_body(headers, body).await?;
+                self.todos.prompt_many(headers, &body).await
+            }
+            RouteId::ListTodos => self.todos.list(param(0)).await,
+            RouteId::DeleteTodo => self.todos.remove(param(0), param(1)).await,
+            RouteId::CancelTurn => {
+                let body = small_body(headers, body).await?;
+                self.todos.cancel(param(0), &body).await
+            }
+            RouteId::ListTurns => self.turns.list(param(0), query).await,
+            RouteId::GetTurn => self.turns.get(param(0), param(1)).await,
         }
     }
 
@@ -364,6 +399,40 @@ where
     hyperhive_json_body::json_body(headers, body, MAX_STATE_REQUEST_BYTES)
         .await
         .map_err(|e| ApiError::BadRequest(format!("{e}; {}", agents::SEND_STATE)))
+}
+
+/// A prompt's body, declared as JSON (else 415) and at most [`MAX_PROMPT_REQUEST_BYTES`] (else
+/// 413).
+async fn prompt_body<S, B>(headers: &HeaderMap, body: S) -> Result<Bytes, ApiError>
+where
+    S: Stream<Item = Result<B, warp::Error>> + Send,
+    B: Buf,
+{
+    hyperhive_json_body::json_body(headers, body, MAX_PROMPT_REQUEST_BYTES).await.map_err(|e| match e {
+        BodyError::NotJson(_) => ApiError::UnsupportedMediaType(e.to_string()),
+        BodyError::TooLarge { .. } => ApiError::PayloadTooLarge(format!("{e}; a prompt is at most 64 KiB")),
+        BodyError::Read(_) => ApiError::BadRequest(e.to_string()),
+    })
+}
+
+/// An optional small JSON body (a cancel's `{"todo_id": ...}`), at most
+/// [`MAX_STATE_REQUEST_BYTES`]; an empty one needs no content type.
+async fn small_body<S, B>(headers: &HeaderMap, body: S) -> Result<Bytes, ApiError>
+where
+    S: Stream<Item = Result<B, warp::Error>> + Send,
+    B: Buf,
+{
+    let declared = headers.contains_key(warp::http::header::CONTENT_TYPE);
+    let read = if declared {
+        hyperhive_json_body::json_body(headers, body, MAX_STATE_REQUEST_BYTES).await
+    } else {
+        hyperhive_json_body::limited_body(headers, body, MAX_STATE_REQUEST_BYTES).await
+    };
+    let bytes = read.map_err(|e| ApiError::BadRequest(format!("{e}; send nothing, or {{\"todo_id\": \"...\"}}")))?;
+    if !declared && !bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::UnsupportedMediaType("a body must be declared as Content-Type: application/json".into()));
+    }
+    Ok(bytes)
 }
 
 /// The kind of a linked-account route, and its name where the kind has several (a matrix

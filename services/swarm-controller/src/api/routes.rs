@@ -76,6 +76,20 @@ pub enum RouteId {
     ConfigPr,
     /// `GET /api/issues`.
     Issues,
+    /// `POST /api/agents/{name}/todos`.
+    PromptAgent,
+    /// `POST /api/todos`.
+    PromptAgents,
+    /// `GET /api/agents/{name}/todos`.
+    ListTodos,
+    /// `DELETE /api/agents/{name}/todos/{id}`.
+    DeleteTodo,
+    /// `POST /api/agents/{name}/turn/cancel`.
+    CancelTurn,
+    /// `GET /api/agents/{name}/turns`.
+    ListTurns,
+    /// `GET /api/agents/{name}/turns/{id}`.
+    GetTurn,
 }
 
 /// One route: a method, a path pattern (`{name}` stands for one path segment) and what it does.
@@ -211,6 +225,38 @@ pub const ROUTES: &[Route] = &[
         RouteId::Issues,
         "open issues of the swarm's organisation, by repository and label",
     ),
+    route(
+        Method::POST,
+        "/api/agents/{name}/todos",
+        RouteId::PromptAgent,
+        "queue a prompt for the agent (202 with the todo's id); 429 when its queue is full",
+    ),
+    route(Method::POST, "/api/todos", RouteId::PromptAgents, "queue one prompt for several agents (202)"),
+    route(
+        Method::GET,
+        "/api/agents/{name}/todos",
+        RouteId::ListTodos,
+        "the agent's queue, oldest first: waiting todos and the running one, with source and age",
+    ),
+    route(
+        Method::DELETE,
+        "/api/agents/{name}/todos/{id}",
+        RouteId::DeleteTodo,
+        "remove a waiting todo; 409 for the running one",
+    ),
+    route(
+        Method::POST,
+        "/api/agents/{name}/turn/cancel",
+        RouteId::CancelTurn,
+        "end the running turn (SIGTERM, then SIGKILL); its todo ends cancelled, not retried (202)",
+    ),
+    route(
+        Method::GET,
+        "/api/agents/{name}/turns",
+        RouteId::ListTurns,
+        "the agent's turn history, newest first; ?limit, ?before, ?failed",
+    ),
+    route(Method::GET, "/api/agents/{name}/turns/{id}", RouteId::GetTurn, "one finished turn, by its todo's id"),
 ];
 
 /// What a request's method and path find in [`ROUTES`].

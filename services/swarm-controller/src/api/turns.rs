@@ -1,0 +1,132 @@
+//! `GET /api/agents/{name}/turns` and `GET /api/agents/{name}/turns/{id}`: an agent's turn
+//! history, newest first, each turn with the name of the schedule that fired it.
+
+use std::collections::HashMap;
+
+use hyperhive_swarm_api::work::{TurnView, TurnsPage};
+use warp::http::StatusCode;
+use warp::reply::Response;
+
+use super::todos::decoded;
+use super::ui::known_agent;
+use super::{ApiError, json};
+use crate::lifecycle::roster::Roster;
+use crate::schedules::store::Definitions;
+use crate::work::history::{Histories, Stored};
+
+/// Turns per page when `?limit` is not given.
+const DEFAULT_LIMIT: usize = 20;
+/// The most turns one page holds.
+const MAX_LIMIT: usize = 500;
+
+/// What the history routes need.
+#[derive(Debug, Clone)]
+pub struct TurnsApi {
+    /// Only agents on the roster have a history here.
+    pub roster: Roster,
+    /// The histories.
+    pub histories: Histories,
+    /// The schedules, for the names of the ones that fired turns.
+    pub definitions: Definitions,
+}
+
+impl TurnsApi {
+    pub(super) async fn list(&self, name: &str, query: &str) -> Result<Response, ApiError> {
+        let query = PageQuery::parse(query)?;
+        let agent = known_agent(&self.roster, name).await?;
+        let (turns, next_before) = self
+            .histories
+            .page(&agent, query.before, query.limit, query.failed)
+            .await
+            .map_err(|e| ApiError::Unavailable(e.to_string()))?;
+        let names = self.schedule_names().await;
+        let turns = turns.into_iter().map(|stored| view(stored, &names)).collect();
+        Ok(json(StatusCode::OK, &TurnsPage { turns, next_before }))
+    }
+
+    pub(super) async fn get(&self, name: &str, id: &str) -> Result<Response, ApiError> {
+        let agent = known_agent(&self.roster, name).await?;
+        let id = decoded(id)?;
+        match self.histories.find(&agent, &id).await.map_err(|e| ApiError::Unavailable(e.to_string()))? {
+            Some(stored) => Ok(json(StatusCode::OK, &view(stored, &self.schedule_names().await))),
+            None => Err(ApiError::NotFound(format!(
+                "{agent} has no finished turn of todo {id:?} (still queued or running, never queued, or older than its \
+                 history keeps)"
+            ))),
+        }
+    }
+
+    /// Schedule id -> name; empty when the definitions cannot be read (the turns are still shown).
+    async fn schedule_names(&self) -> HashMap<String, String> {
+        match self.definitions.list().await {
+            Ok(all) => all.into_iter().map(|r| (r.definition.id.clone(), r.definition.name.clone())).collect(),
+            Err(e) => {
+                tracing::warn!("turns shown without schedule names: {e}");
+                HashMap::new()
+            }
+        }
+    }
+}
+
+fn view((seq, record): Stored, names: &HashMap<String, String>) -> TurnView {
+    let schedule_name = record.source.strip_prefix("schedule:").and_then(|id| names.get(id)).cloned();
+    TurnView { seq, record, schedule_name }
+}
+
+/// `?limit=N&before=SEQ&failed=true`.
+#[derive(Debug, PartialEq, Eq)]
+struct PageQuery {
+    limit: usize,
+    before: Option<u64>,
+    failed: bool,
+}
+
+impl PageQuery {
+    fn parse(query: &str) -> Result<Self, ApiError> {
+        let mut parsed = PageQuery { limit: DEFAULT_LIMIT, before: None, failed: false };
+        let bad =
+            |what: String| ApiError::BadRequest(format!("{what}; use ?limit=1..{MAX_LIMIT}&before=SEQ&failed=true"));
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            match key {
+                "limit" => {
+                    parsed.limit = value
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=MAX_LIMIT).contains(n))
+                        .ok_or_else(|| bad(format!("limit {value:?} is not a number from 1 to {MAX_LIMIT}")))?;
+                }
+                "before" => {
+                    parsed.before =
+                        Some(value.parse().map_err(|_| bad(format!("before {value:?} is not a turn's seq")))?);
+                }
+                "failed" => {
+                    parsed.failed = match value {
+                        "true" | "" => true,
+                        "false" => false,
+                        _ => return Err(bad(format!("failed {value:?} is not true or false"))),
+                    };
+                }
+                _ => return Err(bad(format!("unknown query parameter {key:?}"))),
+            }
+        }
+        Ok(parsed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_query_is_checked() {
+        assert_eq!(PageQuery::parse("").unwrap(), PageQuery { limit: 20, before: None, failed: false });
+        assert_eq!(
+            PageQuery::parse("limit=5&before=9&failed=true").unwrap(),
+            PageQuery { limit: 5, before: Some(9), failed: true }
+        );
+        for bad in ["limit=0", "limit=501", "limit=x", "before=-1", "failed=maybe", "page=2"] {
+            assert!(PageQuery::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

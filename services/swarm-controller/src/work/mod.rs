@@ -1,0 +1,16 @@
+//! Work given to agents now and what they did: the prompts an operator queues, an agent's queue
+//! as it stands ([`queue`]), cancelling its running turn ([`cancel`]) and its turn history
+//! ([`history`]).
+
+pub mod cancel;
+pub mod history;
+pub mod queue;
+
+/// A read or write of the queue or the history NATS did not complete.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Unavailable(pub String);
+
+fn unavailable(what: &'static str) -> impl Fn(String) -> Unavailable {
+    move |reason| Unavailable(crate::nats::what_to_do(&format!("{what}: {reason}")))
+}
