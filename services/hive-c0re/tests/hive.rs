@@ -200,7 +200,7 @@ impl Hive {
             agent: AgentName::parse(agent).unwrap(),
             revision,
             spec: (kind == DeployKind::Deploy).then(|| spec_for(self.dir.path(), agent)),
-            secrets: Secrets { nats_creds: Some(creds), files },
+            secrets: Secrets { nats_creds: Some(creds), files, ..Default::default() },
         };
         serde_json::to_vec(&seal(&payload, to).unwrap()).unwrap()
     }
