@@ -11,6 +11,7 @@
 //! - [`hives`]: the hive directory and hive statuses as listed.
 //! - [`agents`]: the roster as listed, the wanted state change, the agent create request.
 //! - [`linked`]: linked-account bodies and listings.
+//! - [`secrets`]: secret variables as listed and the answer to a change.
 //! - [`jobs`]: the job graph's snapshot (the job graph's own types).
 //! - [`forge`]: config pull requests and the issue report.
 //! - [`error`]: the error body every refusal carries.
@@ -31,6 +32,7 @@ pub mod linked;
 pub mod paths;
 pub mod remote;
 pub mod schedules;
+pub mod secrets;
 
 /// Where the controller serves its API and swarmctl looks for it when neither
 /// `SWARM_CONTROLLER_SOCKET` nor `--socket` says otherwise. Fixed: the NixOS module, the docs

@@ -14,3 +14,8 @@ pub const MAX_CREATE_REQUEST_BYTES: usize = 8 * 1024 * 1024;
 
 /// A linked account's body: URLs, names and a token of at most 4 KiB each. Larger is 413.
 pub const MAX_LINKED_REQUEST_BYTES: usize = 64 * 1024;
+
+/// A secret variable's value, the raw body of `PUT /api/agents/{name}/secrets/{VAR}` and
+/// `PUT /api/secrets/{VAR}`: the same bound as an agent's env file takes
+/// (`hyperhive_hive_proto::env_secrets::MAX_VALUE_BYTES`). Larger is 413.
+pub const MAX_SECRET_VALUE_BYTES: usize = hyperhive_hive_proto::env_secrets::MAX_VALUE_BYTES;

@@ -10,6 +10,7 @@
 //! - [`ticker`]: reads the agent's schedules by direct get and fires due slots.
 //! - [`consumer`]: the durable pull consumer, one todo at a time.
 //! - [`turn`]: runs the turn command.
+//! - [`turn_env`]: the turn's secret variables, read from the agent's env file at each turn.
 //! - [`feed`]: the turn's output and turn header, published for the agent's watchers.
 //! - [`pause`]: the pause file hive-c0re writes: while it exists, no todo and no slot.
 //! - [`turn_file`]: `turn.json`, what the agent is doing, for hive-c0re to report.
@@ -29,6 +30,7 @@ pub mod state;
 pub mod supervisor;
 pub mod ticker;
 pub mod turn;
+pub mod turn_env;
 pub mod turn_file;
 
 use std::sync::Arc;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use hyperhive_hive_proto::AgentName;
 use hyperhive_hive_proto::deploy::{DeployKind, Payload};
+use hyperhive_hive_proto::env_secrets::ENV_FILE;
 use hyperhive_hive_proto::roster::Origin;
 use hyperhive_hive_proto::spec::DeclaredAgent;
 use hyperhive_hive_proto::status::{ActualState, AgentStatus};
@@ -133,6 +134,7 @@ impl<R: Runner> Registry<R> {
                 nats_url: self.nats_url.clone(),
                 creds: declared.creds_file.clone(),
                 secret_files: Vec::new(),
+                env_file: Some(self.state.env_file(agent)),
                 pause_file: self.state.pause_file(agent),
                 spec: declared.spec.clone(),
             }),
@@ -143,7 +145,7 @@ impl<R: Runner> Registry<R> {
                         let mut files: Vec<(String, std::path::PathBuf)> = entries
                             .flatten()
                             .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
-                            .filter(|(name, _)| name != CREDS_FILE)
+                            .filter(|(name, _)| name != CREDS_FILE && name != ENV_FILE)
                             .collect();
                         files.sort();
                         files
@@ -154,6 +156,7 @@ impl<R: Runner> Registry<R> {
                     nats_url: self.nats_url.clone(),
                     creds: secrets.join(CREDS_FILE),
                     secret_files,
+                    env_file: Some(self.state.env_file(agent)),
                     pause_file: self.state.pause_file(agent),
                     spec: deployed.spec.clone(),
                 })
@@ -276,9 +279,7 @@ impl<R: Runner> Registry<R> {
     pub fn deploy(&mut self, payload: Payload) -> Result<Applied, NotApplied> {
         let agent = payload.agent.clone();
         if self.declared.contains_key(&agent) {
-            return Err(NotApplied::Refused(format!(
-                "agent {agent} is declared in this host's configuration; it cannot be deployed"
-            )));
+            return self.declared_credentials(payload);
         }
         let mut record = self.records.get(&agent).cloned().unwrap_or_default();
         if record.wanted.as_ref().is_some_and(|w| w.state == WantedState::Destroyed) {
@@ -303,6 +304,8 @@ impl<R: Runner> Registry<R> {
             }
         };
         let mut secrets = payload.secrets.files.clone();
+        // Always written, so the file the agent's environment names exists from the first start.
+        secrets.insert(ENV_FILE.to_owned(), hyperhive_hive_proto::env_secrets::render(&payload.secrets.env));
         if let Some(creds) = &payload.secrets.nats_creds {
             secrets.insert(CREDS_FILE.to_owned(), creds.clone());
         } else if let Ok(existing) = std::fs::read_to_string(self.state.secrets_dir(&agent).join(CREDS_FILE)) {
@@ -334,6 +337,50 @@ impl<R: Runner> Registry<R> {
         if !restart {
             tracing::info!(agent = %agent, "credentials renewed in place; the agent picks them up without a restart");
         }
+        self.converge(&agent, restart);
+        Ok(Applied::Changed)
+    }
+
+    /// A `credentials` message for an agent declared in this host's configuration: its secret
+    /// variables, written to its env file under the running agent (its NATS credential and
+    /// files come from the host's configuration, so a message carrying either is refused, as is
+    /// a `deploy`). Idempotent per revision.
+    fn declared_credentials(&mut self, payload: Payload) -> Result<Applied, NotApplied> {
+        let agent = payload.agent.clone();
+        if payload.kind == DeployKind::Deploy {
+            return Err(NotApplied::Refused(format!(
+                "agent {agent} is declared in this host's configuration; it cannot be deployed"
+            )));
+        }
+        if payload.secrets.nats_creds.is_some() || !payload.secrets.files.is_empty() {
+            return Err(NotApplied::Refused(format!(
+                "credentials for agent {agent} carry a NATS credential or secret files, but it is declared in this \
+                 host's configuration, which gives it those"
+            )));
+        }
+        let mut record = self.records.get(&agent).cloned().unwrap_or_default();
+        if payload.revision <= record.env_revision {
+            return Ok(Applied::AlreadyApplied);
+        }
+        self.state
+            .write_env(&agent, &payload.secrets.env)
+            .map_err(|e| NotApplied::Failed(format!("cannot write agent {agent}'s secret variables: {e}")))?;
+        record.env_revision = payload.revision;
+        self.state
+            .save(&agent, &record)
+            .map_err(|e| NotApplied::Failed(format!("cannot save agent {agent}'s record: {e}")))?;
+        self.records.insert(agent.clone(), record);
+        let restart = match self.launch_of(&agent) {
+            Some(launch) => match self.runner.refresh_secrets(&launch) {
+                Ok(()) => false,
+                Err(err) => {
+                    tracing::warn!(agent = %agent, %err, "cannot renew the agent's secrets in place; restarting it");
+                    true
+                }
+            },
+            None => false,
+        };
+        tracing::info!(agent = %agent, variables = payload.secrets.env.len(), "secret variables renewed");
         self.converge(&agent, restart);
         Ok(Applied::Changed)
     }
