@@ -168,6 +168,46 @@ pub fn parse(bytes: &[u8]) -> Result<BTreeMap<String, String>, ParseError> {
     Ok(vars)
 }
 
+/// The variables of an environment file in systemd's `EnvironmentFile=` syntax (a declared
+/// agent's `environmentFile`): `NAME=value` lines, the value optionally in double or single
+/// quotes (inside double quotes `\"` and `\\` stand for `"` and `\`); blank lines and lines
+/// starting with `#` or `;` are skipped; no line continuations. A line that is not an
+/// assignment, or names a variable [`check_name`] refuses, is left out, and reported as
+/// `(line, why)`: the why names the variable at most, never a value.
+pub fn parse_environment_file(text: &str) -> (BTreeMap<String, String>, Vec<(usize, String)>) {
+    let mut vars = BTreeMap::new();
+    let mut problems = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        let Some((name, value)) = line.split_once('=') else {
+            problems.push((index + 1, "not a NAME=value line".to_owned()));
+            continue;
+        };
+        let name = name.trim();
+        if let Err(why) = check_name(name) {
+            problems.push((index + 1, why));
+            continue;
+        }
+        let value = value.trim();
+        let value = if value.len() >= 2 && value.starts_with('"') && value.ends_with('"') {
+            value[1..value.len() - 1].replace("\\\\", "\u{0}").replace("\\\"", "\"").replace('\u{0}', "\\")
+        } else if value.len() >= 2 && value.starts_with('\'') && value.ends_with('\'') {
+            value[1..value.len() - 1].to_owned()
+        } else {
+            value.to_owned()
+        };
+        if let Err(why) = check_value(value.as_bytes()) {
+            problems.push((index + 1, format!("{name}: {why}")));
+            continue;
+        }
+        vars.insert(name.to_owned(), value);
+    }
+    (vars, problems)
+}
+
 /// The record-key token of a variable's name in the controller's secret store, whose keys are
 /// lower case: the name lower-cased (lossless, since a name has no lower-case letter).
 pub fn record_token(name: &str) -> String {
@@ -240,6 +280,20 @@ mod tests {
         assert!(!err.to_string().contains("s3cr3t"), "{err}");
         let refused = parse(b"{\"PATH\": \"s3cr3t\"}").unwrap_err();
         assert!(matches!(refused, ParseError::Refused(_)) && !refused.to_string().contains("s3cr3t"), "{refused}");
+    }
+
+    #[test]
+    fn an_environment_file_reads_as_systemd_reads_the_common_forms() {
+        let text = "# comment\n; also\n\nPLAIN=s3cr3t one\nDOUBLE=\"a \\\"q\\\" \\\\ b\"\nSINGLE='x \"y\"'\n  SPACED = v \nPATH=/evil\nnot an assignment s3cr3t\nEMPTY=\n";
+        let (vars, problems) = parse_environment_file(text);
+        assert_eq!(vars.get("PLAIN").map(String::as_str), Some("s3cr3t one"));
+        assert_eq!(vars.get("DOUBLE").map(String::as_str), Some("a \"q\" \\ b"));
+        assert_eq!(vars.get("SINGLE").map(String::as_str), Some("x \"y\""));
+        assert_eq!(vars.get("SPACED").map(String::as_str), Some("v"));
+        assert_eq!(vars.len(), 4, "{vars:?}");
+        let lines: Vec<usize> = problems.iter().map(|(line, _)| *line).collect();
+        assert_eq!(lines, vec![8, 9, 10], "{problems:?}");
+        assert!(problems.iter().all(|(_, why)| !why.contains("s3cr3t") && !why.contains("/evil")), "{problems:?}");
     }
 
     #[test]

@@ -88,6 +88,11 @@ impl<R: Runner> Registry<R> {
             return;
         }
         self.started = true;
+        for agent in self.declared.keys() {
+            if let Err(err) = self.write_declared_env(agent) {
+                tracing::error!(agent = %agent, %err, "cannot write the agent's secret variables; its turns keep the ones it had");
+            }
+        }
         let known = self.known();
         for agent in &known {
             self.converge(agent, false);
@@ -363,7 +368,8 @@ impl<R: Runner> Registry<R> {
             return Ok(Applied::AlreadyApplied);
         }
         self.state
-            .write_env(&agent, &payload.secrets.env)
+            .write_swarm_env(&agent, &payload.secrets.env)
+            .and_then(|()| self.write_declared_env(&agent))
             .map_err(|e| NotApplied::Failed(format!("cannot write agent {agent}'s secret variables: {e}")))?;
         record.env_revision = payload.revision;
         self.state
@@ -383,6 +389,33 @@ impl<R: Runner> Registry<R> {
         tracing::info!(agent = %agent, variables = payload.secrets.env.len(), "secret variables renewed");
         self.converge(&agent, restart);
         Ok(Applied::Changed)
+    }
+
+    /// Writes a declared agent's env file: the variables of its `environment_file` (read now, as
+    /// root, from the host's configuration), with those the swarm sent over them. An
+    /// `environment_file` that cannot be read is logged and left out: the swarm's variables
+    /// still reach the agent.
+    fn write_declared_env(&self, agent: &AgentName) -> std::io::Result<()> {
+        use hyperhive_hive_proto::env_secrets::{check_all, parse_environment_file};
+        let Some(declared) = self.declared.get(agent) else { return Ok(()) };
+        let mut vars = BTreeMap::new();
+        if let Some(file) = &declared.environment_file {
+            match std::fs::read_to_string(file) {
+                Ok(text) => {
+                    let (from_file, problems) = parse_environment_file(&text);
+                    for (line, why) in problems {
+                        tracing::warn!(agent = %agent, file = %file.display(), line, "a line of the agent's environment file is left out: {why}");
+                    }
+                    vars = from_file;
+                }
+                Err(err) => {
+                    tracing::error!(agent = %agent, file = %file.display(), %err, "cannot read the agent's environment file; its variables are left out");
+                }
+            }
+        }
+        vars.extend(self.state.read_swarm_env(agent)?);
+        check_all(&vars).map_err(|why| std::io::Error::new(std::io::ErrorKind::InvalidData, why))?;
+        self.state.write_env(agent, &vars)
     }
 
     /// Waits for every supervisor to finish (after shutdown was signalled).
