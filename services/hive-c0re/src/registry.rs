@@ -460,4 +460,70 @@ mod tests {
         registry.set_wanted(&bee, wanted(WantedState::Offline), 1, false).unwrap();
         assert_eq!(stored(&state), (Some(WantedState::Offline), 1));
     }
+
+    #[test]
+    fn a_declared_agent_takes_only_secret_variables_merged_over_its_environment_file() {
+        use hyperhive_hive_proto::HiveName;
+        use hyperhive_hive_proto::deploy::Secrets;
+        use hyperhive_hive_proto::env_secrets::{ENV_FILE, parse};
+        use hyperhive_hive_proto::spec::AgentSpec;
+        use std::os::unix::fs::PermissionsExt;
+
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(&dir.path().join("state")).unwrap();
+        let environment_file = dir.path().join("bee.env");
+        std::fs::write(&environment_file, "FROM_FILE=file\nAPI_TOKEN=file\nPATH=/evil\n").unwrap();
+        let bee = AgentName::parse("bee").unwrap();
+        let declared = BTreeMap::from([(
+            bee.clone(),
+            DeclaredAgent {
+                spec: AgentSpec {
+                    turn_command: "cat".into(),
+                    schedule_tick: None,
+                    turn_timeout: None,
+                    env: BTreeMap::new(),
+                },
+                creds_file: dir.path().join("bee.creds"),
+                environment_file: Some(environment_file),
+            },
+        )]);
+        let runner = Arc::new(ProcessRunner { bin: "/nonexistent/hive-agent".into(), state: state.clone() });
+        let (_stop, stop_rx) = watch::channel(false);
+        let mut registry =
+            Registry::new("nats://x:4222".into(), declared, runner, state.clone(), Board::default(), stop_rx);
+        let credentials = |revision: u64, secrets: Secrets| Payload {
+            kind: DeployKind::Credentials,
+            hive: HiveName::parse("h1").unwrap(),
+            agent: bee.clone(),
+            revision,
+            spec: None,
+            secrets,
+        };
+        let env = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let written = || parse(&std::fs::read(state.secrets_dir(&bee).join(ENV_FILE)).unwrap()).unwrap();
+
+        let swarm = Secrets { env: env(&[("API_TOKEN", "swarm")]), ..Default::default() };
+        assert_eq!(registry.deploy(credentials(2, swarm.clone())), Ok(Applied::Changed));
+        assert_eq!(
+            written(),
+            env(&[("API_TOKEN", "swarm"), ("FROM_FILE", "file")]),
+            "the swarm's over the file's; PATH left out"
+        );
+        let mode = std::fs::metadata(state.secrets_dir(&bee).join(ENV_FILE)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(registry.deploy(credentials(2, Secrets::default())), Ok(Applied::AlreadyApplied));
+        assert_eq!(registry.deploy(credentials(3, Secrets::default())), Ok(Applied::Changed));
+        assert_eq!(written(), env(&[("API_TOKEN", "file"), ("FROM_FILE", "file")]), "removed: the file's again");
+
+        let with_creds = Secrets { nats_creds: Some("creds".into()), ..swarm.clone() };
+        assert!(matches!(registry.deploy(credentials(4, with_creds)), Err(NotApplied::Refused(_))));
+        let mut deploy = credentials(5, swarm);
+        deploy.kind = DeployKind::Deploy;
+        assert!(matches!(registry.deploy(deploy), Err(NotApplied::Refused(_))));
+        assert_eq!(
+            written(),
+            env(&[("API_TOKEN", "file"), ("FROM_FILE", "file")]),
+            "a refused message changes nothing"
+        );
+    }
 }
