@@ -681,6 +681,7 @@ async fn a_hostile_turn_file_is_that_agents_problem_and_never_stalls_the_hive() 
 
 #[tokio::test]
 async fn a_deployed_agents_secret_variables_reach_its_next_turn_without_a_restart() {
+    use hyperhive_hive_proto::env_secrets::ENV_FILE_VAR;
     let mut hive = Hive::new(&[], 1).await;
     hive.start().await;
     let env = |value: &str| BTreeMap::from([("API_TOKEN".to_owned(), value.to_owned())]);
@@ -716,6 +717,30 @@ async fn a_deployed_agents_secret_variables_reach_its_next_turn_without_a_restar
     hive.publish_todo("d", "t3", "third").await;
     assert_eq!(hive.wait_turns("d", 3).await[2], "third t3");
     assert_eq!(hive.agent_pids("d"), [pid], "not restarted");
-    let log = std::fs::read_to_string(hive.state_dir().join("agents/d/agent.log")).unwrap() + &hive.c0re().log();
-    assert!(!log.contains("v-one") && !log.contains("v-two"), "a variable's value in a log");
+
+    // An env file something else broke: the turn does not start and counts as failed (acked, so
+    // the queue moves on), the log names the file and the line, never a value.
+    std::fs::write(&env_file, "{\n  \"API_TOKEN\": v-three\n}\n").unwrap();
+    hive.publish_todo("d", "t4", "broken").await;
+    let agent_log = hive.state_dir().join("agents/d/agent.log");
+    wait_until("the refused turn logged", PATIENCE, || async {
+        let log = std::fs::read_to_string(&agent_log).ok()?;
+        (log.contains(&format!("{} ({ENV_FILE_VAR}) is malformed: line 2", env_file.display()))).then_some(())
+    })
+    .await
+    .unwrap();
+    // The next message writes it whole again, and turns run with it.
+    let repaired = hive
+        .deploy_with_secrets(&hive.public, HIVE, "d", DeployKind::Credentials, 4, BTreeMap::new(), env("v-four"))
+        .await;
+    hive.publish_deploy(repaired, "d:credentials:4").await;
+    hive.wait_agent("d", "revision 4", |s| s.revision == Some(4) && s.actual == ActualState::Running).await;
+    hive.publish_todo("d", "t5", "fifth").await;
+    let turns = hive.wait_turns("d", 4).await;
+    assert_eq!(turns[3], "fifth t5 v-four", "the broken turn never ran: {turns:?}");
+    assert_eq!(hive.agent_pids("d"), [pid], "not restarted");
+    let log = std::fs::read_to_string(&agent_log).unwrap() + &hive.c0re().log();
+    for value in ["v-one", "v-two", "v-three", "v-four"] {
+        assert!(!log.contains(value), "a variable's value in a log");
+    }
 }
