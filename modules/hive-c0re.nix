@@ -22,7 +22,8 @@ let
   agents = lib.filterAttrs (_: agent: agent.enable) config.services.hyperhive.agents;
 
   # The declared agents, as crates/hive-proto/src/spec.rs reads them:
-  # {"<agent>": {"spec": {"turn_command", "schedule_tick", "turn_timeout", "env"}, "creds_file"}}.
+  # {"<agent>": {"spec": {"turn_command", "schedule_tick", "turn_timeout", "env"}, "creds_file",
+  # "environment_file"}}.
   # PATH is what the static unit's `path` gives today: a shell and coreutils (the turn command runs
   # through `sh -c`, and common turn commands use cat, tee, date), then the agent's packages.
   declaredAgents = lib.mapAttrs (_: agent: {
@@ -35,7 +36,11 @@ let
     # hive-c0re hands the file to the agent's unit itself; the unit's credential is read by root
     # (the hive-c0re unit below, or PID 1), so the file may stay root-only.
     creds_file = toString agent.credentialsFile;
-  }) agents;
+  }
+  # Read by hive-c0re (root) when it starts and at each credentials message, and merged, under
+  # the swarm's secret variables, into the agent's own env file (docs/swarm/secrets.md).
+  // lib.optionalAttrs (agent.environmentFile != null) { environment_file = toString agent.environmentFile; }
+  ) agents;
   agentsFile = pkgs.writeText "hive-c0re-agents.json" (builtins.toJSON declaredAgents);
 
   stateDir = "/var/lib/hive-c0re";
@@ -149,19 +154,6 @@ in
     ]
     ++ lib.concatLists (
       lib.mapAttrsToList (name: agent: [
-        {
-          # hive-c0re's declared agents carry no secrets but their NATS credential; a secret
-          # environment for the turn command has no way through it yet.
-          assertion = agent.environmentFile == null;
-          message = ''
-            services.hyperhive.agents.${name}.environmentFile is set, but with
-            services.hyperhive.deploy.hive-controller enabled the agents run under hive-c0re, which
-            does not pass an environment file to them yet. Either unset environmentFile (and give
-            the turn command its secrets another way, e.g. a file it reads from its state directory
-            /var/lib/hive-agent-${name}), or disable hive-controller to run the agent as its own
-            static unit.
-          '';
-        }
         {
           assertion = agent.nats.url == cfg.nats.url;
           message = ''

@@ -77,6 +77,11 @@ pub struct Secrets {
     /// Further secret files by name (`[a-z0-9][a-z0-9._-]*`), e.g. a forge token.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub files: BTreeMap<String, String>,
+    /// Secret environment variables for the agent's turns, by name
+    /// ([`crate::env_secrets`]): the swarm's defaults with the agent's own values over them.
+    /// A message without it (written before it existed) means none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for Secrets {
@@ -84,6 +89,7 @@ impl std::fmt::Debug for Secrets {
         f.debug_struct("Secrets")
             .field("nats_creds", &self.nats_creds.as_ref().map(|_| "<redacted>"))
             .field("files", &self.files.keys().collect::<Vec<_>>())
+            .field("env", &self.env.keys().collect::<Vec<_>>())
             .finish()
     }
 }
@@ -138,6 +144,9 @@ pub enum DeployError {
     /// A secret file name outside `[a-z0-9][a-z0-9._-]*`.
     #[error("secret file name {0:?} must match [a-z0-9][a-z0-9._-]* (at most 64 characters)")]
     BadSecretName(String),
+    /// A secret variable whose name or value the rules of [`crate::env_secrets`] refuse.
+    #[error("secret environment: {0}")]
+    BadSecretEnv(String),
     /// Sealing failed (a bad recipient key).
     #[error("cannot seal to {0:?}: not a public curve key")]
     BadRecipient(String),
@@ -221,10 +230,11 @@ fn check_payload(payload: &Payload) -> Result<(), DeployError> {
         let ok = name.len() <= 64
             && name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
             && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'));
-        if !ok {
+        if !ok || name == crate::env_secrets::ENV_FILE {
             return Err(DeployError::BadSecretName(name.chars().take(80).collect()));
         }
     }
+    crate::env_secrets::check_all(&payload.secrets.env).map_err(DeployError::BadSecretEnv)?;
     Ok(())
 }
 
@@ -244,7 +254,11 @@ mod tests {
                 turn_timeout: None,
                 env: BTreeMap::new(),
             }),
-            secrets: Secrets { nats_creds: Some("-----BEGIN NATS USER JWT-----".into()), files: BTreeMap::new() },
+            secrets: Secrets {
+                nats_creds: Some("-----BEGIN NATS USER JWT-----".into()),
+                files: BTreeMap::new(),
+                env: BTreeMap::from([("API_TOKEN".into(), "env-s3cr3t".into())]),
+            },
         }
     }
 
@@ -255,6 +269,7 @@ mod tests {
         let envelope = seal(&payload("h1"), &h1.public_key()).unwrap();
         let bytes = serde_json::to_vec(&envelope).unwrap();
         assert!(!String::from_utf8_lossy(&bytes).contains("NATS USER JWT"), "the secret travels sealed");
+        assert!(!String::from_utf8_lossy(&bytes).contains("env-s3cr3t"), "the secret travels sealed");
         assert_eq!(open(&bytes, &this, &h1).unwrap(), payload("h1"));
         assert_eq!(open(&bytes, &this, &h2), Err(DeployError::BadSeal));
         let other = HiveName::parse("h2").unwrap();
@@ -316,6 +331,21 @@ mod tests {
         assert!(matches!(seal(&bad_name, &key), Err(DeployError::BadSecretName(_))));
         assert!(matches!(seal(&payload("h1"), "Xnope"), Err(DeployError::BadRecipient(_))));
         let debug = format!("{:?}", payload("h1").secrets);
-        assert!(!debug.contains("NATS USER JWT"), "{debug}");
+        assert!(!debug.contains("NATS USER JWT") && !debug.contains("env-s3cr3t"), "{debug}");
+        let mut reserved_file = payload("h1");
+        reserved_file.secrets.files.insert(crate::env_secrets::ENV_FILE.into(), "x".into());
+        assert!(matches!(seal(&reserved_file, &key), Err(DeployError::BadSecretName(_))));
+        let mut bad_env = payload("h1");
+        bad_env.secrets.env.insert("LD_PRELOAD".into(), "env-s3cr3t".into());
+        let err = seal(&bad_env, &key).unwrap_err();
+        assert!(matches!(err, DeployError::BadSecretEnv(_)) && !err.to_string().contains("env-s3cr3t"), "{err}");
+    }
+
+    #[test]
+    fn a_payload_written_before_secret_variables_existed_still_opens() {
+        let old = r#"{"nats_creds":"c","files":{"forge-token":"t"}}"#;
+        let secrets: Secrets = serde_json::from_str(old).unwrap();
+        assert!(secrets.env.is_empty());
+        assert_eq!(secrets.files.len(), 1);
     }
 }

@@ -10,6 +10,7 @@
 //! - [`roster`]: the roster, KV `agents`, key `<agent>`: public facts only, never a secret.
 //! - [`spec`]: how a hive runs an agent (declared in the host's configuration or deployed).
 //! - [`deploy`]: deploy messages on `deploy.<hive>`, their secrets sealed to the hive's xkey.
+//! - [`env_secrets`]: an agent's secret environment variables: names, values, its env file.
 //! - [`agent_files`]: the two files between hive-c0re and a running hive-agent (pause, turn).
 //! - [`feed`]: the turn header hive-agent publishes on `turn.<agent>` for its watchers.
 //! - [`turns`]: the record of each finished turn, on `turns.<agent>` in `TURNS`.
@@ -17,6 +18,7 @@
 pub mod agent_files;
 pub mod deploy;
 pub mod directory;
+pub mod env_secrets;
 pub mod feed;
 pub mod roster;
 pub mod spec;

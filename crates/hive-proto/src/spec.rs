@@ -86,6 +86,11 @@ pub struct DeclaredAgent {
     pub spec: AgentSpec,
     /// Its NATS credential (`swarm-controller nats agent-creds`).
     pub creds_file: PathBuf,
+    /// An environment file of the host's (systemd `EnvironmentFile=` syntax) with secret
+    /// variables for its turns: hive-c0re reads it and writes its variables, under the ones the
+    /// swarm sends, to the agent's env file ([`crate::env_secrets`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment_file: Option<PathBuf>,
 }
 
 /// Why a declared agents file is refused.
@@ -105,6 +110,9 @@ pub enum DeclaredError {
     /// A credential path is relative.
     #[error("agent {0}: creds_file must be an absolute path")]
     RelativeCreds(String),
+    /// An environment file's path is relative.
+    #[error("agent {0}: environment_file must be an absolute path")]
+    RelativeEnvironmentFile(String),
 }
 
 /// Parses and checks the content of `HIVE_C0RE_AGENTS_FILE`.
@@ -120,6 +128,9 @@ pub fn parse_declared(text: &str) -> Result<BTreeMap<AgentName, DeclaredAgent>, 
         agent.spec.validate(&name)?;
         if !agent.creds_file.is_absolute() {
             return Err(DeclaredError::RelativeCreds(name.to_string()));
+        }
+        if agent.environment_file.as_ref().is_some_and(|f| !f.is_absolute()) {
+            return Err(DeclaredError::RelativeEnvironmentFile(name.to_string()));
         }
         out.insert(name, agent);
     }
@@ -146,6 +157,10 @@ mod tests {
             (r#"{"A": {"spec": {"turn_command": "cat"}, "creds_file": "/c"}}"#, "invalid agent name"),
             (r#"{"a": {"spec": {"turn_command": " "}, "creds_file": "/c"}}"#, "turn_command is empty"),
             (r#"{"a": {"spec": {"turn_command": "cat"}, "creds_file": "c"}}"#, "absolute"),
+            (
+                r#"{"a": {"spec": {"turn_command": "cat"}, "creds_file": "/c", "environment_file": "e"}}"#,
+                "environment_file must be an absolute path",
+            ),
             (
                 r#"{"a": {"spec": {"turn_command": "cat", "env": {"HIVE_AGENT_NAME": "x"}}, "creds_file": "/c"}}"#,
                 "reserved",

@@ -11,6 +11,7 @@
 //! - [`hives`]: the hive directory and hive statuses as listed.
 //! - [`agents`]: the roster as listed, the wanted state change, the agent create request.
 //! - [`linked`]: linked-account bodies and listings.
+//! - [`secrets`]: secret variables as listed and the answer to a change.
 //! - [`jobs`]: the job graph's snapshot (the job graph's own types).
 //! - [`forge`]: config pull requests and the issue report.
 //! - [`error`]: the error body every refusal carries.
@@ -32,6 +33,7 @@ pub mod linked;
 pub mod paths;
 pub mod remote;
 pub mod schedules;
+pub mod secrets;
 pub mod work;
 
 /// Where the controller serves its API and swarmctl looks for it when neither

@@ -18,3 +18,8 @@ pub const MAX_LINKED_REQUEST_BYTES: usize = 64 * 1024;
 /// A prompt's body (`POST /api/agents/{name}/todos`, `POST /api/todos`): a 64 KiB prompt written
 /// with JSON escapes, and up to a thousand agent names. Larger is 413.
 pub const MAX_PROMPT_REQUEST_BYTES: usize = 512 * 1024;
+
+/// A secret variable's value, the raw body of `PUT /api/agents/{name}/secrets/{VAR}` and
+/// `PUT /api/secrets/{VAR}`: the same bound as an agent's env file takes
+/// (`hyperhive_hive_proto::env_secrets::MAX_VALUE_BYTES`). Larger is 413.
+pub const MAX_SECRET_VALUE_BYTES: usize = hyperhive_hive_proto::env_secrets::MAX_VALUE_BYTES;

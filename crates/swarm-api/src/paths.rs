@@ -39,6 +39,23 @@ pub const JOB_GRAPH: &str = "/api/jobq/graph";
 pub const CONFIG_PRS: &str = "/api/config-prs";
 /// `GET /api/issues`.
 pub const ISSUES: &str = "/api/issues";
+/// `GET /api/secrets`.
+pub const SECRETS: &str = "/api/secrets";
+
+/// `PUT`, `DELETE /api/secrets/{VAR}`.
+pub fn swarm_secret(var: &str) -> String {
+    format!("{SECRETS}/{}", segment(var))
+}
+
+/// `GET /api/agents/{name}/secrets`.
+pub fn agent_secrets(agent: &AgentName) -> String {
+    format!("{AGENTS}/{}/secrets", segment(agent.as_str()))
+}
+
+/// `PUT`, `DELETE /api/agents/{name}/secrets/{VAR}`.
+pub fn agent_secret(agent: &AgentName, var: &str) -> String {
+    format!("{}/{}", agent_secrets(agent), segment(var))
+}
 
 /// `GET`, `PATCH`, `DELETE /api/schedules/{id}`.
 pub fn schedule(id: &str) -> String {

@@ -10,6 +10,7 @@
 //! - [`ticker`]: reads the agent's schedules by direct get and fires due slots.
 //! - [`consumer`]: the durable pull consumer, one todo at a time.
 //! - [`turn`]: runs the turn command.
+//! - [`turn_env`]: the turn's secret variables, read from the agent's env file at each turn.
 //! - [`feed`]: the turn's output and turn header, published for the agent's watchers.
 //! - [`history`]: the record of each finished turn, on `turns.<agent>`.
 //! - [`cancel`]: requests to cancel the running turn, on `cancel.<agent>`.
@@ -33,6 +34,7 @@ pub mod state;
 pub mod supervisor;
 pub mod ticker;
 pub mod turn;
+pub mod turn_env;
 pub mod turn_file;
 
 use std::sync::Arc;

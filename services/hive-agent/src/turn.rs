@@ -70,6 +70,7 @@ pub async fn run_turn(
         Command::new("sh")
             .arg("-c")
             .arg(command)
+            .envs(crate::turn_env::current()?)
             .env("HIVE_AGENT_NAME", agent.as_str())
             .env("HIVE_TODO_ID", &todo.id)
             .env("HIVE_TODO_SOURCE", &todo.source)

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use hyperhive_hive_proto::AgentName;
 use hyperhive_hive_proto::deploy::{DeployKind, Payload};
+use hyperhive_hive_proto::env_secrets::ENV_FILE;
 use hyperhive_hive_proto::roster::Origin;
 use hyperhive_hive_proto::spec::DeclaredAgent;
 use hyperhive_hive_proto::status::{ActualState, AgentStatus};
@@ -87,6 +88,11 @@ impl<R: Runner> Registry<R> {
             return;
         }
         self.started = true;
+        for agent in self.declared.keys() {
+            if let Err(err) = self.write_declared_env(agent) {
+                tracing::error!(agent = %agent, %err, "cannot write the agent's secret variables; its turns keep the ones it had");
+            }
+        }
         let known = self.known();
         for agent in &known {
             self.converge(agent, false);
@@ -133,6 +139,7 @@ impl<R: Runner> Registry<R> {
                 nats_url: self.nats_url.clone(),
                 creds: declared.creds_file.clone(),
                 secret_files: Vec::new(),
+                env_file: Some(self.state.env_file(agent)),
                 pause_file: self.state.pause_file(agent),
                 spec: declared.spec.clone(),
             }),
@@ -143,7 +150,7 @@ impl<R: Runner> Registry<R> {
                         let mut files: Vec<(String, std::path::PathBuf)> = entries
                             .flatten()
                             .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
-                            .filter(|(name, _)| name != CREDS_FILE)
+                            .filter(|(name, _)| name != CREDS_FILE && name != ENV_FILE)
                             .collect();
                         files.sort();
                         files
@@ -154,6 +161,7 @@ impl<R: Runner> Registry<R> {
                     nats_url: self.nats_url.clone(),
                     creds: secrets.join(CREDS_FILE),
                     secret_files,
+                    env_file: Some(self.state.env_file(agent)),
                     pause_file: self.state.pause_file(agent),
                     spec: deployed.spec.clone(),
                 })
@@ -276,9 +284,7 @@ impl<R: Runner> Registry<R> {
     pub fn deploy(&mut self, payload: Payload) -> Result<Applied, NotApplied> {
         let agent = payload.agent.clone();
         if self.declared.contains_key(&agent) {
-            return Err(NotApplied::Refused(format!(
-                "agent {agent} is declared in this host's configuration; it cannot be deployed"
-            )));
+            return self.declared_credentials(payload);
         }
         let mut record = self.records.get(&agent).cloned().unwrap_or_default();
         if record.wanted.as_ref().is_some_and(|w| w.state == WantedState::Destroyed) {
@@ -303,6 +309,8 @@ impl<R: Runner> Registry<R> {
             }
         };
         let mut secrets = payload.secrets.files.clone();
+        // Always written, so the file the agent's environment names exists from the first start.
+        secrets.insert(ENV_FILE.to_owned(), hyperhive_hive_proto::env_secrets::render(&payload.secrets.env));
         if let Some(creds) = &payload.secrets.nats_creds {
             secrets.insert(CREDS_FILE.to_owned(), creds.clone());
         } else if let Ok(existing) = std::fs::read_to_string(self.state.secrets_dir(&agent).join(CREDS_FILE)) {
@@ -336,6 +344,78 @@ impl<R: Runner> Registry<R> {
         }
         self.converge(&agent, restart);
         Ok(Applied::Changed)
+    }
+
+    /// A `credentials` message for an agent declared in this host's configuration: its secret
+    /// variables, written to its env file under the running agent (its NATS credential and
+    /// files come from the host's configuration, so a message carrying either is refused, as is
+    /// a `deploy`). Idempotent per revision.
+    fn declared_credentials(&mut self, payload: Payload) -> Result<Applied, NotApplied> {
+        let agent = payload.agent.clone();
+        if payload.kind == DeployKind::Deploy {
+            return Err(NotApplied::Refused(format!(
+                "agent {agent} is declared in this host's configuration; it cannot be deployed"
+            )));
+        }
+        if payload.secrets.nats_creds.is_some() || !payload.secrets.files.is_empty() {
+            return Err(NotApplied::Refused(format!(
+                "credentials for agent {agent} carry a NATS credential or secret files, but it is declared in this \
+                 host's configuration, which gives it those"
+            )));
+        }
+        let mut record = self.records.get(&agent).cloned().unwrap_or_default();
+        if payload.revision <= record.env_revision {
+            return Ok(Applied::AlreadyApplied);
+        }
+        self.state
+            .write_swarm_env(&agent, &payload.secrets.env)
+            .and_then(|()| self.write_declared_env(&agent))
+            .map_err(|e| NotApplied::Failed(format!("cannot write agent {agent}'s secret variables: {e}")))?;
+        record.env_revision = payload.revision;
+        self.state
+            .save(&agent, &record)
+            .map_err(|e| NotApplied::Failed(format!("cannot save agent {agent}'s record: {e}")))?;
+        self.records.insert(agent.clone(), record);
+        let restart = match self.launch_of(&agent) {
+            Some(launch) => match self.runner.refresh_secrets(&launch) {
+                Ok(()) => false,
+                Err(err) => {
+                    tracing::warn!(agent = %agent, %err, "cannot renew the agent's secrets in place; restarting it");
+                    true
+                }
+            },
+            None => false,
+        };
+        tracing::info!(agent = %agent, variables = payload.secrets.env.len(), "secret variables renewed");
+        self.converge(&agent, restart);
+        Ok(Applied::Changed)
+    }
+
+    /// Writes a declared agent's env file: the variables of its `environment_file` (read now, as
+    /// root, from the host's configuration), with those the swarm sent over them. An
+    /// `environment_file` that cannot be read is logged and left out: the swarm's variables
+    /// still reach the agent.
+    fn write_declared_env(&self, agent: &AgentName) -> std::io::Result<()> {
+        use hyperhive_hive_proto::env_secrets::{check_all, parse_environment_file};
+        let Some(declared) = self.declared.get(agent) else { return Ok(()) };
+        let mut vars = BTreeMap::new();
+        if let Some(file) = &declared.environment_file {
+            match std::fs::read_to_string(file) {
+                Ok(text) => {
+                    let (from_file, problems) = parse_environment_file(&text);
+                    for (line, why) in problems {
+                        tracing::warn!(agent = %agent, file = %file.display(), line, "a line of the agent's environment file is left out: {why}");
+                    }
+                    vars = from_file;
+                }
+                Err(err) => {
+                    tracing::error!(agent = %agent, file = %file.display(), %err, "cannot read the agent's environment file; its variables are left out");
+                }
+            }
+        }
+        vars.extend(self.state.read_swarm_env(agent)?);
+        check_all(&vars).map_err(|why| std::io::Error::new(std::io::ErrorKind::InvalidData, why))?;
+        self.state.write_env(agent, &vars)
     }
 
     /// Waits for every supervisor to finish (after shutdown was signalled).
@@ -379,5 +459,71 @@ mod tests {
         // The consumer (the leader, in order) is always applied: a recreated bucket starts at 1.
         registry.set_wanted(&bee, wanted(WantedState::Offline), 1, false).unwrap();
         assert_eq!(stored(&state), (Some(WantedState::Offline), 1));
+    }
+
+    #[test]
+    fn a_declared_agent_takes_only_secret_variables_merged_over_its_environment_file() {
+        use hyperhive_hive_proto::HiveName;
+        use hyperhive_hive_proto::deploy::Secrets;
+        use hyperhive_hive_proto::env_secrets::{ENV_FILE, parse};
+        use hyperhive_hive_proto::spec::AgentSpec;
+        use std::os::unix::fs::PermissionsExt;
+
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(&dir.path().join("state")).unwrap();
+        let environment_file = dir.path().join("bee.env");
+        std::fs::write(&environment_file, "FROM_FILE=file\nAPI_TOKEN=file\nPATH=/evil\n").unwrap();
+        let bee = AgentName::parse("bee").unwrap();
+        let declared = BTreeMap::from([(
+            bee.clone(),
+            DeclaredAgent {
+                spec: AgentSpec {
+                    turn_command: "cat".into(),
+                    schedule_tick: None,
+                    turn_timeout: None,
+                    env: BTreeMap::new(),
+                },
+                creds_file: dir.path().join("bee.creds"),
+                environment_file: Some(environment_file),
+            },
+        )]);
+        let runner = Arc::new(ProcessRunner { bin: "/nonexistent/hive-agent".into(), state: state.clone() });
+        let (_stop, stop_rx) = watch::channel(false);
+        let mut registry =
+            Registry::new("nats://x:4222".into(), declared, runner, state.clone(), Board::default(), stop_rx);
+        let credentials = |revision: u64, secrets: Secrets| Payload {
+            kind: DeployKind::Credentials,
+            hive: HiveName::parse("h1").unwrap(),
+            agent: bee.clone(),
+            revision,
+            spec: None,
+            secrets,
+        };
+        let env = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let written = || parse(&std::fs::read(state.secrets_dir(&bee).join(ENV_FILE)).unwrap()).unwrap();
+
+        let swarm = Secrets { env: env(&[("API_TOKEN", "swarm")]), ..Default::default() };
+        assert_eq!(registry.deploy(credentials(2, swarm.clone())), Ok(Applied::Changed));
+        assert_eq!(
+            written(),
+            env(&[("API_TOKEN", "swarm"), ("FROM_FILE", "file")]),
+            "the swarm's over the file's; PATH left out"
+        );
+        let mode = std::fs::metadata(state.secrets_dir(&bee).join(ENV_FILE)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(registry.deploy(credentials(2, Secrets::default())), Ok(Applied::AlreadyApplied));
+        assert_eq!(registry.deploy(credentials(3, Secrets::default())), Ok(Applied::Changed));
+        assert_eq!(written(), env(&[("API_TOKEN", "file"), ("FROM_FILE", "file")]), "removed: the file's again");
+
+        let with_creds = Secrets { nats_creds: Some("creds".into()), ..swarm.clone() };
+        assert!(matches!(registry.deploy(credentials(4, with_creds)), Err(NotApplied::Refused(_))));
+        let mut deploy = credentials(5, swarm);
+        deploy.kind = DeployKind::Deploy;
+        assert!(matches!(registry.deploy(deploy), Err(NotApplied::Refused(_))));
+        assert_eq!(
+            written(),
+            env(&[("API_TOKEN", "file"), ("FROM_FILE", "file")]),
+            "a refused message changes nothing"
+        );
     }
 }

@@ -4,7 +4,9 @@
 //! records/<agent>.json           what this hive knows of the agent: its last wanted state and,
 //!                                for a deployed agent, its spec and last applied revision (0600)
 //! agents/<agent>/state/          the agent's HIVE_AGENT_STATE_DIR (process runner)
-//! agents/<agent>/secrets/        0700: nats.creds and the deploy's other secret files (0600)
+//! agents/<agent>/secrets/        0700: nats.creds and the deploy's other secret files (0600),
+//!                                and agent.env, the agent's secret variables (0600); for a
+//!                                declared agent also swarm.env, those the swarm sent (0600)
 //! agents/<agent>/agent.log       the agent's stdout and stderr (process runner)
 //! agents/<agent>/pid             "<pid> <start time>" of the running agent (process runner)
 //! pause/<agent>                  the agent's pause file (present while wanted paused)
@@ -39,6 +41,10 @@ pub struct AgentRecord {
     /// For a deployed agent: its spec and last applied revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployed: Option<Deployed>,
+    /// For a declared agent: the last credentials revision applied (its secret variables; 0:
+    /// none yet).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub env_revision: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -164,6 +170,54 @@ impl StateDir {
     }
 }
 
+impl StateDir {
+    /// The agent's env file: its secret variables ([`hyperhive_hive_proto::env_secrets`]).
+    pub fn env_file(&self, agent: &AgentName) -> PathBuf {
+        self.secrets_dir(agent).join(hyperhive_hive_proto::env_secrets::ENV_FILE)
+    }
+
+    /// A declared agent's variables from the swarm (as its last `credentials` message gave
+    /// them), kept apart from its env file so the host's `environmentFile` can be merged in again.
+    pub fn swarm_env_file(&self, agent: &AgentName) -> PathBuf {
+        self.secrets_dir(agent).join("swarm.env")
+    }
+
+    /// The variables [`StateDir::write_swarm_env`] wrote (none when there is no file).
+    ///
+    /// # Errors
+    /// The file cannot be read or does not parse; the message names it, never a value.
+    pub fn read_swarm_env(&self, agent: &AgentName) -> std::io::Result<BTreeMap<String, String>> {
+        let path = self.swarm_env_file(agent);
+        match std::fs::read(&path) {
+            Ok(bytes) => hyperhive_hive_proto::env_secrets::parse(&bytes)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+            Err(e) => Err(std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+        }
+    }
+
+    /// Replaces a declared agent's variables from the swarm with `vars` (0600).
+    ///
+    /// # Errors
+    /// The I/O error (it names the file, never a value).
+    pub fn write_swarm_env(&self, agent: &AgentName, vars: &BTreeMap<String, String>) -> std::io::Result<()> {
+        files::make_dir(&self.secrets_dir(agent), 0o700)?;
+        let text = hyperhive_hive_proto::env_secrets::render(vars);
+        files::replace(&self.swarm_env_file(agent), text.as_bytes(), files::PRIVATE)
+    }
+
+    /// Replaces the agent's env file with `vars` (0600 in its 0700 secrets directory), leaving
+    /// its other secret files alone.
+    ///
+    /// # Errors
+    /// The I/O error (it names the file, never a value).
+    pub fn write_env(&self, agent: &AgentName, vars: &BTreeMap<String, String>) -> std::io::Result<()> {
+        files::make_dir(&self.secrets_dir(agent), 0o700)?;
+        let text = hyperhive_hive_proto::env_secrets::render(vars);
+        files::replace(&self.env_file(agent), text.as_bytes(), files::PRIVATE)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt;
@@ -187,6 +241,7 @@ mod tests {
                 },
                 revision: 4,
             }),
+            env_revision: 0,
         };
         dir.save(&a, &record).unwrap();
         assert_eq!(dir.records(), BTreeMap::from([(a.clone(), record)]));

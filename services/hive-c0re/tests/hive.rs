@@ -193,6 +193,21 @@ impl Hive {
         revision: u64,
         files: BTreeMap<String, String>,
     ) -> Vec<u8> {
+        self.deploy_with_secrets(to, hive, agent, kind, revision, files, BTreeMap::new()).await
+    }
+
+    /// [`Hive::deploy_with_files`] carrying secret variables `env` (name -> value) as well.
+    #[allow(clippy::too_many_arguments)]
+    async fn deploy_with_secrets(
+        &self,
+        to: &str,
+        hive: &str,
+        agent: &str,
+        kind: DeployKind,
+        revision: u64,
+        files: BTreeMap<String, String>,
+        env: BTreeMap<String, String>,
+    ) -> Vec<u8> {
         let creds = std::fs::read_to_string(self.nats.mint_agent(agent).await.unwrap()).unwrap();
         let payload = Payload {
             kind,
@@ -200,7 +215,7 @@ impl Hive {
             agent: AgentName::parse(agent).unwrap(),
             revision,
             spec: (kind == DeployKind::Deploy).then(|| spec_for(self.dir.path(), agent)),
-            secrets: Secrets { nats_creds: Some(creds), files },
+            secrets: Secrets { nats_creds: Some(creds), files, env },
         };
         serde_json::to_vec(&seal(&payload, to).unwrap()).unwrap()
     }
@@ -229,7 +244,10 @@ impl Drop for Hive {
 
 fn spec_for(dir: &Path, agent: &str) -> AgentSpec {
     AgentSpec {
-        turn_command: format!("echo \"$(cat) $HIVE_TODO_ID\" >> {}", dir.join(format!("{agent}.turns")).display()),
+        turn_command: format!(
+            "echo \"$(cat) $HIVE_TODO_ID${{API_TOKEN:+ $API_TOKEN}}\" >> {}",
+            dir.join(format!("{agent}.turns")).display()
+        ),
         schedule_tick: Some("200ms".into()),
         turn_timeout: None,
         env: BTreeMap::new(),
@@ -659,4 +677,70 @@ async fn a_hostile_turn_file_is_that_agents_problem_and_never_stalls_the_hive() 
     std::fs::write(&turn, r#"{"turn":"idle","since":"2026-12-01T00:00:00Z"}"#).unwrap();
     hive.wait_agent("a", "its turn read again", |s| s.problem.is_none() && s.turn.is_some()).await;
     hive.stop().await;
+}
+
+#[tokio::test]
+async fn a_deployed_agents_secret_variables_reach_its_next_turn_without_a_restart() {
+    use hyperhive_hive_proto::env_secrets::ENV_FILE_VAR;
+    let mut hive = Hive::new(&[], 1).await;
+    hive.start().await;
+    let env = |value: &str| BTreeMap::from([("API_TOKEN".to_owned(), value.to_owned())]);
+    let first =
+        hive.deploy_with_secrets(&hive.public, HIVE, "d", DeployKind::Deploy, 1, BTreeMap::new(), env("v-one")).await;
+    hive.publish_deploy(first, "d:deploy:1").await;
+    hive.put_wanted("d", WantedState::Up).await;
+    hive.wait_actual("d", ActualState::Running).await;
+    hive.publish_todo("d", "t1", "first").await;
+    assert_eq!(hive.wait_turns("d", 1).await, ["first t1 v-one"], "the turn has the variable");
+    let pid = hive.wait_one_agent_process("d").await;
+    let env_file = hive.state_dir().join("agents/d/secrets/agent.env");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&env_file).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    assert!(!environ.windows(5).any(|w| w == b"v-one"), "the variable is the turn's, not hive-agent's own");
+    assert!(environ.split(|b| *b == 0).any(|var| var.starts_with(b"HIVE_AGENT_ENV_FILE=")), "it names the file");
+
+    // Rotated by a credentials message: the next turn has the new value, nothing restarts.
+    let rotated = hive
+        .deploy_with_secrets(&hive.public, HIVE, "d", DeployKind::Credentials, 2, BTreeMap::new(), env("v-two"))
+        .await;
+    hive.publish_deploy(rotated, "d:credentials:2").await;
+    hive.wait_agent("d", "revision 2", |s| s.revision == Some(2) && s.actual == ActualState::Running).await;
+    hive.publish_todo("d", "t2", "second").await;
+    assert_eq!(hive.wait_turns("d", 2).await[1], "second t2 v-two");
+    // Removed: the next turn has none.
+    let removed = hive.deploy_to(&hive.public, HIVE, "d", DeployKind::Credentials, 3).await;
+    hive.publish_deploy(removed, "d:credentials:3").await;
+    hive.wait_agent("d", "revision 3", |s| s.revision == Some(3) && s.actual == ActualState::Running).await;
+    hive.publish_todo("d", "t3", "third").await;
+    assert_eq!(hive.wait_turns("d", 3).await[2], "third t3");
+    assert_eq!(hive.agent_pids("d"), [pid], "not restarted");
+
+    // An env file something else broke: the turn does not start and counts as failed (acked, so
+    // the queue moves on), the log names the file and the line, never a value.
+    std::fs::write(&env_file, "{\n  \"API_TOKEN\": v-three\n}\n").unwrap();
+    hive.publish_todo("d", "t4", "broken").await;
+    let agent_log = hive.state_dir().join("agents/d/agent.log");
+    wait_until("the refused turn logged", PATIENCE, || async {
+        let log = std::fs::read_to_string(&agent_log).ok()?;
+        (log.contains(&format!("{} ({ENV_FILE_VAR}) is malformed: line 2", env_file.display()))).then_some(())
+    })
+    .await
+    .unwrap();
+    // The next message writes it whole again, and turns run with it.
+    let repaired = hive
+        .deploy_with_secrets(&hive.public, HIVE, "d", DeployKind::Credentials, 4, BTreeMap::new(), env("v-four"))
+        .await;
+    hive.publish_deploy(repaired, "d:credentials:4").await;
+    hive.wait_agent("d", "revision 4", |s| s.revision == Some(4) && s.actual == ActualState::Running).await;
+    hive.publish_todo("d", "t5", "fifth").await;
+    let turns = hive.wait_turns("d", 4).await;
+    assert_eq!(turns[3], "fifth t5 v-four", "the broken turn never ran: {turns:?}");
+    assert_eq!(hive.agent_pids("d"), [pid], "not restarted");
+    let log = std::fs::read_to_string(&agent_log).unwrap() + &hive.c0re().log();
+    for value in ["v-one", "v-two", "v-three", "v-four"] {
+        assert!(!log.contains(value), "a variable's value in a log");
+    }
 }

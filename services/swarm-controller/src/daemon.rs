@@ -37,6 +37,7 @@ use crate::lifecycle::revoke::Revoker;
 use crate::lifecycle::roster::{Roster, watch_statuses};
 use crate::lifecycle::wanted::WantedStore;
 use crate::nats::{self, NatsError};
+use crate::provision::env_secrets::EnvSecrets;
 use crate::provision::health::HealthBoard;
 use crate::provision::linked_accounts::LinkedAccounts;
 use crate::provision::vault::Vault;
@@ -361,6 +362,7 @@ async fn serve(
         revoker,
         jobq,
         linked: provisioner.clone().map(|p| Arc::new(LinkedAccounts::new(p))),
+        env_secrets: provisioner.clone().map(|p| Arc::new(EnvSecrets::new(p))),
         feeds,
         icons: IconStore::new(buckets.icons),
         quick_links: Arc::new(config.quick_links),

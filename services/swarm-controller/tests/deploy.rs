@@ -29,7 +29,7 @@ fn payload(to: &str, revision: u64) -> Payload {
             turn_timeout: None,
             env: BTreeMap::new(),
         }),
-        secrets: Secrets { nats_creds: Some("-----BEGIN NATS USER JWT-----".into()), files: BTreeMap::new() },
+        secrets: Secrets { nats_creds: Some("-----BEGIN NATS USER JWT-----".into()), ..Default::default() },
     }
 }
 

@@ -347,7 +347,7 @@ async fn a_deploy_sent_by_the_controller_runs_the_agent_on_its_hive() {
         agent: Agent::parse(agent).unwrap(),
         revision: 1,
         spec,
-        secrets: Secrets { nats_creds: Some(creds.to_owned()), files: Default::default() },
+        secrets: Secrets { nats_creds: Some(creds.to_owned()), ..Default::default() },
     };
     let spec = AgentSpec { turn_command: turn, schedule_tick: None, turn_timeout: None, env: Default::default() };
     let sent = swarm_controller::lifecycle::deploy::send(

@@ -9,7 +9,7 @@
 //! - [`client`]: where requests go (the socket, or [`remote`] through the control plane) and
 //!   the one error type, [`CtlError`].
 //! - One module per family of commands: `schedule` here, `hives` (hives, agents, wanted
-//!   state), `accounts`, `create`, `jobs`, `forge`, `terminal`; `format` writes their tables,
+//!   state), `accounts`, `secret`, `create`, `jobs`, `forge`, `terminal`; `format` writes their tables,
 //!   `sse` reads event streams.
 
 pub mod client;
@@ -21,6 +21,7 @@ mod hives;
 mod jobs;
 mod linked;
 pub mod remote;
+mod secrets;
 mod sse;
 mod terminal;
 mod untrusted;
@@ -191,6 +192,10 @@ pub enum Top {
     /// stdin), rm (`--revoke` logs a matrix token out first).
     #[command(subcommand)]
     Accounts(linked::AccountsCommand),
+    /// Secret variables of an agent's turns (or defaults of every agent): set (value on stdin,
+    /// never on the command line), list (names and times, never values), rm.
+    #[command(subcommand)]
+    Secret(secrets::SecretCommand),
     /// Each agent's config pull request (the one of its config repository changed last): its
     /// number, state (open, closed, merged), whether it merges cleanly, title and URL.
     ConfigPrs {
@@ -497,6 +502,7 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
         Top::Turns { agent, failed, limit, json } => return work::turns(api, &agent, failed, limit, json).await,
         Top::Turn { agent, id, json } => return work::turn(api, &agent, &id, json).await,
         Top::Accounts(command) => return linked::run(api, command).await,
+        Top::Secret(command) => return secrets::run(api, command, std::io::stdin()).await,
         Top::ConfigPrs { json } => return forge::config_prs(api, json).await,
         Top::Issues { json } => return forge::issues(api, json).await,
         Top::Agent(AgentCommand::Create(args)) => {

@@ -154,6 +154,7 @@ let
     scheduleTick = "2s";
     turnTimeout = "3h";
     path = [ pkgs.git ];
+    environmentFile = "/run/secrets/beta.env";
   };
   hived = good // {
     deploy = good.deploy // { hive-controller = hiveController; };
@@ -281,8 +282,8 @@ let
     }
     {
       base = hived;
-      change.agents.alpha = agent // { environmentFile = "/run/secrets/alpha.env"; };
-      expect = "agents.alpha.environmentFile is set, but with";
+      change.agents.alpha = agent // { environmentFile = "${b.storeDir}/00000000000000000000000000000000-alpha.env"; };
+      expect = "agents.alpha.environmentFile is in the Nix store";
     }
     {
       base = hived;
@@ -811,7 +812,7 @@ let
       !(withHive { runner = "process"; }).units.hive-c0re.serviceConfig.MemoryDenyWriteExecute;
     "under hive-c0re the agents get no static units" =
       b.filter (lib.hasPrefix "hive-agent-") (b.attrNames hiveOk.units) == [ ];
-    "the declared agents file holds each enabled agent's spec and credential path" =
+    "the declared agents file holds each enabled agent's spec, credential path and environment file" =
       lib.hasPrefix "${b.storeDir}/" agentsFile.path
       && lib.hasInfix "-hive-c0re-agents.json" agentsFile.path
       && agentsFile.json == {
@@ -832,6 +833,7 @@ let
             env.PATH = "${pkgs.bash}/bin:${pkgs.coreutils}/bin:${pkgs.git}/bin";
           };
           creds_file = "/run/secrets/beta.creds";
+          environment_file = "/run/secrets/beta.env";
         };
       };
     # What crates/hive-proto/src/spec.rs (parse_declared) refuses: names that are not agent names,

@@ -15,6 +15,7 @@ use std::path::PathBuf;
 
 use hyperhive_hive_proto::AgentName;
 use hyperhive_hive_proto::agent_files::PAUSE_FILE_VAR;
+use hyperhive_hive_proto::env_secrets::{ENV_FILE, ENV_FILE_VAR};
 use hyperhive_hive_proto::spec::AgentSpec;
 
 /// Everything needed to start one agent, whatever the runner.
@@ -28,6 +29,10 @@ pub struct Launch {
     pub creds: PathBuf,
     /// Further secret files (deployed agents), by name -> path.
     pub secret_files: Vec<(String, PathBuf)>,
+    /// The agent's env file on this host (its secret variables,
+    /// [`hyperhive_hive_proto::env_secrets`]), which may not exist yet: hive-agent then runs
+    /// its turns without secret variables.
+    pub env_file: Option<PathBuf>,
     /// The pause file.
     pub pause_file: PathBuf,
     /// How to run it.
@@ -54,6 +59,9 @@ impl Launch {
         }
         if !self.secret_files.is_empty() {
             env.push(("HIVE_AGENT_SECRETS_DIR".to_owned(), secrets_dir.to_owned()));
+        }
+        if self.env_file.is_some() {
+            env.push((ENV_FILE_VAR.to_owned(), format!("{secrets_dir}/{ENV_FILE}")));
         }
         env.extend(self.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         env

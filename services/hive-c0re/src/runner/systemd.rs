@@ -145,7 +145,18 @@ impl Runner for SystemdRunner {
     fn refresh_secrets(&self, launch: &Launch) -> std::io::Result<()> {
         let mut sources = vec![(NATS_CREDS.to_owned(), launch.creds.as_path())];
         sources.extend(launch.secret_files.iter().map(|(name, path)| (name.clone(), path.as_path())));
-        let files = unit_credentials::read_sources(&sources)?;
+        let mut files = unit_credentials::read_sources(&sources)?;
+        if let Some(env_file) = &launch.env_file {
+            // Not written yet (no secret variable was ever sent): an empty one, so the unit's
+            // copy exists and a later one replaces it in place.
+            let bytes = match std::fs::read(env_file) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    hyperhive_hive_proto::env_secrets::render(&Default::default()).into_bytes()
+                }
+                read => read.map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", env_file.display())))?,
+            };
+            files.push((hyperhive_hive_proto::env_secrets::ENV_FILE.to_owned(), bytes));
+        }
         unit_credentials::stage(&self.private_state_dir(&launch.agent), &files)
     }
 
@@ -244,6 +255,7 @@ mod tests {
             nats_url: "nats://nats:4222".into(),
             creds: secrets.join("nats.creds"),
             secret_files: vec![("token".into(), secrets.join("token"))],
+            env_file: Some(secrets.join(hyperhive_hive_proto::env_secrets::ENV_FILE)),
             pause_file: host.path().join("pause/bee"),
             spec: AgentSpec {
                 turn_command: "true".into(),
@@ -256,9 +268,22 @@ mod tests {
         let staged = host.path().join("lib/private/hive-agent-bee").join(unit_credentials::DIR);
         assert_eq!(std::fs::read_to_string(staged.join(NATS_CREDS)).unwrap(), "creds-1");
         assert_eq!(std::fs::read_to_string(staged.join("token")).unwrap(), "t0ken");
+        let env_secrets = |text: &str| hyperhive_hive_proto::env_secrets::parse(text.as_bytes()).unwrap();
+        let staged_env = staged.join(hyperhive_hive_proto::env_secrets::ENV_FILE);
+        assert!(
+            env_secrets(&std::fs::read_to_string(&staged_env).unwrap()).is_empty(),
+            "no env file yet: an empty one"
+        );
         std::fs::write(secrets.join("nats.creds"), "creds-2").unwrap();
+        let vars = BTreeMap::from([("API_TOKEN".to_owned(), "v2".to_owned())]);
+        std::fs::write(launch.env_file.as_ref().unwrap(), hyperhive_hive_proto::env_secrets::render(&vars)).unwrap();
         runner.refresh_secrets(&launch).unwrap();
         assert_eq!(std::fs::read_to_string(staged.join(NATS_CREDS)).unwrap(), "creds-2");
+        assert_eq!(env_secrets(&std::fs::read_to_string(&staged_env).unwrap()), vars);
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let meta = std::fs::metadata(&staged_env).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o400, "only the unit's own user reads it");
+        assert_eq!(meta.uid(), std::fs::metadata(staged.parent().unwrap()).unwrap().uid());
         // The unit reads them where its environment says.
         let args = systemd_run_args(&launch, "/bin/false");
         assert!(args.contains(&format!("--setenv=HIVE_AGENT_CREDS=/var/lib/hive-agent-bee/credentials/{NATS_CREDS}")));
@@ -274,6 +299,7 @@ mod tests {
             nats_url: "nats://nats:4222".into(),
             creds: "/var/lib/hive-c0re/agents/bee/secrets/nats.creds".into(),
             secret_files: vec![("token".into(), "/var/lib/hive-c0re/agents/bee/secrets/token".into())],
+            env_file: Some("/var/lib/hive-c0re/agents/bee/secrets/agent.env".into()),
             pause_file: "/var/lib/hive-c0re/pause/bee".into(),
             spec: AgentSpec {
                 turn_command: "claude -p".into(),
@@ -326,6 +352,7 @@ mod tests {
             "--setenv=HIVE_AGENT_PAUSE_FILE=/var/lib/hive-c0re/pause/bee",
             "--setenv=HIVE_AGENT_SCHEDULE_TICK=10s",
             "--setenv=HIVE_AGENT_SECRETS_DIR=/var/lib/hive-agent-bee/credentials",
+            "--setenv=HIVE_AGENT_ENV_FILE=/var/lib/hive-agent-bee/credentials/agent.env",
             "--setenv=MODEL=opus",
             "--setenv=HOME=/var/lib/hive-agent-bee",
             "--",

@@ -18,6 +18,7 @@ mod jobq;
 mod linked;
 pub mod routes;
 mod schedules;
+mod secrets;
 mod todos;
 mod turns;
 mod ui;
@@ -46,6 +47,7 @@ use crate::lifecycle::state_change::StateChanger;
 use crate::lifecycle::wanted::WantedStore;
 use crate::linked::account::Kind;
 use crate::provision::Provisioner;
+use crate::provision::env_secrets::EnvSecrets;
 use crate::provision::linked_accounts::LinkedAccounts;
 use crate::schedules::reconcile::Reconciler;
 use crate::schedules::store::Definitions;
@@ -59,6 +61,7 @@ use hives::HivesApi;
 use jobq::JobsApi;
 use linked::LinkedApi;
 use schedules::SchedulesApi;
+use secrets::SecretsApi;
 use todos::TodosApi;
 use turns::TurnsApi;
 use ui::UiApi;
@@ -86,6 +89,7 @@ pub struct App {
     forge: ForgeApi,
     todos: TodosApi,
     turns: TurnsApi,
+    secrets: SecretsApi,
     /// The control link's state, when the controller is a host of a control plane (set once
     /// the link starts, after the app exists).
     pub control_link: std::sync::OnceLock<Arc<dyn LinkReport>>,
@@ -119,6 +123,8 @@ pub struct AppParts {
     pub provisioner: Option<Arc<Provisioner>>,
     /// Accounts operators link to created agents; `None` when `provisioner` is.
     pub linked: Option<Arc<LinkedAccounts>>,
+    /// The agents' secret variables; `None` when `provisioner` is.
+    pub env_secrets: Option<Arc<EnvSecrets>>,
     /// The agents' terminal feeds and turn headers.
     pub feeds: Arc<FeedHub>,
     /// Uploaded agent icons.
@@ -145,6 +151,7 @@ impl App {
             jobq,
             provisioner,
             linked,
+            env_secrets,
             feeds,
             icons,
             quick_links,
@@ -188,6 +195,7 @@ impl App {
             jobs: JobsApi { jobq },
             linked: LinkedApi { linked },
             forge: ForgeApi { forge, js },
+            secrets: SecretsApi { secrets: env_secrets },
             control_link: std::sync::OnceLock::new(),
         }
     }
@@ -321,6 +329,12 @@ impl App {
             }
             RouteId::ListTurns => self.turns.list(param(0), query).await,
             RouteId::GetTurn => self.turns.get(param(0), param(1)).await,
+            RouteId::ListAgentSecrets => self.secrets.list(Some(param(0))).await,
+            RouteId::PutAgentSecret => self.secrets.put(Some(param(0)), param(1), headers, body).await,
+            RouteId::DeleteAgentSecret => self.secrets.delete(Some(param(0)), param(1)).await,
+            RouteId::ListSwarmSecrets => self.secrets.list(None).await,
+            RouteId::PutSwarmSecret => self.secrets.put(None, param(0), headers, body).await,
+            RouteId::DeleteSwarmSecret => self.secrets.delete(None, param(0)).await,
         }
     }
 

@@ -90,6 +90,18 @@ pub enum RouteId {
     ListTurns,
     /// `GET /api/agents/{name}/turns/{id}`.
     GetTurn,
+    /// `GET /api/agents/{name}/secrets`.
+    ListAgentSecrets,
+    /// `PUT /api/agents/{name}/secrets/{var}`.
+    PutAgentSecret,
+    /// `DELETE /api/agents/{name}/secrets/{var}`.
+    DeleteAgentSecret,
+    /// `GET /api/secrets`.
+    ListSwarmSecrets,
+    /// `PUT /api/secrets/{var}`.
+    PutSwarmSecret,
+    /// `DELETE /api/secrets/{var}`.
+    DeleteSwarmSecret,
 }
 
 /// One route: a method, a path pattern (`{name}` stands for one path segment) and what it does.
@@ -257,6 +269,37 @@ pub const ROUTES: &[Route] = &[
         "the agent's turn history, newest first; ?limit, ?before, ?failed",
     ),
     route(Method::GET, "/api/agents/{name}/turns/{id}", RouteId::GetTurn, "one finished turn, by its todo's id"),
+    route(
+        Method::GET,
+        "/api/agents/{name}/secrets",
+        RouteId::ListAgentSecrets,
+        "the agent's secret variables: names, when set, agent or swarm default; never a value",
+    ),
+    route(
+        Method::PUT,
+        "/api/agents/{name}/secrets/{var}",
+        RouteId::PutAgentSecret,
+        "set the agent's secret variable; the raw body is the value (at most 64 KiB)",
+    ),
+    route(
+        Method::DELETE,
+        "/api/agents/{name}/secrets/{var}",
+        RouteId::DeleteAgentSecret,
+        "remove the agent's own value; the swarm default applies again",
+    ),
+    route(
+        Method::GET,
+        "/api/secrets",
+        RouteId::ListSwarmSecrets,
+        "the swarm's default secret variables: names and when set; never a value",
+    ),
+    route(
+        Method::PUT,
+        "/api/secrets/{var}",
+        RouteId::PutSwarmSecret,
+        "set a default secret variable of every agent; the raw body is the value (at most 64 KiB)",
+    ),
+    route(Method::DELETE, "/api/secrets/{var}", RouteId::DeleteSwarmSecret, "remove a default secret variable"),
 ];
 
 /// What a request's method and path find in [`ROUTES`].
@@ -370,7 +413,8 @@ mod tests {
                 .replace("{hive}", "h1")
                 .replace("{agent}", "a")
                 .replace("{name}", "n")
-                .replace("{label}", "l");
+                .replace("{label}", "l")
+                .replace("{var}", "V");
             match find(&route.method, &example) {
                 Found::Route(id, _) => assert_eq!(id, route.id, "{} {}", route.method, route.path),
                 other => panic!("{} {} finds {other:?}", route.method, route.path),

@@ -19,8 +19,11 @@
 //! - [`health`]: the credential health pass: re-checks, renewals and repair jobs.
 //! - [`linked_accounts`]: what the linked-account routes do, in order, and the `credentials` job
 //!   that delivers them to the hive.
+//! - [`env_secrets`]: what the secret-variable routes do, and the `credentials` jobs that
+//!   deliver them to the agents' hives.
 //! - [`error`]: [`StepError`], a step's failure and whether the job graph retries it.
 
+pub mod env_secrets;
 pub mod error;
 pub mod handoff;
 pub mod health;

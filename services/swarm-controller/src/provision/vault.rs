@@ -150,7 +150,7 @@ impl Vault {
 
     /// What the agent's hive gets: its NATS credential and every secret file it has so far
     /// (its linked accounts among them), plus the store CA's certificate when there is a store
-    /// identity.
+    /// identity, and its secret variables ([`super::env_secrets`]).
     ///
     /// # Errors
     /// The store's error.
@@ -170,6 +170,7 @@ impl Vault {
             files.insert(slot.agent_file(), crate::linked::store::agent_file_text(&account));
         }
         let nats_creds = self.get(agent, Kind::QueueCreds).await?.map(|c| c.expose().to_owned());
-        Ok(Secrets { nats_creds, files })
+        let env = super::env_secrets::env_of(&self.store, agent).await?;
+        Ok(Secrets { nats_creds, files, env })
     }
 }

@@ -125,6 +125,20 @@ impl SecretStore {
         Ok(records)
     }
 
+    /// When `record` was last written (the bucket's own time of its last put), `None` when it
+    /// holds no value. Opens nothing.
+    ///
+    /// # Errors
+    /// [`SecretsError::Nats`].
+    pub async fn written_at(&self, record: &RecordKey) -> Result<Option<time::OffsetDateTime>, SecretsError> {
+        let entry = self.bucket.entry(record.as_str()).await.map_err(|e| SecretsError::Nats {
+            action: "read",
+            record: record.clone(),
+            reason: e.to_string(),
+        })?;
+        Ok(entry.filter(|e| e.operation == kv::Operation::Put).map(|e| e.created))
+    }
+
     /// Removes `record` (absent is fine).
     ///
     /// # Errors

@@ -42,6 +42,19 @@ impl OneHive {
         turn: impl Fn(&Path) -> String,
         controller_env: &[(&str, &str)],
     ) -> OneHive {
+        Self::start_with_environment_files(nats, proxy, agents, turn, controller_env, &[]).await
+    }
+
+    /// [`OneHive::start_on`], the agents named in `environment_files` declared with that
+    /// `environment_file`.
+    pub async fn start_with_environment_files(
+        nats: NatsJwt,
+        proxy: Option<ChaosProxy>,
+        agents: &[&str],
+        turn: impl Fn(&Path) -> String,
+        controller_env: &[(&str, &str)],
+        environment_files: &[(&str, PathBuf)],
+    ) -> OneHive {
         let dir = tempfile::tempdir().unwrap();
         let names = agents;
         for name in names {
@@ -71,10 +84,13 @@ impl OneHive {
         let declared: serde_json::Map<String, Value> = agents
             .iter()
             .map(|name| {
-                let entry = json!({
+                let mut entry = json!({
                     "spec": {"turn_command": turn(&dir.path().join(format!("{name}.turns"))), "schedule_tick": "200ms"},
                     "creds_file": nats.creds_dir().join(format!("agent-{name}.creds")),
                 });
+                if let Some((_, file)) = environment_files.iter().find(|(agent, _)| agent == name) {
+                    entry["environment_file"] = json!(file);
+                }
                 ((*name).to_owned(), entry)
             })
             .collect();
