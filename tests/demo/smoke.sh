@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Smoke test of scripts/demo (run by scripts/test): it starts, a schedule fires in both agents, the
+# Smoke test of scripts/demo (run by scripts/test): it starts, a schedule fires in both agents, a
+# prompt given now runs and is in the turn history, the
 # controller holds its link to the control plane as host "swarm" and `swarmctl --via` with the
 # demo's client identity answers as the socket does (a schedule made through it fires), the
 # control plane answers through Caddy with TLS and makes codes, a window and a host paired with
@@ -60,6 +61,13 @@ for agent in alpha beta; do
   wait_for "$agent's turn" 30 grep -q 'smoke test prompt' "$demo_dir/agents/$agent/turns.log"
 done
 echo "a schedule fired in both agents"
+
+# A prompt given now runs, and its turn is in the history.
+timeout 60 "$bin/swarmctl" prompt alpha --id smoke-now --body 'a prompt given now' --wait >/dev/null \
+  || fail "swarmctl prompt alpha --wait did not report a turn that succeeded"
+grep -q 'a prompt given now' "$demo_dir/agents/alpha/turns.log" || fail "the prompt given now did not reach alpha's turn"
+"$bin/swarmctl" turns alpha | grep -q 'smoke-now' || fail "swarmctl turns alpha does not list the prompt's turn"
+echo "a prompt given now ran once and is in alpha's turn history"
 
 # actual_is AGENT STATE: the agent's actual state, as its hive last reported it, is STATE.
 actual_is() {

@@ -127,12 +127,15 @@ impl Browser {
         .await
     }
 
-    /// Clicks the first element matching `css` (a real click, as a person's).
+    /// Clicks the first element matching `css` (a real click, as a person's), scrolled to the
+    /// middle of the window first, as a person would: the driver scrolls it only just into view,
+    /// where a sticky header can cover it.
     ///
     /// # Errors
     /// No such element, or it cannot be clicked.
     pub async fn click(&self, css: &str, patience: Duration) -> anyhow::Result<()> {
         let element = self.find(css, patience).await?;
+        self.run("arguments[0].scrollIntoView({block: 'center'})", json!([{ ELEMENT: element }])).await?;
         self.command(reqwest::Method::POST, &format!("/element/{element}/click"), Some(json!({}))).await.map(drop)
     }
 

@@ -2,7 +2,9 @@
 //! socket (and a proxy the test can cut), with real NATS, the controller, a hive-c0re and its
 //! agent: the pages load without errors, pausing in the UI reaches `hive-status`, a schedule added
 //! in the UI fires, a running turn's output shows in the terminal view, and a browser whose
-//! connection was cut resumes the terminal with nothing missed or doubled. Screenshots of the main
+//! connection was cut resumes the terminal with nothing missed or doubled, a prompt typed on the
+//! agent page runs and is listed with its result, and a running turn is cancelled from the page.
+//! Screenshots of the main
 //! pages go to `target/ui-screenshots/`.
 //!
 //! Needs `cargo build -p hive-agent -p hive-c0re` and scripts/setup (chromium, chromedriver, nginx).
@@ -141,5 +143,31 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
         assert_eq!(text.matches(&line).count(), 1, "{line:?} missed or doubled: {text}");
     }
     browser.text_when("#turn-header", SOON, |t| t.contains("idle")).await.unwrap();
+
+    // A prompt typed into the agent page runs, and its turn is listed with its result; a second
+    // one is cancelled from the page while it runs.
+    browser.type_into("#prompt-form textarea[name=body]", "a prompt from the agent page", SOON).await.unwrap();
+    browser.click("#prompt-form button[type=submit]", SOON).await.unwrap();
+    browser.text_when("#prompt-form output", SOON, |t| t.starts_with("queued prompt-")).await.unwrap();
+    wait_until("the page's prompt ran", SOON, || async {
+        stack.swarm.turns("bee").contains("a prompt from the agent page").then_some(())
+    })
+    .await
+    .unwrap();
+    browser.text_when("#turns", SOON, |t| t.contains("operator:") && t.contains("succeeded")).await.unwrap();
+    browser.type_into("#prompt-form textarea[name=body]", "a prompt to cancel", SOON).await.unwrap();
+    browser.click("#prompt-form button[type=submit]", SOON).await.unwrap();
+    browser.text_when("#terminal", SOON, |t| t.matches("line 1 of prompt-").count() == 2).await.unwrap();
+    browser.click("#cancel-turn", SOON).await.unwrap();
+    browser.text_when("#turns", SOON, |t| t.contains("cancelled")).await.unwrap();
+    browser.screenshot(&screenshot_path("agent-turns")).await.unwrap();
+    // What the steps above made on purpose: the refused create (503) and the streams the cut ended.
+    let expected = [
+        "/api/agents - Failed to load resource: the server responded with a status of 503",
+        "ERR_INCOMPLETE_CHUNKED_ENCODING",
+    ];
+    let errors: Vec<String> =
+        page_errors(&browser).await.into_iter().filter(|e| !expected.iter().any(|x| e.contains(x))).collect();
+    assert_eq!(errors, Vec::<String>::new(), "console errors while driving the pages");
     drop(stack.swarm.nats);
 }

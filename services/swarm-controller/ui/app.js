@@ -126,9 +126,59 @@ async function agentsView() {
         el("button", { "data-agent": a.name, "data-state": s, onclick: () => setState(a, s) }, { up: "Up", paused: "Pause", offline: "Offline" }[s])),
       wanted === "destroyed" ? "" : el("button", { class: "danger", "data-agent": a.name, "data-state": "destroyed", onclick: () => setState(a, "destroyed") }, "Destroy"));
     return [el("img", { class: "icon", src: `/api/agents/${a.name}/icon`, alt: "" }),
-      el("a", { href: `#/agents/${a.name}` }, a.name), a.hive, a.origin, state(wanted), state(actual), controls];
+      el("a", { href: `#/agents/${a.name}` }, a.name), a.hive, a.origin, state(wanted), state(actual), lastTurn(a.last_turn), controls];
   });
-  return [el("h1", {}, "Agents"), table(["", "Agent", "Hive", "Origin", "Wanted", "Actual", ""], rows)];
+  return [el("h1", {}, "Agents"), table(["", "Agent", "Hive", "Origin", "Wanted", "Actual", "Last turn", ""], rows)];
+}
+
+// How a turn ended, as a badge: "succeeded", "failed (exit 3)", "cancelled"...
+function outcome(turn) {
+  const words = turn.outcome.replace("_", " ");
+  return state(turn.outcome === "failed" && turn.exit_code != null ? `${words} (exit ${turn.exit_code})` : words);
+}
+
+function lastTurn(turn) {
+  return turn ? el("span", {}, outcome(turn), ` ${ago(turn.ended_at)}`) : "-";
+}
+
+// The prompt box and the queue (shown above the terminal) and the turn history (below it) of one
+// agent.
+function workSections(name) {
+  const queue = el("div", { id: "queue" });
+  const turns = el("div", { id: "turns" });
+  const shown = el("pre", { id: "turn-output", class: "terminal", hidden: true });
+  const refresh = async () => {
+    try {
+      const [waiting, page] = await Promise.all([api("GET", `/api/agents/${name}/todos`), api("GET", `/api/agents/${name}/turns?limit=20`)]);
+      queue.replaceChildren(table(["Todo", "State", "Source", "Age", "Prompt", ""], waiting.map((t) => [t.id, state(t.state), t.source, `${t.age_seconds}s`, t.preview,
+        t.state === "waiting" ? el("button", { class: "danger", onclick: async () => {
+          try { await api("DELETE", `/api/agents/${name}/todos/${encodeURIComponent(t.id)}`); showError(""); } catch (error) { showError(error.message); }
+          refresh();
+        } }, "Remove") : ""])));
+      turns.replaceChildren(table(["Started", "Todo", "Source", "Result", "Took", ""], page.turns.map((t) => [ago(t.started_at), t.todo_id,
+        t.schedule_name ? `schedule ${t.schedule_name}` : t.source, outcome(t), `${(t.duration_ms / 1000).toFixed(1)}s`,
+        el("button", { onclick: () => { shown.hidden = false; shown.textContent = `${t.prompt}\n---\n${t.output}`; } }, "Output")])));
+    } catch (error) {
+      queue.replaceChildren(el("p", { class: "empty" }, error.message));
+    }
+  };
+  const poll = setInterval(refresh, 2000);
+  live.push(() => clearInterval(poll));
+  refresh();
+  const form = el("form", { class: "stack", id: "prompt-form", onsubmit: async (event) => {
+    event.preventDefault();
+    const body = new FormData(form).get("body");
+    try {
+      const queued = await api("POST", `/api/agents/${name}/todos`, { body });
+      showError("");
+      form.reset();
+      form.querySelector("output").textContent = `queued ${queued.id}`;
+      refresh();
+    } catch (error) { showError(`${name}: ${error.message}`); }
+  } },
+  el("label", {}, "Prompt", el("textarea", { name: "body", required: true, rows: 3, placeholder: "what the agent should do now" })),
+  el("span", {}, el("button", { type: "submit" }, "Send"), " ", el("output", { class: "muted" })));
+  return { above: [el("h2", {}, "Prompt now"), form, el("h2", {}, "Queue"), queue], below: [el("h2", {}, "Turns"), turns, shown] };
 }
 
 function follow(path, onEvent, name) {
@@ -145,8 +195,12 @@ async function agentView(name) {
   const header = el("p", { id: "turn-header", class: "muted" }, "waiting for the turn header...");
   const terminal = el("pre", { id: "terminal", class: "terminal" });
   const decoder = new TextDecoder();
+  const cancel = async () => {
+    try { await api("POST", `/api/agents/${name}/turn/cancel`); showError(""); } catch (error) { showError(`${name}: ${error.message}`); }
+  };
   follow(`/api/agents/${name}/turn`, (h) => {
-    header.replaceChildren(state(h.state), " ", h.todo_id ? `${h.todo_id} (${h.source}), started ${ago(h.started_at)}` : "");
+    header.replaceChildren(state(h.state), " ", h.todo_id ? `${h.todo_id} (${h.source}), started ${ago(h.started_at)}` : "",
+      h.state === "working" ? el("button", { class: "danger", id: "cancel-turn", onclick: cancel }, "Cancel turn") : "");
   }, "turn");
   follow(`/api/agents/${name}/terminal`, (chunk) => {
     const text = chunk.text !== undefined ? chunk.text : decoder.decode(Uint8Array.from(atob(chunk.bytes), (c) => c.charCodeAt(0)));
@@ -154,6 +208,7 @@ async function agentView(name) {
     terminal.append(text);
     if (atBottom) terminal.scrollTop = terminal.scrollHeight;
   }, "term");
+  const work = workSections(name);
   const upload = el("input", { type: "file", accept: "image/png", onchange: async (event) => {
     const file = event.target.files[0];
     if (!file) return;
@@ -164,7 +219,9 @@ async function agentView(name) {
     el("h1", {}, el("img", { class: "icon", src: `/api/agents/${name}/icon?${Date.now()}`, alt: "" }), ` ${name} `, state(agent.wanted.state), " ", state(agent.actual ? agent.actual.actual : "unknown")),
     el("p", { class: "muted" }, `on ${agent.hive}, ${agent.origin}`, " · icon ", upload),
     el("h2", {}, "Turn"), header,
+    ...work.above,
     el("h2", {}, "Terminal"), terminal,
+    ...work.below,
     await optional("Linked accounts", async () => {
       const accounts = await api("GET", `/api/hives/${agent.hive}/agents/${name}/linked-accounts`);
       return table(["Kind", "Name", "Host", "User", ""], accounts.map((a) => [a.kind, a.name, a.host, a.user, a.own ? "own" : "linked"]));
@@ -212,7 +269,7 @@ async function createView() {
       showError(error.message);
     }
   } },
-  el("label", {}, "Name", el("input", { name: "name", required: true, pattern: "[a-z0-9][a-z0-9-]*", placeholder: "gamma" })),
+  el("label", {}, "Name", el("input", { name: "name", required: true, pattern: "[a-z][a-z0-9\\-]{0,31}", placeholder: "gamma" })),
   el("label", {}, "Hive", el("select", { name: "hive" }, hives.map((h) => el("option", { value: h.name }, h.name)))),
   el("label", {}, "Turn command", el("input", { name: "turn_command", required: true, placeholder: "claude -p" })),
   el("button", { type: "submit" }, "Create"));

@@ -131,19 +131,10 @@ pub enum Top {
         #[arg(long)]
         json: bool,
     },
-    /// An agent's queue, oldest first: each todo's id, state (waiting, running), source, age and
-    /// prompt; `todos rm AGENT ID` removes a waiting one.
-    #[command(args_conflicts_with_subcommands = true)]
-    Todos {
-        /// `rm AGENT ID`.
-        #[command(subcommand)]
-        command: Option<TodosCommand>,
-        /// The agent.
-        agent: Option<AgentName>,
-        /// Print the API's JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    /// An agent's queue: `todos list AGENT` shows it oldest first (each todo's id, state, source,
+    /// age and prompt), `todos rm AGENT ID` removes a waiting todo.
+    #[command(subcommand)]
+    Todos(TodosCommand),
     /// End an agent's running turn: its process group gets SIGTERM, then SIGKILL after 5 s; the
     /// todo ends cancelled and is not retried.
     Cancel {
@@ -245,6 +236,14 @@ pub enum JobsCommand {
 /// `swarmctl todos ...`.
 #[derive(Debug, Subcommand)]
 pub enum TodosCommand {
+    /// The queue, oldest first: waiting todos and the running one.
+    List {
+        /// The agent.
+        agent: AgentName,
+        /// Print the API's JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Remove a waiting todo from an agent's queue (a running one is cancelled with `cancel`).
     Rm {
         /// The agent.
@@ -491,13 +490,8 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
             };
             return work::prompt(api, &agents, body, id, wait, json).await;
         }
-        Top::Todos { command: Some(TodosCommand::Rm { agent, id }), .. } => {
-            return work::remove_todo(api, &agent, &id).await;
-        }
-        Top::Todos { command: None, agent: Some(agent), json } => return work::list_todos(api, &agent, json).await,
-        Top::Todos { command: None, agent: None, .. } => {
-            return Err(CtlError::Usage("name the agent: swarmctl todos AGENT".into()));
-        }
+        Top::Todos(TodosCommand::Rm { agent, id }) => return work::remove_todo(api, &agent, &id).await,
+        Top::Todos(TodosCommand::List { agent, json }) => return work::list_todos(api, &agent, json).await,
         Top::Cancel { agent, todo } => return work::cancel(api, &agent, todo).await,
         Top::Turns { agent, failed, limit, json } => return work::turns(api, &agent, failed, limit, json).await,
         Top::Turn { agent, id, json } => return work::turn(api, &agent, &id, json).await,

@@ -150,7 +150,7 @@ fn summary(record: &TurnRecord) -> String {
     format!("{} {how} in {:.1}s", record.todo_id, record.duration_ms as f64 / 1000.0)
 }
 
-/// `swarmctl todos AGENT`: the queue, oldest first.
+/// `swarmctl todos list AGENT`: the queue, oldest first.
 pub async fn list_todos(api: &Api, agent: &AgentName, json: bool) -> Result<String, CtlError> {
     let bytes = client::request(api, Method::GET, &paths::agent_todos(agent), None, None).await?;
     if json {

@@ -16,7 +16,7 @@ pub enum EnqueueError {
     /// The agent's queue holds its limit.
     #[error(
         "the queue of {0} is full ({limit} todos waiting); wait for its turns to take some, or remove waiting ones \
-         (swarmctl todos rm)",
+         (swarmctl todos rm AGENT ID)",
         limit = hyperhive_nats_objects::limits::TODO_MAX_MSGS_PER_AGENT
     )]
     Full(AgentName),

@@ -1,0 +1,178 @@
+//! Benchmark of prompts given now: the `swarm-controller` binary and a real hive-agent on a
+//! JWT-mode nats-server from the test kit.
+//!
+//! 1. **Prompt to turn start**: `POST /api/agents/bee/todos` on the socket, then the time until
+//!    the turn command's first instruction runs (it appends `date +%s%N` to a file), one prompt
+//!    after the other (`--prompts`, default 200), against a NATS request round trip (publish,
+//!    subscriber answers, reply read) on the same server in the same run: the floor.
+//! 2. **Turn-history write**: the agent's record publish (`turns.<agent>` in `TURNS`, acked),
+//!    measured as the same JetStream publish from an agent's own connection with a record of the
+//!    size a turn writes (4 KiB prompt, 8 KiB output), and the bytes the stream keeps per record.
+//!
+//! `cargo build -p hive-agent && cargo bench -p swarm-controller --bench prompts [-- --prompts N]`.
+//! Needs `scripts/setup`.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures::StreamExt;
+use hyperhive_testkit::stats::percentile;
+use hyperhive_testkit::{NatsJwt, Process, project_binary, wait_until};
+
+const PATIENCE: Duration = Duration::from_secs(60);
+const CONTROLLER: &str = env!("CARGO_BIN_EXE_swarm-controller");
+
+fn option(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.windows(2).find(|p| p[0] == name).map_or(default, |p| p[1].parse().expect("a number"))
+}
+
+fn now_nanos() -> u128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos()
+}
+
+fn report(what: &str, mut samples: Vec<Duration>) -> (Duration, Duration) {
+    samples.sort();
+    let (p50, p99, max) = (percentile(&samples, 0.5), percentile(&samples, 0.99), *samples.last().unwrap());
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!("{what}: n={} p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms", samples.len(), ms(p50), ms(p99), ms(max));
+    (p50, p99)
+}
+
+/// A NATS request round trip on one connection: the floor of any request the controller makes.
+async fn nats_round_trips(nats: &NatsJwt, n: usize) -> Vec<Duration> {
+    let client = nats.controller_client().await.unwrap();
+    let mut requests = client.subscribe("bench.echo").await.unwrap();
+    let responder = client.clone();
+    let echo = tokio::spawn(async move {
+        while let Some(message) = requests.next().await {
+            if let Some(reply) = message.reply {
+                responder.publish(reply, message.payload).await.unwrap();
+            }
+        }
+    });
+    client.flush().await.unwrap();
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let started = std::time::Instant::now();
+        client.request("bench.echo", "x".into()).await.unwrap();
+        samples.push(started.elapsed());
+    }
+    echo.abort();
+    samples
+}
+
+async fn post_prompt(socket: &Path, id: &str) {
+    let body = serde_json::json!({"body": "bench", "id": id}).to_string();
+    let request = hyper::Request::builder()
+        .method("POST")
+        .uri("/api/agents/bee/todos")
+        .header("content-type", "application/json")
+        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+        .unwrap();
+    let (status, answer) = swarmctl::client::send(socket, request).await.unwrap();
+    assert_eq!(status.as_u16(), 202, "{}", String::from_utf8_lossy(&answer));
+}
+
+/// Prompts one at a time; for each, the time from just before the POST to the turn's start.
+async fn prompt_to_start(socket: &Path, starts: &Path, n: usize) -> Vec<Duration> {
+    let mut samples = Vec::with_capacity(n);
+    for i in 0..n {
+        let sent = now_nanos();
+        post_prompt(socket, &format!("bench-{i}")).await;
+        let started: u128 = wait_until("the turn's start", PATIENCE, || async {
+            let text = std::fs::read_to_string(starts).ok()?;
+            text.lines().nth(i).and_then(|l| l.trim().parse().ok())
+        })
+        .await
+        .unwrap();
+        samples.push(Duration::from_nanos((started.saturating_sub(sent)) as u64));
+    }
+    samples
+}
+
+/// The agent's record publish, from an agent connection, with a record of a turn's size.
+async fn history_writes(nats: &NatsJwt, n: usize) -> (Vec<Duration>, f64) {
+    let js = async_nats::jetstream::new(nats.agent_client("wasp").await.unwrap());
+    let record = serde_json::json!({
+        "todo_id": "t", "source": "operator:bench", "prompt": "p".repeat(4096), "prompt_truncated": false,
+        "started_at": "2026-12-02T09:00:00Z", "ended_at": "2026-12-02T09:00:01Z", "duration_ms": 1000,
+        "outcome": "succeeded", "exit_code": 0, "output": "o".repeat(8192), "output_dropped": 0
+    })
+    .to_string();
+    let mut samples = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", format!("turn:wasp:{i}").as_str());
+        let started = std::time::Instant::now();
+        js.publish_with_headers("turns.wasp", headers, record.clone().into()).await.unwrap().await.unwrap();
+        samples.push(started.elapsed());
+    }
+    let controller = async_nats::jetstream::new(nats.controller_client().await.unwrap());
+    let info = controller.get_stream("TURNS").await.unwrap().info().await.unwrap().state.clone();
+    (samples, info.bytes as f64 / info.messages.max(1) as f64)
+}
+
+#[tokio::main]
+async fn main() {
+    let prompts = option("--prompts", 200);
+    let nats = NatsJwt::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("run/controller.sock");
+    let hives = dir.path().join("hives.json");
+    std::fs::write(&hives, r#"{"h1": {"description": "bench"}}"#).unwrap();
+    let mut controller = Process::builder(CONTROLLER)
+        .env("SWARM_CONTROLLER_SOCKET", &socket)
+        .env("SWARM_NATS_URL", nats.url())
+        .env("SWARM_NATS_CREDS", nats.controller_creds())
+        .env("SWARM_HIVES_FILE", &hives)
+        .start("swarm-controller")
+        .unwrap();
+    if let Err(e) = controller.wait_for_log("serving the API", PATIENCE).await {
+        panic!("{e}\n{}", controller.log());
+    }
+    let status = serde_json::json!({
+        "hive": "h1", "version": "bench", "started_at": "2026-11-30T10:00:00Z",
+        "published_at": hyperhive_schedule::format_instant(time::OffsetDateTime::now_utc()), "load": [0.0, 0.0, 0.0],
+        "agents": {"bee": {"origin": "declared", "wanted": "up", "actual": "running", "since": "2026-11-30T10:00:00Z",
+                           "restarts": 0, "last_exit": null, "log_tail": []}}
+    });
+    nats.publish_as_hive("h1", serde_json::to_vec(&status).unwrap()).await.unwrap();
+    let starts = dir.path().join("starts");
+    let creds = nats.mint_agent("bee").await.unwrap();
+    let mut agent = Process::builder(project_binary("hive-agent").unwrap())
+        .env("HIVE_AGENT_NAME", "bee")
+        .env("HIVE_AGENT_NATS_URL", nats.url())
+        .env("HIVE_AGENT_CREDS", creds)
+        .env("HIVE_AGENT_STATE_DIR", dir.path().join("bee"))
+        .env("HIVE_AGENT_TURN_COMMAND", format!("date +%s%N >> {}; cat > /dev/null", starts.display()))
+        .start("hive-agent-bee")
+        .unwrap();
+    agent.wait_for_log("consuming todos", PATIENCE).await.unwrap();
+    wait_until("bee on the roster", PATIENCE, || async {
+        let request = hyper::Request::builder()
+            .uri("/api/agents/bee/todos")
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .unwrap();
+        let (status, _) = swarmctl::client::send(&socket, request).await.ok()?;
+        status.is_success().then_some(())
+    })
+    .await
+    .unwrap();
+
+    println!("prompts benchmark: {prompts} prompts, one after the other");
+    let (_, floor_p99) = report("NATS request round trip (floor)", nats_round_trips(&nats, prompts).await);
+    let (_, start_p99) = report("prompt to turn start", prompt_to_start(&socket, &starts, prompts).await);
+    println!(
+        "ratio (p99): {:.1}x the NATS round trip (target at most 10x)",
+        start_p99.as_secs_f64() / floor_p99.as_secs_f64()
+    );
+    let (writes, per_record) = history_writes(&nats, prompts).await;
+    let (write_p50, _) = report("turn record write (12 KiB record, acked)", writes);
+    println!(
+        "turn record: {per_record:.0} bytes stored per record; {:.2} ms per turn at p50",
+        write_p50.as_secs_f64() * 1e3
+    );
+    agent.kill();
+    controller.kill();
+}
