@@ -189,6 +189,8 @@ fn hourly(id: &str, body: &str) -> AgentSchedule {
         body: body.into(),
         anchor: T0,
         interval: Some(HOUR),
+        calendar: None,
+        tz: None,
         paused: false,
         not_before: T0 - time::Duration::minutes(1),
     }

@@ -140,6 +140,8 @@ impl DefinitionRules for ScheduleDefinition {
             body: self.body.clone(),
             anchor: self.anchor.0,
             interval: self.interval,
+            calendar: None,
+            tz: None,
             paused: self.paused,
             not_before: not_before.0,
         })
