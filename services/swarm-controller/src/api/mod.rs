@@ -153,7 +153,14 @@ impl App {
         };
         Self {
             client,
-            schedules: SchedulesApi { definitions, reconciler, clock: clock.clone() },
+            schedules: SchedulesApi {
+                definitions,
+                reconciler,
+                clock: clock.clone(),
+                roster: roster.clone(),
+                wanted: wanted.clone(),
+                names: Default::default(),
+            },
             hives: HivesApi { directory: hives.clone(), js: js.clone(), clock: clock.clone() },
             agents: AgentsApi {
                 roster: roster.clone(),
