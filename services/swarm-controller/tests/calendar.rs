@@ -279,6 +279,9 @@ async fn swarmctl_adds_cron_schedules_and_every_verb_takes_a_name_or_an_id() {
     assert!(failed(swarmctl(&socket, &stranger)).contains("allow_unknown_agents"));
     let shown = ok(swarmctl(&socket, &[&stranger[..], &["--allow-unknown-agent"]].concat()));
     assert!(shown.contains("zed (unknown)") && shown.contains("unknown agents allowed: yes"), "{shown}");
+    // A rename onto a taken name: refused, naming the schedule that has it.
+    let rename = failed(swarmctl(&socket, &["schedule", "edit", "stranger", "--name", "weekday mornings"]));
+    assert!(rename.contains(&id) && !rename.contains("the current version is"), "{rename}");
     // A cron line given to --every points at --cron.
     let every = failed(swarmctl(
         &socket,

@@ -573,16 +573,22 @@ async fn change(
     now: OffsetDateTime,
 ) -> Result<ScheduleView, CtlError> {
     let current = resolve(api, id).await?;
-    let path = schedule_path(&current.definition.id)?;
+    let view_id = current.definition.id.clone();
+    let path = schedule_path(&view_id)?;
     let revision = revision.unwrap_or(current.revision);
     let result = client::request(api, Method::PATCH, &path, Some(revision), Some(client::body(patch))).await;
     match result {
         Ok(bytes) => parse_view(&bytes),
-        Err(CtlError::Api { status: StatusCode::CONFLICT, message, current: Some(current) }) => Err(CtlError::Api {
-            status: StatusCode::CONFLICT,
-            message: format!("conflict: {message}\nthe current version is:\n{}", format::details(&current, now)),
-            current: Some(current),
-        }),
+        // A 409 about another schedule (a rename onto its name) is shown as the API says it.
+        Err(CtlError::Api { status: StatusCode::CONFLICT, message, current: Some(current) })
+            if current.definition.id == view_id =>
+        {
+            Err(CtlError::Api {
+                status: StatusCode::CONFLICT,
+                message: format!("conflict: {message}\nthe current version is:\n{}", format::details(&current, now)),
+                current: Some(current),
+            })
+        }
         Err(err) => Err(err),
     }
 }

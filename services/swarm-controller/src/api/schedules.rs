@@ -2,7 +2,8 @@
 //! the affected agents' keys up to date.
 //!
 //! Names are unique: a create or a rename takes one lock (one controller serves a swarm) and
-//! checks the other definitions before its compare-and-set. Agents a change adds must be on the
+//! checks the definitions the reconciler holds (current after every change) before its
+//! compare-and-set. Agents a change adds must be on the
 //! roster unless the request allows unknown agents; every schedule shown carries what the
 //! roster says of each of its agents.
 
@@ -83,8 +84,7 @@ impl SchedulesApi {
 
     pub(super) async fn get(&self, id: &str) -> Result<Response, ApiError> {
         let current = self.definitions.get(id).await?.ok_or_else(|| not_found(id))?;
-        let roster = self.roster_status().await;
-        Ok(json(StatusCode::OK, &marked(current, roster.as_ref())))
+        Ok(json(StatusCode::OK, &self.marked_one(current).await))
     }
 
     /// Every roster agent's status, or `None` (logged) when a bucket cannot be read.
@@ -134,19 +134,44 @@ impl SchedulesApi {
 
     /// Refuses `name` when another schedule has it, naming that schedule.
     async fn check_name_free(&self, name: &str, id: &str) -> Result<(), ApiError> {
-        let taken =
-            self.definitions.list().await?.into_iter().find(|r| r.definition.name == name && r.definition.id != id);
-        match taken {
-            Some(existing) => Err(ApiError::Conflict {
-                message: format!(
-                    "a schedule named {name:?} exists already (id {}); names are unique: pick \
-                     another name, or change that schedule",
-                    existing.definition.id
-                ),
-                current: Some(Box::new(view(existing))),
-            }),
-            None => Ok(()),
+        let Some(existing) = self.reconciler.named(name, id).await else {
+            return Ok(());
+        };
+        let current = match self.definitions.get(&existing).await {
+            Ok(Some(current)) => Some(Box::new(self.marked_one(current).await)),
+            _ => None,
+        };
+        Err(ApiError::Conflict {
+            message: format!(
+                "a schedule named {name:?} exists already (id {existing}); names are unique: pick \
+                 another name, or change that schedule"
+            ),
+            current,
+        })
+    }
+
+    /// `r` as shown, its agents marked by one roster read (and one wanted-state read) each: no
+    /// bucket scan, so a single answer costs a few key reads.
+    async fn marked_one(&self, r: Revisioned) -> ScheduleView {
+        let mut statuses = RosterStatus::new();
+        for agent in &r.definition.agents {
+            let status = match self.roster.get(agent).await {
+                Ok(None) => AgentStatus::Unknown,
+                Ok(Some(entry)) => match self.wanted.get(&entry.hive, agent).await {
+                    Ok(Some(w)) if w.wanted.state == WantedState::Destroyed => AgentStatus::Destroyed,
+                    Ok(_) => AgentStatus::Known,
+                    Err(err) => return self.unmarked(r, &err),
+                },
+                Err(err) => return self.unmarked(r, &err),
+            };
+            statuses.insert(agent.clone(), status);
         }
+        marked(r, Some(&statuses))
+    }
+
+    fn unmarked(&self, r: Revisioned, err: &str) -> ScheduleView {
+        tracing::warn!(%err, "reading the roster for a schedule view failed; showing no agent status");
+        view(r)
     }
 
     pub(super) async fn create(&self, body: &[u8]) -> Result<Response, ApiError> {
@@ -165,8 +190,7 @@ impl SchedulesApi {
                     tracing::info!(id = %definition.id, name = %definition.name, agents = definition.agents.len(), "schedule created");
                     self.update_agents(&definition.id).await;
                     let created = Revisioned { definition, revision };
-                    let roster = self.roster_status().await;
-                    return Ok(json(StatusCode::CREATED, &marked(created, roster.as_ref())));
+                    return Ok(json(StatusCode::CREATED, &self.marked_one(created).await));
                 }
                 // 64 random bits collided: draw another id.
                 Err(StoreError::Conflict { .. }) => continue,
@@ -187,8 +211,7 @@ impl SchedulesApi {
             self.check_revision(if_match, &current).await?;
             let next = current.definition.patched(patch.clone(), self.clock.now())?;
             if next == current.definition {
-                let roster = self.roster_status().await;
-                return Ok(json(StatusCode::OK, &marked(current, roster.as_ref())));
+                return Ok(json(StatusCode::OK, &self.marked_one(current).await));
             }
             if next.name != current.definition.name {
                 self.check_name_free(&next.name, id).await?;
@@ -204,8 +227,7 @@ impl SchedulesApi {
                     tracing::info!(id, revision, "schedule changed");
                     self.update_agents(id).await;
                     let changed = Revisioned { definition: next, revision };
-                    let roster = self.roster_status().await;
-                    return Ok(json(StatusCode::OK, &marked(changed, roster.as_ref())));
+                    return Ok(json(StatusCode::OK, &self.marked_one(changed).await));
                 }
                 Err(StoreError::Conflict { .. }) if if_match.is_none() => continue,
                 Err(StoreError::Conflict { .. }) => return Err(self.conflict(id, current.revision).await),
@@ -245,17 +267,14 @@ impl SchedulesApi {
     /// A 409 when `current` is not at the `If-Match` revision, carrying it as it is.
     async fn check_revision(&self, if_match: Option<u64>, current: &Revisioned) -> Result<(), ApiError> {
         match if_match {
-            Some(expected) if expected != current.revision => {
-                let roster = self.roster_status().await;
-                Err(ApiError::Conflict {
-                    message: format!(
-                        "schedule {} is at revision {}, not {expected} (If-Match); re-read it and apply \
+            Some(expected) if expected != current.revision => Err(ApiError::Conflict {
+                message: format!(
+                    "schedule {} is at revision {}, not {expected} (If-Match); re-read it and apply \
                          your change again",
-                        current.definition.id, current.revision
-                    ),
-                    current: Some(Box::new(marked(current.clone(), roster.as_ref()))),
-                })
-            }
+                    current.definition.id, current.revision
+                ),
+                current: Some(Box::new(self.marked_one(current.clone()).await)),
+            }),
             _ => Ok(()),
         }
     }
@@ -269,7 +288,7 @@ impl SchedulesApi {
                      now at {}); re-read it and apply your change again",
                     current.revision
                 ),
-                current: Some(Box::new(marked(current, self.roster_status().await.as_ref()))),
+                current: Some(Box::new(self.marked_one(current).await)),
             },
             Ok(None) => not_found(id),
             Err(err) => err.into(),
