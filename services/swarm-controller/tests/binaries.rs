@@ -73,9 +73,25 @@ fn help_explains_every_setting() {
         assert!(help.contains(var), "{var} missing from --help");
     }
     let help = stdout(&Command::new(common::swarmctl_binary()).args(["schedule", "add", "--help"]).output().unwrap());
-    for flag in ["--name", "--agent", "--body", "--body-file", "--anchor", "--every", "--once", "--paused"] {
+    for flag in [
+        "--name",
+        "--agent",
+        "--body",
+        "--body-file",
+        "--anchor",
+        "--every",
+        "--once",
+        "--cron",
+        "--tz",
+        "--allow-unknown-agent",
+        "--paused",
+        "Europe/Berlin",
+        "@hourly",
+    ] {
         assert!(help.contains(flag), "{flag} missing from swarmctl schedule add --help");
     }
+    let help = stdout(&Command::new(common::swarmctl_binary()).args(["schedule", "show", "--help"]).output().unwrap());
+    assert!(help.contains("NAME|ID") && help.contains("zone"), "{help}");
     let help = stdout(&Command::new(common::swarmctl_binary()).args(["agent", "state", "--help"]).output().unwrap());
     for word in ["HIVE", "AGENT", "--if-match", "destroyed", "final", "--json"] {
         assert!(help.contains(word), "{word} missing from swarmctl agent state --help");

@@ -204,4 +204,63 @@ mod tests {
             [None, Some(90), Some(1800), Some(5400), Some(7200), Some(172_800)].into_iter().map(format_every).collect();
         assert_eq!(shown, ["once", "90s", "30m", "90m", "2h", "2d"]);
     }
+
+    fn view(calendar: Option<&str>, tz: Option<&str>) -> ScheduleView {
+        let agent = |s: &str| hyperhive_schedule::AgentName::parse(s).unwrap();
+        let t = time::macros::datetime!(2026-12-01 00:00:00 UTC);
+        ScheduleView {
+            definition: ScheduleDefinition {
+                id: "0123456789abcdef".into(),
+                name: "mornings".into(),
+                agents: vec![agent("a"), agent("b"), agent("c")],
+                body: "plan".into(),
+                anchor: Stamp(t),
+                interval: calendar.is_none().then_some(3600),
+                calendar: calendar.map(str::to_owned),
+                tz: tz.map(str::to_owned),
+                paused: false,
+                allow_unknown_agents: true,
+                not_before: [(agent("a"), Stamp(t))].into(),
+            },
+            revision: 3,
+            agent_status: [
+                (agent("a"), AgentStatus::Known),
+                (agent("b"), AgentStatus::Unknown),
+                (agent("c"), AgentStatus::Destroyed),
+            ]
+            .into(),
+        }
+    }
+
+    #[test]
+    fn show_lists_the_next_fires_in_the_zone_and_marks_agents() {
+        // Friday 2026-12-04 12:00 UTC: next are Monday to Friday at 09:00 in Berlin (+01:00).
+        let now = time::macros::datetime!(2026-12-04 12:00:00 UTC);
+        let shown = details(&view(Some("0 9 * * 1-5"), Some("Europe/Berlin")), now);
+        for line in [
+            "agents:    a (not before 2026-12-01T00:00:00Z), b (unknown), c (destroyed)",
+            "calendar:  0 9 * * 1-5",
+            "tz:        Europe/Berlin",
+            "unknown agents allowed: yes",
+            "  2026-12-07 09:00 +01:00",
+            "  2026-12-11 09:00 +01:00",
+            "last fired: not known to swarm-controller",
+        ] {
+            assert!(shown.contains(line), "{line:?} missing:\n{shown}");
+        }
+        assert_eq!(shown.lines().filter(|l| l.starts_with("  2026-12-")).count(), SHOWN_FIRES, "{shown}");
+        let tokyo = table(&[view(Some("@daily"), Some("Asia/Tokyo"))], now);
+        assert!(tokyo.contains("@daily (Asia/Tokyo)") && tokyo.contains("2026-12-05 00:00 +09:00"), "{tokyo}");
+        assert!(tokyo.contains("a,b (unknown),c (destroyed)"), "{tokyo}");
+        // An interval schedule is shown as before, in UTC.
+        let hourly = table(&[view(None, None)], now);
+        assert!(hourly.contains("1h") && hourly.contains("2026-12-04T13:00:00Z"), "{hourly}");
+    }
+
+    #[test]
+    fn a_calendar_this_build_cannot_evaluate_says_so() {
+        let now = time::macros::datetime!(2026-12-04 12:00:00 UTC);
+        let shown = details(&view(Some("@daily"), Some("Mars/Olympus")), now);
+        assert!(shown.contains("next fires: cannot evaluate") && shown.contains("Mars/Olympus"), "{shown}");
+    }
 }

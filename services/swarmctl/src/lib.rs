@@ -613,6 +613,16 @@ mod tests {
         assert!(Cli::try_parse_from(two_bodies).is_err());
         let ok = [&base[..], &["--every", "1h"]].concat();
         assert!(Cli::try_parse_from(ok).is_ok());
+        let cron = [&base[..], &["--cron", "0 9 * * 1-5", "--tz", "Europe/Berlin"]].concat();
+        assert!(Cli::try_parse_from(cron).is_ok());
+        for bad in
+            [&["--cron", "@daily", "--every", "1h"][..], &["--cron", "@daily", "--once"], &["--tz", "UTC", "--once"]]
+        {
+            assert!(Cli::try_parse_from([&base[..], bad].concat()).is_err(), "{bad:?}");
+        }
+        let cron_every = [&base[..], &["--every", "0 9 * * 1-5"]].concat();
+        let err = Cli::try_parse_from(cron_every).unwrap_err().to_string();
+        assert!(err.contains("use --cron"), "{err}");
         let bad_every = [&base[..], &["--every", "1500ms"]].concat();
         let err = Cli::try_parse_from(bad_every).unwrap_err().to_string();
         assert!(err.contains("whole number of seconds"), "{err}");
