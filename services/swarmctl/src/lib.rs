@@ -486,6 +486,11 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
                 .body
                 .read()?
                 .ok_or_else(|| CtlError::Usage("give the prompt with --body TEXT or --body-file FILE|-".into()))?;
+            if args.tz.is_some() && args.cron.is_none() {
+                return Err(CtlError::Usage(
+                    "--tz goes with --cron: it is the time zone the calendar is read in".into(),
+                ));
+            }
             let request = NewScheduleRequest {
                 name: args.name,
                 agents: args.agents,
@@ -615,9 +620,9 @@ mod tests {
         assert!(Cli::try_parse_from(ok).is_ok());
         let cron = [&base[..], &["--cron", "0 9 * * 1-5", "--tz", "Europe/Berlin"]].concat();
         assert!(Cli::try_parse_from(cron).is_ok());
-        for bad in
-            [&["--cron", "@daily", "--every", "1h"][..], &["--cron", "@daily", "--once"], &["--tz", "UTC", "--once"]]
-        {
+        // (`--tz` without `--cron` is refused by `run`, before any request: clap lets a
+        // requirement go when a conflicting flag is given.)
+        for bad in [&["--cron", "@daily", "--every", "1h"][..], &["--cron", "@daily", "--once"]] {
             assert!(Cli::try_parse_from([&base[..], bad].concat()).is_err(), "{bad:?}");
         }
         let cron_every = [&base[..], &["--every", "0 9 * * 1-5"]].concat();

@@ -51,6 +51,10 @@ fn input_that_cannot_make_a_request_is_refused_before_connecting() {
         (vec!["schedule", "rm", ""], "is not a schedule name or id"),
         (vec!["schedule", "edit", "abc"], "nothing to change"),
         (
+            vec!["schedule", "add", "--name", "n", "--agent", "a", "--body", "b", "--once", "--tz", "UTC"],
+            "--tz goes with --cron",
+        ),
+        (
             vec![
                 "accounts",
                 "add",
