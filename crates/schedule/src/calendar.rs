@@ -175,15 +175,6 @@ impl Calendar {
     }
 }
 
-/// `t` as wall-clock time in `tz` (UTC when `tz` is unknown), for showing instants of interval
-/// schedules beside calendar ones.
-pub fn local_in(tz: &str, t: OffsetDateTime) -> String {
-    match Calendar::parse("@daily", tz) {
-        Ok(calendar) => calendar.local(t),
-        Err(_) => crate::instant::format_instant(t),
-    }
-}
-
 fn instant(t: Timestamp) -> Option<OffsetDateTime> {
     OffsetDateTime::from_unix_timestamp(t.as_second()).ok().filter(is_supported)
 }
@@ -302,12 +293,5 @@ mod tests {
             Some(datetime!(4999-01-01 00:00:00 UTC))
         );
         assert_eq!(late.next_after(datetime!(4999-06-01 00:00:00 UTC)), None);
-    }
-
-    #[test]
-    fn local_in_falls_back_to_utc() {
-        let t = datetime!(2026-12-02 10:00:00 UTC);
-        assert_eq!(local_in("Asia/Tokyo", t), "2026-12-02 19:00 +09:00");
-        assert_eq!(local_in("Mars/Olympus", t), "2026-12-02T10:00:00Z");
     }
 }
