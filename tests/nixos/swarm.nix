@@ -267,6 +267,9 @@ in
             # The agent's unit is transient: it does not exist until hive-c0re starts it, and
             # wait_for_unit gives up on a unit that is inactive with no job queued.
             hive.wait_until_succeeds(f"systemctl is-active hive-agent-{agent}.service", timeout=120)
+            # On the roster (from its hive's status) before a schedule names it: a schedule
+            # naming an agent the roster lacks is refused.
+            controller.wait_until_succeeds(f"swarmctl agents | grep -qw {agent}", timeout=120)
 
     with subtest("only root and the socket's group reach the API"):
         controller.succeed("swarmctl schedule list")

@@ -5,6 +5,8 @@
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
+use crate::calendar::{Calendar, CalendarError};
+
 /// The document version this crate writes and the only one it reads.
 pub const DOC_VERSION: u32 = 1;
 
@@ -19,8 +21,17 @@ pub struct AgentSchedule {
     /// Slots are `anchor + k * interval`, k >= 0 (RFC 3339, UTC, whole seconds).
     #[serde(with = "crate::instant")]
     pub anchor: OffsetDateTime,
-    /// Seconds between slots (>= 1), or `None` for a one-shot at `anchor`.
+    /// Seconds between slots (>= 1), or `None` for a one-shot at `anchor` (or a calendar).
     pub interval: Option<u64>,
+    /// A cron line (5 fields or an `@name`): the slots are its fire times at or after `anchor`
+    /// ([`crate::calendar`]). Absent for interval schedules and one-shots, so their bytes are
+    /// what they were before calendars existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calendar: Option<String>,
+    /// The IANA zone the calendar is read in; absent means [`crate::calendar::DEFAULT_TZ`].
+    /// Only with a calendar.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tz: Option<String>,
     /// A paused schedule fires nothing.
     pub paused: bool,
     /// No slot before this instant fires: the latest of creation, the last anchor or interval
@@ -57,6 +68,27 @@ pub enum DocError {
     /// An interval of 0 seconds has no slots.
     #[error("schedule {0:?} has interval 0; an interval is a whole number of seconds >= 1, or null")]
     ZeroInterval(String),
+    /// Both forms of timing at once: the controller never writes that.
+    #[error("schedule {0:?} has both an interval and a calendar; a schedule has one or the other")]
+    IntervalAndCalendar(String),
+    /// A zone without a calendar.
+    #[error("schedule {0:?} has a time zone but no calendar")]
+    TzWithoutCalendar(String),
+}
+
+impl AgentSchedule {
+    /// The calendar of a calendar schedule, parsed; `Ok(None)` for an interval schedule or a
+    /// one-shot.
+    ///
+    /// # Errors
+    /// A calendar this build cannot evaluate (a pattern it does not know, a zone missing from its
+    /// time zone database): the agent refuses that schedule and says why.
+    pub fn calendar(&self) -> Result<Option<Calendar>, CalendarError> {
+        self.calendar
+            .as_deref()
+            .map(|line| Calendar::parse(line, self.tz.as_deref().unwrap_or(crate::calendar::DEFAULT_TZ)))
+            .transpose()
+    }
 }
 
 impl AgentSchedules {
@@ -96,6 +128,12 @@ impl AgentSchedules {
         if let Some(s) = doc.schedules.iter().find(|s| s.interval == Some(0)) {
             return Err(DocError::ZeroInterval(s.id.clone()));
         }
+        if let Some(s) = doc.schedules.iter().find(|s| s.interval.is_some() && s.calendar.is_some()) {
+            return Err(DocError::IntervalAndCalendar(s.id.clone()));
+        }
+        if let Some(s) = doc.schedules.iter().find(|s| s.tz.is_some() && s.calendar.is_none()) {
+            return Err(DocError::TzWithoutCalendar(s.id.clone()));
+        }
         Ok(doc)
     }
 }
@@ -111,9 +149,44 @@ mod tests {
             body: "say \"hi\"\n".to_owned(),
             anchor: datetime!(2026-11-30 09:00:00 UTC),
             interval: Some(3600),
+            calendar: None,
+            tz: None,
             paused: false,
             not_before: datetime!(2026-11-30 08:59:30 UTC),
         }
+    }
+
+    #[test]
+    fn a_calendar_schedule_carries_its_line_and_zone() {
+        let s = AgentSchedule {
+            interval: None,
+            calendar: Some("0 9 * * 1-5".into()),
+            tz: Some("Europe/Berlin".into()),
+            ..schedule("c")
+        };
+        let bytes = AgentSchedules::new(vec![s.clone()]).to_bytes();
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        assert!(
+            text.contains(r#""interval":null,"calendar":"0 9 * * 1-5","tz":"Europe/Berlin","paused":false"#),
+            "{text}"
+        );
+        assert_eq!(AgentSchedules::from_bytes(&bytes).unwrap().schedules, vec![s.clone()]);
+        assert_eq!(s.calendar().unwrap().unwrap().tz(), "Europe/Berlin");
+        // A calendar this build cannot evaluate reads as a document, and is refused on its own.
+        let unknown = AgentSchedule { tz: Some("Mars/Olympus".into()), ..s };
+        let doc = AgentSchedules::from_bytes(&AgentSchedules::new(vec![unknown.clone()]).to_bytes()).unwrap();
+        let err = doc.schedules[0].calendar().unwrap_err().to_string();
+        assert!(err.contains("Mars/Olympus"), "{err}");
+    }
+
+    #[test]
+    fn both_timings_or_a_lone_zone_are_refused() {
+        let both = AgentSchedule { calendar: Some("@daily".into()), ..schedule("a") };
+        let err = AgentSchedules::from_bytes(&AgentSchedules::new(vec![both]).to_bytes()).unwrap_err();
+        assert!(err.to_string().contains("both an interval and a calendar"), "{err}");
+        let zone = AgentSchedule { tz: Some("UTC".into()), ..schedule("a") };
+        let err = AgentSchedules::from_bytes(&AgentSchedules::new(vec![zone]).to_bytes()).unwrap_err();
+        assert!(err.to_string().contains("time zone but no calendar"), "{err}");
     }
 
     #[test]

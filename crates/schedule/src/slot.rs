@@ -1,6 +1,8 @@
 //! The slot rule (docs/swarm/schedules.md): one pure function of (definition, last recorded slot, now).
 //!
-//! Slots are `anchor + k * interval` for k >= 0 (only `anchor` for a one-shot). The latest slot
+//! Slots are `anchor + k * interval` for k >= 0 (only `anchor` for a one-shot), or, for a
+//! calendar schedule, the fire times of its calendar at or after `anchor` (found by a backwards
+//! search from `now`, see [`crate::calendar`]). The rest of the rule is the same for both. The latest slot
 //! at or before `now` is found in O(1) with k = floor((now - anchor) / interval), never by
 //! enumerating missed slots, so any length of downtime costs the same and yields one catch-up.
 //! Arithmetic is on whole UTC seconds in i128, so no instant the `time` crate can represent
@@ -9,6 +11,7 @@
 
 use time::OffsetDateTime;
 
+use crate::calendar::Calendar;
 use crate::doc::AgentSchedule;
 use crate::instant::is_supported;
 
@@ -19,11 +22,18 @@ use crate::instant::is_supported;
 /// Consequences: a body edit (same anchor, interval and `not_before`) never moves or refires a
 /// slot; after downtime only the latest missed slot fires, once; a restart refires nothing;
 /// a one-shot fires once; slots that fell during a pause are before the resume's `not_before`.
+///
+/// A calendar this build cannot evaluate ([`AgentSchedule::calendar`] fails) has no slot; the
+/// agent reports it.
 pub fn due_slot(s: &AgentSchedule, last_fired: Option<OffsetDateTime>, now: OffsetDateTime) -> Option<OffsetDateTime> {
     if s.paused {
         return None;
     }
-    let slot = latest_slot_at_or_before(s.anchor, s.interval, now)?;
+    let slot = match s.calendar() {
+        Ok(Some(calendar)) => latest_calendar_slot(s.anchor, &calendar, now)?,
+        Ok(None) => latest_slot_at_or_before(s.anchor, s.interval, now)?,
+        Err(_) => return None,
+    };
     let after_last = last_fired.is_none_or(|last| slot > last);
     (slot >= s.not_before && after_last).then_some(slot)
 }
@@ -37,6 +47,26 @@ pub fn next_slot_after(anchor: OffsetDateTime, interval: Option<u64>, t: OffsetD
     }
     let step = positive_interval(interval)?;
     instant(a + ((now - a) / step + 1) * step)
+}
+
+/// The first slot strictly after `t` of either form: the calendar's when there is one, else the
+/// interval grid's.
+pub fn next_fire_after(
+    anchor: OffsetDateTime,
+    interval: Option<u64>,
+    calendar: Option<&Calendar>,
+    t: OffsetDateTime,
+) -> Option<OffsetDateTime> {
+    match calendar {
+        // The first calendar slot at or after the anchor, or after t.
+        Some(calendar) => calendar.next_after(t.max(anchor - time::Duration::seconds(1))),
+        None => next_slot_after(anchor, interval, t),
+    }
+}
+
+/// The latest calendar slot at or before `t`, if it is not before the anchor.
+fn latest_calendar_slot(anchor: OffsetDateTime, calendar: &Calendar, t: OffsetDateTime) -> Option<OffsetDateTime> {
+    calendar.latest_at_or_before(t).filter(|slot| *slot >= anchor)
 }
 
 /// The latest slot at or before `t`, or `None` before the anchor.
@@ -86,6 +116,8 @@ mod tests {
             body: "b".into(),
             anchor: T0,
             interval: Some(HOUR),
+            calendar: None,
+            tz: None,
             paused: false,
             not_before: T0 - Duration::minutes(5),
         }
@@ -188,5 +220,69 @@ mod tests {
         let s = AgentSchedule { interval: Some(0), ..hourly() };
         assert_eq!(due_slot(&s, None, T0 + hours(2)), Some(T0));
         assert_eq!(due_slot(&s, Some(T0), T0 + hours(4)), None);
+    }
+
+    fn weekdays_at_nine_in_berlin() -> AgentSchedule {
+        AgentSchedule {
+            interval: None,
+            calendar: Some("0 9 * * 1-5".into()),
+            tz: Some("Europe/Berlin".into()),
+            anchor: datetime!(2026-11-30 00:00:00 UTC),
+            not_before: datetime!(2026-11-30 00:00:00 UTC),
+            ..hourly()
+        }
+    }
+
+    // Monday 2026-11-30 09:00 in Berlin is 08:00 UTC.
+    const MON: OffsetDateTime = datetime!(2026-11-30 08:00:00 UTC);
+
+    #[test]
+    fn a_calendar_slot_fires_at_its_time_once() {
+        let s = weekdays_at_nine_in_berlin();
+        assert_eq!(due_slot(&s, None, MON - Duration::seconds(1)), None);
+        assert_eq!(due_slot(&s, None, MON), Some(MON));
+        assert_eq!(due_slot(&s, Some(MON), MON + hours(5)), None);
+        assert_eq!(due_slot(&s, Some(MON), MON + hours(24)), Some(MON + hours(24)));
+    }
+
+    #[test]
+    fn calendar_body_edit_restart_and_downtime_follow_the_same_rule() {
+        let s = weekdays_at_nine_in_berlin();
+        let edited = AgentSchedule { body: "new".into(), ..s.clone() };
+        assert_eq!(due_slot(&edited, Some(MON), MON + Duration::minutes(10)), None);
+        // Down from Monday to Saturday noon: only Friday's slot fires, once.
+        let saturday = datetime!(2026-12-05 11:00:00 UTC);
+        let friday = datetime!(2026-12-04 08:00:00 UTC);
+        assert_eq!(due_slot(&s, Some(MON), saturday), Some(friday));
+        assert_eq!(due_slot(&s, Some(friday), saturday), None);
+        // Down for years, back on a Saturday: still one backwards search, one catch-up (Friday).
+        assert_eq!(
+            due_slot(&s, Some(MON), datetime!(2999-06-15 12:00:00 UTC)),
+            Some(datetime!(2999-06-14 07:00:00 UTC))
+        );
+    }
+
+    #[test]
+    fn calendar_pause_resume_and_anchor_are_honoured() {
+        let s = weekdays_at_nine_in_berlin();
+        let paused = AgentSchedule { paused: true, ..s.clone() };
+        assert_eq!(due_slot(&paused, None, MON + hours(1)), None);
+        let resumed = AgentSchedule { not_before: MON + hours(1), ..s.clone() };
+        assert_eq!(due_slot(&resumed, None, MON + hours(2)), None);
+        assert_eq!(due_slot(&resumed, None, MON + hours(24)), Some(MON + hours(24)));
+        // No calendar slot before the anchor.
+        let later = AgentSchedule { anchor: MON + Duration::seconds(1), ..s.clone() };
+        assert_eq!(due_slot(&later, None, MON + hours(2)), None);
+        assert_eq!(
+            next_fire_after(later.anchor, None, s.calendar().unwrap().as_ref(), MON - hours(48)),
+            Some(MON + hours(24))
+        );
+        assert_eq!(next_fire_after(s.anchor, None, s.calendar().unwrap().as_ref(), MON - hours(48)), Some(MON));
+    }
+
+    #[test]
+    fn a_calendar_the_agent_cannot_evaluate_fires_nothing() {
+        let s = AgentSchedule { tz: Some("Mars/Olympus".into()), ..weekdays_at_nine_in_berlin() };
+        assert_eq!(due_slot(&s, None, MON + hours(1)), None);
     }
 }

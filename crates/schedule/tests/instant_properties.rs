@@ -94,7 +94,8 @@ proptest! {
         last in prop::option::of(any_instant()),
     ) {
         let next = next_slot_after(anchor, interval, now);
-        let schedule = AgentSchedule { id: "s".into(), body: "b".into(), anchor, interval, paused: false, not_before };
+        let schedule =
+            AgentSchedule { id: "s".into(), body: "b".into(), anchor, interval, calendar: None, tz: None, paused: false, not_before };
         let due = due_slot(&schedule, last, now);
         for slot in [next, due].into_iter().flatten() {
             prop_assert!(in_supported_range(slot), "slot {slot} outside the range");
@@ -133,6 +134,8 @@ fn slots_past_the_end_of_the_range_are_no_slot() {
         body: "b".into(),
         anchor: MAX_INSTANT,
         interval: Some(10 * 366 * 24 * 3600),
+        calendar: None,
+        tz: None,
         paused: false,
         not_before: MIN_INSTANT,
     };

@@ -69,6 +69,8 @@ fn check_history(anchor_offset: i64, interval: Option<u64>, ops: Vec<Op>) -> Res
         body: "b0".into(),
         anchor: at(START + anchor_offset),
         interval,
+        calendar: None,
+        tz: None,
         paused: false,
         not_before: at(START),
     };

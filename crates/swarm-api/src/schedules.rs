@@ -49,12 +49,21 @@ pub struct ScheduleDefinition {
     pub agents: Vec<AgentName>,
     /// The prompt (1 byte to 64 KiB).
     pub body: String,
-    /// Slots are `anchor + k * interval`.
+    /// Slots are `anchor + k * interval`, or the calendar's fire times at or after it.
     pub anchor: Stamp,
-    /// Seconds between slots, or `None` for a one-shot at `anchor`.
+    /// Seconds between slots, or `None` for a one-shot at `anchor` or a calendar schedule.
     pub interval: Option<u64>,
+    /// A cron line (5 fields or an `@name`), for a calendar schedule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calendar: Option<String>,
+    /// The IANA zone of the calendar (always set with one, `UTC` unless given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tz: Option<String>,
     /// A paused schedule fires nothing.
     pub paused: bool,
+    /// Created or changed with agents that were not on the roster, on purpose.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub allow_unknown_agents: bool,
     /// Per agent: no slot before this instant fires. The latest of creation, the last anchor or
     /// interval change, the last resume and the time the agent was added.
     pub not_before: BTreeMap<AgentName, Stamp>,
@@ -69,6 +78,37 @@ pub struct ScheduleView {
     pub definition: ScheduleDefinition,
     /// Its revision in `schedule-definitions`.
     pub revision: u64,
+    /// Per agent, what the roster says of it: `known`, `unknown` (not on the roster) or
+    /// `destroyed` (its wanted state). Empty when the roster could not be read.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub agent_status: BTreeMap<AgentName, AgentStatus>,
+}
+
+/// What the roster says of an agent a schedule names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentStatus {
+    /// On the roster.
+    Known,
+    /// Not on the roster (allowed with `allow_unknown_agents`, or removed since).
+    Unknown,
+    /// On the roster with wanted state `destroyed`.
+    Destroyed,
+}
+
+impl AgentStatus {
+    /// The word shown for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Known => "known",
+            Self::Unknown => "unknown",
+            Self::Destroyed => "destroyed",
+        }
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// The body of `POST /api/schedules`.
@@ -83,13 +123,23 @@ pub struct NewScheduleRequest {
     pub body: String,
     /// The first slot, RFC 3339.
     pub anchor: String,
-    /// Seconds between slots, or null for a one-shot. Required: a missing interval is refused
-    /// rather than taken for a one-shot.
-    #[serde(deserialize_with = "interval")]
-    pub interval: Option<u64>,
+    /// Seconds between slots (`Some(Some(n))`), or null for a one-shot (`Some(None)`). Required
+    /// without a calendar: a missing interval is refused rather than taken for a one-shot. With
+    /// a calendar, absent or null.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present_interval")]
+    pub interval: Option<Option<u64>>,
+    /// A cron line (5 fields or an `@name`) instead of an interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calendar: Option<String>,
+    /// The calendar's IANA zone (default `UTC`); only with a calendar.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tz: Option<String>,
     /// Created paused (default false).
     #[serde(default)]
     pub paused: bool,
+    /// Accept agents that are not on the roster (default false: refused).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub allow_unknown_agents: bool,
 }
 
 /// The body of `PATCH /api/schedules/{id}`: an absent field is left as it is.
@@ -111,9 +161,24 @@ pub struct SchedulePatchRequest {
     /// New interval: `Some(None)` (sent as null) makes it a one-shot; `None` leaves it.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present_interval")]
     pub interval: Option<Option<u64>>,
+    /// New calendar: makes it a calendar schedule (its interval is dropped); null drops the
+    /// calendar and its zone.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    pub calendar: Option<Option<String>>,
+    /// New zone of the calendar; null goes back to `UTC`.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    pub tz: Option<Option<String>>,
     /// Pause or resume.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<bool>,
+    /// Accept added agents that are not on the roster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_unknown_agents: Option<bool>,
+}
+
+/// Tells a present `null` (`Some(None)`) from an absent field (`None`, by `default`).
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
 }
 
 impl SchedulePatchRequest {
@@ -167,8 +232,11 @@ mod tests {
             agents: vec!["b".into(), "a".into()],
             body: "hi".into(),
             anchor: "2026-11-30T09:00:00Z".into(),
-            interval: Some(60),
+            interval: Some(Some(60)),
+            calendar: None,
+            tz: None,
             paused: true,
+            allow_unknown_agents: false,
         };
         let wire = json!({
             "name": "standup", "agents": ["b", "a"], "body": "hi",
@@ -176,18 +244,33 @@ mod tests {
         });
         assert_eq!(serde_json::to_value(&request).unwrap(), wire);
         assert_eq!(serde_json::from_value::<NewScheduleRequest>(wire).unwrap(), request);
-        let once = NewScheduleRequest { interval: None, ..request };
+        let once = NewScheduleRequest { interval: Some(None), ..request.clone() };
         assert_eq!(serde_json::to_value(&once).unwrap()["interval"], serde_json::Value::Null);
+        let calendar = NewScheduleRequest {
+            interval: None,
+            calendar: Some("0 9 * * 1-5".into()),
+            tz: Some("Europe/Berlin".into()),
+            allow_unknown_agents: true,
+            ..request
+        };
+        let wire = json!({
+            "name": "standup", "agents": ["b", "a"], "body": "hi", "anchor": "2026-11-30T09:00:00Z",
+            "calendar": "0 9 * * 1-5", "tz": "Europe/Berlin", "paused": true, "allow_unknown_agents": true,
+        });
+        assert_eq!(serde_json::to_value(&calendar).unwrap(), wire);
+        assert_eq!(serde_json::from_value::<NewScheduleRequest>(wire).unwrap(), calendar);
     }
 
     #[test]
     fn a_new_schedule_needs_its_interval_and_refuses_strangers() {
         let base = json!({"name": "n", "agents": ["a"], "body": "b", "anchor": "2026-11-30T09:00:00Z"});
-        let err = serde_json::from_value::<NewScheduleRequest>(base.clone()).unwrap_err().to_string();
-        assert!(err.contains("missing field `interval`"), "{err}");
+        // Absent and null differ: the controller requires one or the other without a calendar.
+        assert_eq!(serde_json::from_value::<NewScheduleRequest>(base.clone()).unwrap().interval, None);
         let mut paused_default = base.clone();
         paused_default["interval"] = json!(null);
-        assert!(!serde_json::from_value::<NewScheduleRequest>(paused_default).unwrap().paused);
+        let read = serde_json::from_value::<NewScheduleRequest>(paused_default).unwrap();
+        assert!(!read.paused && !read.allow_unknown_agents);
+        assert_eq!(read.interval, Some(None));
         for bad in [json!(1.5), json!(-5), json!("1h")] {
             let mut body = base.clone();
             body["interval"] = bad.clone();
@@ -209,11 +292,14 @@ mod tests {
             body: Some("b".into()),
             anchor: Some("2026-11-30T09:00:00Z".into()),
             interval: Some(Some(90)),
+            calendar: Some(Some("@daily".into())),
+            tz: Some(None),
             paused: Some(false),
+            allow_unknown_agents: Some(true),
         };
         let wire = json!({
             "name": "n", "agents": ["a"], "body": "b", "anchor": "2026-11-30T09:00:00Z",
-            "interval": 90, "paused": false,
+            "interval": 90, "calendar": "@daily", "tz": null, "paused": false, "allow_unknown_agents": true,
         });
         assert_eq!(serde_json::to_value(&every).unwrap(), wire);
         assert_eq!(serde_json::from_value::<SchedulePatchRequest>(wire).unwrap(), every);
@@ -238,10 +324,14 @@ mod tests {
                 body: "hi".into(),
                 anchor: Stamp(t),
                 interval: None,
+                calendar: None,
+                tz: None,
                 paused: false,
+                allow_unknown_agents: false,
                 not_before: [(agent("a"), Stamp(t))].into(),
             },
             revision: 7,
+            agent_status: BTreeMap::new(),
         };
         let wire = json!({
             "id": "s1", "name": "standup", "agents": ["a"], "body": "hi",
@@ -250,6 +340,8 @@ mod tests {
         });
         assert_eq!(serde_json::to_value(&view).unwrap(), wire);
         assert_eq!(serde_json::from_value::<ScheduleView>(wire).unwrap(), view);
+        let seen = ScheduleView { agent_status: [(agent("a"), AgentStatus::Destroyed)].into(), ..view };
+        assert_eq!(serde_json::to_value(&seen).unwrap()["agent_status"], json!({"a": "destroyed"}));
         let deleted = ScheduleDeleted { id: "s1".into(), deleted: true };
         assert_eq!(serde_json::to_value(&deleted).unwrap(), json!({"id": "s1", "deleted": true}));
     }

@@ -123,6 +123,7 @@ impl Agent {
                 period: config.schedule_tick,
                 ticks: ticks_tx,
                 older_streak: Default::default(),
+                refused: Default::default(),
                 pause: pause.clone(),
             }
             .run(),

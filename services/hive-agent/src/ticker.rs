@@ -4,8 +4,9 @@
 //! and only then record the slot. A crash between publish and record republishes the same
 //! message id, which JetStream drops within its duplicate window.
 
-use std::sync::Arc;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_nats::HeaderMap;
@@ -49,6 +50,9 @@ pub struct Ticker {
     pub(crate) ticks: watch::Sender<u64>,
     /// Consecutive ticks that read a revision older than the one applied.
     pub(crate) older_streak: AtomicU32,
+    /// Calendars this build cannot evaluate, already reported (schedule id, line and zone), so
+    /// each is logged once rather than every tick.
+    pub(crate) refused: Mutex<HashSet<String>>,
     /// While paused, no slot fires; on resume the slot rule fires the latest missed one once.
     pub(crate) pause: Pause,
 }
@@ -80,6 +84,17 @@ impl Ticker {
             return Ok(());
         };
         for schedule in &doc.schedules {
+            if let Err(e) = schedule.calendar() {
+                let key = format!("{} {:?} {:?}", schedule.id, schedule.calendar, schedule.tz);
+                if self.refused.lock().expect("the refused set is never poisoned").insert(key) {
+                    warn!(
+                        schedule = %schedule.id,
+                        "refusing a calendar this hive-agent cannot evaluate; it fires nothing \
+                         until the schedule is changed or hive-agent is upgraded: {e}"
+                    );
+                }
+                continue;
+            }
             let now = self.clock.now();
             let last = self.state.last_fired(&schedule.id)?;
             let Some(slot) = due_slot(schedule, last, now) else {

@@ -189,6 +189,8 @@ fn hourly(id: &str, body: &str) -> AgentSchedule {
         body: body.into(),
         anchor: T0,
         interval: Some(HOUR),
+        calendar: None,
+        tz: None,
         paused: false,
         not_before: T0 - time::Duration::minutes(1),
     }
@@ -246,6 +248,35 @@ async fn one_shot_fires_once_and_paused_fires_nothing() {
     settle(&swarm, &agent, 3).await;
     assert_eq!(turns(&file).len(), 1);
     agent.stop().await;
+}
+
+#[tokio::test]
+async fn a_calendar_the_agent_cannot_evaluate_is_refused_alone_and_said_once() {
+    let swarm = Swarm::start().await;
+    let file = swarm.turns_file("a");
+    let once = AgentSchedule { interval: None, ..hourly("once", "one shot") };
+    let mars = AgentSchedule {
+        interval: None,
+        calendar: Some("* * * * *".into()),
+        tz: Some("Mars/Olympus".into()),
+        ..hourly("mars", "never")
+    };
+    swarm.put_schedules("a", vec![once.clone(), mars.clone()]).await;
+    let turn = format!("echo \"$(cat) $HIVE_TODO_ID\" >> {}", file.display());
+    let mut agent = swarm.start_binary_running("a", expiring_in(3600), &turn).await;
+    // The other schedule fires; the refusal is logged, naming the zone.
+    assert_eq!(wait_turns(&file, 1).await, ["one shot schedule:once:a:2026-11-30T09:00:00Z"]);
+    agent.wait_for_log("refusing a calendar", TIMEOUT).await.unwrap();
+    // A later document is read and fired by later ticks: the refusal is still said only once.
+    let later = AgentSchedule { interval: None, ..hourly("later", "second") };
+    swarm.put_schedules("a", vec![once, mars, later]).await;
+    let fired = wait_turns(&file, 2).await;
+    assert_eq!(fired[1], "second schedule:later:a:2026-11-30T09:00:00Z");
+    let log = agent.log();
+    let refusals: Vec<&str> = log.lines().filter(|l| l.contains("refusing a calendar")).collect();
+    assert_eq!(refusals.len(), 1, "{log}");
+    assert!(refusals[0].contains("Mars/Olympus") && refusals[0].contains("schedule=mars"), "{}", refusals[0]);
+    assert!(!turns(&file).iter().any(|t| t.contains("schedule:mars:")));
 }
 
 #[tokio::test]

@@ -27,7 +27,7 @@ use hyperhive_nats_objects::AGENT_SCHEDULES_BUCKET;
 use hyperhive_schedule::AgentName;
 use hyperhive_testkit::NatsJwt;
 use rand::{Rng, SeedableRng};
-use swarm_controller::definition::{DefinitionRules, NewSchedule, ScheduleDefinition};
+use swarm_controller::definition::{DefinitionRules, NewSchedule, ScheduleDefinition, Timing};
 use swarm_controller::nats;
 use swarm_controller::schedules::reconcile::Reconciler;
 use swarm_controller::schedules::store::{Definitions, new_id};
@@ -59,8 +59,9 @@ fn schedules(now: OffsetDateTime) -> Vec<ScheduleDefinition> {
                 agents,
                 body: format!("prompt {i}: {}", "x".repeat(200)),
                 anchor: now,
-                interval: Some(1800),
+                timing: Timing { interval: Some(1800), calendar: None, tz: None },
                 paused: false,
+                allow_unknown_agents: true,
             };
             ScheduleDefinition::create(new_id(), new, now)
         })

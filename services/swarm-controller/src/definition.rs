@@ -9,7 +9,8 @@
 
 use std::collections::BTreeSet;
 
-use hyperhive_schedule::{AgentName, AgentSchedule, parse_instant};
+use hyperhive_schedule::calendar::DEFAULT_TZ;
+use hyperhive_schedule::{AgentName, AgentSchedule, Calendar, parse_instant};
 use hyperhive_swarm_api::schedules::{NewScheduleRequest, SchedulePatchRequest};
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -57,10 +58,17 @@ pub trait DefinitionRules: Sized {
 
     /// This definition with `patch` applied at `now`.
     ///
-    /// `not_before` moves to `now` for every agent when the anchor or interval changes or the
-    /// schedule is resumed, and for an agent when it is added; a body, name or pause change leaves
-    /// it, so such an edit never moves or refires a slot.
-    fn patched(&self, patch: SchedulePatch, now: OffsetDateTime) -> Self;
+    /// `not_before` moves to `now` for every agent when the anchor, interval, calendar or zone
+    /// changes or the schedule is resumed, and for an agent when it is added; a body, name or
+    /// pause change leaves it, so such an edit never moves or refires a slot.
+    ///
+    /// Setting a calendar drops the interval and setting an interval (or null) drops the
+    /// calendar and its zone, so an edit can switch forms.
+    ///
+    /// # Errors
+    /// [`InvalidRequest`] when the result has no valid timing (both forms in one patch, a zone
+    /// without a calendar, a calendar that never fires after the anchor).
+    fn patched(&self, patch: SchedulePatch, now: OffsetDateTime) -> Result<Self, InvalidRequest>;
 
     /// What `agent` sees of this schedule in its `agent-schedules` key.
     fn for_agent(&self, agent: &AgentName) -> Option<AgentSchedule>;
@@ -90,13 +98,16 @@ impl DefinitionRules for ScheduleDefinition {
             agents: new.agents,
             body: new.body,
             anchor: Stamp(new.anchor),
-            interval: new.interval,
+            interval: new.timing.interval,
+            calendar: new.timing.calendar,
+            tz: new.timing.tz,
             paused: new.paused,
+            allow_unknown_agents: new.allow_unknown_agents,
             not_before,
         }
     }
 
-    fn patched(&self, patch: SchedulePatch, now: OffsetDateTime) -> Self {
+    fn patched(&self, patch: SchedulePatch, now: OffsetDateTime) -> Result<Self, InvalidRequest> {
         let mut next = self.clone();
         if let Some(name) = patch.name {
             next.name = name;
@@ -107,16 +118,47 @@ impl DefinitionRules for ScheduleDefinition {
         if let Some(anchor) = patch.anchor {
             next.anchor = Stamp(anchor);
         }
+        if patch.interval.is_some() && matches!(patch.calendar, Some(Some(_))) {
+            return Err(InvalidRequest(BOTH_TIMINGS.into()));
+        }
         if let Some(interval) = patch.interval {
             next.interval = interval;
+            next.calendar = None;
+            next.tz = None;
+        }
+        match patch.calendar {
+            Some(Some(line)) => {
+                next.interval = None;
+                next.calendar = Some(line);
+            }
+            Some(None) => {
+                next.calendar = None;
+                next.tz = None;
+            }
+            None => {}
+        }
+        match patch.tz {
+            Some(Some(_)) if next.calendar.is_none() => return Err(InvalidRequest(TZ_WITHOUT_CALENDAR.into())),
+            Some(tz) if next.calendar.is_some() => next.tz = tz,
+            _ => {}
+        }
+        if next.calendar.is_some() {
+            let tz = next.tz.get_or_insert_with(|| DEFAULT_TZ.to_owned());
+            check_calendar(next.calendar.as_deref().unwrap_or_default(), tz, next.anchor.0)?;
         }
         if let Some(paused) = patch.paused {
             next.paused = paused;
         }
+        if let Some(allow) = patch.allow_unknown_agents {
+            next.allow_unknown_agents = allow;
+        }
         if let Some(agents) = patch.agents {
             next.agents = agents;
         }
-        let timing_changed = next.anchor != self.anchor || next.interval != self.interval;
+        let timing_changed = next.anchor != self.anchor
+            || next.interval != self.interval
+            || next.calendar != self.calendar
+            || next.tz != self.tz;
         let resumed = self.paused && !next.paused;
         next.not_before = next
             .agents
@@ -130,7 +172,7 @@ impl DefinitionRules for ScheduleDefinition {
                 (agent.clone(), stamp)
             })
             .collect();
-        next
+        Ok(next)
     }
 
     fn for_agent(&self, agent: &AgentName) -> Option<AgentSchedule> {
@@ -140,6 +182,8 @@ impl DefinitionRules for ScheduleDefinition {
             body: self.body.clone(),
             anchor: self.anchor.0,
             interval: self.interval,
+            calendar: self.calendar.clone(),
+            tz: self.tz.clone(),
             paused: self.paused,
             not_before: not_before.0,
         })
@@ -157,10 +201,61 @@ pub struct NewSchedule {
     pub body: String,
     /// The first slot.
     pub anchor: OffsetDateTime,
-    /// Seconds between slots, or `None` for a one-shot.
-    pub interval: Option<u64>,
+    /// An interval, a one-shot or a calendar.
+    pub timing: Timing,
     /// Created paused.
     pub paused: bool,
+    /// Agents not on the roster were accepted on purpose.
+    pub allow_unknown_agents: bool,
+}
+
+/// A schedule's timing, checked: an interval (or a one-shot), or a calendar and its zone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timing {
+    /// Seconds between slots; `None` with no calendar is a one-shot.
+    pub interval: Option<u64>,
+    /// A cron line; then `interval` is `None` and `tz` is set.
+    pub calendar: Option<String>,
+    /// The calendar's zone.
+    pub tz: Option<String>,
+}
+
+/// What both forms at once are told.
+const BOTH_TIMINGS: &str = "give either interval or calendar, not both: a calendar schedule has no \
+                            interval (leave it out or send null)";
+/// What a zone without a calendar is told.
+const TZ_WITHOUT_CALENDAR: &str = "tz is the time zone of a calendar; send calendar with it (e.g. \
+                                   \"calendar\": \"0 9 * * 1-5\"), or leave tz out";
+
+/// Parses a calendar in its zone and refuses one that never fires after `anchor`.
+fn check_calendar(line: &str, tz: &str, anchor: OffsetDateTime) -> Result<(), InvalidRequest> {
+    let calendar = Calendar::parse(line, tz).map_err(|e| InvalidRequest(e.to_string()))?;
+    let from = anchor - time::Duration::seconds(1);
+    calendar.check_fires(from).map_err(|e| InvalidRequest(e.to_string()))
+}
+
+fn validate_timing(
+    interval: Option<Option<u64>>,
+    calendar: Option<String>,
+    tz: Option<String>,
+    anchor: OffsetDateTime,
+) -> Result<Timing, InvalidRequest> {
+    match (interval, calendar) {
+        (Some(Some(_)), Some(_)) => Err(InvalidRequest(BOTH_TIMINGS.into())),
+        (_, Some(line)) => {
+            let line = line.trim().to_owned();
+            let tz = tz.unwrap_or_else(|| DEFAULT_TZ.to_owned());
+            check_calendar(&line, &tz, anchor)?;
+            Ok(Timing { interval: None, calendar: Some(line), tz: Some(tz) })
+        }
+        (_, None) if tz.is_some() => Err(InvalidRequest(TZ_WITHOUT_CALENDAR.into())),
+        (None, None) => Err(InvalidRequest(
+            "missing field `interval`: send interval (whole seconds, or null for a one-shot) or \
+             calendar (a cron line)"
+                .into(),
+        )),
+        (Some(interval), None) => Ok(Timing { interval: validate_interval(interval)?, calendar: None, tz: None }),
+    }
 }
 
 /// A validated `PATCH /api/schedules/{id}` body: `None` leaves a field as it is.
@@ -176,8 +271,14 @@ pub struct SchedulePatch {
     pub anchor: Option<OffsetDateTime>,
     /// New interval (`Some(None)`: make it a one-shot).
     pub interval: Option<Option<u64>>,
+    /// New calendar (`Some(None)`: drop it).
+    pub calendar: Option<Option<String>>,
+    /// New zone (`Some(None)`: back to UTC).
+    pub tz: Option<Option<String>>,
     /// Pause or resume.
     pub paused: Option<bool>,
+    /// Accept added agents that are not on the roster.
+    pub allow_unknown_agents: Option<bool>,
 }
 
 /// A request body that is not acceptable; the message says what is wrong.
@@ -196,13 +297,18 @@ impl NewSchedule {
     /// [`InvalidRequest`] naming the first rule broken.
     pub fn from_json(bytes: &[u8]) -> Result<Self, InvalidRequest> {
         let req: NewScheduleRequest = serde_json::from_slice(bytes).map_err(|e| malformed(&e))?;
+        let name = validate_name(req.name)?;
+        let agents = validate_agents(&req.agents)?;
+        let body = validate_body(req.body)?;
+        let anchor = validate_anchor(&req.anchor)?;
         Ok(Self {
-            name: validate_name(req.name)?,
-            agents: validate_agents(&req.agents)?,
-            body: validate_body(req.body)?,
-            anchor: validate_anchor(&req.anchor)?,
-            interval: validate_interval(req.interval)?,
+            name,
+            agents,
+            body,
+            anchor,
+            timing: validate_timing(req.interval, req.calendar, req.tz, anchor)?,
             paused: req.paused,
+            allow_unknown_agents: req.allow_unknown_agents,
         })
     }
 }
@@ -220,7 +326,10 @@ impl SchedulePatch {
             body: req.body.map(validate_body).transpose()?,
             anchor: req.anchor.as_deref().map(validate_anchor).transpose()?,
             interval: req.interval.map(validate_interval).transpose()?,
+            calendar: req.calendar.map(|c| c.map(|line| line.trim().to_owned())),
+            tz: req.tz,
             paused: req.paused,
+            allow_unknown_agents: req.allow_unknown_agents,
         })
     }
 }
@@ -309,11 +418,12 @@ mod tests {
         let d = created();
         assert_eq!(d.agents, vec![agent("a"), agent("b")]);
         assert_eq!(d.interval, Some(60));
+        assert_eq!((d.calendar.as_deref(), d.tz.as_deref(), d.allow_unknown_agents), (None, None, false));
         assert!(!d.paused);
         assert!(d.not_before.values().all(|s| s.0 == T0));
         let back = ScheduleDefinition::from_bytes(&d.to_bytes()).unwrap();
         assert_eq!(back, d);
-        let view = ScheduleView { definition: d, revision: 7 };
+        let view = ScheduleView { definition: d, revision: 7, agent_status: Default::default() };
         let json = serde_json::to_string(&view).unwrap();
         assert!(json.contains(r#""revision":7"#) && !json.contains("version\":1"), "{json}");
         assert_eq!(serde_json::from_str::<ScheduleView>(&json).unwrap(), view);
@@ -362,7 +472,7 @@ mod tests {
     #[test]
     fn null_interval_is_a_one_shot() {
         let json = new_json("").replace(r#""interval":60"#, r#""interval":null"#);
-        assert_eq!(NewSchedule::from_json(json.as_bytes()).unwrap().interval, None);
+        assert_eq!(NewSchedule::from_json(json.as_bytes()).unwrap().timing.interval, None);
     }
 
     #[test]
@@ -380,7 +490,7 @@ mod tests {
     fn body_name_and_pause_edits_keep_not_before() {
         let d = created();
         for json in [r#"{"body":"new"}"#, r#"{"name":"renamed"}"#, r#"{"paused":true}"#] {
-            let next = d.patched(patch(json), T1);
+            let next = d.patched(patch(json), T1).unwrap();
             assert_eq!(next.not_before, d.not_before, "{json}");
         }
     }
@@ -388,25 +498,25 @@ mod tests {
     #[test]
     fn timing_edits_and_resume_move_not_before_for_every_agent() {
         let d = created();
-        let paused = d.patched(patch(r#"{"paused":true}"#), T1);
+        let paused = d.patched(patch(r#"{"paused":true}"#), T1).unwrap();
         for (from, json) in [
             (&d, r#"{"anchor":"2026-12-01T00:00:00Z"}"#),
             (&d, r#"{"interval":120}"#),
             (&d, r#"{"interval":null}"#),
             (&paused, r#"{"paused":false}"#),
         ] {
-            let next = from.patched(patch(json), T1);
+            let next = from.patched(patch(json), T1).unwrap();
             assert!(next.not_before.values().all(|s| s.0 == T1), "{json}");
         }
         // The same anchor and interval written again is not a timing change.
-        let same = d.patched(patch(r#"{"interval":60,"anchor":"2026-11-30T10:00:00+01:00"}"#), T1);
+        let same = d.patched(patch(r#"{"interval":60,"anchor":"2026-11-30T10:00:00+01:00"}"#), T1).unwrap();
         assert_eq!(same.not_before, d.not_before);
     }
 
     #[test]
     fn an_added_agent_starts_now_and_a_removed_one_is_dropped() {
         let d = created();
-        let next = d.patched(patch(r#"{"agents":["b","c"]}"#), T1);
+        let next = d.patched(patch(r#"{"agents":["b","c"]}"#), T1).unwrap();
         assert_eq!(next.agents, vec![agent("b"), agent("c")]);
         assert_eq!(next.not_before[&agent("b")].0, T0);
         assert_eq!(next.not_before[&agent("c")].0, T1);
@@ -414,5 +524,74 @@ mod tests {
         assert!(next.for_agent(&agent("a")).is_none());
         let seen = next.for_agent(&agent("c")).unwrap();
         assert_eq!((seen.id.as_str(), seen.not_before), ("s1", T1));
+    }
+
+    fn calendar_json(extra: &str) -> String {
+        new_json(extra).replace(r#""interval":60"#, r#""calendar":"0 9 * * 1-5""#)
+    }
+
+    #[test]
+    fn a_calendar_schedule_defaults_to_utc_and_reaches_the_agent() {
+        let new = NewSchedule::from_json(calendar_json("").as_bytes()).unwrap();
+        assert_eq!(new.timing, Timing { interval: None, calendar: Some("0 9 * * 1-5".into()), tz: Some("UTC".into()) });
+        let json = calendar_json(r#","tz":"Europe/Berlin","interval":null,"allow_unknown_agents":true"#);
+        let d = ScheduleDefinition::create("s1".into(), NewSchedule::from_json(json.as_bytes()).unwrap(), T0);
+        assert!(d.allow_unknown_agents);
+        let seen = d.for_agent(&agent("a")).unwrap();
+        assert_eq!(
+            (seen.interval, seen.calendar.as_deref(), seen.tz.as_deref()),
+            (None, Some("0 9 * * 1-5"), Some("Europe/Berlin"))
+        );
+        assert_eq!(ScheduleDefinition::from_bytes(&d.to_bytes()).unwrap(), d);
+        // An interval schedule's stored and agent bytes carry no calendar fields at all.
+        let plain = created();
+        let text = String::from_utf8(plain.to_bytes()).unwrap();
+        assert!(!text.contains("calendar") && !text.contains("tz") && !text.contains("allow_unknown"), "{text}");
+    }
+
+    #[test]
+    fn bad_calendars_are_refused_saying_what_to_send() {
+        let cases: Vec<(String, &str)> = vec![
+            (calendar_json("").replace("0 9 * * 1-5", "0 0 9 * * 1-5"), "has 6 fields"),
+            (calendar_json(r#","tz":"Europe/Nowhere""#), "not in the time zone database"),
+            (calendar_json("").replace("0 9 * * 1-5", "0 0 30 2 *"), "never fires"),
+            (new_json(r#","calendar":"@daily""#), "either interval or calendar, not both"),
+            (new_json(r#","tz":"Europe/Berlin""#), "send calendar with it"),
+            (new_json("").replace(r#","interval":60"#, ""), "missing field `interval`"),
+            (calendar_json("").replace("0 9 * * 1-5", "@reboot"), "not a known name"),
+        ];
+        for (json, needle) in cases {
+            let err = NewSchedule::from_json(json.as_bytes()).unwrap_err().to_string();
+            assert!(err.contains(needle), "{json}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_patch_switches_forms_and_moves_not_before_on_calendar_changes() {
+        let d = created();
+        let cal = d.patched(patch(r#"{"calendar":"*/5 * * * *","tz":"Asia/Tokyo"}"#), T1).unwrap();
+        assert_eq!(
+            (cal.interval, cal.calendar.as_deref(), cal.tz.as_deref()),
+            (None, Some("*/5 * * * *"), Some("Asia/Tokyo"))
+        );
+        assert!(cal.not_before.values().all(|s| s.0 == T1));
+        let body = cal.patched(patch(r#"{"body":"new"}"#), T1 + time::Duration::hours(1)).unwrap();
+        assert_eq!(body.not_before, cal.not_before);
+        let later = T1 + time::Duration::hours(2);
+        let zone = cal.patched(patch(r#"{"tz":"Europe/Berlin"}"#), later).unwrap();
+        assert!(zone.not_before.values().all(|s| s.0 == later));
+        let utc = cal.patched(patch(r#"{"tz":null}"#), later).unwrap();
+        assert_eq!(utc.tz.as_deref(), Some("UTC"));
+        let back = cal.patched(patch(r#"{"interval":300}"#), later).unwrap();
+        assert_eq!((back.interval, back.calendar, back.tz), (Some(300), None, None));
+        for (json, needle) in [
+            (r#"{"interval":60,"calendar":"@daily"}"#, "not both"),
+            (r#"{"tz":"Europe/Berlin"}"#, "send calendar with it"),
+            (r#"{"calendar":"0 0 30 2 *"}"#, "never fires"),
+            (r#"{"calendar":"@daily","tz":"Nowhere/Else"}"#, "time zone database"),
+        ] {
+            let err = d.patched(patch(json), T1).unwrap_err().to_string();
+            assert!(err.contains(needle), "{json}: {err}");
+        }
     }
 }

@@ -272,6 +272,7 @@ async fn a_schedule_that_would_overflow_an_agents_key_is_refused() {
     big["body"] = json!("x".repeat(64 * 1024));
     let mut accepted = 0;
     let refusal = loop {
+        big["name"] = json!(format!("big-{accepted}"));
         let (status, answer) = c.json(Method::POST, "/api/schedules", &big).await;
         if status != StatusCode::CREATED {
             break (status, answer);
@@ -287,6 +288,7 @@ async fn a_schedule_that_would_overflow_an_agents_key_is_refused() {
     assert_eq!(c.agent_key("b").await.unwrap().schedules.len(), 15);
     // An edit that grows another agent's document past the limit is refused too.
     big["agents"] = json!(["c"]);
+    big["name"] = json!("big-for-c");
     let (_, for_c) = c.json(Method::POST, "/api/schedules", &big).await;
     let path = format!("/api/schedules/{}", for_c["id"].as_str().unwrap());
     let (status, answer) = c.json(Method::PATCH, &path, &json!({"agents": ["a", "c"]})).await;

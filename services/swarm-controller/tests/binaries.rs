@@ -73,9 +73,25 @@ fn help_explains_every_setting() {
         assert!(help.contains(var), "{var} missing from --help");
     }
     let help = stdout(&Command::new(common::swarmctl_binary()).args(["schedule", "add", "--help"]).output().unwrap());
-    for flag in ["--name", "--agent", "--body", "--body-file", "--anchor", "--every", "--once", "--paused"] {
+    for flag in [
+        "--name",
+        "--agent",
+        "--body",
+        "--body-file",
+        "--anchor",
+        "--every",
+        "--once",
+        "--cron",
+        "--tz",
+        "--allow-unknown-agent",
+        "--paused",
+        "Europe/Berlin",
+        "@hourly",
+    ] {
         assert!(help.contains(flag), "{flag} missing from swarmctl schedule add --help");
     }
+    let help = stdout(&Command::new(common::swarmctl_binary()).args(["schedule", "show", "--help"]).output().unwrap());
+    assert!(help.contains("NAME|ID") && help.contains("zone"), "{help}");
     let help = stdout(&Command::new(common::swarmctl_binary()).args(["agent", "state", "--help"]).output().unwrap());
     for word in ["HIVE", "AGENT", "--if-match", "destroyed", "final", "--json"] {
         assert!(help.contains(word), "{word} missing from swarmctl agent state --help");
@@ -209,6 +225,7 @@ async fn swarmctl_drives_the_daemon() {
         &[
             "schedule",
             "add",
+            "--allow-unknown-agent",
             "--name",
             "standup",
             "--agent",
@@ -231,7 +248,8 @@ async fn swarmctl_drives_the_daemon() {
     for column in ["ID", "NAME", "AGENTS", "EVERY", "PAUSED", "NEXT FIRE"] {
         assert!(header.contains(column), "{list}");
     }
-    assert!(list.contains(&id) && list.contains("a,b") && list.contains("30m"), "{list}");
+    // Allowed on purpose, and marked as not on the roster.
+    assert!(list.contains(&id) && list.contains("a (unknown),b (unknown)") && list.contains("30m"), "{list}");
 
     let edited = stdout(&swarmctl(&socket, &["schedule", "edit", &id, "--body", "changed", "--once"]));
     assert!(edited.contains("changed") && edited.contains("every:     once"), "{edited}");
@@ -285,6 +303,7 @@ async fn body_file_and_stdin_are_read() {
         &[
             "schedule",
             "add",
+            "--allow-unknown-agent",
             "--name",
             "f",
             "--agent",
@@ -302,7 +321,19 @@ async fn body_file_and_stdin_are_read() {
     let mut child = Command::new(common::swarmctl_binary())
         .arg("--socket")
         .arg(&socket)
-        .args(["schedule", "add", "--name", "s", "--agent", "a", "--body-file", "-", "--once", "--json"])
+        .args([
+            "schedule",
+            "add",
+            "--allow-unknown-agent",
+            "--name",
+            "s",
+            "--agent",
+            "a",
+            "--body-file",
+            "-",
+            "--once",
+            "--json",
+        ])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()

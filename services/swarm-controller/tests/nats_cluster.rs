@@ -72,7 +72,7 @@ impl Swarm {
 
     /// Adds a schedule with `swarmctl`; its id.
     async fn add(&self, name: &str, agents: &[&str], every: Option<u64>) -> String {
-        let mut args = vec!["schedule", "add", "--name", name, "--body", name, "--json"];
+        let mut args = vec!["schedule", "add", "--allow-unknown-agent", "--name", name, "--body", name, "--json"];
         for agent in agents {
             args.extend(["--agent", agent]);
         }
@@ -188,8 +188,20 @@ async fn the_swarm_rides_out_each_node_dying_and_refuses_writes_without_a_quorum
     let before: Vec<Value> = list(&swarm).await;
     swarm.nats().stop_node(1);
     swarm.nats().stop_node(2);
-    let (ok, _, err) =
-        swarm.swarmctl(&["schedule", "add", "--name", "no-quorum", "--agent", "bee", "--body", "x", "--once"]).await;
+    let (ok, _, err) = swarm
+        .swarmctl(&[
+            "schedule",
+            "add",
+            "--allow-unknown-agent",
+            "--name",
+            "no-quorum",
+            "--agent",
+            "bee",
+            "--body",
+            "x",
+            "--once",
+        ])
+        .await;
     assert!(!ok, "a write without a quorum must fail");
     assert!(err.contains("quorum") && (err.contains("nothing was written") || err.contains("read the state")), "{err}");
     // Reads an agent makes (a direct get of its schedules) are still served by the node left.

@@ -192,6 +192,7 @@ async fn swarmctl_via_the_control_plane_drives_the_swarm_and_survives_its_copy_d
             .via(&[
                 "schedule",
                 "add",
+                "--allow-unknown-agent",
                 "--name",
                 "from-afar",
                 "--agent",
@@ -240,6 +241,7 @@ async fn swarmctl_via_the_control_plane_drives_the_swarm_and_survives_its_copy_d
             &[
                 "schedule",
                 "add",
+                "--allow-unknown-agent",
                 "--name",
                 "during-kill",
                 "--agent",
@@ -354,7 +356,10 @@ impl Raw {
 }
 
 fn schedule(name: &str, body: &str) -> Value {
-    json!({"name": name, "agents": ["bee"], "body": body, "anchor": "2030-01-01T00:00:00Z", "interval": 3600, "paused": true})
+    json!({
+        "name": name, "agents": ["bee"], "body": body, "anchor": "2030-01-01T00:00:00Z", "interval": 3600,
+        "paused": true, "allow_unknown_agents": true,
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -308,8 +308,10 @@ async function schedulesView() {
     route();
   };
   const rows = schedules.map((s) => {
-    const next = s.paused ? null : nextFire(s);
-    return [s.name, s.agents.join(", "), every(s.interval), next ? next.toISOString().replace(".000", "") : "-", state(s.paused ? "paused" : "up"),
+    // A calendar's next fire needs its zone's rules: swarmctl schedule show lists them.
+    const next = s.paused || s.calendar ? null : nextFire(s);
+    const timing = s.calendar ? `${s.calendar} (${s.tz || "UTC"})` : every(s.interval);
+    return [s.name, s.agents.join(", "), timing, next ? next.toISOString().replace(".000", "") : "-", state(s.paused ? "paused" : "up"),
       el("span", {},
         el("button", { onclick: () => change(s, { paused: !s.paused }) }, s.paused ? "Resume" : "Pause"), " ",
         el("button", { onclick: () => { const body = prompt(`New prompt for ${s.name}`, s.body); if (body !== null) change(s, { body }); } }, "Edit"), " ",

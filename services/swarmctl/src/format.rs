@@ -2,18 +2,24 @@
 
 use std::time::Duration;
 
-use hyperhive_schedule::next_slot_after;
+use hyperhive_schedule::{Calendar, next_fire_after};
 use time::OffsetDateTime;
 
 use super::untrusted;
 
-use hyperhive_swarm_api::schedules::{ScheduleView, Stamp};
+use hyperhive_swarm_api::schedules::{AgentStatus, ScheduleDefinition, ScheduleView, Stamp};
 
 /// `--every`: a humantime duration of whole seconds, at least one (30m, 1h, 1d, 90s).
 ///
 /// # Errors
 /// A message saying what is wrong.
 pub fn parse_every(s: &str) -> Result<u64, String> {
+    let cron_like = s.trim_start().starts_with('@') || s.contains('*') || s.split_whitespace().count() >= 5;
+    if cron_like {
+        return Err(format!(
+            "{s:?} looks like a calendar, not a duration; use --cron '{s}' (with --tz ZONE for a time zone other than UTC)"
+        ));
+    }
     let d = humantime::parse_duration(s)
         .map_err(|e| format!("{s:?} is not a duration ({e}); write e.g. 90s, 30m, 1h or 1d"))?;
     if d.subsec_nanos() != 0 || d < Duration::from_secs(1) {
@@ -33,28 +39,70 @@ pub fn format_every(interval: Option<u64>) -> String {
     }
 }
 
+/// A schedule's timing: its interval (`1h`, `once`) or its calendar and zone.
+pub fn timing(d: &ScheduleDefinition) -> String {
+    match &d.calendar {
+        Some(line) => format!("{line} ({})", d.tz.as_deref().unwrap_or("UTC")),
+        None => format_every(d.interval),
+    }
+}
+
+/// The calendar of a calendar schedule, parsed; its error when this build cannot evaluate it.
+fn calendar(d: &ScheduleDefinition) -> Option<Result<Calendar, String>> {
+    let line = d.calendar.as_deref()?;
+    Some(Calendar::parse(line, d.tz.as_deref().unwrap_or("UTC")).map_err(|e| e.to_string()))
+}
+
+/// The next `n` fire times after `now`, each written in the schedule's zone (RFC 3339 UTC for an
+/// interval schedule).
+pub fn next_fires(d: &ScheduleDefinition, now: OffsetDateTime, n: usize) -> Result<Vec<String>, String> {
+    let calendar = calendar(d).transpose()?;
+    let mut out = Vec::new();
+    let mut t = now;
+    while out.len() < n {
+        let Some(next) = next_fire_after(d.anchor.0, d.interval, calendar.as_ref(), t) else { break };
+        out.push(match &calendar {
+            Some(c) => c.local(next),
+            None => Stamp(next).to_string(),
+        });
+        t = next;
+    }
+    Ok(out)
+}
+
 /// When the schedule fires next, as seen at `now`.
 pub fn next_fire(s: &ScheduleView, now: OffsetDateTime) -> String {
     let d = &s.definition;
     if d.paused {
         return "paused".into();
     }
-    match next_slot_after(d.anchor.0, d.interval, now) {
-        Some(t) => Stamp(t).to_string(),
-        None => "done".into(),
+    match next_fires(d, now, 1) {
+        Ok(next) => next.into_iter().next().unwrap_or_else(|| "done".into()),
+        Err(e) => format!("cannot evaluate: {e}"),
     }
+}
+
+/// The agents, each marked when the roster does not know it or it was destroyed.
+fn agents(s: &ScheduleView) -> Vec<String> {
+    s.definition
+        .agents
+        .iter()
+        .map(|a| match s.agent_status.get(a) {
+            Some(status @ (AgentStatus::Unknown | AgentStatus::Destroyed)) => format!("{a} ({})", status.as_str()),
+            _ => a.to_string(),
+        })
+        .collect()
 }
 
 /// The `schedule list` table.
 pub fn table(schedules: &[ScheduleView], now: OffsetDateTime) -> String {
     let rows = schedules.iter().map(|s| {
         let d = &s.definition;
-        let agents: Vec<&str> = d.agents.iter().map(|a| a.as_str()).collect();
         [
             d.id.clone(),
             d.name.clone(),
-            agents.join(","),
-            format_every(d.interval),
+            agents(s).join(","),
+            timing(d),
             if d.paused { "yes" } else { "no" }.into(),
             next_fire(s, now),
         ]
@@ -82,29 +130,54 @@ pub fn grid<const N: usize>(header: [&str; N], rows: impl IntoIterator<Item = [S
         .collect()
 }
 
-/// `schedule show`: every field, the body last.
+/// How many fire times `schedule show` lists.
+pub const SHOWN_FIRES: usize = 5;
+
+/// `schedule show`: every field, the next fires, what is known of each agent's last fire, the
+/// body last.
 pub fn details(s: &ScheduleView, now: OffsetDateTime) -> String {
     let d = &s.definition;
-    let agents: Vec<String> = d
-        .agents
-        .iter()
-        .map(|a| match d.not_before.get(a) {
-            Some(nb) => format!("{a} (not before {nb})"),
-            None => a.to_string(),
+    let agents: Vec<String> = agents(s)
+        .into_iter()
+        .zip(&d.agents)
+        .map(|(shown, a)| match d.not_before.get(a) {
+            Some(nb) => format!("{shown} (not before {nb})"),
+            None => shown,
         })
         .collect();
-    format!(
-        "id:        {}\nname:      {}\nrevision:  {}\nagents:    {}\nanchor:    {}\nevery:     {}\npaused:    {}\nnext fire: {}\nbody:\n{}\n",
+    let mut out = format!(
+        "id:        {}\nname:      {}\nrevision:  {}\nagents:    {}\nanchor:    {}\n",
         d.id,
         d.name,
         s.revision,
         agents.join(", "),
         d.anchor,
-        format_every(d.interval),
-        if d.paused { "yes" } else { "no" },
-        next_fire(s, now),
-        d.body,
-    )
+    );
+    match &d.calendar {
+        Some(line) => out.push_str(&format!("calendar:  {line}\ntz:        {}\n", d.tz.as_deref().unwrap_or("UTC"))),
+        None => out.push_str(&format!("every:     {}\n", format_every(d.interval))),
+    }
+    if d.allow_unknown_agents {
+        out.push_str("unknown agents allowed: yes\n");
+    }
+    out.push_str(&format!("paused:    {}\n", if d.paused { "yes" } else { "no" }));
+    match next_fires(d, now, SHOWN_FIRES) {
+        Ok(next) if next.is_empty() => out.push_str("next fires: none (done)\n"),
+        Ok(next) => {
+            let note = if d.paused { " (while paused none of these fires)" } else { "" };
+            out.push_str(&format!("next fires{note}:\n"));
+            for t in next {
+                out.push_str(&format!("  {t}\n"));
+            }
+        }
+        Err(e) => out.push_str(&format!("next fires: cannot evaluate ({e})\n")),
+    }
+    out.push_str(
+        "last fired: not known to swarm-controller; each agent records the slots it fired in its own \
+         state.db\n",
+    );
+    out.push_str(&format!("body:\n{}\n", d.body));
+    out
 }
 
 #[cfg(test)]
@@ -119,6 +192,10 @@ mod tests {
         for bad in ["", "soon", "90", "1500ms", "0s", "-1h"] {
             assert!(parse_every(bad).is_err(), "{bad}");
         }
+        for cron in ["0 9 * * 1-5", "@daily", "*/5"] {
+            let err = parse_every(cron).unwrap_err();
+            assert!(err.contains("use --cron"), "{cron}: {err}");
+        }
     }
 
     #[test]
@@ -126,5 +203,64 @@ mod tests {
         let shown: Vec<String> =
             [None, Some(90), Some(1800), Some(5400), Some(7200), Some(172_800)].into_iter().map(format_every).collect();
         assert_eq!(shown, ["once", "90s", "30m", "90m", "2h", "2d"]);
+    }
+
+    fn view(calendar: Option<&str>, tz: Option<&str>) -> ScheduleView {
+        let agent = |s: &str| hyperhive_schedule::AgentName::parse(s).unwrap();
+        let t = time::macros::datetime!(2026-12-01 00:00:00 UTC);
+        ScheduleView {
+            definition: ScheduleDefinition {
+                id: "0123456789abcdef".into(),
+                name: "mornings".into(),
+                agents: vec![agent("a"), agent("b"), agent("c")],
+                body: "plan".into(),
+                anchor: Stamp(t),
+                interval: calendar.is_none().then_some(3600),
+                calendar: calendar.map(str::to_owned),
+                tz: tz.map(str::to_owned),
+                paused: false,
+                allow_unknown_agents: true,
+                not_before: [(agent("a"), Stamp(t))].into(),
+            },
+            revision: 3,
+            agent_status: [
+                (agent("a"), AgentStatus::Known),
+                (agent("b"), AgentStatus::Unknown),
+                (agent("c"), AgentStatus::Destroyed),
+            ]
+            .into(),
+        }
+    }
+
+    #[test]
+    fn show_lists_the_next_fires_in_the_zone_and_marks_agents() {
+        // Friday 2026-12-04 12:00 UTC: next are Monday to Friday at 09:00 in Berlin (+01:00).
+        let now = time::macros::datetime!(2026-12-04 12:00:00 UTC);
+        let shown = details(&view(Some("0 9 * * 1-5"), Some("Europe/Berlin")), now);
+        for line in [
+            "agents:    a (not before 2026-12-01T00:00:00Z), b (unknown), c (destroyed)",
+            "calendar:  0 9 * * 1-5",
+            "tz:        Europe/Berlin",
+            "unknown agents allowed: yes",
+            "  2026-12-07 09:00 +01:00",
+            "  2026-12-11 09:00 +01:00",
+            "last fired: not known to swarm-controller",
+        ] {
+            assert!(shown.contains(line), "{line:?} missing:\n{shown}");
+        }
+        assert_eq!(shown.lines().filter(|l| l.starts_with("  2026-12-")).count(), SHOWN_FIRES, "{shown}");
+        let tokyo = table(&[view(Some("@daily"), Some("Asia/Tokyo"))], now);
+        assert!(tokyo.contains("@daily (Asia/Tokyo)") && tokyo.contains("2026-12-05 00:00 +09:00"), "{tokyo}");
+        assert!(tokyo.contains("a,b (unknown),c (destroyed)"), "{tokyo}");
+        // An interval schedule is shown as before, in UTC.
+        let hourly = table(&[view(None, None)], now);
+        assert!(hourly.contains("1h") && hourly.contains("2026-12-04T13:00:00Z"), "{hourly}");
+    }
+
+    #[test]
+    fn a_calendar_this_build_cannot_evaluate_says_so() {
+        let now = time::macros::datetime!(2026-12-04 12:00:00 UTC);
+        let shown = details(&view(Some("@daily"), Some("Mars/Olympus")), now);
+        assert!(shown.contains("next fires: cannot evaluate") && shown.contains("Mars/Olympus"), "{shown}");
     }
 }

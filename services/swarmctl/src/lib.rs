@@ -303,15 +303,17 @@ fn parse_state(s: &str) -> Result<WantedState, String> {
 pub enum ScheduleCommand {
     /// Create a schedule and print it.
     Add(AddArgs),
-    /// A table of every schedule: id, name, agents, interval, paused, next fire time.
+    /// A table of every schedule: id, name, agents, interval or calendar, paused, next fire time
+    /// (a calendar's in its zone). Agents not on the roster or destroyed are marked.
     List {
         /// Print the API's JSON instead of a table.
         #[arg(long)]
         json: bool,
     },
-    /// Every field of one schedule, the body included.
+    /// Every field of one schedule, the body included, and its next fires (in its zone).
     Show {
-        /// The schedule id.
+        /// The schedule's name or id.
+        #[arg(value_name = "NAME|ID")]
         id: String,
         /// Print the API's JSON.
         #[arg(long)]
@@ -322,17 +324,20 @@ pub enum ScheduleCommand {
     Edit(EditArgs),
     /// Stop firing; slots that fall during the pause never fire.
     Pause {
-        /// The schedule id.
+        /// The schedule's name or id.
+        #[arg(value_name = "NAME|ID")]
         id: String,
     },
     /// Fire again from now on.
     Resume {
-        /// The schedule id.
+        /// The schedule's name or id.
+        #[arg(value_name = "NAME|ID")]
         id: String,
     },
     /// Delete the schedule.
     Rm {
-        /// The schedule id.
+        /// The schedule's name or id.
+        #[arg(value_name = "NAME|ID")]
         id: String,
     },
 }
@@ -352,7 +357,7 @@ pub struct BodySource {
 /// `schedule add`.
 #[derive(Debug, Args)]
 pub struct AddArgs {
-    /// What people call it (1 to 100 characters).
+    /// What people call it (1 to 100 characters, unique).
     #[arg(long)]
     pub name: String,
     /// An agent to prompt; repeat for more.
@@ -364,11 +369,27 @@ pub struct AddArgs {
     #[arg(long, value_name = "RFC3339|now", default_value = "now")]
     pub anchor: String,
     /// Time between slots: 90s, 30m, 1h, 1d...
-    #[arg(long, value_name = "DURATION", value_parser = parse_every, conflicts_with = "once", required_unless_present = "once")]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = parse_every,
+        conflicts_with_all = ["once", "cron"],
+        required_unless_present_any = ["once", "cron"]
+    )]
     pub every: Option<u64>,
     /// Fire once, at the anchor.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "cron")]
     pub once: bool,
+    /// Fire on a calendar instead: a cron line of 5 fields ('0 9 * * 1-5': 09:00 on weekdays)
+    /// or @hourly, @daily, @weekly, @monthly, @yearly; no slot before the anchor.
+    #[arg(long, value_name = "CRON")]
+    pub cron: Option<String>,
+    /// The IANA time zone the calendar is read in (default UTC), e.g. Europe/Berlin.
+    #[arg(long, value_name = "ZONE", requires = "cron")]
+    pub tz: Option<String>,
+    /// Accept agents that are not on the roster (yet); list and show mark them.
+    #[arg(long)]
+    pub allow_unknown_agent: bool,
     /// Create it paused.
     #[arg(long)]
     pub paused: bool,
@@ -380,7 +401,8 @@ pub struct AddArgs {
 /// `schedule edit`.
 #[derive(Debug, Args)]
 pub struct EditArgs {
-    /// The schedule id.
+    /// The schedule's name or id.
+    #[arg(value_name = "NAME|ID")]
     pub id: String,
     /// New name.
     #[arg(long)]
@@ -393,12 +415,21 @@ pub struct EditArgs {
     /// New anchor: an RFC 3339 instant or `now`.
     #[arg(long, value_name = "RFC3339|now")]
     pub anchor: Option<String>,
-    /// New interval: 90s, 30m, 1h, 1d...
-    #[arg(long, value_name = "DURATION", value_parser = parse_every, conflicts_with = "once")]
+    /// New interval: 90s, 30m, 1h, 1d... (drops a calendar)
+    #[arg(long, value_name = "DURATION", value_parser = parse_every, conflicts_with_all = ["once", "cron"])]
     pub every: Option<u64>,
-    /// Make it a one-shot at the anchor.
-    #[arg(long)]
+    /// Make it a one-shot at the anchor (drops a calendar).
+    #[arg(long, conflicts_with = "cron")]
     pub once: bool,
+    /// New calendar: a cron line of 5 fields or an @name (drops the interval).
+    #[arg(long, value_name = "CRON")]
+    pub cron: Option<String>,
+    /// New time zone of the calendar.
+    #[arg(long, value_name = "ZONE")]
+    pub tz: Option<String>,
+    /// Accept added agents that are not on the roster.
+    #[arg(long)]
+    pub allow_unknown_agent: bool,
     /// Change it only if it is still at this revision (default: the revision swarmctl reads
     /// just before the change).
     #[arg(long, value_name = "N")]
@@ -447,6 +478,33 @@ fn schedule_path(id: &str) -> Result<String, CtlError> {
         return Err(CtlError::Usage(format!("{id:?} is not a schedule id (see `swarmctl schedule list`)")));
     }
     Ok(paths::schedule(id))
+}
+
+/// The schedule a name or an id names, resolved here from the list (names are unique, so at
+/// most one schedule has a given name; an id is matched first).
+async fn resolve(api: &Api, name_or_id: &str) -> Result<ScheduleView, CtlError> {
+    // What no schedule can be called (names are 1 to 100 characters without controls) is not
+    // worth a request.
+    let chars = name_or_id.chars().count();
+    if chars == 0 || chars > 100 || name_or_id.chars().any(char::is_control) {
+        return Err(CtlError::Usage(format!(
+            "{name_or_id:?} is not a schedule name or id (see `swarmctl schedule list`)"
+        )));
+    }
+    let bytes = client::request(api, Method::GET, paths::SCHEDULES, None, None).await?;
+    let all: Vec<ScheduleView> = client::answer(&bytes)?;
+    pick(all, name_or_id)
+}
+
+fn pick(all: Vec<ScheduleView>, name_or_id: &str) -> Result<ScheduleView, CtlError> {
+    let by_id = all.iter().position(|v| v.definition.id == name_or_id);
+    let by_name = || all.iter().position(|v| v.definition.name == name_or_id);
+    match by_id.or_else(by_name) {
+        Some(i) => Ok(all.into_iter().nth(i).expect("the position is in the list")),
+        None => {
+            Err(CtlError::Usage(format!("no schedule with id or name {name_or_id:?} (see `swarmctl schedule list`)")))
+        }
+    }
 }
 
 fn printed(view: &ScheduleView, json: bool, now: OffsetDateTime) -> String {
@@ -535,13 +593,21 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
                 .body
                 .read()?
                 .ok_or_else(|| CtlError::Usage("give the prompt with --body TEXT or --body-file FILE|-".into()))?;
+            if args.tz.is_some() && args.cron.is_none() {
+                return Err(CtlError::Usage(
+                    "--tz goes with --cron: it is the time zone the calendar is read in".into(),
+                ));
+            }
             let request = NewScheduleRequest {
                 name: args.name,
                 agents: args.agents,
                 body,
                 anchor: anchor_value(&args.anchor, now),
-                interval: args.every,
+                interval: if args.cron.is_some() { None } else { Some(args.every) },
+                calendar: args.cron,
+                tz: args.tz,
                 paused: args.paused,
+                allow_unknown_agents: args.allow_unknown_agent,
             };
             let bytes =
                 client::request(api, Method::POST, paths::SCHEDULES, None, Some(client::body(&request))).await?;
@@ -557,10 +623,7 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
                 Ok(format::table(&all, now))
             }
         }
-        ScheduleCommand::Show { id, json } => {
-            let bytes = client::request(api, Method::GET, &schedule_path(&id)?, None, None).await?;
-            Ok(printed(&parse_view(&bytes)?, json, now))
-        }
+        ScheduleCommand::Show { id, json } => Ok(printed(&resolve(api, &id).await?, json, now)),
         ScheduleCommand::Edit(args) => {
             let patch = SchedulePatchRequest {
                 name: args.name.clone(),
@@ -572,11 +635,14 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
                     (Some(every), false) => Some(Some(every)),
                     (None, false) => None,
                 },
+                calendar: args.cron.clone().map(Some),
+                tz: args.tz.clone().map(Some),
                 paused: None,
+                allow_unknown_agents: args.allow_unknown_agent.then_some(true),
             };
             if patch.is_empty() {
                 return Err(CtlError::Usage(
-                    "nothing to change: give at least one of --name, --body, --body-file, --agent, --anchor, --every, --once".into(),
+                    "nothing to change: give at least one of --name, --body, --body-file, --agent, --anchor, --every, --once, --cron, --tz".into(),
                 ));
             }
             let view = change(api, &args.id, args.revision, &patch, now).await?;
@@ -593,8 +659,10 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
             Ok(format!("resumed schedule {}\n", view.definition.id))
         }
         ScheduleCommand::Rm { id } => {
-            client::request(api, Method::DELETE, &schedule_path(&id)?, None, None).await?;
-            Ok(format!("removed schedule {id}\n"))
+            let view = resolve(api, &id).await?;
+            let id = &view.definition.id;
+            client::request(api, Method::DELETE, &schedule_path(id)?, Some(view.revision), None).await?;
+            Ok(format!("removed schedule {id} ({})\n", view.definition.name))
         }
     }
 }
@@ -616,19 +684,23 @@ async fn change(
     patch: &SchedulePatchRequest,
     now: OffsetDateTime,
 ) -> Result<ScheduleView, CtlError> {
-    let path = schedule_path(id)?;
-    let revision = match revision {
-        Some(revision) => revision,
-        None => parse_view(&client::request(api, Method::GET, &path, None, None).await?)?.revision,
-    };
+    let current = resolve(api, id).await?;
+    let view_id = current.definition.id.clone();
+    let path = schedule_path(&view_id)?;
+    let revision = revision.unwrap_or(current.revision);
     let result = client::request(api, Method::PATCH, &path, Some(revision), Some(client::body(patch))).await;
     match result {
         Ok(bytes) => parse_view(&bytes),
-        Err(CtlError::Api { status: StatusCode::CONFLICT, message, current: Some(current) }) => Err(CtlError::Api {
-            status: StatusCode::CONFLICT,
-            message: format!("conflict: {message}\nthe current version is:\n{}", format::details(&current, now)),
-            current: Some(current),
-        }),
+        // A 409 about another schedule (a rename onto its name) is shown as the API says it.
+        Err(CtlError::Api { status: StatusCode::CONFLICT, message, current: Some(current) })
+            if current.definition.id == view_id =>
+        {
+            Err(CtlError::Api {
+                status: StatusCode::CONFLICT,
+                message: format!("conflict: {message}\nthe current version is:\n{}", format::details(&current, now)),
+                current: Some(current),
+            })
+        }
         Err(err) => Err(err),
     }
 }
@@ -653,6 +725,16 @@ mod tests {
         assert!(Cli::try_parse_from(two_bodies).is_err());
         let ok = [&base[..], &["--every", "1h"]].concat();
         assert!(Cli::try_parse_from(ok).is_ok());
+        let cron = [&base[..], &["--cron", "0 9 * * 1-5", "--tz", "Europe/Berlin"]].concat();
+        assert!(Cli::try_parse_from(cron).is_ok());
+        // (`--tz` without `--cron` is refused by `run`, before any request: clap lets a
+        // requirement go when a conflicting flag is given.)
+        for bad in [&["--cron", "@daily", "--every", "1h"][..], &["--cron", "@daily", "--once"]] {
+            assert!(Cli::try_parse_from([&base[..], bad].concat()).is_err(), "{bad:?}");
+        }
+        let cron_every = [&base[..], &["--every", "0 9 * * 1-5"]].concat();
+        let err = Cli::try_parse_from(cron_every).unwrap_err().to_string();
+        assert!(err.contains("use --cron"), "{err}");
         let bad_every = [&base[..], &["--every", "1500ms"]].concat();
         let err = Cli::try_parse_from(bad_every).unwrap_err().to_string();
         assert!(err.contains("whole number of seconds"), "{err}");

@@ -47,9 +47,13 @@ fn input_that_cannot_make_a_request_is_refused_before_connecting() {
     std::fs::write(token.path(), "t0ken\n").unwrap();
     let token = token.path().to_str().unwrap();
     for (args, needle) in [
-        (vec!["schedule", "show", "a/../b"], "is not a schedule id"),
-        (vec!["schedule", "rm", ""], "is not a schedule id"),
+        (vec!["schedule", "show", "a\nb"], "is not a schedule name or id"),
+        (vec!["schedule", "rm", ""], "is not a schedule name or id"),
         (vec!["schedule", "edit", "abc"], "nothing to change"),
+        (
+            vec!["schedule", "add", "--name", "n", "--agent", "a", "--body", "b", "--once", "--tz", "UTC"],
+            "--tz goes with --cron",
+        ),
         (
             vec![
                 "accounts",

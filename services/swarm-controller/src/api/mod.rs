@@ -178,7 +178,14 @@ impl App {
                 histories: crate::work::history::Histories::new(js.clone()),
                 definitions: definitions.clone(),
             },
-            schedules: SchedulesApi { definitions, reconciler, clock: clock.clone() },
+            schedules: SchedulesApi {
+                definitions,
+                reconciler,
+                clock: clock.clone(),
+                roster: roster.clone(),
+                wanted: wanted.clone(),
+                names: Default::default(),
+            },
             hives: HivesApi { directory: hives.clone(), js: js.clone(), clock: clock.clone() },
             agents: AgentsApi {
                 roster: roster.clone(),

@@ -161,6 +161,14 @@ impl Reconciler {
         }
     }
 
+    /// The id of a schedule other than `except` named `name`, among the definitions this
+    /// reconciler holds (read at every pass and re-read after every change through the API), so
+    /// the check costs no bucket scan.
+    pub async fn named(&self, name: &str, except: &str) -> Option<String> {
+        let known = self.known.lock().await;
+        known.definitions.values().find(|d| d.name == name && d.id != except).map(|d| d.id.clone())
+    }
+
     /// Brings the keys of schedule `id`'s agents (before and after the change) up to date after
     /// the API changed it. The definition is re-read under the lock, so a late caller can never
     /// write an older version over a newer one.

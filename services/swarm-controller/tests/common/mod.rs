@@ -202,14 +202,18 @@ impl Drop for Controller {
     }
 }
 
-/// A valid create request for `agents`.
+/// A valid create request for `agents`, under a name no other call gives (names are unique),
+/// allowing agents that are not on the roster (these tests run no hive).
 pub fn new_schedule(agents: &[&str]) -> Value {
+    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     serde_json::json!({
-        "name": "standup",
+        "name": format!("standup-{n}"),
         "agents": agents,
         "body": "say hello",
         "anchor": "2026-11-30T09:00:00Z",
         "interval": 3600,
+        "allow_unknown_agents": true,
     })
 }
 
