@@ -156,8 +156,12 @@ mod tests {
             "identities": {},
             "wanted": {"state": "up", "set_at": null, "set_by": null, "revision": null},
             "actual": null,
+            "last_turn": {"todo_id": "t1", "source": "operator:swarmctl", "outcome": "failed", "exit_code": 3,
+                          "ended_at": "2026-11-30T09:01:00Z"},
         });
         let view: AgentView = serde_json::from_value(wire.clone()).unwrap();
+        let last = view.last_turn.as_ref().unwrap();
+        assert_eq!((last.outcome, last.exit_code), (hyperhive_hive_proto::turns::TurnOutcome::Failed, Some(3)));
         assert_eq!((view.name.as_str(), view.entry.hive.as_str()), ("alpha", "h1"));
         assert_eq!((view.wanted.state, view.wanted.revision), (WantedState::Up, None));
         assert_eq!(serde_json::to_value(&view).unwrap(), wire);
