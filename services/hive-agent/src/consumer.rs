@@ -253,7 +253,10 @@ impl Consumer {
         let ended = self.clock.now();
         // Recorded before the ack: a crash in between redelivers a todo that is then skipped.
         self.state.record_finished(&todo.id, ended, code)?;
-        self.history.record(&record_of(todo, Ended { started, ended, end }, &tail)).await;
+        // Stored beside the queue, not in its way: while `TURNS` has no leader (a node of a
+        // cluster just died) its retries would hold the next todo for seconds.
+        let (history, record) = (self.history.clone(), record_of(todo, Ended { started, ended, end }, &tail));
+        tokio::spawn(async move { history.record(&record).await });
         confirmed_ack(message, &todo.id).await?;
         Ok(succeeded)
     }

@@ -1,6 +1,8 @@
 //! The turn history: when a turn ends, its record goes to the agent's own `turns.<agent>` in
 //! `TURNS` (the only history subject its credential may publish to), with a message id per todo
-//! so a record published again after a crash or a lost ack is stored once.
+//! so a record published again after a crash or a lost ack is stored once. It is published beside
+//! the queue, never holding the next todo; a record still being retried when the agent stops is
+//! lost (the agent's log has the turn).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
