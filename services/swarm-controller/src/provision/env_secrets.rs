@@ -18,7 +18,7 @@ use hyperhive_hive_proto::AgentName;
 use hyperhive_hive_proto::env_secrets::{self, MAX_VARS};
 use hyperhive_hive_proto::roster::RosterEntry;
 use hyperhive_hive_proto::wanted::WantedState;
-use hyperhive_jobq::{JobId, JobSpec, work};
+use hyperhive_jobq::JobId;
 use hyperhive_schedule::instant::format_instant;
 use hyperhive_swarm_api::secrets::{SecretChanged, SecretFrom, SecretListed};
 
@@ -262,19 +262,7 @@ impl EnvSecrets {
     fn deliver(&self, agent: &AgentName) -> JobId {
         let n = self.deliveries.fetch_add(1, Ordering::Relaxed) + 1;
         let id = JobId::parse(&format!("{agent}.secrets.{n}")).expect("an agent name and a number make a job id");
-        let (provisioner, name) = (self.provisioner.clone(), agent.clone());
-        let send = work(move || {
-            let (provisioner, name) = (provisioner.clone(), name.clone());
-            async move {
-                let revision = provisioner.send_credentials(&name).await?;
-                tracing::info!(agent = %name, revision, "secret variables sent to the hive");
-                Ok(())
-            }
-        });
-        if let Err(err) = self.provisioner.jobq.add(JobSpec::new(id.clone(), "credentials").agent(agent.as_str()), send)
-        {
-            tracing::error!(%agent, %err, "cannot queue the delivery of secret variables");
-        }
+        self.provisioner.queue_credentials(id.clone(), agent, "secret variables");
         id
     }
 }

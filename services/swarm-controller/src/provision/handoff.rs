@@ -84,3 +84,28 @@ impl Provisioner {
         self.settings.store_ca.as_ref().map(|ca| ca.cert_pem())
     }
 }
+
+impl Provisioner {
+    /// Queues job `id` sending `agent`'s current secrets to its hive as a `credentials` message
+    /// (`what` names the change in the log); the job graph retries it with backoff while the
+    /// queue or the hive's key is unavailable.
+    pub fn queue_credentials(
+        self: &std::sync::Arc<Self>,
+        id: hyperhive_jobq::JobId,
+        agent: &AgentName,
+        what: &'static str,
+    ) {
+        let (provisioner, name) = (self.clone(), agent.clone());
+        let send = hyperhive_jobq::work(move || {
+            let (provisioner, name) = (provisioner.clone(), name.clone());
+            async move {
+                let revision = provisioner.send_credentials(&name).await?;
+                tracing::info!(agent = %name, revision, "{what} sent to the hive");
+                Ok(())
+            }
+        });
+        if let Err(err) = self.jobq.add(hyperhive_jobq::JobSpec::new(id, "credentials").agent(agent.as_str()), send) {
+            tracing::error!(%agent, %err, "cannot queue the delivery of {what}");
+        }
+    }
+}

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use hyperhive_hive_proto::roster::RosterEntry;
 use hyperhive_hive_proto::wanted::WantedState;
 use hyperhive_hive_proto::{AgentName, HiveName};
-use hyperhive_jobq::{JobId, JobSpec, work};
+use hyperhive_jobq::JobId;
 use hyperhive_swarm_api::linked::{LinkChanged, LinkedAccount};
 
 use super::Provisioner;
@@ -144,19 +144,7 @@ impl LinkedAccounts {
         let n = self.deliveries.fetch_add(1, Ordering::Relaxed) + 1;
         let id =
             JobId::parse(&format!("{agent}.linked-accounts.{n}")).expect("an agent name and a number make a job id");
-        let (provisioner, name) = (self.provisioner.clone(), agent.clone());
-        let send = work(move || {
-            let (provisioner, name) = (provisioner.clone(), name.clone());
-            async move {
-                let revision = provisioner.send_credentials(&name).await?;
-                tracing::info!(agent = %name, revision, "linked accounts sent to the hive");
-                Ok(())
-            }
-        });
-        if let Err(err) = self.provisioner.jobq.add(JobSpec::new(id.clone(), "credentials").agent(agent.as_str()), send)
-        {
-            tracing::error!(%agent, %err, "cannot queue the delivery of linked accounts");
-        }
+        self.provisioner.queue_credentials(id.clone(), agent, "linked accounts");
         id
     }
 }
