@@ -32,6 +32,8 @@ const JS_INFO_TIMEOUT: Duration = Duration::from_secs(1);
 const CLUSTER_NAME: &str = "hyperhive-test";
 /// The copy of the fragment a node after the first includes, in its own temp dir.
 const NODE_FRAGMENT: &str = "auth.conf";
+/// The stream the kit creates and deletes to learn that the cluster places streams on every node.
+const PLACEMENT_PROBE: &str = "TESTKIT_PLACEMENT_PROBE";
 
 /// One server of the cluster (the only one of [`NatsJwt::start`]).
 #[derive(Debug)]
@@ -252,7 +254,44 @@ impl NatsJwt {
             })
             .await;
         let last = last.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
-        waited.with_context(|| format!("the meta leader's last answer: {last}"))
+        waited.with_context(|| format!("the meta leader's last answer: {last}"))?;
+        self.wait_for_placement(running.len()).await
+    }
+
+    /// Waits until the cluster places a stream on `replicas` nodes: the meta leader may count a
+    /// node current before it has that node's statistics, and refuses placement on it ("peer
+    /// offline") until then. Creates and deletes a probe stream until the creation is taken.
+    async fn wait_for_placement(&self, replicas: usize) -> anyhow::Result<()> {
+        let js = async_nats::jetstream::new(self.controller_client().await?);
+        let probe = async_nats::jetstream::stream::Config {
+            name: PLACEMENT_PROBE.to_owned(),
+            subjects: vec![format!("testkit.{PLACEMENT_PROBE}")],
+            num_replicas: replicas,
+            storage: async_nats::jetstream::stream::StorageType::File,
+            max_bytes: 1024,
+            ..Default::default()
+        };
+        let last = std::sync::Mutex::new(String::new());
+        let waited =
+            crate::wait_until("the cluster to place a stream on every running node", JETSTREAM_TIMEOUT, || {
+                let (js, probe, last) = (&js, &probe, &last);
+                async move {
+                    let created = tokio::time::timeout(JS_INFO_TIMEOUT, js.create_stream(probe.clone())).await;
+                    match created {
+                        Ok(Ok(_)) => Some(()),
+                        Ok(Err(e)) => {
+                            *last.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = e.to_string();
+                            None
+                        }
+                        Err(_) => None,
+                    }
+                }
+            })
+            .await;
+        let last = last.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+        waited.with_context(|| format!("the last refusal: {last}"))?;
+        js.delete_stream(PLACEMENT_PROBE).await.context("deleting the placement probe stream")?;
+        Ok(())
     }
 
     /// A connection with the controller's credential to node `i` only (servers the node
