@@ -382,7 +382,7 @@ async fn serve(
         tasks.spawn(provision_and_check(provisioner));
     }
     tracing::info!(socket = %config.settings.socket.display(), "serving the API");
-    warp::serve(api::routes(app)).incoming(listener).graceful(shutdown).run().await;
+    socket::serve(listener, api::routes(app), shutdown).await;
     if let Some(link) = link {
         link.stop().await;
     }

@@ -3,6 +3,7 @@
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -10,6 +11,9 @@ use std::time::Duration;
 use hyperhive_testkit::{Nats, NatsJwt, Signal, wait_until};
 
 const CONTROLLER: &str = env!("CARGO_BIN_EXE_swarm-controller");
+
+/// The uid and gid of `nobody`, present on every system the tests run on.
+const NOBODY: u32 = 65534;
 
 fn swarmctl(socket: &Path, args: &[&str]) -> Output {
     Command::new(common::swarmctl_binary()).arg("--socket").arg(socket).args(args).output().expect("swarmctl runs")
@@ -404,8 +408,22 @@ async fn swarmctl_shows_hives_and_agents_and_sets_wanted_state() {
     let set = stdout(&swarmctl(&socket, &["agent", "state", "h1", "a", "paused"]));
     assert!(set.starts_with("h1/a: wanted state paused (revision ") && set.contains("set by swarmctl"), "{set}");
     let raw: serde_json::Value = serde_json::from_str(&stdout(&swarmctl(&socket, &["agents", "--json"]))).unwrap();
-    let revision = raw[0]["wanted"]["revision"].as_u64().unwrap();
-    assert_eq!(raw[0]["wanted"]["set_by"], "swarmctl");
+    assert_eq!(raw[0]["wanted"]["set_by"], format!("swarmctl@{}", common::this_user()));
+    // Another user on the machine is recorded as that user: the kernel names the socket's peer.
+    for dir in [dir.path().to_owned(), socket.parent().unwrap().to_owned()] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let as_nobody = Command::new(common::swarmctl_binary())
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .arg("--socket")
+        .arg(&socket)
+        .args(["agent", "state", "h1", "a", "paused", "--json"])
+        .output()
+        .unwrap();
+    let by_nobody: serde_json::Value = serde_json::from_str(&stdout(&as_nobody)).unwrap();
+    assert_eq!(by_nobody["set_by"], "swarmctl@nobody");
+    let revision = by_nobody["revision"].as_u64().unwrap();
     let moved =
         stdout(&swarmctl(&socket, &["agent", "state", "h1", "a", "up", "--if-match", &revision.to_string(), "--json"]));
     let moved: serde_json::Value = serde_json::from_str(&moved).unwrap();

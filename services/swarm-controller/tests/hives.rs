@@ -181,7 +181,10 @@ async fn setting_wanted_state_is_a_compare_and_set_that_survives_a_restart() {
     let (status, first) = put_state(&c, path, &[("x-set-by", "swarmctl")], r#"{"state": "paused"}"#).await;
     assert_eq!(status, StatusCode::OK, "{first}");
     assert_eq!((first["hive"].clone(), first["agent"].clone()), (json!("h1"), json!("a")));
-    assert_eq!((first["state"].clone(), first["set_by"].clone()), (json!("paused"), json!("swarmctl")));
+    assert_eq!(
+        (first["state"].clone(), first["set_by"].clone()),
+        (json!("paused"), json!(format!("swarmctl@{}", common::this_user())))
+    );
     parse_instant(first["set_at"].as_str().unwrap()).unwrap();
     let revision = first["revision"].as_u64().unwrap();
 
@@ -193,7 +196,7 @@ async fn setting_wanted_state_is_a_compare_and_set_that_survives_a_restart() {
     let current = revision.to_string();
     let (status, second) = put_state(&c, path, &[("if-match", &current)], r#"{"state": "offline"}"#).await;
     assert_eq!(status, StatusCode::OK, "{second}");
-    assert_eq!(second["set_by"], "api", "the default set_by");
+    assert_eq!(second["set_by"], format!("api@{}", common::this_user()), "the default program");
     assert!(second["revision"].as_u64().unwrap() > revision);
 
     c.stop().await.unwrap();

@@ -211,7 +211,10 @@ async fn swarmctl_via_the_control_plane_drives_the_swarm_and_survives_its_copy_d
     })
     .await
     .unwrap();
-    remote.via(&["agent", "state", "h1", "bee", "paused"]).await;
+    let paused: Value =
+        serde_json::from_str(&remote.via(&["agent", "state", "h1", "bee", "paused", "--json"]).await).unwrap();
+    // Recorded as the device the request came through, which the client cannot choose.
+    assert_eq!(paused["set_by"], format!("swarmctl@{}", remote.laptop.id));
     wait_until("bee paused on its hive", SOON, || async {
         (remote.swarm.actual_in_hive_status("bee").await.as_deref() == Some("paused")).then_some(())
     })

@@ -99,12 +99,13 @@ fn swarmctl(swarm: &OneHive, args: &[&str]) -> std::process::Output {
 async fn a_prompt_runs_now_and_its_turn_is_recorded_with_its_exit_code_and_output() {
     let swarm = started().await;
     let accepted = prompt(&swarm, "first", "p1").await;
-    assert_eq!(accepted, json!({"agent": "bee", "id": "p1", "source": "operator:tester", "duplicate": false}));
+    let source = format!("operator:tester@{}", common::this_user());
+    assert_eq!(accepted, json!({"agent": "bee", "id": "p1", "source": source, "duplicate": false}));
     let turn = finished(&swarm, "p1").await;
     assert_eq!(turn["outcome"], "succeeded", "{turn}");
     assert_eq!(turn["exit_code"], 0);
     assert_eq!(turn["prompt"], "first");
-    assert_eq!(turn["source"], "operator:tester");
+    assert_eq!(turn["source"], source);
     assert_eq!(turn["output"], "working on p1\nsecond line\n");
     // The same id again queues nothing new: one turn, the first one's.
     assert_eq!(prompt(&swarm, "first", "p1").await["duplicate"], true);

@@ -8,7 +8,7 @@ use hyperhive_hive_proto::wanted::{WantedState, default_wanted};
 use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_swarm_api::agents::{AgentView, StateRequest, StateView, WantedView};
 use serde::Serialize;
-use warp::http::{HeaderMap, StatusCode};
+use warp::http::StatusCode;
 use warp::reply::Response;
 
 use super::hives::{parse_hive, unavailable};
@@ -27,12 +27,6 @@ use crate::provision::Provisioner;
 use crate::provision::health::AgentHealth;
 use crate::work::history::Histories;
 
-/// The header naming who sets a state, recorded as `set_by`.
-const SET_BY_HEADER: &str = "x-set-by";
-/// `set_by` when the request does not name itself.
-const DEFAULT_SET_BY: &str = "api";
-/// The longest `X-Set-By`.
-const MAX_SET_BY: usize = 64;
 /// What a refused state change body is told to send instead.
 pub(super) const SEND_STATE: &str = r#"send {"state": "up"|"offline"|"paused"|"destroyed"}"#;
 
@@ -159,13 +153,12 @@ impl AgentsApi {
         &self,
         hive: &str,
         agent: &str,
-        headers: &HeaderMap,
+        set_by: String,
         if_match: Option<u64>,
         body: &[u8],
     ) -> Result<Response, ApiError> {
         let hive = parse_hive(hive)?;
         let agent = AgentName::parse(agent).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-        let set_by = set_by(headers)?;
         let request: StateRequest = serde_json::from_slice(body)
             .map_err(|e| ApiError::BadRequest(format!("malformed request body: {e}; {SEND_STATE}")))?;
         let state: WantedState = request
@@ -192,19 +185,4 @@ impl From<StateChangeError> for ApiError {
             }
         }
     }
-}
-
-/// `X-Set-By`: 1 to 64 printable ASCII characters; `api` when absent.
-pub(super) fn set_by(headers: &HeaderMap) -> Result<String, ApiError> {
-    let Some(value) = headers.get(SET_BY_HEADER) else {
-        return Ok(DEFAULT_SET_BY.to_owned());
-    };
-    let bytes = value.as_bytes();
-    if bytes.is_empty() || bytes.len() > MAX_SET_BY || !bytes.iter().all(|b| (0x20..=0x7e).contains(b)) {
-        return Err(ApiError::BadRequest(format!(
-            "X-Set-By must be 1 to {MAX_SET_BY} printable ASCII characters naming who sets the state, \
-             e.g. X-Set-By: swarmctl"
-        )));
-    }
-    Ok(String::from_utf8_lossy(bytes).into_owned())
 }

@@ -9,6 +9,7 @@
 //! Every route is one row of that table; docs/reference/routes.md lists them.
 
 mod agents;
+mod caller;
 mod create;
 mod error;
 mod feeds;
@@ -32,6 +33,8 @@ use warp::Filter;
 use warp::http::{HeaderMap, Method, StatusCode};
 use warp::reply::Response;
 
+pub use caller::Caller;
+use caller::set_by;
 pub use error::ApiError;
 use routes::{Found, RouteId};
 
@@ -215,7 +218,8 @@ pub trait LinkReport: std::fmt::Debug + Send + Sync {
     fn report(&self) -> serde_json::Value;
 }
 
-/// The warp filter serving every route.
+/// The warp filter serving every route. Each request carries its [`Caller`] as an extension,
+/// put there by the server that took it (the socket's accept loop).
 pub fn routes(
     app: Arc<App>,
 ) -> impl Filter<Extract = (Response,), Error = warp::Rejection> + Clone + Send + Sync + 'static {
@@ -226,20 +230,29 @@ pub fn routes(
         .and(query)
         .and(warp::header::headers_cloned())
         .and(warp::body::stream())
-        .then(move |method: Method, path: warp::path::FullPath, query: String, headers: HeaderMap, body| {
-            let app = app.clone();
-            async move {
-                let outcome = app.handle(&method, path.as_str(), &query, &headers, body).await;
-                outcome.unwrap_or_else(ApiError::into_response)
-            }
-        })
+        .and(warp::ext::get::<Caller>())
+        .then(
+            move |method: Method,
+                  path: warp::path::FullPath,
+                  query: String,
+                  headers: HeaderMap,
+                  body,
+                  caller: Caller| {
+                let app = app.clone();
+                async move {
+                    let outcome = app.handle(&caller, &method, path.as_str(), &query, &headers, body).await;
+                    outcome.unwrap_or_else(ApiError::into_response)
+                }
+            },
+        )
 }
 
 impl App {
-    /// The response to one request, whether it came through the socket or the control plane;
-    /// an error is the JSON error answer ([`ApiError::into_response`]).
+    /// The response to one request from `caller`, whether it came through the socket or the
+    /// control plane; an error is the JSON error answer ([`ApiError::into_response`]).
     pub(crate) async fn handle<S, B>(
         &self,
+        caller: &Caller,
         method: &Method,
         path: &str,
         query: &str,
@@ -293,7 +306,7 @@ impl App {
             RouteId::SetState => {
                 let revision = if_match(headers)?;
                 let body = state_body(headers, body).await?;
-                self.agents.set_state(param(0), param(1), headers, revision, &body).await
+                self.agents.set_state(param(0), param(1), set_by(headers, caller)?, revision, &body).await
             }
             RouteId::ListLinked => self.linked.list_linked(param(0), param(1)).await,
             RouteId::PutMatrixAccount | RouteId::PutForgeAccount | RouteId::PutGithubAccount => {
@@ -322,11 +335,11 @@ impl App {
             RouteId::Issues => Ok(self.forge.issues()),
             RouteId::PromptAgent => {
                 let body = prompt_body(headers, body).await?;
-                self.todos.prompt(param(0), headers, &body).await
+                self.todos.prompt(param(0), set_by(headers, caller)?, &body).await
             }
             RouteId::PromptAgents => {
                 let body = prompt_body(headers, body).await?;
-                self.todos.prompt_many(headers, &body).await
+                self.todos.prompt_many(set_by(headers, caller)?, &body).await
             }
             RouteId::ListTodos => self.todos.list(param(0)).await,
             RouteId::DeleteTodo => self.todos.remove(param(0), param(1)).await,

@@ -10,7 +10,7 @@ use hyperhive_swarm_api::work::{
     CancelAccepted, CancelBody, MAX_PROMPT_BYTES, PromptAccepted, PromptRequest, PromptsRequest, QueuedState,
     QueuedTodo,
 };
-use warp::http::{HeaderMap, StatusCode};
+use warp::http::StatusCode;
 use warp::reply::Response;
 
 use super::ui::known_agent;
@@ -43,16 +43,16 @@ pub struct TodosApi {
 }
 
 impl TodosApi {
-    pub(super) async fn prompt(&self, name: &str, headers: &HeaderMap, body: &[u8]) -> Result<Response, ApiError> {
+    pub(super) async fn prompt(&self, name: &str, set_by: String, body: &[u8]) -> Result<Response, ApiError> {
         let request: PromptRequest = serde_json::from_slice(body)
             .map_err(|e| ApiError::BadRequest(format!("malformed request body: {e}; {SEND_PROMPT}")))?;
-        let todo = self.todo(headers, request.body, request.id)?;
+        let todo = self.todo(&set_by, request.body, request.id)?;
         let agent = known_agent(&self.roster, name).await?;
         let accepted = self.enqueue(&agent, &todo).await?;
         Ok(json(StatusCode::ACCEPTED, &accepted))
     }
 
-    pub(super) async fn prompt_many(&self, headers: &HeaderMap, body: &[u8]) -> Result<Response, ApiError> {
+    pub(super) async fn prompt_many(&self, set_by: String, body: &[u8]) -> Result<Response, ApiError> {
         let request: PromptsRequest = serde_json::from_slice(body).map_err(|e| {
             ApiError::BadRequest(format!(
                 r#"malformed request body: {e}; send {{"agents": ["name", ...], "body": "the prompt"}} with an optional "id""#
@@ -64,7 +64,7 @@ impl TodosApi {
                 request.agents.len()
             )));
         }
-        let todo = self.todo(headers, request.body, request.id)?;
+        let todo = self.todo(&set_by, request.body, request.id)?;
         // Every agent is checked before any queue gets the prompt, so a typo queues nothing.
         let mut agents = BTreeSet::new();
         for name in &request.agents {
@@ -149,8 +149,8 @@ impl TodosApi {
     }
 
     /// The todo a prompt request makes: its body checked, its id the one given (checked) or a
-    /// new one, its source the operator who sent it.
-    fn todo(&self, headers: &HeaderMap, body: String, id: Option<String>) -> Result<Todo, ApiError> {
+    /// new one, its source the operator who sent it (`set_by`).
+    fn todo(&self, set_by: &str, body: String, id: Option<String>) -> Result<Todo, ApiError> {
         if body.trim().is_empty() {
             return Err(ApiError::BadRequest(format!("the prompt is empty; {SEND_PROMPT}")));
         }
@@ -164,7 +164,7 @@ impl TodosApi {
             Some(id) => check_todo_id(id)?,
             None => format!("prompt-{}", crate::schedules::store::new_id()),
         };
-        Ok(Todo { id, source: format!("operator:{}", super::agents::set_by(headers)?), body })
+        Ok(Todo { id, source: format!("operator:{set_by}"), body })
     }
 
     async fn enqueue(&self, agent: &AgentName, todo: &Todo) -> Result<PromptAccepted, ApiError> {

@@ -26,7 +26,7 @@ use super::frames::{
 };
 use super::outgoing::{NotSent, Outgoing};
 use super::rate::TokenBucket;
-use crate::api::{ApiError, App};
+use crate::api::{ApiError, App, Caller};
 
 /// The largest request body, the largest the socket takes on any route (an agent's spec).
 pub const MAX_REQUEST_BYTES: usize = crate::api::MAX_CREATE_REQUEST_BYTES;
@@ -302,7 +302,7 @@ impl Requests {
             });
             return;
         }
-        let parsed = parse_head(&method, &path, &headers, from).and_then(|(method, headers)| {
+        let parsed = parse_head(&method, &path, &headers).and_then(|(method, headers)| {
             if size.is_some_and(|s| s > MAX_REQUEST_BYTES as u64) {
                 return Err(too_large(size.unwrap_or_default()));
             }
@@ -404,7 +404,8 @@ impl Requests {
         self.tasks.spawn(async move {
             let (path, query) = partial.path.split_once('?').unwrap_or((&partial.path, ""));
             let body = futures::stream::iter([Ok::<_, warp::Error>(Bytes::from(partial.body))]);
-            let outcome = app.handle(&partial.method, path, query, &partial.headers, body).await;
+            let caller = Caller::Device(client.clone());
+            let outcome = app.handle(&caller, &partial.method, path, query, &partial.headers, body).await;
             let response = outcome.unwrap_or_else(ApiError::into_response);
             let kept = answer(&out, &client, &id, response, Some(cancel)).await;
             outcomes.lock().expect("never poisoned").answered(&key, kept);
@@ -441,8 +442,8 @@ fn append(body: &mut Vec<u8>, piece: &str, room: usize) -> Result<(), ApiError> 
     Ok(())
 }
 
-/// The method and headers of a request, checked; `x-set-by` names the client.
-fn parse_head(method: &str, path: &str, headers: &[Header], client: &str) -> Result<(Method, HeaderMap), ApiError> {
+/// The method and headers of a request, checked.
+fn parse_head(method: &str, path: &str, headers: &[Header]) -> Result<(Method, HeaderMap), ApiError> {
     let bad = ApiError::BadRequest;
     let method = Method::from_bytes(method.as_bytes())
         .ok()
@@ -465,11 +466,6 @@ fn parse_head(method: &str, path: &str, headers: &[Header], client: &str) -> Res
             HeaderValue::from_str(value).map_err(|_| bad(format!("the value of {name} is not a header value")))?;
         map.append(header, value);
     }
-    let who = map.get("x-set-by").and_then(|v| v.to_str().ok()).unwrap_or("api");
-    let who: String = who.chars().take(20).collect();
-    let set_by =
-        HeaderValue::from_str(&format!("{who}@{client}")).map_err(|_| bad("x-set-by is not printable".into()))?;
-    map.insert("x-set-by", set_by);
     Ok((method, map))
 }
 
@@ -578,14 +574,10 @@ mod tests {
     use warp::http::StatusCode;
 
     #[test]
-    fn heads_are_checked_and_name_the_client() {
-        let client = "d0123";
-        let (method, headers) =
-            parse_head("PUT", "/api/x?y=1", &[("X-Set-By".into(), "swarmctl".into())], client).unwrap();
+    fn heads_are_checked() {
+        let (method, headers) = parse_head("PUT", "/api/x?y=1", &[("X-Set-By".into(), "swarmctl".into())]).unwrap();
         assert_eq!(method, Method::PUT);
-        assert_eq!(headers["x-set-by"], "swarmctl@d0123");
-        let (_, headers) = parse_head("GET", "/", &[], client).unwrap();
-        assert_eq!(headers["x-set-by"], "api@d0123");
+        assert_eq!(headers["x-set-by"], "swarmctl");
         for (method, path, headers, why) in [
             ("", "/", vec![], "not an HTTP method"),
             ("G E T", "/", vec![], "not an HTTP method"),
@@ -596,7 +588,7 @@ mod tests {
             ("GET", "/", vec![("x".to_owned(), "a\nb".to_owned())], "not a header value"),
             ("GET", "/", vec![("x".to_owned(), "v".to_owned()); MAX_HEADERS + 1], "at most"),
         ] {
-            let err = parse_head(method, path, &headers, client).unwrap_err();
+            let err = parse_head(method, path, &headers).unwrap_err();
             assert_eq!(err.status(), StatusCode::BAD_REQUEST);
             let ApiError::BadRequest(message) = err else { unreachable!() };
             assert!(message.contains(why), "{message}");

@@ -338,6 +338,12 @@ where
 /// The swarmctl binary (a package of its own) in target/debug: a workspace test run builds it
 /// (`cargo nextest run --workspace`); before running only this package's tests, `cargo build -p
 /// swarmctl`.
+/// The name of the user these tests run as: who the controller records a request from its
+/// socket as (`<program>@<user>`).
+pub fn this_user() -> String {
+    nix::unistd::User::from_uid(nix::unistd::getuid()).unwrap().expect("the test's user has a name").name
+}
+
 pub fn swarmctl_binary() -> PathBuf {
     hyperhive_testkit::project_binary("swarmctl").unwrap_or_else(|e| panic!("{e:#}"))
 }

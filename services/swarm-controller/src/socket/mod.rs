@@ -5,7 +5,12 @@
 //! this socket, so [`bind`] refuses to start when anything else is there. A socket left by a
 //! previous run (systemd keeps the directory with `RuntimeDirectoryPreserve=yes`) is unlinked,
 //! unless a live controller still answers on it. The file is removed when the [`SocketFile`]
-//! [`bind`] returns is dropped, so no exit path of the daemon leaves it behind.
+//! [`bind`] returns is dropped, so no exit path of the daemon leaves it behind. [`serve`] is the
+//! accept loop that tells each request who is at the other end.
+
+pub mod serve;
+
+pub use serve::serve;
 
 use std::fs;
 use std::io;

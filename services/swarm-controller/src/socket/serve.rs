@@ -1,0 +1,81 @@
+//! The API's accept loop on the socket: each connection's requests carry its [`Caller`], the user
+//! the kernel names as the peer of that connection, for the API to record as who acted.
+
+use std::future::Future;
+use std::io;
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper::service::Service as _;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{UnixListener, UnixStream};
+use warp::Filter;
+use warp::reply::Response;
+
+use crate::api::Caller;
+
+/// How long the loop waits after an accept error that is not one connection's (out of file
+/// descriptors): the condition is the process's, and retrying at once would spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Serves `filter` on `listener` until `shutdown` completes, then waits for open connections to
+/// finish (as warp's graceful server does).
+pub async fn serve<F>(listener: UnixListener, filter: F, shutdown: impl Future<Output = ()>)
+where
+    F: Filter<Extract = (Response,), Error = warp::Rejection> + Clone + Send + Sync + 'static,
+{
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) if is_connection_error(&e) => continue,
+                Err(e) => {
+                    tracing::error!(error = %e, "accepting a connection on the socket failed");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let watcher = graceful.watcher();
+        let service = TowerToHyperService::new(warp::service(filter.clone()));
+        tokio::spawn(async move {
+            let Some(caller) = peer(&stream).await else { return };
+            let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+                request.extensions_mut().insert(caller.clone());
+                service.call(request)
+            });
+            let builder = auto::Builder::new(TokioExecutor::new());
+            let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+            if let Err(e) = watcher.watch(connection).await {
+                tracing::debug!(error = %e, "a socket connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
+/// The connection's peer, or `None` (logged) when the kernel cannot say: such a connection is
+/// closed unanswered rather than served as nobody.
+async fn peer(stream: &UnixStream) -> Option<Caller> {
+    let credentials = stream
+        .peer_cred()
+        .inspect_err(|e| tracing::warn!(error = %e, "no peer credentials on a socket connection; closing it"))
+        .ok()?;
+    let uid = credentials.uid();
+    tokio::task::spawn_blocking(move || Caller::local(uid)).await.ok()
+}
+
+/// An error of one connection (it went away before it was taken), not of the listener.
+fn is_connection_error(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset
+    )
+}
