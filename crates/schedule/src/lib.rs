@@ -20,4 +20,4 @@ pub use doc::{AgentSchedule, AgentSchedules, DOC_VERSION, DocError};
 pub use instant::{InstantError, format_instant, parse_instant, whole_seconds_utc};
 pub use name::{AgentName, HiveName, NameError};
 pub use slot::{due_slot, next_fire_after, next_slot_after};
-pub use todo::{Todo, schedule_source, slot_message_id};
+pub use todo::{Todo, fired_slot, schedule_source, slot_message_id};

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use crate::instant::format_instant;
+use crate::instant::{format_instant, parse_instant};
 use crate::name::AgentName;
 
 /// One unit of work, published as JSON on `todo.<agent>`.
@@ -45,6 +45,13 @@ pub fn slot_message_id(agent: &AgentName, schedule_id: &str, slot: OffsetDateTim
     format!("schedule:{schedule_id}:{agent}:{}", format_instant(slot))
 }
 
+/// The slot a todo of id `message_id` was fired for, when it is a slot of `schedule_id` fired for
+/// `agent` ([`slot_message_id`]).
+pub fn fired_slot(message_id: &str, agent: &AgentName, schedule_id: &str) -> Option<OffsetDateTime> {
+    let slot = message_id.strip_prefix(&format!("schedule:{schedule_id}:{agent}:"))?;
+    parse_instant(slot).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,5 +73,18 @@ mod tests {
             serde_json::to_string(&todo).unwrap(),
             r#"{"id":"schedule:s1:bee-1:2026-11-30T09:00:00Z","source":"schedule:s1","body":"hello"}"#
         );
+    }
+
+    #[test]
+    fn a_fired_slot_is_read_back_only_for_its_schedule_and_agent() {
+        let (bee, wasp) = (AgentName::parse("bee").unwrap(), AgentName::parse("wasp").unwrap());
+        let slot = datetime!(2026-11-30 09:00:00 UTC);
+        let id = slot_message_id(&bee, "s1", slot);
+        assert_eq!(fired_slot(&id, &bee, "s1"), Some(slot));
+        assert_eq!(fired_slot(&id, &wasp, "s1"), None);
+        assert_eq!(fired_slot(&id, &bee, "s"), None, "a prefix of the id is another schedule");
+        assert_eq!(fired_slot(&id, &bee, "s10"), None);
+        assert_eq!(fired_slot("schedule:s1:bee:soon", &bee, "s1"), None);
+        assert_eq!(fired_slot("prompt-1", &bee, "s1"), None);
     }
 }

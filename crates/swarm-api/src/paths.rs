@@ -62,6 +62,11 @@ pub fn schedule(id: &str) -> String {
     format!("{SCHEDULES}/{}", segment(id))
 }
 
+/// `GET /api/schedules/{id}/fired`.
+pub fn schedule_fired(id: &str) -> String {
+    format!("{}/fired", schedule(id))
+}
+
 /// `GET`, `POST /api/agents/{name}/todos`.
 pub fn agent_todos(agent: &AgentName) -> String {
     format!("{AGENTS}/{}/todos", segment(agent.as_str()))

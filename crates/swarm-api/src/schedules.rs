@@ -346,3 +346,21 @@ mod tests {
         assert_eq!(serde_json::to_value(&deleted).unwrap(), json!({"id": "s1", "deleted": true}));
     }
 }
+
+/// `GET /api/schedules/{id}/fired`: per agent of the schedule, the latest of its slots that the
+/// agent's turn history records (`null` when the history holds none: never fired, still running,
+/// or older than the history keeps).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FiredSlots {
+    /// Every agent of the schedule.
+    pub agents: BTreeMap<AgentName, Option<FiredSlot>>,
+}
+
+/// One agent's latest recorded slot of a schedule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FiredSlot {
+    /// The slot (RFC 3339, UTC).
+    pub slot: String,
+    /// How its turn went.
+    pub turn: crate::work::LastTurn,
+}

@@ -142,6 +142,25 @@ async fn a_cron_schedule_reaches_the_agents_key_and_the_agent_fires_it_on_its_ca
     let turns = settled_turns(&agent, dir.path(), "a").await;
     let nights: Vec<&String> = turns.iter().filter(|t| t.starts_with(&format!("schedule:{night}:"))).collect();
     assert_eq!(nights.len(), 2, "one fire on each day the clock changes: {nights:?}");
+
+    // What each schedule last fired, as the agent's turn history records it. (The records are
+    // written beside the turns, so wait for them.)
+    for (id, slot) in [(&night, "2027-10-31T00:30:00Z"), (&minutely, "2027-10-31T01:30:00Z")] {
+        let fired = wait_until(&format!("the history to record {slot} of {id}"), PATIENCE, || async {
+            let (status, fired) = c.json(Method::GET, &format!("/api/schedules/{id}/fired"), &Value::Null).await;
+            assert_eq!(status, StatusCode::OK, "{fired}");
+            (fired["agents"]["a"]["slot"] == slot).then_some(fired)
+        })
+        .await
+        .unwrap();
+        let turn = &fired["agents"]["a"]["turn"];
+        assert_eq!(
+            (turn["outcome"].as_str(), turn["todo_id"].as_str()),
+            (Some("succeeded"), Some(&*format!("schedule:{id}:a:{slot}")))
+        );
+    }
+    let (status, missing) = c.json(Method::GET, "/api/schedules/nope/fired", &Value::Null).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{missing}");
     agent.stop().await;
 }
 
@@ -264,10 +283,18 @@ async fn swarmctl_adds_cron_schedules_and_every_verb_takes_a_name_or_an_id() {
     // Shown by name: the next fires at 09:00 in Berlin, and what is known of the last fire.
     let shown = ok(swarmctl(&socket, &["schedule", "show", "weekday mornings"]));
     assert!(shown.contains(&format!("id:        {id}")), "{shown}");
-    let fires: Vec<&str> = shown.lines().filter(|l| l.starts_with("  ")).collect();
+    let fires: Vec<&str> = shown.lines().filter(|l| l.starts_with("  20")).collect();
     assert_eq!(fires.len(), 5, "{shown}");
     assert!(fires.iter().all(|f| f.contains(" 09:00 +0")), "{shown}");
-    assert!(shown.contains("last fired: not known to swarm-controller"), "{shown}");
+    assert!(
+        shown.contains("last fired (the latest slot each agent's turn history records):\n  alpha  none recorded\n"),
+        "{shown}"
+    );
+    let json: Value = serde_json::from_str(&ok(swarmctl(&socket, &["schedule", "show", &id, "--json"]))).unwrap();
+    assert_eq!(
+        (json["name"].as_str(), &json["fired"]),
+        (Some("weekday mornings"), &json!({"agents": {"alpha": null}}))
+    );
     let list = ok(swarmctl(&socket, &["schedule", "list"]));
     assert!(list.contains("0 9 * * 1-5 (Europe/Berlin)") && list.contains("09:00 +0"), "{list}");
 

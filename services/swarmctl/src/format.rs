@@ -7,7 +7,8 @@ use time::OffsetDateTime;
 
 use super::untrusted;
 
-use hyperhive_swarm_api::schedules::{AgentStatus, ScheduleDefinition, ScheduleView, Stamp};
+use hyperhive_swarm_api::schedules::{AgentStatus, FiredSlots, ScheduleDefinition, ScheduleView, Stamp};
+use hyperhive_swarm_api::work::LastTurn;
 
 /// `--every`: a humantime duration of whole seconds, at least one (30m, 1h, 1d, 90s).
 ///
@@ -61,13 +62,15 @@ pub fn next_fires(d: &ScheduleDefinition, now: OffsetDateTime, n: usize) -> Resu
     let mut t = now;
     while out.len() < n {
         let Some(next) = next_fire_after(d.anchor.0, d.interval, calendar.as_ref(), t) else { break };
-        out.push(match &calendar {
-            Some(c) => c.local(next),
-            None => Stamp(next).to_string(),
-        });
+        out.push(in_zone(calendar.as_ref(), next));
         t = next;
     }
     Ok(out)
+}
+
+/// `t` in a calendar's zone, or RFC 3339 UTC without one.
+fn in_zone(calendar: Option<&Calendar>, t: OffsetDateTime) -> String {
+    calendar.map_or_else(|| Stamp(t).to_string(), |c| c.local(t))
 }
 
 /// When the schedule fires next, as seen at `now`.
@@ -130,12 +133,22 @@ pub fn grid<const N: usize>(header: [&str; N], rows: impl IntoIterator<Item = [S
         .collect()
 }
 
+/// How a turn ended, in a few words: `succeeded`, `failed (exit 3)`, `timed out`.
+pub fn turn_result(last: &LastTurn) -> String {
+    use hyperhive_hive_proto::turns::TurnOutcome;
+    match (last.outcome, last.exit_code) {
+        (TurnOutcome::Failed, Some(code)) => format!("failed (exit {code})"),
+        (outcome, _) => outcome.as_str().replace('_', " "),
+    }
+}
+
 /// How many fire times `schedule show` lists.
 pub const SHOWN_FIRES: usize = 5;
 
-/// `schedule show`: every field, the next fires, what is known of each agent's last fire, the
-/// body last.
-pub fn details(s: &ScheduleView, now: OffsetDateTime) -> String {
+/// `schedule show`: every field, the next fires, each agent's latest fired slot as its turn
+/// history records it (`fired`, or why it could not be read; left out when `None`), the body
+/// last.
+pub fn details(s: &ScheduleView, fired: Option<&Result<FiredSlots, String>>, now: OffsetDateTime) -> String {
     let d = &s.definition;
     let agents: Vec<String> = agents(s)
         .into_iter()
@@ -172,10 +185,28 @@ pub fn details(s: &ScheduleView, now: OffsetDateTime) -> String {
         }
         Err(e) => out.push_str(&format!("next fires: cannot evaluate ({e})\n")),
     }
-    out.push_str(
-        "last fired: not known to swarm-controller; each agent records the slots it fired in its own \
-         state.db\n",
-    );
+    match fired {
+        None => {}
+        Some(Ok(fired)) => {
+            out.push_str("last fired (the latest slot each agent's turn history records):\n");
+            let calendar = calendar(d).and_then(Result::ok);
+            let width = fired.agents.keys().map(|a| a.as_str().len()).max().unwrap_or(0);
+            for (agent, slot) in &fired.agents {
+                let line = match slot {
+                    Some(f) => match hyperhive_schedule::parse_instant(&f.slot) {
+                        Ok(t) => {
+                            let (result, ended) = (turn_result(&f.turn), untrusted::cell(&f.turn.ended_at));
+                            format!("{}: {result}, ended {ended}", in_zone(calendar.as_ref(), t))
+                        }
+                        Err(_) => format!("{}: {}", untrusted::cell(&f.slot), turn_result(&f.turn)),
+                    },
+                    None => "none recorded".into(),
+                };
+                out.push_str(&format!("  {:width$}  {line}\n", agent.as_str()));
+            }
+        }
+        Some(Err(e)) => out.push_str(&format!("last fired: could not be read ({e})\n")),
+    }
     out.push_str(&format!("body:\n{}\n", d.body));
     out
 }
@@ -236,7 +267,17 @@ mod tests {
     fn show_lists_the_next_fires_in_the_zone_and_marks_agents() {
         // Friday 2026-12-04 12:00 UTC: next are Monday to Friday at 09:00 in Berlin (+01:00).
         let now = time::macros::datetime!(2026-12-04 12:00:00 UTC);
-        let shown = details(&view(Some("0 9 * * 1-5"), Some("Europe/Berlin")), now);
+        let ended = "2026-12-04T08:00:03Z\u{1b}]0;owned\u{7}";
+        let turn = LastTurn {
+            todo_id: "schedule:s1:a:2026-12-04T08:00:00Z".into(),
+            source: "schedule:s1".into(),
+            outcome: hyperhive_hive_proto::turns::TurnOutcome::Failed,
+            exit_code: Some(3),
+            ended_at: ended.into(),
+        };
+        let slot = hyperhive_swarm_api::schedules::FiredSlot { slot: "2026-12-04T08:00:00Z".into(), turn };
+        let fired = FiredSlots { agents: [("a".parse().unwrap(), Some(slot)), ("b".parse().unwrap(), None)].into() };
+        let shown = details(&view(Some("0 9 * * 1-5"), Some("Europe/Berlin")), Some(&Ok(fired)), now);
         for line in [
             "agents:    a (not before 2026-12-01T00:00:00Z), b (unknown), c (destroyed)",
             "calendar:  0 9 * * 1-5",
@@ -244,10 +285,15 @@ mod tests {
             "unknown agents allowed: yes",
             "  2026-12-07 09:00 +01:00",
             "  2026-12-11 09:00 +01:00",
-            "last fired: not known to swarm-controller",
+            "  a  2026-12-04 09:00 +01:00: failed (exit 3), ended 2026-12-04T08:00:03Z",
+            "  b  none recorded",
         ] {
             assert!(shown.contains(line), "{line:?} missing:\n{shown}");
         }
+        assert!(!shown.contains('\u{1b}'), "an agent's words cannot command the terminal:\n{shown}");
+        let unread = details(&view(None, None), Some(&Err("TURNS has no leader".into())), now);
+        assert!(unread.contains("last fired: could not be read (TURNS has no leader)"), "{unread}");
+        assert!(!details(&view(None, None), None, now).contains("last fired"));
         assert_eq!(shown.lines().filter(|l| l.starts_with("  2026-12-")).count(), SHOWN_FIRES, "{shown}");
         let tokyo = table(&[view(Some("@daily"), Some("Asia/Tokyo"))], now);
         assert!(tokyo.contains("@daily (Asia/Tokyo)") && tokyo.contains("2026-12-05 00:00 +09:00"), "{tokyo}");
@@ -260,7 +306,7 @@ mod tests {
     #[test]
     fn a_calendar_this_build_cannot_evaluate_says_so() {
         let now = time::macros::datetime!(2026-12-04 12:00:00 UTC);
-        let shown = details(&view(Some("@daily"), Some("Mars/Olympus")), now);
+        let shown = details(&view(Some("@daily"), Some("Mars/Olympus")), None, now);
         assert!(shown.contains("next fires: cannot evaluate") && shown.contains("Mars/Olympus"), "{shown}");
     }
 }

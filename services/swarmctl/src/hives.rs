@@ -11,7 +11,7 @@ use hyperhive_swarm_api::paths;
 use serde_json::Value;
 
 use super::client::{self, Api, CtlError};
-use super::format::grid;
+use super::format::{self, grid};
 
 pub(super) fn parse(bytes: &[u8]) -> Result<Value, CtlError> {
     client::answer(bytes)
@@ -131,14 +131,7 @@ fn current_turn(a: &AgentView) -> String {
 
 /// How its last finished turn ended.
 fn last_turn(a: &AgentView) -> String {
-    use hyperhive_hive_proto::turns::TurnOutcome;
-    match &a.last_turn {
-        None => "-".into(),
-        Some(last) => match (last.outcome, last.exit_code) {
-            (TurnOutcome::Failed, Some(code)) => format!("failed (exit {code})"),
-            (outcome, _) => outcome.as_str().replace('_', " "),
-        },
-    }
+    a.last_turn.as_ref().map_or_else(|| "-".into(), format::turn_result)
 }
 
 /// `swarmctl agent state HIVE AGENT STATE [--if-match REV]`.

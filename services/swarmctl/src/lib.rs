@@ -44,7 +44,7 @@ use hyperhive_schedule::instant::format_instant;
 use hyperhive_schedule::whole_seconds_utc;
 use hyperhive_swarm_api::DEFAULT_SOCKET;
 use hyperhive_swarm_api::paths;
-use hyperhive_swarm_api::schedules::{NewScheduleRequest, SchedulePatchRequest, ScheduleView};
+use hyperhive_swarm_api::schedules::{FiredSlots, NewScheduleRequest, SchedulePatchRequest, ScheduleView};
 
 /// Drives swarm-controller over its unix socket, or through the control plane.
 #[derive(Debug, Parser)]
@@ -507,11 +507,23 @@ fn pick(all: Vec<ScheduleView>, name_or_id: &str) -> Result<ScheduleView, CtlErr
     }
 }
 
+/// `schedule show`: [`format::details`], or with `json` the schedule with a `fired` field (null
+/// when it could not be read).
+fn shown(view: &ScheduleView, fired: &Result<FiredSlots, String>, json: bool, now: OffsetDateTime) -> String {
+    if !json {
+        return format::details(view, Some(fired), now);
+    }
+    let mut value = serde_json::to_value(view).expect("a view serializes");
+    value["fired"] =
+        fired.as_ref().ok().map_or(serde_json::Value::Null, |f| serde_json::to_value(f).expect("serializes"));
+    format!("{}\n", serde_json::to_string_pretty(&value).expect("a value serializes"))
+}
+
 fn printed(view: &ScheduleView, json: bool, now: OffsetDateTime) -> String {
     if json {
         format!("{}\n", serde_json::to_string_pretty(view).expect("a view serializes"))
     } else {
-        format::details(view, now)
+        format::details(view, None, now)
     }
 }
 
@@ -623,7 +635,18 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
                 Ok(format::table(&all, now))
             }
         }
-        ScheduleCommand::Show { id, json } => Ok(printed(&resolve(api, &id).await?, json, now)),
+        ScheduleCommand::Show { id, json } => {
+            let view = resolve(api, &id).await?;
+            // What the agents fired is shown beside the schedule; when it cannot be read the
+            // schedule is still shown, saying why.
+            let fired = match client::request(api, Method::GET, &paths::schedule_fired(&view.definition.id), None, None)
+                .await
+            {
+                Ok(bytes) => client::answer::<FiredSlots>(&bytes).map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            Ok(shown(&view, &fired, json, now))
+        }
         ScheduleCommand::Edit(args) => {
             let patch = SchedulePatchRequest {
                 name: args.name.clone(),
@@ -697,7 +720,10 @@ async fn change(
         {
             Err(CtlError::Api {
                 status: StatusCode::CONFLICT,
-                message: format!("conflict: {message}\nthe current version is:\n{}", format::details(&current, now)),
+                message: format!(
+                    "conflict: {message}\nthe current version is:\n{}",
+                    format::details(&current, None, now)
+                ),
                 current: Some(current),
             })
         }

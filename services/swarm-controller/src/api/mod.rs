@@ -289,6 +289,7 @@ impl App {
                 self.schedules.create(&body).await
             }
             RouteId::GetSchedule => self.schedules.get(param(0)).await,
+            RouteId::ScheduleFired => self.turns.fired(param(0)).await,
             RouteId::PatchSchedule => {
                 let body = schedule_body(headers, body).await?;
                 self.schedules.patch(param(0), if_match(headers)?, &body).await

@@ -20,6 +20,8 @@ pub enum RouteId {
     CreateSchedule,
     /// `GET /api/schedules/{id}`.
     GetSchedule,
+    /// `GET /api/schedules/{id}/fired`.
+    ScheduleFired,
     /// `PATCH /api/schedules/{id}`.
     PatchSchedule,
     /// `DELETE /api/schedules/{id}`.
@@ -139,6 +141,12 @@ pub const ROUTES: &[Route] = &[
     route(Method::GET, "/api/schedules", RouteId::ListSchedules, "every schedule with its revision"),
     route(Method::POST, "/api/schedules", RouteId::CreateSchedule, "create a schedule (201)"),
     route(Method::GET, "/api/schedules/{id}", RouteId::GetSchedule, "one schedule"),
+    route(
+        Method::GET,
+        "/api/schedules/{id}/fired",
+        RouteId::ScheduleFired,
+        "per agent of the schedule, its latest slot the agent's turn history records, with how the turn went",
+    ),
     route(
         Method::PATCH,
         "/api/schedules/{id}",

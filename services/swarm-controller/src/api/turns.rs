@@ -1,9 +1,13 @@
 //! `GET /api/agents/{name}/turns` and `GET /api/agents/{name}/turns/{id}`: an agent's turn
-//! history, newest first, each turn with the name of the schedule that fired it.
+//! history, newest first, each turn with the name of the schedule that fired it; and
+//! `GET /api/schedules/{id}/fired`, the latest slot of a schedule each agent's history records.
 
 use std::collections::HashMap;
 
-use hyperhive_swarm_api::work::{TurnView, TurnsPage};
+use futures::{StreamExt, TryStreamExt};
+use hyperhive_schedule::{AgentName, fired_slot, format_instant};
+use hyperhive_swarm_api::schedules::{FiredSlot, FiredSlots};
+use hyperhive_swarm_api::work::{LastTurn, TurnView, TurnsPage};
 use warp::http::StatusCode;
 use warp::reply::Response;
 
@@ -12,12 +16,15 @@ use super::ui::known_agent;
 use super::{ApiError, json};
 use crate::lifecycle::roster::Roster;
 use crate::schedules::store::Definitions;
+use crate::work::Unavailable;
 use crate::work::history::{Histories, Stored};
 
 /// Turns per page when `?limit` is not given.
 const DEFAULT_LIMIT: usize = 20;
 /// The most turns one page holds.
 const MAX_LIMIT: usize = 500;
+/// How many agents' histories `fired` reads at once.
+const HISTORIES_AT_ONCE: usize = 8;
 
 /// What the history routes need.
 #[derive(Debug, Clone)]
@@ -54,6 +61,28 @@ impl TurnsApi {
                  history keeps)"
             ))),
         }
+    }
+
+    /// Per agent of schedule `id`, its latest slot recorded in its history. The agents' histories
+    /// are read a few at a time.
+    pub(super) async fn fired(&self, id: &str) -> Result<Response, ApiError> {
+        let schedule =
+            self.definitions.get(id).await?.ok_or_else(|| ApiError::NotFound(format!("no schedule with id {id:?}")))?;
+        let latest = |agent: AgentName| async move {
+            let records = self.histories.all(&agent).await?;
+            let fired = records
+                .iter()
+                .filter_map(|(_, record)| fired_slot(&record.todo_id, &agent, id).map(|slot| (slot, record)))
+                .max_by_key(|(slot, _)| *slot)
+                .map(|(slot, record)| FiredSlot { slot: format_instant(slot), turn: LastTurn::from(record) });
+            Ok::<_, Unavailable>((agent, fired))
+        };
+        let agents = futures::stream::iter(schedule.definition.agents.into_iter().map(latest))
+            .buffer_unordered(HISTORIES_AT_ONCE)
+            .try_collect()
+            .await
+            .map_err(|e| ApiError::Unavailable(e.to_string()))?;
+        Ok(json(StatusCode::OK, &FiredSlots { agents }))
     }
 
     /// Schedule id -> name; empty when the definitions cannot be read (the turns are still shown).
