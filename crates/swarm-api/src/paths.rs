@@ -92,6 +92,11 @@ pub fn agent_turn_record(agent: &AgentName, id: &str) -> String {
     format!("{}/{}", agent_turns(agent), segment(id))
 }
 
+/// `GET /api/agents/{name}/turns/{id}/output`.
+pub fn agent_turn_output(agent: &AgentName, id: &str) -> String {
+    format!("{}/output", agent_turn_record(agent, id))
+}
+
 /// `GET /api/hives/{hive}/status`.
 pub fn hive_status(hive: &HiveName) -> String {
     format!("{HIVES}/{}/status", segment(hive.as_str()))

@@ -106,6 +106,10 @@ pub struct TurnView {
     /// The firing schedule's name, when `source` is `schedule:<id>` and it still exists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule_name: Option<String>,
+    /// Where the turn's whole output is (`GET /api/agents/{name}/turns/{id}/output`) while the
+    /// relay's history still holds it; given for one turn asked by its id, not in pages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay_output: Option<String>,
 }
 
 /// `GET /api/agents/{name}/turns`: the newest first.

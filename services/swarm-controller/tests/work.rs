@@ -1,7 +1,8 @@
 //! Giving agents work now and reading what they did, on a whole small swarm of processes (the
 //! controller binary, hive-c0re with the process runner, real hive-agents, NATS in JWT mode):
 //! a prompt queued through the socket runs after what waits and its turn is recorded with its
-//! exit code and output; `swarmctl prompt --wait` exits with the turn's code; the queue is listed
+//! exit code and output, its whole output read from the relay while it holds it;
+//! `swarmctl prompt --wait` exits with the turn's code; the queue is listed
 //! oldest first, a waiting todo is removed and the running one is cancelled (its processes gone,
 //! its todo not retried); a restart of hive-c0re loses no queued prompt and reruns no finished
 //! one; every bad request is refused and queues nothing.
@@ -20,14 +21,15 @@ use serde_json::{Value, json};
 const SOON: Duration = Duration::from_secs(30);
 
 /// A turn that appends its prompt to `turns`, prints two lines, and then: exits 3 for a prompt
-/// holding "fail", or for one holding "long" writes its pid and its background child's pid to
-/// `turns.pids` and sleeps for a minute.
+/// holding "fail", for one holding "long" writes its pid and its background child's pid to
+/// `turns.pids` and sleeps for a minute, for one holding "many" prints the numbers 1 to 8000.
 fn turn(turns: &Path) -> String {
     format!(
         r#"body=$(cat); printf '%s\n' "$body" >> {turns}; echo "working on $HIVE_TODO_ID"; echo "second line";
 case "$body" in
   *fail*) exit 3 ;;
   *long*) sleep 60 & echo "$$ $!" > {turns}.pids; wait ;;
+  *many*) seq 1 8000 ;;
 esac"#,
         turns = turns.display()
     )
@@ -86,6 +88,12 @@ async fn queue(swarm: &OneHive) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A GET answered with bytes.
+async fn get_bytes(swarm: &OneHive, path: &str) -> (StatusCode, bytes::Bytes) {
+    let request = hyper::Request::get(path).body(http_body_util::Full::new(bytes::Bytes::new())).unwrap();
+    swarmctl::client::send(&swarm.socket, request).await.unwrap()
+}
+
 fn swarmctl(swarm: &OneHive, args: &[&str]) -> std::process::Output {
     std::process::Command::new(common::swarmctl_binary())
         .arg("--socket")
@@ -139,6 +147,54 @@ async fn a_prompt_runs_now_and_its_turn_is_recorded_with_its_exit_code_and_outpu
     let shown = swarmctl(&swarm, &["turn", "bee", "p3"]);
     let shown = String::from_utf8_lossy(&shown.stdout);
     assert!(shown.contains("please fail") && shown.contains("working on p3") && shown.contains("exit 3"), "{shown}");
+}
+
+/// The record keeps the output's last 16 KiB; the rest is read from the relay's history while it
+/// holds the turn, and when it no longer does the record stays and says where to look.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turns_whole_output_is_read_from_the_relay_while_it_holds_it() {
+    let swarm = started().await;
+    prompt(&swarm, "many numbers", "big").await;
+    let turn = finished(&swarm, "big").await;
+    let numbers: String = (1..=8000).map(|i| format!("{i}\n")).collect();
+    let printed = format!("working on big\nsecond line\n{numbers}");
+    let tail = turn["output"].as_str().unwrap();
+    assert_eq!(tail.len(), 16 * 1024, "the record keeps the last 16 KiB");
+    assert!(
+        printed.ends_with(tail) && turn["output_dropped"] == printed.len() - tail.len(),
+        "{}",
+        turn["output_dropped"]
+    );
+    assert_eq!(turn["relay_output"], "/api/agents/bee/turns/big/output");
+    // The record is written beside the relay's feed, so the last chunks may still be on their way.
+    wait_until("the whole output in the relay", SOON, || async {
+        let (status, whole) = get_bytes(&swarm, "/api/agents/bee/turns/big/output").await;
+        assert_eq!(status, StatusCode::OK);
+        (whole == printed.as_bytes()).then_some(())
+    })
+    .await
+    .unwrap();
+    let shown = swarmctl(&swarm, &["turn", "bee", "big"]);
+    assert!(String::from_utf8_lossy(&shown.stdout).contains("bytes before; --full for all of it)"), "{shown:?}");
+    let full = swarmctl(&swarm, &["turn", "bee", "big", "--full"]);
+    let full = String::from_utf8(full.stdout).unwrap();
+    assert!(
+        full.contains("output (all of it, from the relay's history):\nworking on big\nsecond line\n1\n2\n"),
+        "{full}"
+    );
+    assert!(full.ends_with("7999\n8000\n"), "{full}");
+
+    // The relay's limits drop the turn's headers (here: purged): the record stays, without the
+    // link, and the output route says where the tail is.
+    let js = async_nats::jetstream::new(swarm.nats.controller_client().await.unwrap());
+    js.get_stream("RELAY").await.unwrap().purge().filter("turn.bee").await.unwrap();
+    let (status, turn) = call(&swarm, Method::GET, "/api/agents/bee/turns/big", None).await;
+    assert_eq!((status, turn.get("relay_output")), (StatusCode::OK, None), "{turn}");
+    let (status, gone) = call(&swarm, Method::GET, "/api/agents/bee/turns/big/output", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(gone["error"].as_str().unwrap().contains("no longer holds the output"), "{gone}");
+    let (status, never) = call(&swarm, Method::GET, "/api/agents/bee/turns/nope/output", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{never}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -159,12 +159,17 @@ pub enum Top {
         #[arg(long)]
         json: bool,
     },
-    /// One finished turn whole: its prompt and the last 16 KiB of its output.
+    /// One finished turn whole: its prompt and the last 16 KiB of its output (all of it with
+    /// --full).
     Turn {
         /// The agent.
         agent: AgentName,
         /// The turn's todo id (see `swarmctl turns`).
         id: String,
+        /// The whole output, from the relay's history (while it holds the turn: its last 1,000
+        /// chunks per agent), instead of the record's last 16 KiB.
+        #[arg(long, conflicts_with = "json")]
+        full: bool,
         /// Print the API's JSON.
         #[arg(long)]
         json: bool,
@@ -564,7 +569,14 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
         Top::Todos(TodosCommand::List { agent, json }) => return work::list_todos(api, &agent, json).await,
         Top::Cancel { agent, todo } => return work::cancel(api, &agent, todo).await,
         Top::Turns { agent, failed, limit, json } => return work::turns(api, &agent, failed, limit, json).await,
-        Top::Turn { agent, id, json } => return work::turn(api, &agent, &id, json).await,
+        Top::Turn { agent, id, full, json } => {
+            let shown = match (json, full) {
+                (true, _) => work::TurnShown::Json,
+                (false, true) => work::TurnShown::Full,
+                (false, false) => work::TurnShown::Tail,
+            };
+            return work::turn(api, &agent, &id, shown).await;
+        }
         Top::Accounts(command) => return linked::run(api, command).await,
         Top::Secret(command) => return secrets::run(api, command, std::io::stdin()).await,
         Top::ConfigPrs { json } => return forge::config_prs(api, json).await,

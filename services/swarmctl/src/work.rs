@@ -216,10 +216,21 @@ fn outcome_cell(r: &TurnRecord) -> String {
     }
 }
 
+/// How `swarmctl turn` shows a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnShown {
+    /// The record, its output's tail included.
+    Tail,
+    /// The record with the whole output from the relay's history.
+    Full,
+    /// The API's JSON.
+    Json,
+}
+
 /// `swarmctl turn AGENT ID`: one turn whole, its output filtered like the terminal.
-pub async fn turn(api: &Api, agent: &AgentName, id: &str, json: bool) -> Result<String, CtlError> {
+pub async fn turn(api: &Api, agent: &AgentName, id: &str, shown: TurnShown) -> Result<String, CtlError> {
     let bytes = client::request(api, Method::GET, &paths::agent_turn_record(agent, id), None, None).await?;
-    if json {
+    if shown == TurnShown::Json {
         return pretty_answer(&bytes);
     }
     let view: TurnView = client::answer(&bytes)?;
@@ -228,8 +239,19 @@ pub async fn turn(api: &Api, agent: &AgentName, id: &str, json: bool) -> Result<
         Some(name) => format!("{} (schedule {})", r.source, name),
         None => r.source.clone(),
     };
+    let (output, about) = match shown {
+        TurnShown::Full => {
+            let whole = client::request(api, Method::GET, &paths::agent_turn_output(agent, id), None, None).await?;
+            (String::from_utf8_lossy(&whole).into_owned(), " (all of it, from the relay's history)".to_owned())
+        }
+        _ if r.output_dropped > 0 => {
+            let whole = if view.relay_output.is_some() { "; --full for all of it" } else { "" };
+            (r.output.clone(), format!(" (the last of it; {} bytes before{whole})", r.output_dropped))
+        }
+        _ => (r.output.clone(), String::new()),
+    };
     let mut text = format!(
-        "todo:     {}\nsource:   {}\nstarted:  {}\nended:    {}\nresult:   {}\n\nprompt{}:\n{}\n\noutput{}:\n",
+        "todo:     {}\nsource:   {}\nstarted:  {}\nended:    {}\nresult:   {}\n\nprompt{}:\n{}\n\noutput{about}:\n",
         r.todo_id,
         source,
         r.started_at,
@@ -237,13 +259,8 @@ pub async fn turn(api: &Api, agent: &AgentName, id: &str, json: bool) -> Result<
         summary(r),
         if r.prompt_truncated { " (cut)" } else { "" },
         r.prompt,
-        if r.output_dropped > 0 {
-            format!(" (the last of it; {} bytes before)", r.output_dropped)
-        } else {
-            String::new()
-        },
     );
-    text.push_str(&r.output);
+    text.push_str(&output);
     if !text.ends_with('\n') {
         text.push('\n');
     }

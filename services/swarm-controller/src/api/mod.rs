@@ -180,6 +180,7 @@ impl App {
                 roster: roster.clone(),
                 histories: crate::work::history::Histories::new(js.clone()),
                 definitions: definitions.clone(),
+                outputs: crate::work::turn_output::TurnOutputs::new(js.clone()),
             },
             schedules: SchedulesApi {
                 definitions,
@@ -350,6 +351,7 @@ impl App {
             }
             RouteId::ListTurns => self.turns.list(param(0), query).await,
             RouteId::GetTurn => self.turns.get(param(0), param(1)).await,
+            RouteId::TurnOutput => self.turns.output(param(0), param(1)).await,
             RouteId::ListAgentSecrets => self.secrets.list(Some(param(0))).await,
             RouteId::PutAgentSecret => self.secrets.put(Some(param(0)), param(1), headers, body).await,
             RouteId::DeleteAgentSecret => self.secrets.delete(Some(param(0)), param(1)).await,

@@ -92,6 +92,8 @@ pub enum RouteId {
     ListTurns,
     /// `GET /api/agents/{name}/turns/{id}`.
     GetTurn,
+    /// `GET /api/agents/{name}/turns/{id}/output`.
+    TurnOutput,
     /// `GET /api/agents/{name}/secrets`.
     ListAgentSecrets,
     /// `PUT /api/agents/{name}/secrets/{var}`.
@@ -277,6 +279,12 @@ pub const ROUTES: &[Route] = &[
         "the agent's turn history, newest first; ?limit, ?before, ?failed",
     ),
     route(Method::GET, "/api/agents/{name}/turns/{id}", RouteId::GetTurn, "one finished turn, by its todo's id"),
+    route(
+        Method::GET,
+        "/api/agents/{name}/turns/{id}/output",
+        RouteId::TurnOutput,
+        "a finished turn's whole output (bytes) while the relay's history holds it",
+    ),
     route(
         Method::GET,
         "/api/agents/{name}/secrets",

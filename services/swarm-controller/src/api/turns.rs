@@ -5,10 +5,13 @@
 use std::collections::HashMap;
 
 use futures::{StreamExt, TryStreamExt};
+use hyperhive_hive_proto::turns::MAX_OUTPUT_BYTES;
 use hyperhive_schedule::{AgentName, fired_slot, format_instant};
+use hyperhive_swarm_api::paths;
 use hyperhive_swarm_api::schedules::{FiredSlot, FiredSlots};
 use hyperhive_swarm_api::work::{LastTurn, TurnView, TurnsPage};
-use warp::http::StatusCode;
+use warp::http::header::CONTENT_TYPE;
+use warp::http::{HeaderValue, StatusCode};
 use warp::reply::Response;
 
 use super::todos::decoded;
@@ -18,6 +21,7 @@ use crate::lifecycle::roster::Roster;
 use crate::schedules::store::Definitions;
 use crate::work::Unavailable;
 use crate::work::history::{Histories, Stored};
+use crate::work::turn_output::TurnOutputs;
 
 /// Turns per page when `?limit` is not given.
 const DEFAULT_LIMIT: usize = 20;
@@ -35,6 +39,8 @@ pub struct TurnsApi {
     pub histories: Histories,
     /// The schedules, for the names of the ones that fired turns.
     pub definitions: Definitions,
+    /// The turns' whole outputs, from the relay's history.
+    pub outputs: TurnOutputs,
 }
 
 impl TurnsApi {
@@ -52,10 +58,37 @@ impl TurnsApi {
     }
 
     pub(super) async fn get(&self, name: &str, id: &str) -> Result<Response, ApiError> {
+        let (agent, id, stored) = self.finished(name, id).await?;
+        let mut shown = view(stored, &self.schedule_names().await);
+        let span = self.outputs.span(&agent, &id).await.map_err(|e| ApiError::Unavailable(e.to_string()))?;
+        shown.relay_output = span.map(|_| paths::agent_turn_output(&agent, &id));
+        Ok(json(StatusCode::OK, &shown))
+    }
+
+    /// The turn's whole output as the relay's history holds it, as bytes.
+    pub(super) async fn output(&self, name: &str, id: &str) -> Result<Response, ApiError> {
+        let (agent, id, _) = self.finished(name, id).await?;
+        let unavailable = |e: crate::work::Unavailable| ApiError::Unavailable(e.to_string());
+        let Some(span) = self.outputs.span(&agent, &id).await.map_err(unavailable)? else {
+            return Err(ApiError::NotFound(format!(
+                "the relay's history no longer holds the output of {agent}'s turn of todo {id:?}; its record keeps \
+                 the last {} KiB ({})",
+                MAX_OUTPUT_BYTES / 1024,
+                paths::agent_turn_record(&agent, &id)
+            )));
+        };
+        let output = self.outputs.read(&agent, span).await.map_err(unavailable)?;
+        let mut response = Response::new(output.into());
+        response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+        Ok(response)
+    }
+
+    /// `agent`'s finished turn of todo `id` (decoded), or a 404 saying why there is none.
+    async fn finished(&self, name: &str, id: &str) -> Result<(AgentName, String, Stored), ApiError> {
         let agent = known_agent(&self.roster, name).await?;
         let id = decoded(id)?;
         match self.histories.find(&agent, &id).await.map_err(|e| ApiError::Unavailable(e.to_string()))? {
-            Some(stored) => Ok(json(StatusCode::OK, &view(stored, &self.schedule_names().await))),
+            Some(stored) => Ok((agent, id, stored)),
             None => Err(ApiError::NotFound(format!(
                 "{agent} has no finished turn of todo {id:?} (still queued or running, never queued, or older than its \
                  history keeps)"
@@ -99,7 +132,7 @@ impl TurnsApi {
 
 fn view((seq, record): Stored, names: &HashMap<String, String>) -> TurnView {
     let schedule_name = record.source.strip_prefix("schedule:").and_then(|id| names.get(id)).cloned();
-    TurnView { seq, record, schedule_name }
+    TurnView { seq, record, schedule_name, relay_output: None }
 }
 
 /// `?limit=N&before=SEQ&failed=true`.

@@ -1,10 +1,11 @@
 //! Work given to agents now and what they did: the prompts an operator queues, an agent's queue
-//! as it stands ([`queue`]), cancelling its running turn ([`cancel`]) and its turn history
-//! ([`history`]).
+//! as it stands ([`queue`]), cancelling its running turn ([`cancel`]), its turn history
+//! ([`history`]) and a turn's whole output while the relay has it ([`turn_output`]).
 
 pub mod cancel;
 pub mod history;
 pub mod queue;
+pub mod turn_output;
 
 /// A read or write of the queue or the history NATS did not complete.
 #[derive(Debug, thiserror::Error)]
