@@ -54,18 +54,27 @@ pub fn tool(name: &str) -> anyhow::Result<PathBuf> {
 /// # Errors
 /// When it has not been built; the message says how to build it.
 pub fn project_binary(name: &str) -> anyhow::Result<PathBuf> {
+    profile_binary("debug", name, "cargo build --workspace --bins` or `cargo test --workspace")
+}
+
+/// A binary of this workspace as `cargo build --release` left it (`target/release/<name>`): what
+/// benchmarks measure.
+///
+/// # Errors
+/// When it has not been built; the message says how to build it.
+pub fn project_release_binary(name: &str) -> anyhow::Result<PathBuf> {
+    profile_binary("release", name, &format!("cargo build --release -p {name}"))
+}
+
+fn profile_binary(profile: &str, name: &str, build: &str) -> anyhow::Result<PathBuf> {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .map(|dir| if dir.is_relative() { workspace_root().join(dir) } else { dir })
         .unwrap_or_else(|| workspace_root().join("target"));
-    let path = target.join("debug").join(name);
+    let path = target.join(profile).join(name);
     if path.is_file() {
         return Ok(path);
     }
-    Err(std::io::Error::from(std::io::ErrorKind::NotFound)).with_context(|| {
-        format!(
-            "{} does not exist: build it first (`cargo build --workspace --bins`; `cargo test --workspace` builds it too)",
-            path.display()
-        )
-    })
+    Err(std::io::Error::from(std::io::ErrorKind::NotFound))
+        .with_context(|| format!("{} does not exist: build it first (`{build}`)", path.display()))
 }

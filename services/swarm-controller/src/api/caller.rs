@@ -3,7 +3,10 @@
 //! came through. Nothing the client writes decides it; `X-Set-By` only adds, in front, which
 //! program of that user or device sent the request.
 
+use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use warp::http::HeaderMap;
 
@@ -25,13 +28,31 @@ pub enum Caller {
     Device(String),
 }
 
+/// How long a user name looked up for a uid is used before it is looked up again: a socket
+/// connection is one request, and the user database may be slow (NSS), so each uid is asked
+/// about at most once in this long.
+const NAME_KEPT: Duration = Duration::from_secs(60);
+
+/// Names looked up, by uid, with when.
+static NAMES: Mutex<BTreeMap<u32, (String, Instant)>> = Mutex::new(BTreeMap::new());
+
 impl Caller {
-    /// The socket peer running as `uid`. Looks the name up in the user database, which may
-    /// block (NSS), so call it off the async threads.
-    #[must_use]
-    pub fn local(uid: u32) -> Caller {
-        let user = nix::unistd::User::from_uid(uid.into()).ok().flatten();
-        Caller::Local(user.map_or_else(|| format!("uid{uid}"), |u| u.name))
+    /// The socket peer running as `uid`, named from the user database (at most once a minute
+    /// per uid; a lookup may block, so it runs on the blocking pool).
+    pub async fn local(uid: u32) -> Caller {
+        let kept = NAMES.lock().unwrap_or_else(PoisonError::into_inner).get(&uid).cloned();
+        if let Some((name, at)) = kept
+            && at.elapsed() < NAME_KEPT
+        {
+            return Caller::Local(name);
+        }
+        let looked_up = tokio::task::spawn_blocking(move || {
+            let user = nix::unistd::User::from_uid(uid.into()).ok().flatten();
+            user.map_or_else(|| format!("uid{uid}"), |u| u.name)
+        });
+        let name = looked_up.await.unwrap_or_else(|_| format!("uid{uid}"));
+        NAMES.lock().unwrap_or_else(PoisonError::into_inner).insert(uid, (name.clone(), Instant::now()));
+        Caller::Local(name)
     }
 }
 
@@ -64,11 +85,11 @@ pub(super) fn set_by(headers: &HeaderMap, caller: &Caller) -> Result<String, Api
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_local_caller_is_named_by_its_user_or_its_uid() {
-        assert_eq!(Caller::local(0), Caller::Local("root".into()));
+    #[tokio::test]
+    async fn a_local_caller_is_named_by_its_user_or_its_uid() {
+        assert_eq!(Caller::local(0).await, Caller::Local("root".into()));
         // No user database names this uid (the highest a 32-bit uid can be but the invalid one).
-        assert_eq!(Caller::local(u32::MAX - 1), Caller::Local(format!("uid{}", u32::MAX - 1)));
+        assert_eq!(Caller::local(u32::MAX - 1).await, Caller::Local(format!("uid{}", u32::MAX - 1)));
         assert_eq!(Caller::Device("d0123".into()).to_string(), "d0123");
     }
 

@@ -68,8 +68,7 @@ async fn peer(stream: &UnixStream) -> Option<Caller> {
         .peer_cred()
         .inspect_err(|e| tracing::warn!(error = %e, "no peer credentials on a socket connection; closing it"))
         .ok()?;
-    let uid = credentials.uid();
-    tokio::task::spawn_blocking(move || Caller::local(uid)).await.ok()
+    Some(Caller::local(credentials.uid()).await)
 }
 
 /// An error of one connection (it went away before it was taken), not of the listener.
