@@ -32,6 +32,7 @@ pub mod limits;
 pub mod linked;
 pub mod paths;
 pub mod remote;
+pub mod roles;
 pub mod schedules;
 pub mod secrets;
 pub mod work;

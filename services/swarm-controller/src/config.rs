@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use hyperhive_hive_proto::directory::{HiveDirectory, parse_directory};
+use hyperhive_swarm_api::roles::Role;
 
 pub use hyperhive_daemon::settings::{Check, Loaded, Problem as ConfigError, Problems};
 
@@ -49,6 +50,9 @@ pub mod vars {
     pub const STATE_DIR: &str = "SWARM_STATE_DIR";
     /// Copies of every stream and bucket the controller creates (default 1; 3 on a cluster).
     pub const NATS_REPLICAS: &str = "SWARM_NATS_REPLICAS";
+    /// The socket's users' roles by unix group, `group=role,...` (optional: unset, every user
+    /// who can reach the socket is admin).
+    pub const SOCKET_ROLES: &str = "SWARM_SOCKET_ROLES";
 }
 
 /// The most replicas NATS keeps of a stream.
@@ -71,6 +75,8 @@ pub struct Settings {
     pub hives: HiveDirectory,
     /// The `nats init` directory holding the signing keys, if given.
     pub nats_dir: Option<PathBuf>,
+    /// Which role a user connecting to the socket has.
+    pub socket_roles: SocketRoles,
 }
 
 impl Settings {
@@ -112,6 +118,10 @@ impl Settings {
             None => Some(None),
             Some(path) => check.ok(parse_nats_dir(&path)).map(Some),
         };
+        let socket_roles = match lookup(vars::SOCKET_ROLES) {
+            None => Some(SocketRoles::EveryoneAdmin),
+            Some(text) => check.ok(parse_socket_roles(&text)),
+        };
         Some(Self {
             socket: socket?,
             nats_url: nats_url?,
@@ -120,8 +130,63 @@ impl Settings {
             reconcile_every: reconcile_every?,
             hives: hives?,
             nats_dir: nats_dir?,
+            socket_roles: socket_roles?,
         })
     }
+}
+
+/// Which role a user connecting to the socket has. Root and the controller's own user are
+/// always admin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SocketRoles {
+    /// `SWARM_SOCKET_ROLES` unset: whoever can reach the socket is admin (the socket directory's
+    /// mode and group are the only gate).
+    EveryoneAdmin,
+    /// Each user has the highest role of the groups listed that it is in; in none, no role.
+    ByGroup(Vec<(String, Role)>),
+}
+
+impl SocketRoles {
+    /// The role of the user `uid` in `groups`, or `None` when it has none.
+    #[must_use]
+    pub fn role_of(&self, uid: u32, groups: &[String]) -> Option<Role> {
+        if uid == 0 || uid == nix::unistd::geteuid().as_raw() {
+            return Some(Role::Admin);
+        }
+        match self {
+            SocketRoles::EveryoneAdmin => Some(Role::Admin),
+            SocketRoles::ByGroup(table) => {
+                table.iter().filter(|(group, _)| groups.contains(group)).map(|(_, role)| *role).max()
+            }
+        }
+    }
+}
+
+/// `group=role,...`: each group a unix group name, once; each role viewer, operator or admin.
+fn parse_socket_roles(text: &str) -> Result<SocketRoles, ConfigError> {
+    let bad = |why: String| {
+        ConfigError::new(
+            vars::SOCKET_ROLES,
+            format!("{why}; write group=role pairs, comma-separated, e.g. swarm-viewers=viewer,swarm-ops=operator"),
+        )
+    };
+    let mut table: Vec<(String, Role)> = Vec::new();
+    for pair in text.split(',').map(str::trim) {
+        let (group, role) = pair.split_once('=').ok_or_else(|| bad(format!("{pair:?} has no '='")))?;
+        let (group, role) = (group.trim(), role.trim());
+        let name_ok = !group.is_empty()
+            && group.len() <= 32
+            && group.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+        if !name_ok {
+            return Err(bad(format!("{group:?} is not a unix group name")));
+        }
+        let role: Role = role.parse().map_err(|e: hyperhive_swarm_api::roles::UnknownRole| bad(e.to_string()))?;
+        if table.iter().any(|(seen, _)| seen == group) {
+            return Err(bad(format!("group {group} is named twice")));
+        }
+        table.push((group.to_owned(), role));
+    }
+    Ok(SocketRoles::ByGroup(table))
 }
 
 /// `SWARM_RECONCILE_EVERY`, or the old `SWARM_RECONCILE_SECS`: at least a second.

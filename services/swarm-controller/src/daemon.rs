@@ -382,7 +382,7 @@ async fn serve(
         tasks.spawn(provision_and_check(provisioner));
     }
     tracing::info!(socket = %config.settings.socket.display(), "serving the API");
-    socket::serve(listener, api::routes(app), shutdown).await;
+    socket::serve(listener, api::routes(app), config.settings.socket_roles.clone(), shutdown).await;
     if let Some(link) = link {
         link.stop().await;
     }

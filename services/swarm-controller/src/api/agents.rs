@@ -12,6 +12,7 @@ use warp::http::StatusCode;
 use warp::reply::Response;
 
 use super::hives::{parse_hive, unavailable};
+use hyperhive_swarm_api::roles::Role;
 use hyperhive_swarm_api::work::LastTurn;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -153,6 +154,7 @@ impl AgentsApi {
         &self,
         hive: &str,
         agent: &str,
+        caller: &super::Caller,
         set_by: String,
         if_match: Option<u64>,
         body: &[u8],
@@ -165,6 +167,9 @@ impl AgentsApi {
             .state
             .parse()
             .map_err(|e: hyperhive_hive_proto::wanted::UnknownState| ApiError::BadRequest(e.to_string()))?;
+        if state == WantedState::Destroyed {
+            caller.allows(Role::Admin, "destroying an agent")?;
+        }
         let changed = self.state.set(&hive, &agent, state, set_by, if_match).await?;
         let revision = changed.revision;
         let (set_at, set_by) = (changed.wanted.set_at, changed.wanted.set_by);

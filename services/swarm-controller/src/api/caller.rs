@@ -10,7 +10,10 @@ use std::time::{Duration, Instant};
 
 use warp::http::HeaderMap;
 
+use hyperhive_swarm_api::roles::Role;
+
 use super::ApiError;
+use crate::config::SocketRoles;
 
 /// The header naming the program that sends a request, in front of its [`Caller`].
 const SET_BY_HEADER: &str = "x-set-by";
@@ -19,47 +22,113 @@ const DEFAULT_SET_BY: &str = "api";
 /// The longest `X-Set-By`.
 const MAX_SET_BY: usize = 64;
 
-/// The proven origin of one request.
+/// The proven origin of one request, with the role it has.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Caller {
     /// A process on this machine, named by its user (`uid<n>` for a uid without a name).
-    Local(String),
+    Local {
+        /// The user's name.
+        user: String,
+        /// Its role, from `SWARM_SOCKET_ROLES`; `None` when it has none.
+        role: Option<Role>,
+    },
     /// A client paired through the control plane, named by its device id.
-    Device(String),
+    Device {
+        /// The device id.
+        client: String,
+        /// Its role. (The control plane does not carry a client's role yet: every paired client
+        /// is admin.)
+        role: Option<Role>,
+    },
 }
 
-/// How long a user name looked up for a uid is used before it is looked up again: a socket
-/// connection is one request, and the user database may be slow (NSS), so each uid is asked
-/// about at most once in this long.
-const NAME_KEPT: Duration = Duration::from_secs(60);
+/// How long what is looked up for a uid (its name and groups) is used before it is looked up
+/// again: a socket connection is one request, and the user database may be slow (NSS), so each
+/// uid is asked about at most once in this long.
+const USER_KEPT: Duration = Duration::from_secs(60);
 
-/// Names looked up, by uid, with when.
-static NAMES: Mutex<BTreeMap<u32, (String, Instant)>> = Mutex::new(BTreeMap::new());
+/// A user as the user database names it.
+#[derive(Debug, Clone)]
+struct User {
+    name: String,
+    groups: Vec<String>,
+}
+
+/// Users looked up, by uid, with when.
+static USERS: Mutex<BTreeMap<u32, (User, Instant)>> = Mutex::new(BTreeMap::new());
 
 impl Caller {
     /// The socket peer running as `uid`, named from the user database (at most once a minute
-    /// per uid; a lookup may block, so it runs on the blocking pool).
-    pub async fn local(uid: u32) -> Caller {
-        let kept = NAMES.lock().unwrap_or_else(PoisonError::into_inner).get(&uid).cloned();
-        if let Some((name, at)) = kept
-            && at.elapsed() < NAME_KEPT
-        {
-            return Caller::Local(name);
-        }
-        let looked_up = tokio::task::spawn_blocking(move || {
-            let user = nix::unistd::User::from_uid(uid.into()).ok().flatten();
-            user.map_or_else(|| format!("uid{uid}"), |u| u.name)
-        });
-        let name = looked_up.await.unwrap_or_else(|_| format!("uid{uid}"));
-        NAMES.lock().unwrap_or_else(PoisonError::into_inner).insert(uid, (name.clone(), Instant::now()));
-        Caller::Local(name)
+    /// per uid; a lookup may block, so it runs on the blocking pool), its role from `roles`.
+    pub async fn local(uid: u32, roles: &SocketRoles) -> Caller {
+        let user = user(uid).await;
+        let role = roles.role_of(uid, &user.groups);
+        Caller::Local { user: user.name, role }
     }
+
+    /// A paired client of the control plane.
+    #[must_use]
+    pub fn device(client: String) -> Caller {
+        Caller::Device { client, role: Some(Role::Admin) }
+    }
+
+    /// The caller's role, if it has one.
+    #[must_use]
+    pub fn role(&self) -> Option<Role> {
+        match self {
+            Caller::Local { role, .. } | Caller::Device { role, .. } => *role,
+        }
+    }
+
+    /// Nothing when the caller's role is `needed` or above; else the 403 naming both.
+    ///
+    /// # Errors
+    /// [`ApiError::Forbidden`].
+    pub fn allows(&self, needed: Role, what: &str) -> Result<(), ApiError> {
+        match self.role() {
+            Some(role) if role >= needed => Ok(()),
+            Some(role) => Err(ApiError::Forbidden(format!("{what} needs the {needed} role; {self} has {role}"))),
+            None => Err(ApiError::Forbidden(match self {
+                Caller::Local { user, .. } => format!(
+                    "{what} needs the {needed} role; {user} has none (it is in none of the groups SWARM_SOCKET_ROLES \
+                     names)"
+                ),
+                Caller::Device { client, .. } => format!("{what} needs the {needed} role; device {client} has none"),
+            })),
+        }
+    }
+}
+
+/// `uid`'s name and groups, from the cache or the user database.
+async fn user(uid: u32) -> User {
+    let kept = USERS.lock().unwrap_or_else(PoisonError::into_inner).get(&uid).cloned();
+    if let Some((user, at)) = kept
+        && at.elapsed() < USER_KEPT
+    {
+        return user;
+    }
+    let unnamed = move || User { name: format!("uid{uid}"), groups: Vec::new() };
+    let user =
+        tokio::task::spawn_blocking(move || look_up(uid).unwrap_or_else(unnamed)).await.unwrap_or_else(|_| unnamed());
+    USERS.lock().unwrap_or_else(PoisonError::into_inner).insert(uid, (user.clone(), Instant::now()));
+    user
+}
+
+/// `uid`'s name and the names of every group it is in (its primary one too), or `None` for a uid
+/// the user database does not know.
+fn look_up(uid: u32) -> Option<User> {
+    use nix::unistd::{Group, User as Entry, getgrouplist};
+    let entry = Entry::from_uid(uid.into()).ok().flatten()?;
+    let name = std::ffi::CString::new(entry.name.clone()).ok()?;
+    let gids = getgrouplist(&name, entry.gid).unwrap_or_else(|_| vec![entry.gid]);
+    let groups = gids.into_iter().filter_map(|gid| Group::from_gid(gid).ok().flatten()).map(|g| g.name).collect();
+    Some(User { name: entry.name, groups })
 }
 
 impl fmt::Display for Caller {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Caller::Local(name) | Caller::Device(name) => f.write_str(name),
+            Caller::Local { user: name, .. } | Caller::Device { client: name, .. } => f.write_str(name),
         }
     }
 }
@@ -85,21 +154,56 @@ pub(super) fn set_by(headers: &HeaderMap, caller: &Caller) -> Result<String, Api
 mod tests {
     use super::*;
 
+    fn local(user: &str, role: Option<Role>) -> Caller {
+        Caller::Local { user: user.into(), role }
+    }
+
     #[tokio::test]
     async fn a_local_caller_is_named_by_its_user_or_its_uid() {
-        assert_eq!(Caller::local(0).await, Caller::Local("root".into()));
+        let by_group = SocketRoles::ByGroup(vec![("nogroup".into(), Role::Viewer)]);
+        assert_eq!(Caller::local(0, &by_group).await, local("root", Some(Role::Admin)), "root is admin");
+        // `nobody` is in `nogroup` (its primary group) on every system the tests run on.
+        assert_eq!(Caller::local(65534, &by_group).await, local("nobody", Some(Role::Viewer)));
+        assert_eq!(Caller::local(65534, &SocketRoles::EveryoneAdmin).await, local("nobody", Some(Role::Admin)));
         // No user database names this uid (the highest a 32-bit uid can be but the invalid one).
-        assert_eq!(Caller::local(u32::MAX - 1).await, Caller::Local(format!("uid{}", u32::MAX - 1)));
-        assert_eq!(Caller::Device("d0123".into()).to_string(), "d0123");
+        let unnamed = Caller::local(u32::MAX - 1, &by_group).await;
+        assert_eq!(unnamed, local(&format!("uid{}", u32::MAX - 1), None));
+        assert_eq!(Caller::device("d0123".into()).to_string(), "d0123");
+    }
+
+    #[test]
+    fn a_user_has_the_highest_role_of_its_groups_listed() {
+        let table = SocketRoles::ByGroup(vec![("ops".into(), Role::Operator), ("watchers".into(), Role::Viewer)]);
+        let groups = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+        assert_eq!(table.role_of(1234, &groups(&["watchers", "ops", "users"])), Some(Role::Operator));
+        assert_eq!(table.role_of(1234, &groups(&["watchers"])), Some(Role::Viewer));
+        assert_eq!(table.role_of(1234, &groups(&["users"])), None);
+        assert_eq!(table.role_of(0, &[]), Some(Role::Admin));
+    }
+
+    #[test]
+    fn a_refusal_names_the_role_needed_and_the_one_held() {
+        assert!(local("alice", Some(Role::Operator)).allows(Role::Operator, "x").is_ok());
+        assert!(local("alice", Some(Role::Admin)).allows(Role::Viewer, "x").is_ok());
+        let Err(ApiError::Forbidden(why)) =
+            local("alice", Some(Role::Viewer)).allows(Role::Admin, "PUT /api/secrets/{var}")
+        else {
+            panic!("a viewer was let through")
+        };
+        assert_eq!(why, "PUT /api/secrets/{var} needs the admin role; alice has viewer");
+        let Err(ApiError::Forbidden(why)) = local("bob", None).allows(Role::Viewer, "GET /api/agents") else {
+            panic!("no role was let through")
+        };
+        assert!(why.contains("bob has none") && why.contains("SWARM_SOCKET_ROLES"), "{why}");
     }
 
     #[test]
     fn who_acts_is_the_program_at_the_proven_caller() {
-        let device = Caller::Device("d0123".into());
+        let device = Caller::device("d0123".into());
         let mut headers = HeaderMap::new();
         assert_eq!(set_by(&headers, &device).unwrap(), "api@d0123");
         headers.insert(SET_BY_HEADER, "swarmctl".parse().unwrap());
-        assert_eq!(set_by(&headers, &Caller::Local("alice".into())).unwrap(), "swarmctl@alice");
+        assert_eq!(set_by(&headers, &local("alice", None)).unwrap(), "swarmctl@alice");
         // A program name cannot pass for another caller: whatever it says, the proven one follows.
         headers.insert(SET_BY_HEADER, "swarmctl@root".parse().unwrap());
         assert_eq!(set_by(&headers, &device).unwrap(), "swarmctl@root@d0123");

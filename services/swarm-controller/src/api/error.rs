@@ -16,6 +16,8 @@ pub enum ApiError {
     /// 401: the request does not prove who sent it (a webhook delivery without a valid
     /// signature).
     Unauthorized(String),
+    /// 403: the caller's role does not allow the route; says which role it needs.
+    Forbidden(String),
     /// 404: no such schedule or route.
     NotFound(String),
     /// 405: the route exists, the method does not.
@@ -54,6 +56,7 @@ impl ApiError {
         match self {
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::Conflict { .. } => StatusCode::CONFLICT,
@@ -74,6 +77,7 @@ impl ApiError {
             Self::TooManyRequests { message, .. } => (message.as_str(), None),
             Self::BadRequest(m)
             | Self::Unauthorized(m)
+            | Self::Forbidden(m)
             | Self::NotFound(m)
             | Self::MethodNotAllowed(m)
             | Self::PayloadTooLarge(m)

@@ -276,6 +276,7 @@ impl App {
                 )));
             }
         };
+        caller.allows(routes::needed(route), &format!("{method} {path}"))?;
         let param = |i: usize| params[i];
         match route {
             RouteId::UiFile => match crate::ui::assets::asset(path) {
@@ -308,7 +309,7 @@ impl App {
             RouteId::SetState => {
                 let revision = if_match(headers)?;
                 let body = state_body(headers, body).await?;
-                self.agents.set_state(param(0), param(1), set_by(headers, caller)?, revision, &body).await
+                self.agents.set_state(param(0), param(1), caller, set_by(headers, caller)?, revision, &body).await
             }
             RouteId::ListLinked => self.linked.list_linked(param(0), param(1)).await,
             RouteId::PutMatrixAccount | RouteId::PutForgeAccount | RouteId::PutGithubAccount => {

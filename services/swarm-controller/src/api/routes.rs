@@ -3,6 +3,7 @@
 //! docs/reference/routes.md is checked against it by scripts/check-docs. A route is written
 //! once, here, and in the one `match` arm that calls its handler.
 
+use hyperhive_swarm_api::roles::Role;
 use warp::http::Method;
 
 /// Which handler a route reaches.
@@ -317,6 +318,68 @@ pub const ROUTES: &[Route] = &[
     ),
     route(Method::DELETE, "/api/secrets/{var}", RouteId::DeleteSwarmSecret, "remove a default secret variable"),
 ];
+
+/// The least role a route needs ([`Role`]'s doc says what each may do). A wanted-state change to
+/// `destroyed` needs admin besides (its body decides, so its handler checks).
+#[must_use]
+pub fn needed(id: RouteId) -> Role {
+    use RouteId as R;
+    match id {
+        // Reading, the terminals, and the forge's webhook (its signature is its authentication;
+        // the gateway's own user sends it).
+        R::UiFile
+        | R::Health
+        | R::Metrics
+        | R::ListSchedules
+        | R::GetSchedule
+        | R::ScheduleFired
+        | R::ListHives
+        | R::HiveStatuses
+        | R::HiveStatus
+        | R::ListAgents
+        | R::AgentsStatus
+        | R::ListLinked
+        | R::Terminal
+        | R::Turn
+        | R::GetIcon
+        | R::QuickLinks
+        | R::JobGraph
+        | R::ForgeWebhook
+        | R::ConfigPrs
+        | R::ConfigPr
+        | R::Issues
+        | R::ListTodos
+        | R::ListTurns
+        | R::GetTurn
+        | R::TurnOutput
+        | R::ListAgentSecrets
+        | R::ListSwarmSecrets => Role::Viewer,
+        // Giving agents work and moving them.
+        R::CreateSchedule
+        | R::PatchSchedule
+        | R::DeleteSchedule
+        | R::SetState
+        | R::PutIcon
+        | R::DeleteIcon
+        | R::RetryJob
+        | R::PromptAgent
+        | R::PromptAgents
+        | R::DeleteTodo
+        | R::CancelTurn => Role::Operator,
+        // Making agents and holding their keys.
+        R::CreateAgent
+        | R::PutMatrixAccount
+        | R::DeleteMatrixAccount
+        | R::PutForgeAccount
+        | R::DeleteForgeAccount
+        | R::PutGithubAccount
+        | R::DeleteGithubAccount
+        | R::PutAgentSecret
+        | R::DeleteAgentSecret
+        | R::PutSwarmSecret
+        | R::DeleteSwarmSecret => Role::Admin,
+    }
+}
 
 /// What a request's method and path find in [`ROUTES`].
 #[derive(Debug, PartialEq, Eq)]

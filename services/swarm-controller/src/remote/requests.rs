@@ -404,7 +404,7 @@ impl Requests {
         self.tasks.spawn(async move {
             let (path, query) = partial.path.split_once('?').unwrap_or((&partial.path, ""));
             let body = futures::stream::iter([Ok::<_, warp::Error>(Bytes::from(partial.body))]);
-            let caller = Caller::Device(client.clone());
+            let caller = Caller::device(client.clone());
             let outcome = app.handle(&caller, &partial.method, path, query, &partial.headers, body).await;
             let response = outcome.unwrap_or_else(ApiError::into_response);
             let kept = answer(&out, &client, &id, response, Some(cancel)).await;

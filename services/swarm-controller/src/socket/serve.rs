@@ -1,5 +1,6 @@
 //! The API's accept loop on the socket: each connection's requests carry its [`Caller`], the user
-//! the kernel names as the peer of that connection, for the API to record as who acted.
+//! the kernel names as the peer of that connection with the role `SWARM_SOCKET_ROLES` gives it,
+//! for the API to check and to record as who acted.
 
 use std::future::Future;
 use std::io;
@@ -16,6 +17,7 @@ use warp::Filter;
 use warp::reply::Response;
 
 use crate::api::Caller;
+use crate::config::SocketRoles;
 
 /// How long the loop waits after an accept error that is not one connection's (out of file
 /// descriptors): the condition is the process's, and retrying at once would spin.
@@ -23,7 +25,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 
 /// Serves `filter` on `listener` until `shutdown` completes, then waits for open connections to
 /// finish (as warp's graceful server does).
-pub async fn serve<F>(listener: UnixListener, filter: F, shutdown: impl Future<Output = ()>)
+pub async fn serve<F>(listener: UnixListener, filter: F, roles: SocketRoles, shutdown: impl Future<Output = ()>)
 where
     F: Filter<Extract = (Response,), Error = warp::Rejection> + Clone + Send + Sync + 'static,
 {
@@ -44,8 +46,9 @@ where
         };
         let watcher = graceful.watcher();
         let service = TowerToHyperService::new(warp::service(filter.clone()));
+        let roles = roles.clone();
         tokio::spawn(async move {
-            let Some(caller) = peer(&stream).await else { return };
+            let Some(caller) = peer(&stream, &roles).await else { return };
             let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
                 request.extensions_mut().insert(caller.clone());
                 service.call(request)
@@ -63,12 +66,12 @@ where
 
 /// The connection's peer, or `None` (logged) when the kernel cannot say: such a connection is
 /// closed unanswered rather than served as nobody.
-async fn peer(stream: &UnixStream) -> Option<Caller> {
+async fn peer(stream: &UnixStream, roles: &SocketRoles) -> Option<Caller> {
     let credentials = stream
         .peer_cred()
         .inspect_err(|e| tracing::warn!(error = %e, "no peer credentials on a socket connection; closing it"))
         .ok()?;
-    Some(Caller::local(credentials.uid()).await)
+    Some(Caller::local(credentials.uid(), roles).await)
 }
 
 /// An error of one connection (it went away before it was taken), not of the listener.

@@ -82,6 +82,7 @@ pub fn config(nats: &NatsJwt, socket: PathBuf, reconcile_secs: u64) -> Config {
             reconcile_every: Duration::from_secs(reconcile_secs),
             hives: Default::default(),
             nats_dir: None,
+            socket_roles: swarm_controller::config::SocketRoles::EveryoneAdmin,
         },
         secrets_key: None,
         provisioning: Default::default(),

@@ -1,0 +1,99 @@
+//! Roles on the socket, each route against each role: the `swarm-controller` binary with
+//! `SWARM_SOCKET_ROLES` giving the group `nogroup` one role at a time, and every route of the
+//! route table requested as the user `nobody` (in `nogroup`) with curl. A route the role does not
+//! allow is a 403 naming the role it needs; one it allows is anything but a 403. Root is admin
+//! whatever the table says; a user in none of its groups has no role at all.
+//!
+//! Needs scripts/setup (nats-server, curl) and root (to run curl as `nobody`).
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+
+use hyperhive_swarm_api::roles::Role;
+use hyperhive_testkit::NatsJwt;
+use swarm_controller::api::routes::{ROUTES, needed};
+
+/// The uid and gid of `nobody` and `nogroup`, present on every system the tests run on.
+const NOBODY: u32 = 65534;
+
+/// `method path` sent as `uid` with an empty body; the status and the body.
+fn request(socket: &Path, uid: u32, method: &str, path: &str) -> (u16, String) {
+    let out = std::process::Command::new("curl")
+        .uid(uid)
+        .gid(uid)
+        .args(["--silent", "--max-time", "10", "--unix-socket"])
+        .arg(socket)
+        .args(["--request", method, "--write-out", "\n%{http_code}"])
+        .arg(format!("http://swarm{path}"))
+        .output()
+        .expect("curl runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (status.trim().parse().unwrap_or_else(|_| panic!("{method} {path}: no status from curl: {out:?}")), body.into())
+}
+
+/// A controller whose socket's directory `nobody` may enter, with `SWARM_SOCKET_ROLES` = `roles`.
+async fn controller(nats: &NatsJwt, dir: &Path, roles: &str) -> hyperhive_testkit::Process {
+    let socket = dir.join("run/controller.sock");
+    let daemon = common::daemon_process(nats, &socket, &[("SWARM_SOCKET_ROLES", roles)]).await;
+    for d in [dir, socket.parent().unwrap()] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    daemon
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_role_reaches_exactly_the_routes_it_allows() {
+    let nats = NatsJwt::start().await.unwrap();
+    for role in Role::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let mut daemon = controller(&nats, dir.path(), &format!("nogroup={role}")).await;
+        let socket = dir.path().join("run/controller.sock");
+        for route in ROUTES {
+            let path = route.path.split('/').map(|s| if s.starts_with('{') { "x" } else { s }).collect::<Vec<_>>();
+            let (method, path) = (route.method.as_str(), path.join("/"));
+            let (status, body) = request(&socket, NOBODY, method, &path);
+            let needs = needed(route.id);
+            if role < needs {
+                assert_eq!(status, 403, "{method} {path} as {role}: {body}");
+                assert!(
+                    body.contains(&format!("needs the {needs} role; nobody has {role}")),
+                    "{method} {path}: {body}"
+                );
+            } else {
+                assert_ne!(status, 403, "{method} {path} as {role}: {body}");
+            }
+        }
+        // Destroying is the state route's admin-only value.
+        if role == Role::Operator {
+            let out = std::process::Command::new(common::swarmctl_binary())
+                .uid(NOBODY)
+                .gid(NOBODY)
+                .arg("--socket")
+                .arg(&socket)
+                .args(["agent", "state", "h1", "a", "destroyed"])
+                .output()
+                .unwrap();
+            let refused = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success() && refused.contains("destroying an agent needs the admin role"), "{refused}");
+        }
+        daemon.kill();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn root_is_admin_and_a_user_in_no_listed_group_has_no_role() {
+    let nats = NatsJwt::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = controller(&nats, dir.path(), "hyperhive-nobody-is-in-this=admin").await;
+    let socket = dir.path().join("run/controller.sock");
+    let (status, body) = request(&socket, NOBODY, "GET", "/api/agents");
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("nobody has none") && body.contains("SWARM_SOCKET_ROLES"), "{body}");
+    let (status, body) = request(&socket, 0, "PUT", "/api/secrets/X");
+    assert_ne!(status, 403, "root is admin: {body}");
+    daemon.kill();
+}
