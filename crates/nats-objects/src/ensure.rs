@@ -6,9 +6,9 @@ use async_nats::jetstream::{self, kv, stream};
 
 use crate::limits::{self, TODO_DUPLICATE_WINDOW};
 use crate::names::{
-    AGENT_ICONS_BUCKET, AGENT_SCHEDULES_BUCKET, AGENT_WANTED_BUCKET, AGENTS_BUCKET, CONFIG_PRS_BUCKET, DEPLOY_STREAM,
-    HIVE_STATUS_BUCKET, RELAY_STREAM, SCHEDULE_DEFINITIONS_BUCKET, SWARM_SECRETS_BUCKET, TODO_STREAM, TURNS_STREAM,
-    kv_stream,
+    AGENT_ICONS_BUCKET, AGENT_SCHEDULES_BUCKET, AGENT_WANTED_BUCKET, AGENTS_BUCKET, AUDIT_STREAM, AUDIT_SUBJECT,
+    CONFIG_PRS_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, RELAY_STREAM, SCHEDULE_DEFINITIONS_BUCKET,
+    SWARM_SECRETS_BUCKET, TODO_STREAM, TURNS_STREAM, kv_stream,
 };
 
 /// Making or checking a stream or bucket failed; the message says which and why.
@@ -56,7 +56,7 @@ pub struct Buckets {
 
 /// Creates every stream and bucket of the swarm when absent (`schedule-definitions`,
 /// `agent-schedules` with direct get, `hive-status`, `agent-wanted`, `agents`, `swarm-secrets`,
-/// `agent-icons`, `config-prs`, `TODO`, `DEPLOY`, `RELAY`, `TURNS`), sets the
+/// `agent-icons`, `config-prs`, `TODO`, `DEPLOY`, `RELAY`, `TURNS`, `AUDIT`), sets the
 /// limits each must hold to (see [`crate::limits`]) on existing ones, and refuses
 /// existing ones whose settings would break the design.
 ///
@@ -90,6 +90,7 @@ pub async fn ensure_replicated_objects(js: &jetstream::Context, replicas: usize)
     ensure_queue(js, stream::Config { num_replicas: replicas, ..deploy_stream_config() }).await?;
     ensure_history(js, stream::Config { num_replicas: replicas, ..relay_stream_config() }).await?;
     ensure_history(js, stream::Config { num_replicas: replicas, ..turns_stream_config() }).await?;
+    ensure_history(js, stream::Config { num_replicas: replicas, ..audit_stream_config() }).await?;
     Ok(Buckets { definitions, agent_schedules, hive_status, agent_wanted, agents, secrets, icons, config_prs })
 }
 
@@ -267,6 +268,23 @@ pub fn turns_stream_config() -> stream::Config {
     }
 }
 
+/// `AUDIT`: every state-changing request the controller took, oldest dropped first by age and
+/// in all. Direct get, for reading it back newest first by sequence.
+pub fn audit_stream_config() -> stream::Config {
+    stream::Config {
+        name: AUDIT_STREAM.to_owned(),
+        description: Some("every state-changing request the controller took: who, what, how it ended".into()),
+        subjects: vec![AUDIT_SUBJECT.to_owned()],
+        retention: stream::RetentionPolicy::Limits,
+        discard: stream::DiscardPolicy::Old,
+        max_age: limits::AUDIT_MAX_AGE,
+        max_bytes: limits::AUDIT_MAX_BYTES,
+        max_message_size: limits::AUDIT_MAX_MSG_SIZE,
+        allow_direct: true,
+        ..Default::default()
+    }
+}
+
 /// A line when an object's replica count changes: NATS then copies (or drops) its data, which
 /// an operator wants to see in the log.
 fn log_replicas(what: &str, from: usize, to: usize) {
@@ -276,7 +294,7 @@ fn log_replicas(what: &str, from: usize, to: usize) {
     }
 }
 
-/// Creates a history stream (`RELAY`, `TURNS`) if absent and gives an existing one `wanted`'s
+/// Creates a history stream (`RELAY`, `TURNS`, `AUDIT`) if absent and gives an existing one `wanted`'s
 /// limits and settings; it must keep messages by limits.
 async fn ensure_history(js: &jetstream::Context, wanted: stream::Config) -> Result<(), SetupError> {
     let (name, replicas) = (wanted.name.clone(), wanted.num_replicas);

@@ -57,12 +57,18 @@ pub const TURNS_MAX_MSG_SIZE: i32 = 128 * 1024;
 /// Bytes `TURNS` keeps in all, the oldest dropped first. One agent holds at most
 /// [`TURNS_MAX_MSGS_PER_AGENT`] records of which each is usually a few KiB.
 pub const TURNS_MAX_BYTES: i64 = 256 * MIB;
+/// How long `AUDIT` keeps an entry.
+pub const AUDIT_MAX_AGE: Duration = Duration::from_secs(90 * 24 * 3600);
+/// The largest audit entry (a request's who, method, path and outcome, with room).
+pub const AUDIT_MAX_MSG_SIZE: i32 = 8 * 1024;
+/// Bytes `AUDIT` keeps in all, the oldest dropped first: some 200,000 entries.
+pub const AUDIT_MAX_BYTES: i64 = 64 * MIB;
 /// Values each KV bucket keeps per key: the current one only.
 pub const BUCKET_HISTORY: i64 = 1;
 /// What the swarm's streams reserve on the NATS server's disk together (nats-server refuses a
 /// stream whose `max_bytes` does not fit in its `max_file_store`, which defaults to 75% of the
-/// disk space free at its start): the TODO and DEPLOY queues, the RELAY and TURNS histories and eight buckets
+/// disk space free at its start): the TODO and DEPLOY queues, the RELAY, TURNS and AUDIT histories and eight buckets
 /// (`schedule-definitions`, `agent-schedules`, `hive-status`, `agent-wanted`, `agents`,
 /// `swarm-secrets`, `agent-icons`, `config-prs`).
 pub const SWARM_RESERVED_BYTES: i64 =
-    TODO_MAX_BYTES + DEPLOY_MAX_BYTES + RELAY_MAX_BYTES + TURNS_MAX_BYTES + 8 * BUCKET_MAX_BYTES;
+    TODO_MAX_BYTES + DEPLOY_MAX_BYTES + RELAY_MAX_BYTES + TURNS_MAX_BYTES + AUDIT_MAX_BYTES + 8 * BUCKET_MAX_BYTES;

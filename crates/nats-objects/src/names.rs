@@ -45,6 +45,11 @@ pub const RELAY_STREAM: &str = "RELAY";
 /// Stream of every agent's turn history, on `turns.<agent>`: one record per finished turn,
 /// kept per agent up to a count and an age.
 pub const TURNS_STREAM: &str = "TURNS";
+/// Stream of every state-changing request the controller took, on [`AUDIT_SUBJECT`]: who, what,
+/// and how it ended. Only the controller writes and reads it.
+pub const AUDIT_STREAM: &str = "AUDIT";
+/// The subject of [`AUDIT_STREAM`].
+pub const AUDIT_SUBJECT: &str = "audit.requests";
 
 /// `todo.<agent>`: the agent's queue subject.
 pub fn todo_subject(agent: &AgentName) -> String {

@@ -24,6 +24,7 @@
 //! docs/swarm/remote.md): a field renamed on one side fails a test.
 
 pub mod agents;
+pub mod audit;
 pub mod error;
 pub mod forge;
 pub mod hives;

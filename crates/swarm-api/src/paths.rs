@@ -35,6 +35,8 @@ pub const AGENTS: &str = "/api/agents";
 pub const TODOS: &str = "/api/todos";
 /// `GET /api/jobq/graph`.
 pub const JOB_GRAPH: &str = "/api/jobq/graph";
+/// `GET /api/audit`.
+pub const AUDIT: &str = "/api/audit";
 /// `GET /api/config-prs`.
 pub const CONFIG_PRS: &str = "/api/config-prs";
 /// `GET /api/issues`.

@@ -21,10 +21,12 @@
 //! - [`feeds`]: agents' terminal feeds and turn headers as server-sent events; [`work`]: prompts
 //!   queued now, an agent's queue, cancelling its turn, its turn history.
 //! - [`ui`]: the swarm UI's files, agent icons and quick links.
-//! - [`api`]: the HTTP routes; [`remote`]: the controller as a host of the control plane.
+//! - [`audit`]: the log of every state-changing request; [`api`]: the HTTP routes; [`remote`]:
+//!   the controller as a host of the control plane.
 //! - [`daemon`]: wires them together ([`daemon::run`]); [`cli`]: the `swarm-controller`
 //!   command line.
 pub mod api;
+pub mod audit;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -215,6 +215,19 @@ async fn swarmctl_via_the_control_plane_drives_the_swarm_and_survives_its_copy_d
         serde_json::from_str(&remote.via(&["agent", "state", "h1", "bee", "paused", "--json"]).await).unwrap();
     // Recorded as the device the request came through, which the client cannot choose.
     assert_eq!(paused["set_by"], format!("swarmctl@{}", remote.laptop.id));
+    let audited = wait_until("the change in the audit log", SOON, || async {
+        let api = Api::Socket(remote.swarm.socket.clone());
+        let bytes = client::request(&api, Method::GET, "/api/audit", None, None).await.ok()?;
+        let page: Value = serde_json::from_slice(&bytes).unwrap();
+        page["entries"].as_array().unwrap().iter().find(|e| e["path"] == "/api/hives/h1/agents/bee/state").cloned()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        (&audited["who"], &audited["via"], &audited["method"], &audited["status"]),
+        (&json!(remote.laptop.id), &json!("control_plane"), &json!("PUT"), &json!(200)),
+        "{audited}"
+    );
     wait_until("bee paused on its hive", SOON, || async {
         (remote.swarm.actual_in_hive_status("bee").await.as_deref() == Some("paused")).then_some(())
     })

@@ -97,3 +97,68 @@ async fn root_is_admin_and_a_user_in_no_listed_group_has_no_role() {
     assert_ne!(status, 403, "root is admin: {body}");
     daemon.kill();
 }
+
+/// The audit page as root, once it holds `n` entries (they are written beside the answers).
+async fn audit_entries(socket: &Path, n: usize) -> Vec<serde_json::Value> {
+    hyperhive_testkit::wait_until(&format!("{n} audit entries"), std::time::Duration::from_secs(10), || async {
+        let (status, body) = request(socket, 0, "GET", "/api/audit?limit=50");
+        assert_eq!(status, 200, "{body}");
+        let page: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let entries = page["entries"].as_array().unwrap().clone();
+        (entries.len() >= n).then_some(entries)
+    })
+    .await
+    .unwrap()
+}
+
+/// Every state-changing request is recorded with who sent it, its role and its status, refusals
+/// too, and never its body; reads are not; only admins read the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_log_names_who_changed_what_and_holds_no_body() {
+    let nats = NatsJwt::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = controller(&nats, dir.path(), "nogroup=operator").await;
+    let socket = dir.path().join("run/controller.sock");
+    assert_eq!(request(&socket, NOBODY, "GET", "/api/agents").0, 200);
+    let (status, body) = request(&socket, NOBODY, "PUT", "/api/secrets/TOKEN");
+    assert_eq!(status, 403, "{body}");
+    let value = "hunter2-never-in-the-log";
+    let out = std::process::Command::new("curl")
+        .args(["--silent", "--unix-socket"])
+        .arg(&socket)
+        .args(["--request", "PUT", "--data-binary", value, "http://swarm/api/secrets/TOKEN"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let (status, body) = request(&socket, NOBODY, "GET", "/api/audit");
+    assert_eq!(status, 403, "an operator does not read the log: {body}");
+
+    let entries = audit_entries(&socket, 2).await;
+    let seen: Vec<(&str, &str, &str, &str, u64)> = entries
+        .iter()
+        .map(|e| {
+            let field = |k: &str| e[k].as_str().unwrap_or("-");
+            (field("who"), field("role"), field("method"), field("path"), e["status"].as_u64().unwrap())
+        })
+        .collect();
+    // Root's PUT reached the handler (this controller has no secret store: 503).
+    assert_eq!(
+        seen,
+        [("root", "admin", "PUT", "/api/secrets/TOKEN", 503), ("nobody", "operator", "PUT", "/api/secrets/TOKEN", 403)],
+        "newest first; reads are not recorded"
+    );
+    let at =
+        time::OffsetDateTime::parse(entries[0]["at"].as_str().unwrap(), &time::format_description::well_known::Rfc3339);
+    assert!(at.is_ok(), "{entries:?}");
+    assert!(entries.iter().all(|e| e["via"] == "socket"), "{entries:?}");
+    let js = async_nats::jetstream::new(nats.controller_client().await.unwrap());
+    let mut stream = js.get_stream("AUDIT").await.unwrap();
+    let last = stream.info().await.unwrap().state.last_sequence;
+    for seq in 1..=last {
+        let message = stream.direct_get(seq).await.unwrap();
+        assert!(!String::from_utf8_lossy(&message.payload).contains(value), "a secret's value in the log");
+    }
+    let (status, body) = request(&socket, 0, "GET", "/api/audit?since=tomorrow");
+    assert_eq!(status, 400, "{body}");
+    daemon.kill();
+}

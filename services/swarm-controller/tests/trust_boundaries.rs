@@ -19,9 +19,9 @@ use futures::StreamExt;
 use hyperhive_nats_creds::{AgentName, HiveName};
 use hyperhive_nats_objects::limits::{TODO_MAX_MSG_SIZE, TODO_MAX_MSGS_PER_AGENT};
 use hyperhive_nats_objects::{
-    AGENT_SCHEDULES_BUCKET, AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, SCHEDULE_DEFINITIONS_BUCKET,
-    TODO_STREAM, TURNS_STREAM, agent_inbox_prefix, agent_schedule_direct_get_subject, deploy_subject,
-    hive_durable_name, hive_inbox_prefix, hive_status_subject, hive_wanted_filter,
+    AGENT_SCHEDULES_BUCKET, AGENT_WANTED_BUCKET, AUDIT_STREAM, AUDIT_SUBJECT, DEPLOY_STREAM, HIVE_STATUS_BUCKET,
+    SCHEDULE_DEFINITIONS_BUCKET, TODO_STREAM, TURNS_STREAM, agent_inbox_prefix, agent_schedule_direct_get_subject,
+    deploy_subject, hive_durable_name, hive_inbox_prefix, hive_status_subject, hive_wanted_filter,
 };
 use hyperhive_testkit::NatsJwt;
 
@@ -498,6 +498,20 @@ async fn an_agent_writes_only_its_own_turn_history_and_hears_only_its_own_cancel
     controller.flush().await.unwrap();
     let leaked = tokio::time::timeout(ANSWER, others.next()).await;
     assert!(!matches!(leaked, Ok(Some(_))), "a heard b's cancel request: {leaked:?}");
+}
+
+/// Neither an agent nor a hive writes the audit log or reads it: the stream is the swarm
+/// account's and is exported to no tenant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_tenant_writes_or_reads_the_audit_log() {
+    let swarm = Swarm::start().await;
+    for (who, tenant) in [("agent a", swarm.agent("a").await), ("hive h1", swarm.hive("h1", &["a"]).await)] {
+        tenant.publish(AUDIT_SUBJECT, r#"{"who":"root"}"#.into()).await.unwrap();
+        tenant.flush().await.unwrap();
+        let read = jetstream::new(tenant.clone()).get_stream(AUDIT_STREAM).await;
+        assert!(read.is_err(), "{who} reached the audit stream");
+    }
+    assert_eq!(swarm.held(AUDIT_STREAM, AUDIT_SUBJECT).await, 0, "nothing landed in the log");
 }
 
 /// Publishes the controller's cancel request for `a` until `subscription` hears one.

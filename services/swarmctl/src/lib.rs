@@ -12,6 +12,7 @@
 //!   state), `accounts`, `secret`, `create`, `jobs`, `forge`, `terminal`; `format` writes their tables,
 //!   `sse` reads event streams.
 
+mod audit;
 pub mod client;
 mod create;
 mod error;
@@ -143,6 +144,19 @@ pub enum Top {
         /// Only if this todo's turn is the one running.
         #[arg(long, value_name = "ID")]
         todo: Option<String>,
+    },
+    /// Every state-changing request the controller took, newest first: when, who (the socket
+    /// user or the paired device), how it came, its role, what, and its status. Needs admin.
+    Audit {
+        /// Nothing older: a duration back (1h, 30m, 2d) or an RFC 3339 time.
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        /// How many (1 to 500).
+        #[arg(long, default_value_t = 50, value_name = "N")]
+        limit: usize,
+        /// Print the API's JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// An agent's turn history, newest first: when each started, its todo, who asked (the
     /// schedule's name for a fired slot), how it ended and how long it took.
@@ -569,6 +583,10 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
         Top::Todos(TodosCommand::List { agent, json }) => return work::list_todos(api, &agent, json).await,
         Top::Cancel { agent, todo } => return work::cancel(api, &agent, todo).await,
         Top::Turns { agent, failed, limit, json } => return work::turns(api, &agent, failed, limit, json).await,
+        Top::Audit { since, limit, json } => {
+            let since = since.map(|s| audit::parse_since(&s, clock.now())).transpose()?;
+            return audit::audit(api, since, limit, json).await;
+        }
         Top::Turn { agent, id, full, json } => {
             let shown = match (json, full) {
                 (true, _) => work::TurnShown::Json,

@@ -9,6 +9,7 @@
 //! Every route is one row of that table; docs/reference/routes.md lists them.
 
 mod agents;
+mod audit;
 mod caller;
 mod create;
 mod error;
@@ -17,6 +18,7 @@ mod forge;
 mod hives;
 mod jobq;
 mod linked;
+mod page;
 pub mod routes;
 mod schedules;
 mod secrets;
@@ -29,6 +31,9 @@ use std::sync::Arc;
 use bytes::{Buf, Bytes};
 use futures::Stream;
 use hyperhive_json_body::BodyError;
+use hyperhive_swarm_api::audit::{AuditEntry, Via};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
 use warp::Filter;
 use warp::http::{HeaderMap, Method, StatusCode};
 use warp::reply::Response;
@@ -41,6 +46,7 @@ use routes::{Found, RouteId};
 use hyperhive_hive_proto::directory::HiveDirectory;
 use hyperhive_jobq::Jobq;
 
+use crate::audit::AuditLog;
 use crate::clock::Clock;
 use crate::feeds::{FeedHub, FeedKind};
 use crate::forge::ForgeHub;
@@ -81,6 +87,8 @@ pub use hyperhive_swarm_api::limits::{
 pub struct App {
     /// The NATS connection (for `/healthz`).
     client: async_nats::Client,
+    /// Where every state-changing request is recorded, and read back.
+    audit: audit::AuditApi,
     schedules: SchedulesApi,
     hives: HivesApi,
     agents: AgentsApi,
@@ -205,9 +213,10 @@ impl App {
             ui: UiApi { icons, quick_links, roster },
             jobs: JobsApi { jobq },
             linked: LinkedApi { linked },
-            forge: ForgeApi { forge, js },
+            forge: ForgeApi { forge, js: js.clone() },
             secrets: SecretsApi { secrets: env_secrets },
             control_link: std::sync::OnceLock::new(),
+            audit: audit::AuditApi { log: AuditLog::new(js) },
         }
     }
 }
@@ -276,7 +285,33 @@ impl App {
                 )));
             }
         };
-        caller.allows(routes::needed(route), &format!("{method} {path}"))?;
+        let outcome = match caller.allows(routes::needed(route), &format!("{method} {path}")) {
+            Ok(()) => self.dispatch(route, &params, caller, path, query, headers, body).await,
+            Err(refused) => Err(refused),
+        };
+        if *method != Method::GET {
+            let status = outcome.as_ref().map_or_else(ApiError::status, Response::status);
+            self.audit.log.record(audit_entry(caller, method, path, status));
+        }
+        outcome
+    }
+
+    /// Runs the handler of `route`, which `caller` may use.
+    #[allow(clippy::too_many_arguments)]
+    async fn dispatch<S, B>(
+        &self,
+        route: RouteId,
+        params: &[&str],
+        caller: &Caller,
+        path: &str,
+        query: &str,
+        headers: &HeaderMap,
+        body: S,
+    ) -> Result<Response, ApiError>
+    where
+        S: Stream<Item = Result<B, warp::Error>> + Send,
+        B: Buf,
+    {
         let param = |i: usize| params[i];
         match route {
             RouteId::UiFile => match crate::ui::assets::asset(path) {
@@ -313,12 +348,12 @@ impl App {
             }
             RouteId::ListLinked => self.linked.list_linked(param(0), param(1)).await,
             RouteId::PutMatrixAccount | RouteId::PutForgeAccount | RouteId::PutGithubAccount => {
-                let (kind, name) = linked_kind(route, &params);
+                let (kind, name) = linked_kind(route, params);
                 let body = linked_body(headers, body).await?;
                 self.linked.put_linked(param(0), param(1), kind, name, &body).await
             }
             RouteId::DeleteMatrixAccount | RouteId::DeleteForgeAccount | RouteId::DeleteGithubAccount => {
-                let (kind, name) = linked_kind(route, &params);
+                let (kind, name) = linked_kind(route, params);
                 self.linked.delete_linked(param(0), param(1), kind, name, query).await
             }
             RouteId::Terminal => self.feeds.feed(param(0), FeedKind::Terminal, headers).await,
@@ -353,6 +388,7 @@ impl App {
             RouteId::ListTurns => self.turns.list(param(0), query).await,
             RouteId::GetTurn => self.turns.get(param(0), param(1)).await,
             RouteId::TurnOutput => self.turns.output(param(0), param(1)).await,
+            RouteId::Audit => self.audit.page(query).await,
             RouteId::ListAgentSecrets => self.secrets.list(Some(param(0))).await,
             RouteId::PutAgentSecret => self.secrets.put(Some(param(0)), param(1), headers, body).await,
             RouteId::DeleteAgentSecret => self.secrets.delete(Some(param(0)), param(1)).await,
@@ -390,6 +426,25 @@ impl App {
 }
 
 /// A JSON response with `status`.
+/// What the audit log keeps of a request: who, how, with which role, what, and how it ended.
+fn audit_entry(caller: &Caller, method: &Method, path: &str, status: StatusCode) -> AuditEntry {
+    let via = match caller {
+        Caller::Local { .. } => Via::Socket,
+        Caller::Device { .. } => Via::ControlPlane,
+    };
+    let now = OffsetDateTime::now_utc();
+    let at = now.replace_nanosecond(now.nanosecond() / 1_000_000 * 1_000_000).unwrap_or(now);
+    AuditEntry {
+        at: at.format(&Rfc3339).unwrap_or_default(),
+        who: caller.to_string(),
+        via,
+        role: caller.role(),
+        method: method.to_string(),
+        path: path.to_owned(),
+        status: status.as_u16(),
+    }
+}
+
 fn json(status: StatusCode, value: &impl serde::Serialize) -> Response {
     use warp::Reply;
     warp::reply::with_status(warp::reply::json(value), status).into_response()

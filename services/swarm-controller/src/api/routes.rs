@@ -95,6 +95,8 @@ pub enum RouteId {
     GetTurn,
     /// `GET /api/agents/{name}/turns/{id}/output`.
     TurnOutput,
+    /// `GET /api/audit`.
+    Audit,
     /// `GET /api/agents/{name}/secrets`.
     ListAgentSecrets,
     /// `PUT /api/agents/{name}/secrets/{var}`.
@@ -317,6 +319,12 @@ pub const ROUTES: &[Route] = &[
         "set a default secret variable of every agent; the raw body is the value (at most 64 KiB)",
     ),
     route(Method::DELETE, "/api/secrets/{var}", RouteId::DeleteSwarmSecret, "remove a default secret variable"),
+    route(
+        Method::GET,
+        "/api/audit",
+        RouteId::Audit,
+        "every state-changing request: who, how, with which role, what, its status; newest first",
+    ),
 ];
 
 /// The least role a route needs ([`Role`]'s doc says what each may do). A wanted-state change to
@@ -366,8 +374,9 @@ pub fn needed(id: RouteId) -> Role {
         | R::PromptAgents
         | R::DeleteTodo
         | R::CancelTurn => Role::Operator,
-        // Making agents and holding their keys.
-        R::CreateAgent
+        // Making agents and holding their keys, and who did what.
+        R::Audit
+        | R::CreateAgent
         | R::PutMatrixAccount
         | R::DeleteMatrixAccount
         | R::PutForgeAccount

@@ -14,6 +14,7 @@ use warp::http::header::CONTENT_TYPE;
 use warp::http::{HeaderValue, StatusCode};
 use warp::reply::Response;
 
+use super::page::{Filter, PageQuery};
 use super::todos::decoded;
 use super::ui::known_agent;
 use super::{ApiError, json};
@@ -23,10 +24,6 @@ use crate::work::Unavailable;
 use crate::work::history::{Histories, Stored};
 use crate::work::turn_output::TurnOutputs;
 
-/// Turns per page when `?limit` is not given.
-const DEFAULT_LIMIT: usize = 20;
-/// The most turns one page holds.
-const MAX_LIMIT: usize = 500;
 /// How many agents' histories `fired` reads at once.
 const HISTORIES_AT_ONCE: usize = 8;
 
@@ -45,7 +42,7 @@ pub struct TurnsApi {
 
 impl TurnsApi {
     pub(super) async fn list(&self, name: &str, query: &str) -> Result<Response, ApiError> {
-        let query = PageQuery::parse(query)?;
+        let query = PageQuery::parse(query, Filter::Failed)?;
         let agent = known_agent(&self.roster, name).await?;
         let (turns, next_before) = self
             .histories
@@ -133,62 +130,4 @@ impl TurnsApi {
 fn view((seq, record): Stored, names: &HashMap<String, String>) -> TurnView {
     let schedule_name = record.source.strip_prefix("schedule:").and_then(|id| names.get(id)).cloned();
     TurnView { seq, record, schedule_name, relay_output: None }
-}
-
-/// `?limit=N&before=SEQ&failed=true`.
-#[derive(Debug, PartialEq, Eq)]
-struct PageQuery {
-    limit: usize,
-    before: Option<u64>,
-    failed: bool,
-}
-
-impl PageQuery {
-    fn parse(query: &str) -> Result<Self, ApiError> {
-        let mut parsed = PageQuery { limit: DEFAULT_LIMIT, before: None, failed: false };
-        let bad =
-            |what: String| ApiError::BadRequest(format!("{what}; use ?limit=1..{MAX_LIMIT}&before=SEQ&failed=true"));
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            match key {
-                "limit" => {
-                    parsed.limit = value
-                        .parse()
-                        .ok()
-                        .filter(|n| (1..=MAX_LIMIT).contains(n))
-                        .ok_or_else(|| bad(format!("limit {value:?} is not a number from 1 to {MAX_LIMIT}")))?;
-                }
-                "before" => {
-                    parsed.before =
-                        Some(value.parse().map_err(|_| bad(format!("before {value:?} is not a turn's seq")))?);
-                }
-                "failed" => {
-                    parsed.failed = match value {
-                        "true" | "" => true,
-                        "false" => false,
-                        _ => return Err(bad(format!("failed {value:?} is not true or false"))),
-                    };
-                }
-                _ => return Err(bad(format!("unknown query parameter {key:?}"))),
-            }
-        }
-        Ok(parsed)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_page_query_is_checked() {
-        assert_eq!(PageQuery::parse("").unwrap(), PageQuery { limit: 20, before: None, failed: false });
-        assert_eq!(
-            PageQuery::parse("limit=5&before=9&failed=true").unwrap(),
-            PageQuery { limit: 5, before: Some(9), failed: true }
-        );
-        for bad in ["limit=0", "limit=501", "limit=x", "before=-1", "failed=maybe", "page=2"] {
-            assert!(PageQuery::parse(bad).is_err(), "{bad}");
-        }
-    }
 }
