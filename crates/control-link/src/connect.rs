@@ -94,6 +94,8 @@ pub enum Event {
     /// JSON its sender wrote, byte for byte.
     Message {
         from: String,
+        /// The role the control plane gives the sender (a client paired with one).
+        from_role: Option<hyperhive_control_proto::role::Role>,
         body: Body,
     },
     /// `to` has received every message sent to it up to `seq`.
@@ -314,10 +316,10 @@ async fn connection(
 /// for the application is returned.
 fn on_frame(state: &mut State, frame: LinkFrame, out: &mut Vec<LinkFrame>) -> Option<Event> {
     match frame {
-        LinkFrame::Message { from, epoch, seq, first_unacked, body } => {
+        LinkFrame::Message { from, from_role, epoch, seq, first_unacked, body } => {
             let (receipt, ack) = state.inbox.receive(&from, epoch, seq, first_unacked);
             out.push(ack);
-            (receipt == Receipt::Deliver).then_some(Event::Message { from, body })
+            (receipt == Receipt::Deliver).then_some(Event::Message { from, from_role, body })
         }
         LinkFrame::Acked { from, epoch, seq } => {
             out.extend(state.outbox.on_ack(&from, epoch, seq, Instant::now()));

@@ -4,6 +4,7 @@
 //! # Layout
 //! - [`code`]: the pairing code token (versioned, one copy-pasteable string).
 //! - [`pair`]: the `POST /v1/pair` request and response, and the messages each side signs.
+//! - [`role`]: what a paired client may do on a host.
 //! - [`DeviceKind`] and [`ErrorBody`], used by both.
 //!
 //! The format is written down in `docs/control-plane/protocol.md`.
@@ -12,6 +13,7 @@ pub mod code;
 pub mod encoding;
 pub mod link;
 pub mod pair;
+pub mod role;
 
 use serde::{Deserialize, Serialize};
 

@@ -134,9 +134,12 @@ pub enum LinkFrame {
         body: Body,
     },
     /// Server to device: a relayed message from the device `from`, its `body` the bytes the
-    /// sender wrote.
+    /// sender wrote. `from_role` is the role the sender's code gave it, when the sender is a
+    /// client paired with one (a client paired before roles existed has none).
     Message {
         from: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_role: Option<crate::role::Role>,
         epoch: u64,
         seq: u64,
         first_unacked: u64,
@@ -337,6 +340,8 @@ struct MessageFields {
     #[serde(rename = "type")]
     _type: String,
     from: String,
+    #[serde(default)]
+    from_role: Option<crate::role::Role>,
     epoch: u64,
     seq: u64,
     first_unacked: u64,
@@ -630,6 +635,7 @@ impl LinkFrame {
             }),
             "message" => serde_json::from_str::<MessageFields>(text).map(|f| LinkFrame::Message {
                 from: f.from,
+                from_role: f.from_role,
                 epoch: f.epoch,
                 seq: f.seq,
                 first_unacked: f.first_unacked,
@@ -785,7 +791,22 @@ mod tests {
                 first_unacked: 2,
                 body: json!({"prompt": "hi"}).into(),
             },
-            LinkFrame::Message { from: "c1".into(), epoch: 7, seq: 3, first_unacked: 2, body: json!([1, 2]).into() },
+            LinkFrame::Message {
+                from: "c1".into(),
+                from_role: Some(crate::role::Role::Operator),
+                epoch: 7,
+                seq: 3,
+                first_unacked: 2,
+                body: json!([1, 2]).into(),
+            },
+            LinkFrame::Message {
+                from: "h1".into(),
+                from_role: None,
+                epoch: 7,
+                seq: 3,
+                first_unacked: 2,
+                body: json!(1).into(),
+            },
             LinkFrame::Ack { to: "c1".into(), epoch: 7, seq: 3 },
             LinkFrame::Acked { from: "h1".into(), epoch: 7, seq: 3 },
             LinkFrame::Undeliverable { to: "h1".into(), epoch: 7, seq: 3, reason: UndeliverableReason::Offline },
@@ -825,7 +846,8 @@ mod tests {
             panic!("not a send")
         };
         assert_eq!(decoded.get(), body);
-        let message = LinkFrame::Message { from: "c1".into(), epoch, seq, first_unacked, body: decoded };
+        let message =
+            LinkFrame::Message { from: "c1".into(), from_role: None, epoch, seq, first_unacked, body: decoded };
         let text = message.encode();
         assert!(text.ends_with(&format!(r#""body":{body}}}"#)), "{text}");
         let forward = PeerFrame::Forward { to, frame: Box::new(message.clone()) }.encode();
@@ -852,6 +874,7 @@ mod tests {
         let body = Body::parse(&format!("\"{}\"", "x".repeat(MAX_BODY_BYTES - 2))).unwrap();
         let longest_id = "d".repeat(64);
         let message = LinkFrame::Message {
+            from_role: None,
             from: longest_id.clone(),
             epoch: u64::MAX,
             seq: u64::MAX,

@@ -27,6 +27,8 @@ pub struct Issuer {
 pub struct CodeRequest {
     pub kind: DeviceKind,
     pub name: Option<String>,
+    /// A client's role (none for a host).
+    pub role: Option<hyperhive_control_proto::role::Role>,
     pub ttl: Duration,
     pub made_by: String,
 }
@@ -46,13 +48,15 @@ pub async fn make_code(
         hash: hash.clone(),
         kind: request.kind,
         name: request.name.clone(),
+        role: request.role,
         created_at: records::timestamp(now),
         expires_at: records::timestamp(now + request.ttl),
         made_by: request.made_by.clone(),
         write_id: records::write_id(),
     };
     store.create(&records::code_key(&hash), records::encode(&record)).await?;
-    tracing::info!(kind = %request.kind, code = %&hash[..12], expires_at = %record.expires_at, "made a code");
+    let role = request.role.map_or("-", |r| r.as_str());
+    tracing::info!(kind = %request.kind, role, code = %&hash[..12], expires_at = %record.expires_at, "made a code");
     Ok(Code {
         control_url: issuer.control_url.clone(),
         control_public_key: issuer.key.public_key(),
@@ -209,7 +213,7 @@ mod tests {
     }
 
     fn request(ttl: Duration) -> CodeRequest {
-        CodeRequest { kind: DeviceKind::Client, name: None, ttl, made_by: "test".into() }
+        CodeRequest { kind: DeviceKind::Client, name: None, role: None, ttl, made_by: "test".into() }
     }
 
     #[tokio::test]

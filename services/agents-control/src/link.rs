@@ -30,6 +30,8 @@ struct Device {
     id: String,
     kind: DeviceKind,
     name: String,
+    /// A client's role, named to the hosts it sends to.
+    role: Option<hyperhive_control_proto::role::Role>,
 }
 
 /// Why the handshake ended without a device; each is a close code and its reason.
@@ -162,7 +164,7 @@ async fn handshake(
     sink.send(text(&welcome))
         .await
         .map_err(|_| Refusal(CloseCode::Normal, "the device left during the handshake".into()))?;
-    Ok(Device { id: record.id, kind: record.kind, name: record.name })
+    Ok(Device { id: record.id, kind: record.kind, name: record.name, role: record.role })
 }
 
 /// Whether the store still holds the proven device as paired, read once more before it is let
@@ -213,7 +215,14 @@ async fn on_frame(control: &Arc<Control>, device: &Device, session: u64, body: &
             let reason = match relayable(control, device, &to, &body).await {
                 Err(reason) => reason,
                 Ok(()) => {
-                    let message = LinkFrame::Message { from: device.id.clone(), epoch, seq, first_unacked, body };
+                    let message = LinkFrame::Message {
+                        from: device.id.clone(),
+                        from_role: device.role,
+                        epoch,
+                        seq,
+                        first_unacked,
+                        body,
+                    };
                     match control.sessions.send(&to, message) {
                         Ok(route) => {
                             control.metrics.record_relay(route);
@@ -244,9 +253,9 @@ async fn on_frame(control: &Arc<Control>, device: &Device, session: u64, body: &
         LinkFrame::Request { id, request } => {
             // A request may wait on the store; it runs on its own so relaying never waits for
             // it, and its answer goes through the session's queue like any other frame.
-            let (control, device_id, kind) = (control.clone(), device.id.clone(), device.kind);
+            let (control, device_id, kind, role) = (control.clone(), device.id.clone(), device.kind, device.role);
             tokio::spawn(async move {
-                let answer = crate::requests::answer(&control, kind, &device_id, id, request).await;
+                let answer = crate::requests::answer(&control, kind, &device_id, role, id, request).await;
                 let pages = answer.len();
                 if control.sessions.send_to_session(&device_id, session, answer) == Err(NotQueued::Full) {
                     let error = format!("the answer ({pages} frames) does not fit in this link's queue now: ask again");

@@ -91,6 +91,7 @@ pub async fn redeem(
         paired_at: records::timestamp(now),
         code: hash,
         forgotten_at: None,
+        role: code.role,
         write_id: records::write_id(),
     };
     match store.create(&device_key, records::encode(&record)).await {

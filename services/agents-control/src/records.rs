@@ -9,6 +9,7 @@
 //! | `members/<copy id>.json` | [`MemberRecord`]: one running copy |
 
 use hyperhive_control_proto::DeviceKind;
+use hyperhive_control_proto::role::Role;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
@@ -40,6 +41,9 @@ pub struct DeviceRecord {
     /// RFC 3339, set when the device was forgotten.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forgotten_at: Option<String>,
+    /// A client's role, from its code (none for a host, or a client paired before roles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
     /// Unique per write, so a writer can recognise its own write after an ambiguous answer.
     pub write_id: String,
 }
@@ -55,6 +59,9 @@ pub struct CodeRecord {
     /// A suggested name for the device, from `code --name`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The role a client code gives its device (`code --client --role`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
     pub created_at: String,
     pub expires_at: String,
     /// Who made it (`cli@<host>` or a device id).
@@ -169,6 +176,7 @@ mod tests {
             paired_at: timestamp(OffsetDateTime::UNIX_EPOCH),
             code: code_hash(b"s"),
             forgotten_at: None,
+            role: None,
             write_id: write_id(),
         }
     }

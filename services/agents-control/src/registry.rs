@@ -289,6 +289,7 @@ mod tests {
             paired_at: "2026-01-01T00:00:00Z".into(),
             code,
             forgotten_at: None,
+            role: None,
             write_id: records::write_id(),
         }
     }

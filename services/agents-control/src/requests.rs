@@ -15,6 +15,7 @@ use crate::records::{self, DeviceRecord};
 use crate::registry::{self, RegistryError};
 use hyperhive_control_proto::DeviceKind;
 use hyperhive_control_proto::link::{DeviceInfo, LinkFrame, Reply, Request, devices_replies};
+use hyperhive_control_proto::role::Role;
 use hyperhive_object_store::StoreError;
 use std::time::Duration;
 use time::OffsetDateTime;
@@ -42,14 +43,26 @@ impl Refused {
     }
 }
 
-/// Answers one request from the device `device_id` of kind `kind`: the frames to send, in order.
-pub async fn answer(control: &Control, kind: DeviceKind, device_id: &str, id: u64, request: Request) -> Vec<LinkFrame> {
+/// Answers one request from the device `device_id` of kind `kind` and role `role`: the frames to
+/// send, in order.
+pub async fn answer(
+    control: &Control,
+    kind: DeviceKind,
+    device_id: &str,
+    role: Option<Role>,
+    id: u64,
+    request: Request,
+) -> Vec<LinkFrame> {
     let op = op_name(&request);
     let outcome = if kind == DeviceKind::Host {
         Err(Refused::wrong("hosts may not make requests; use a client"))
     } else {
         match request {
-            Request::MakeCode { kind, name, ttl_secs } => make_code(control, device_id, kind, name, ttl_secs).await,
+            Request::MakeCode { kind, name, ttl_secs } => {
+                // A client's code gives its device the asker's own role: never more.
+                let role = (kind == DeviceKind::Client).then(|| role.unwrap_or(Role::Admin));
+                make_code(control, device_id, kind, name, role, ttl_secs).await
+            }
             Request::ListDevices => Ok(list_devices(control).await),
             Request::ForgetDevice { device_id: target } => forget_device(control, &target).await,
             _ => Err(Refused::wrong(format!("\"{op}\" is not served by this version of agents-control"))),
@@ -112,6 +125,7 @@ async fn make_code(
     asked_by: &str,
     kind: DeviceKind,
     name: Option<String>,
+    role: Option<Role>,
     ttl_secs: Option<u64>,
 ) -> Result<Reply, Refused> {
     let ttl = check_code_request(name.as_deref(), ttl_secs)?;
@@ -122,7 +136,7 @@ async fn make_code(
         )
     })?;
     let now = control.clock.now();
-    let request = CodeRequest { kind, name, ttl, made_by: asked_by.to_owned() };
+    let request = CodeRequest { kind, name, role, ttl, made_by: asked_by.to_owned() };
     let max = control.guards.limits.max_codes_per_client;
     let paired = |id: &str| control.registry.holds(id);
     let code = match control.codes.make_bounded(control.store.as_ref(), &At(now), issuer, &request, max, paired).await {

@@ -546,6 +546,7 @@ mod tests {
         let sessions = Sessions::default();
         let message = LinkFrame::Message {
             from: "c1".into(),
+            from_role: None,
             epoch: 9,
             seq: 4,
             first_unacked: 1,

@@ -69,7 +69,13 @@ async fn a_long_code_sweep_holds_up_neither_forgets_nor_heartbeats() {
     let files = FileStore::open(dir.path()).unwrap();
     let key = ControlKey::from_seed([4; 32]);
     let issuer = Issuer { key: key.clone(), control_url: "https://agents.example.com".into(), pin: None };
-    let request = CodeRequest { kind: DeviceKind::Client, name: None, ttl: codes::DEFAULT_TTL, made_by: "test".into() };
+    let request = CodeRequest {
+        kind: DeviceKind::Client,
+        name: None,
+        role: None,
+        ttl: codes::DEFAULT_TTL,
+        made_by: "test".into(),
+    };
     futures::stream::iter(0..CODES)
         .for_each_concurrent(16, |_| async {
             codes::make_code(&files, &SystemClock, &issuer, &request).await.unwrap();

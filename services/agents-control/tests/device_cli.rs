@@ -64,7 +64,7 @@ async fn setup() -> Setup {
 
 impl Setup {
     async fn code(&self, kind: DeviceKind, issuer: &Issuer) -> String {
-        let request = CodeRequest { kind, name: None, ttl: codes::DEFAULT_TTL, made_by: "test".into() };
+        let request = CodeRequest { kind, name: None, role: None, ttl: codes::DEFAULT_TTL, made_by: "test".into() };
         codes::make_code(self.store.as_ref(), &SystemClock, issuer, &request).await.unwrap().to_token()
     }
 

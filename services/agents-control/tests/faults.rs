@@ -104,8 +104,13 @@ impl Bench {
     }
 
     async fn make_code(&self, store: &dyn Store) -> StoreResult<String> {
-        let request =
-            CodeRequest { kind: DeviceKind::Host, name: None, ttl: codes::DEFAULT_TTL, made_by: "test".into() };
+        let request = CodeRequest {
+            kind: DeviceKind::Host,
+            name: None,
+            role: None,
+            ttl: codes::DEFAULT_TTL,
+            made_by: "test".into(),
+        };
         Ok(codes::make_code(store, &SystemClock, &self.issuer(), &request).await?.to_token())
     }
 }

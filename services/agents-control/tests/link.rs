@@ -76,8 +76,10 @@ async fn a_host_and_a_client_exchange_messages_both_ways_with_acks() {
     assert_eq!(next_frame(&mut client_link).await, LinkFrame::PresenceChanged { host: online });
 
     send(&mut client_link, &send_frame(&host.id, 1, serde_json::json!({"prompt": "hi"}))).await;
+    // The host is told the client's role, from its code.
     let message = LinkFrame::Message {
         from: client.id.clone(),
+        from_role: Some(hyperhive_control_proto::role::Role::Operator),
         epoch: 9,
         seq: 1,
         first_unacked: 1,
@@ -88,8 +90,10 @@ async fn a_host_and_a_client_exchange_messages_both_ways_with_acks() {
     assert_eq!(next_frame(&mut client_link).await, LinkFrame::Acked { from: host.id.clone(), epoch: 9, seq: 1 });
 
     send(&mut host_link, &send_frame(&client.id, 1, serde_json::json!("done"))).await;
-    let LinkFrame::Message { from, body, .. } = next_frame(&mut client_link).await else { panic!("not a message") };
-    assert_eq!((from.as_str(), body), (host.id.as_str(), serde_json::json!("done").into()));
+    let LinkFrame::Message { from, from_role, body, .. } = next_frame(&mut client_link).await else {
+        panic!("not a message")
+    };
+    assert_eq!((from.as_str(), from_role, body), (host.id.as_str(), None, serde_json::json!("done").into()));
     send(&mut client_link, &LinkFrame::Ack { to: host.id.clone(), epoch: 9, seq: 1 }).await;
     assert_eq!(next_frame(&mut host_link).await, LinkFrame::Acked { from: client.id.clone(), epoch: 9, seq: 1 });
 

@@ -36,7 +36,8 @@ fn fixture() -> Fixture {
 
 impl Fixture {
     async fn code(&self, kind: DeviceKind) -> String {
-        let request = CodeRequest { kind, name: None, ttl: codes::DEFAULT_TTL, made_by: "test".into() };
+        let role = (kind == DeviceKind::Client).then_some(hyperhive_control_proto::role::Role::Operator);
+        let request = CodeRequest { kind, name: None, role, ttl: codes::DEFAULT_TTL, made_by: "test".into() };
         codes::make_code(self.store.as_ref(), self.clock.as_ref(), &self.issuer, &request).await.unwrap().to_token()
     }
 
@@ -270,7 +271,13 @@ async fn a_pairing_retried_after_a_landed_write_was_reported_unavailable_succeed
     let clock = FakeClock::at(datetime!(2026-11-30 04:00 UTC));
     let key = ControlKey::from_seed([7; 32]);
     let issuer = Issuer { key: key.clone(), control_url: "https://agents.example.com".into(), pin: None };
-    let code = CodeRequest { kind: DeviceKind::Client, name: None, ttl: codes::DEFAULT_TTL, made_by: "test".into() };
+    let code = CodeRequest {
+        kind: DeviceKind::Client,
+        name: None,
+        role: None,
+        ttl: codes::DEFAULT_TTL,
+        made_by: "test".into(),
+    };
     let token = codes::make_code(&store, &clock, &issuer, &code).await.unwrap().to_token();
     let device = SigningKey::from_bytes(&[1; 32]);
     let request = PairRequest::sign(&token, &device, "laptop");

@@ -142,7 +142,7 @@ impl Cluster {
 }
 
 fn message(from: &Device, seq: u64, body: serde_json::Value) -> LinkFrame {
-    LinkFrame::Message { from: from.id.clone(), epoch: 9, seq, first_unacked: 1, body: body.into() }
+    LinkFrame::Message { from: from.id.clone(), from_role: None, epoch: 9, seq, first_unacked: 1, body: body.into() }
 }
 
 #[tokio::test]

@@ -65,7 +65,13 @@ fn issuer() -> Issuer {
 }
 
 async fn make_code(store: &dyn Store) -> String {
-    let request = CodeRequest { kind: DeviceKind::Client, name: None, ttl: codes::DEFAULT_TTL, made_by: "test".into() };
+    let request = CodeRequest {
+        kind: DeviceKind::Client,
+        name: None,
+        role: None,
+        ttl: codes::DEFAULT_TTL,
+        made_by: "test".into(),
+    };
     codes::make_code(store, &SystemClock, &issuer(), &request).await.unwrap().to_token()
 }
 

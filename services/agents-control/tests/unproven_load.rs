@@ -72,7 +72,8 @@ async fn slow_client(local: IpAddr, to: SocketAddr, body_too: bool, stop: Arc<At
 /// A device pairs through `/v1/pair` and links, as a real one does; panics past `within`.
 async fn pair_and_link(addr: SocketAddr, store: &dyn Store, key: &ControlKey, n: usize, within: Duration) {
     let issuer = Issuer { key: key.clone(), control_url: format!("http://{addr}"), pin: None };
-    let request = CodeRequest { kind: DeviceKind::Host, name: None, ttl: codes::DEFAULT_TTL, made_by: "test".into() };
+    let request =
+        CodeRequest { kind: DeviceKind::Host, name: None, role: None, ttl: codes::DEFAULT_TTL, made_by: "test".into() };
     let code = codes::make_code(store, &SystemClock, &issuer, &request).await.unwrap();
     let device_key = SigningKey::from_bytes(&rand::random::<[u8; 32]>());
     let body = serde_json::to_vec(&PairRequest::sign(&code.to_token(), &device_key, &format!("real {n}"))).unwrap();

@@ -138,7 +138,7 @@ async fn plain_round_trips(client_identity: &Path, host_identity: &Path, host_id
     let (host_commands, mut host_events) = link(host_identity);
     let echo = tokio::spawn(async move {
         while let Some(event) = host_events.recv().await {
-            if let Event::Message { from, body } = event
+            if let Event::Message { from, body, .. } = event
                 && host_commands.send(Command::Send { to: from, body }).await.is_err()
             {
                 return;
@@ -167,7 +167,7 @@ async fn plain_round_trips(client_identity: &Path, host_identity: &Path, host_id
         let echoed = tokio::time::timeout(SOON, async {
             loop {
                 match events.recv().await.expect("the client's link runs") {
-                    Event::Message { from, body } if from == host_id => return body,
+                    Event::Message { from, body, .. } if from == host_id => return body,
                     _ => {}
                 }
             }

@@ -224,10 +224,19 @@ async fn swarmctl_via_the_control_plane_drives_the_swarm_and_survives_its_copy_d
     .await
     .unwrap();
     assert_eq!(
-        (&audited["who"], &audited["via"], &audited["method"], &audited["status"]),
-        (&json!(remote.laptop.id), &json!("control_plane"), &json!("PUT"), &json!(200)),
-        "{audited}"
+        (&audited["who"], &audited["via"], &audited["role"], &audited["method"], &audited["status"]),
+        (&json!(remote.laptop.id), &json!("control_plane"), &json!("operator"), &json!("PUT"), &json!(200)),
+        "a client code's default role is operator: {audited}"
     );
+    // A client whose code gave it the viewer role reads, and is refused a change naming the role.
+    let code = remote.cluster.code("--client", &["--role", "viewer"]).await;
+    let watcher = Device::pair(&code, "watcher", remote.cluster.dir()).await.unwrap();
+    let (ok, listed, err) = remote.run(Some(&watcher.identity), &["schedule", "list"]).await;
+    assert!(ok && listed.contains("from-afar"), "{err}");
+    let (ok, _, refused) = remote.run(Some(&watcher.identity), &["agent", "state", "h1", "bee", "up"]).await;
+    assert!(!ok && refused.contains(&format!("needs the operator role; {} has viewer", watcher.id)), "{refused}");
+    let (ok, _, refused) = remote.cluster.cli(&["code", "--host", "--role", "admin"]).await;
+    assert!(!ok && refused.contains("--role"), "a host code carries no role: {refused}");
     wait_until("bee paused on its hive", SOON, || async {
         (remote.swarm.actual_in_hive_status("bee").await.as_deref() == Some("paused")).then_some(())
     })

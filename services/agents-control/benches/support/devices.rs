@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 pub async fn pair(store: &dyn Store, control_url: &str, kind: DeviceKind, name: &str) -> Identity {
     let key = ControlKey::from_seed(SEED);
     let issuer = Issuer { key: key.clone(), control_url: control_url.to_owned(), pin: None };
-    let request = CodeRequest { kind, name: None, ttl: codes::DEFAULT_TTL, made_by: "bench".into() };
+    let request = CodeRequest { kind, name: None, role: None, ttl: codes::DEFAULT_TTL, made_by: "bench".into() };
     let code = codes::make_code(store, &SystemClock, &issuer, &request).await.expect("the store takes the code");
     let (request, pending) = start_pairing(&code.to_token(), name, &mut rand::rng()).expect("a well-formed code");
     let response = pairing::redeem(store, &SystemClock, &key, &request).await.expect("the code redeems");

@@ -6,6 +6,7 @@ use crate::codes::{self, CodeRequest};
 use crate::config::{self, IssuerArgs};
 use clap::Args;
 use hyperhive_control_proto::DeviceKind;
+use hyperhive_control_proto::role::Role;
 use std::process::ExitCode;
 
 #[derive(Debug, Clone, Args)]
@@ -20,6 +21,11 @@ pub struct CodeArgs {
     /// A name suggested for the device that redeems it.
     #[arg(long = "name", value_name = "NAME")]
     device_name: Option<String>,
+    /// What the client may do on the hosts it reaches: viewer (read), operator (also give
+    /// agents work, pause and schedule them) or admin (also create and destroy agents, hold
+    /// their keys). A client code only.
+    #[arg(long, value_name = "ROLE", default_value = "operator", conflicts_with = "host")]
+    role: Role,
     /// How long the code can be redeemed: 90s, 10m, 2h... at most 24h.
     #[arg(long, default_value = "10m", value_name = "DURATION")]
     ttl: String,
@@ -36,7 +42,8 @@ pub async fn run(args: CodeArgs) -> Result<ExitCode, Failure> {
     let issuer = args.control.issuer()?;
     let store = open_store(&args.control.store).await?;
     let made_by = format!("cli@{}", super::hostname());
-    let request = CodeRequest { kind, name: args.device_name, ttl, made_by };
+    let role = (kind == DeviceKind::Client).then_some(args.role);
+    let request = CodeRequest { kind, name: args.device_name, role, ttl, made_by };
     let code = codes::make_code(store.as_ref(), &SystemClock, &issuer, &request).await?;
     println!("{}", code.to_token());
     Ok(ExitCode::SUCCESS)

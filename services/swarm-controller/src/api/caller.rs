@@ -36,8 +36,7 @@ pub enum Caller {
     Device {
         /// The device id.
         client: String,
-        /// Its role. (The control plane does not carry a client's role yet: every paired client
-        /// is admin.)
+        /// Its role, from its pairing code.
         role: Option<Role>,
     },
 }
@@ -66,10 +65,12 @@ impl Caller {
         Caller::Local { user: user.name, role }
     }
 
-    /// A paired client of the control plane.
+    /// A paired client of the control plane with the role the control plane names (`None`: a
+    /// client paired before codes carried roles, which keeps the admin it always was; re-pair
+    /// it to narrow it).
     #[must_use]
-    pub fn device(client: String) -> Caller {
-        Caller::Device { client, role: Some(Role::Admin) }
+    pub fn device(client: String, role: Option<Role>) -> Caller {
+        Caller::Device { client, role: Some(role.unwrap_or(Role::Admin)) }
     }
 
     /// The caller's role, if it has one.
@@ -168,7 +169,8 @@ mod tests {
         // No user database names this uid (the highest a 32-bit uid can be but the invalid one).
         let unnamed = Caller::local(u32::MAX - 1, &by_group).await;
         assert_eq!(unnamed, local(&format!("uid{}", u32::MAX - 1), None));
-        assert_eq!(Caller::device("d0123".into()).to_string(), "d0123");
+        assert_eq!(Caller::device("d0123".into(), Some(Role::Viewer)).to_string(), "d0123");
+        assert_eq!(Caller::device("d0123".into(), None).role(), Some(Role::Admin), "paired before roles");
     }
 
     #[test]
@@ -199,7 +201,7 @@ mod tests {
 
     #[test]
     fn who_acts_is_the_program_at_the_proven_caller() {
-        let device = Caller::device("d0123".into());
+        let device = Caller::device("d0123".into(), Some(Role::Operator));
         let mut headers = HeaderMap::new();
         assert_eq!(set_by(&headers, &device).unwrap(), "api@d0123");
         headers.insert(SET_BY_HEADER, "swarmctl".parse().unwrap());

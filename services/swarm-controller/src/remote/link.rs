@@ -121,7 +121,7 @@ async fn dispatch(
                 tracing::warn!(after_ms, reason, "control link lost; reconnecting");
                 status.set("connecting", None, Some(reason));
             }
-            Event::Message { from, body } => requests.on_message(&from, body.get()),
+            Event::Message { from, from_role, body } => requests.on_message(&from, from_role, body.get()),
             Event::Acked { to, seq } => out.acked(&to, seq),
             Event::Undeliverable { to, seq, reason } => {
                 tracing::debug!(client = to, seq, ?reason, "a message to a client waits: it is not connected");

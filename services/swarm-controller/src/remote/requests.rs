@@ -27,6 +27,7 @@ use super::frames::{
 use super::outgoing::{NotSent, Outgoing};
 use super::rate::TokenBucket;
 use crate::api::{ApiError, App, Caller};
+use hyperhive_swarm_api::roles::Role;
 
 /// The largest request body, the largest the socket takes on any route (an agent's spec).
 pub const MAX_REQUEST_BYTES: usize = crate::api::MAX_CREATE_REQUEST_BYTES;
@@ -175,6 +176,8 @@ fn frames_size(frames: &[FromController]) -> usize {
 /// A request whose body is still arriving.
 #[derive(Debug)]
 struct Partial {
+    /// The sender's role, as the control plane names it on the message that opened the request.
+    role: Option<Role>,
     method: Method,
     path: String,
     headers: HeaderMap,
@@ -207,7 +210,7 @@ impl Requests {
     }
 
     /// One message from `from`, as the link delivered it.
-    pub fn on_message(&mut self, from: &str, body: &str) {
+    pub fn on_message(&mut self, from: &str, role: Option<Role>, body: &str) {
         // Finished tasks' results are of no interest; reap them so the set stays small.
         while self.tasks.try_join_next().is_some() {}
         let frame = match serde_json::from_str::<ToController>(body) {
@@ -223,7 +226,7 @@ impl Requests {
             }
         };
         match frame {
-            ToController::Request(request) => self.on_request(from, request),
+            ToController::Request(request) => self.on_request(from, role, request),
             ToController::Body { id, body, more } => self.on_body(from, &id, &body, more),
             ToController::Cancel { id } => {
                 let outcomes = self.outcomes.lock().expect("never poisoned");
@@ -234,7 +237,7 @@ impl Requests {
         }
     }
 
-    fn on_request(&mut self, from: &str, request: RequestFrame) {
+    fn on_request(&mut self, from: &str, role: Option<Role>, request: RequestFrame) {
         let RequestFrame { id, method, path, headers, size, body, more } = request;
         if let Err(error) = frames::check_id(&id) {
             self.send_later(from, vec![FromController::Refused { error }]);
@@ -315,7 +318,7 @@ impl Requests {
                 return;
             }
         };
-        let mut partial = Partial { method, path, headers, body: Vec::new(), refused: false };
+        let mut partial = Partial { role, method, path, headers, body: Vec::new(), refused: false };
         if let Err(error) = append(&mut partial.body, &body, MAX_REQUEST_BYTES) {
             self.refuse_then_drop(from, &id, more, error);
             return;
@@ -364,6 +367,7 @@ impl Requests {
             && client.partial.len() < MAX_OPEN
         {
             let partial = Partial {
+                role: None,
                 method: Method::GET,
                 path: String::new(),
                 headers: HeaderMap::new(),
@@ -404,7 +408,7 @@ impl Requests {
         self.tasks.spawn(async move {
             let (path, query) = partial.path.split_once('?').unwrap_or((&partial.path, ""));
             let body = futures::stream::iter([Ok::<_, warp::Error>(Bytes::from(partial.body))]);
-            let caller = Caller::device(client.clone());
+            let caller = Caller::device(client.clone(), partial.role);
             let outcome = app.handle(&caller, &partial.method, path, query, &partial.headers, body).await;
             let response = outcome.unwrap_or_else(ApiError::into_response);
             let kept = answer(&out, &client, &id, response, Some(cancel)).await;
