@@ -8,7 +8,9 @@
 # killed and restarted refires nothing; an agent's credential reads its own schedules and not
 # another agent's; only root and the socket's group reach the API; `swarmctl hives` lists both
 # hives and their status; an agent paused takes no todo until it is up again, and an agent taken
-# offline has its unit stopped until it is up again. The control plane runs beside the swarm, as a
+# offline has its unit stopped until it is up again; an agent's secret variables (its host's
+# environmentFile, and one set with `swarmctl secret set`) reach its turns under the systemd
+# runner, in a file only the agent's own user reads, and in no log. The control plane runs beside the swarm, as a
 # whole deployment does: an agents-control copy on the controller's machine with its store on a
 # MinIO node, so MinIO and NATS boot together; it makes a host code. Last, the NATS node leading
 # the schedules' bucket is stopped: a schedule is still added and fires, and the node rejoins.
@@ -17,26 +19,27 @@
 { pkgs, ... }:
 let
   swarm-controller = self.packages.${pkgs.stdenv.hostPlatform.system}.swarm-controller;
-  hive-c0re = self.packages.${pkgs.stdenv.hostPlatform.system}.hive-c0re;
 
-  # The swarm's NATS credentials, made at build time by the program itself. Test-only secrets,
+  # Each hive's curve key: seeds made by `hive-c0re keygen` for this test only, kept as fixtures so
+  # their public keys can sit in the controller's hive directory (making them in a derivation would
+  # need import from derivation, which flake checks forbid). The controller seals the agents'
+  # secret variables to them.
+  hiveXkeys = {
+    hive1 = "XBFOBHCWPJCV5KXIIPA6HHLBBXBBHL76XZJ44PYL5CACCHXESM6GW3UF";
+    hive2 = "XDV2WXYAYFCEDRCC52SAIEIERTFPDMLJH3LPFNNHZ2RGQYELI5QUA5MM";
+  };
+
+  # The swarm's NATS credentials and the secret store's key, made at build time by the program
+  # itself. Test-only secrets,
   # deliberately in the Nix store; the nodes copy what they need to /etc, as a secret manager
   # would deliver real ones (the modules refuse store paths). A long TTL: a cached build of this
   # must not hand out expired credentials.
   #
-  # Each hive gets its credential, naming the agent it runs, and its curve key (`hive-c0re keygen`
-  # writes the seed, which the hive's hive-c0re reads, and prints the public key). The public key
-  # is in this derivation's output only: handing it to the controller's swarm.hives.<hive>.xkey
-  # would mean reading a build result during evaluation (import from derivation), which flake
-  # checks forbid. So the hives are declared without xkey here; nothing in this test deploys
-  # through sealed messages.
+  # Each hive gets its credential, naming the agent it runs.
   nats-init =
     pkgs.runCommand "swarm-nats-init"
       {
-        nativeBuildInputs = [
-          swarm-controller
-          hive-c0re
-        ];
+        nativeBuildInputs = [ swarm-controller ];
       }
       ''
         swarm-controller nats init --out "$out" --resolver-dir /var/lib/nats/jwt
@@ -45,9 +48,7 @@ let
         done
         swarm-controller nats hive-creds hive1 --from "$out" --out "$out/hive1.creds" --agent alpha --ttl 3650d
         swarm-controller nats hive-creds hive2 --from "$out" --out "$out/hive2.creds" --agent beta --ttl 3650d
-        for hive in hive1 hive2; do
-          hive-c0re keygen --out "$out/$hive.xk" > "$out/$hive.xkey.pub"
-        done
+        swarm-controller secrets-key --out "$out/secrets.key"
       '';
 
   # Every client lists the three NATS nodes; it reconnects to another when one goes away.
@@ -63,12 +64,18 @@ let
     { ... }:
     {
       imports = [ self.nixosModules.default ];
+      # nats-server takes max_file_store as given; a disk that can hold it keeps the VM honest.
+      virtualisation.diskSize = 5120;
       services.hyperhive.deploy.nats = {
         enable = true;
         serverName = name;
         fragment = "${nats-init}/nats-server.conf";
-        # The VMs' disks are small.
-        jetstream.maxFileStore = "512MB";
+        # What the controller's streams and buckets reserve together (the TODO queue's 1 GiB, the
+        # DEPLOY, RELAY and TURNS streams' and eight buckets' 256 MiB each: 3.75 GiB, every node
+        # holding a copy of each), with room to spare. A stream whose reservation does not fit is
+        # refused, so the controller would not start. Reserved, not written: the disk below need
+        # only hold what the test stores.
+        jetstream.maxFileStore = "4GB";
         cluster.routes = [
           "nats-route://nats1:6222"
           "nats-route://nats2:6222"
@@ -89,6 +96,15 @@ let
     mode = "0400";
   };
 
+  # A declared agent's environment file, as a secret manager would deliver it: test-only, its
+  # value unlike any other text of the run, so the script can look for it in every log.
+  agentEnv =
+    agent:
+    pkgs.writeText "${agent}.env" ''
+      # The host's own secret for the agent's turns.
+      FROM_FILE=${agent}-from-the-host-file-7f3e9a
+    '';
+
   # A hive: hive-c0re with its own credential and curve key, running one declared agent as the
   # transient unit hive-agent-<agent> (state in /var/lib/hive-agent-<agent>, as a static unit's).
   hive =
@@ -99,7 +115,14 @@ let
       environment.etc = {
         "hyperhive/${agent}.creds" = secret "${agent}.creds";
         "hyperhive/${name}.creds" = secret "${name}.creds";
-        "hyperhive/${name}.xk" = secret "${name}.xk";
+        "hyperhive/${name}.xk" = {
+          source = ./fixtures + "/swarm-${name}.xk";
+          mode = "0400";
+        };
+        "hyperhive/${agent}.env" = {
+          source = agentEnv agent;
+          mode = "0400";
+        };
       };
       environment.systemPackages = [ pkgs.natscli ];
       services.hyperhive.deploy.hive-controller = {
@@ -116,8 +139,10 @@ let
       services.hyperhive.agents.${agent} = {
         nats.url = natsUrl;
         credentialsFile = "/etc/hyperhive/${agent}.creds";
-        # A harmless turn: record which todo ran, and its body.
-        turnCommand = ''printf 'source=%s id=%s\n' "$HIVE_TODO_SOURCE" "$HIVE_TODO_ID" >> turns.log; cat >> turns.log; echo >> turns.log'';
+        # Read by hive-c0re (root) and handed to the turns only, under the swarm's variables.
+        environmentFile = "/etc/hyperhive/${agent}.env";
+        # A harmless turn: record which todo ran, the secret variables it was given, and its body.
+        turnCommand = ''printf 'source=%s id=%s file=%s token=%s\n' "$HIVE_TODO_SOURCE" "$HIVE_TODO_ID" "''${FROM_FILE-}" "''${API_TOKEN-}" >> turns.log; cat >> turns.log; echo >> turns.log'';
         scheduleTick = "2s";
       };
     };
@@ -137,6 +162,7 @@ in
       {
         imports = [ self.nixosModules.default ];
         environment.etc."hyperhive/controller.creds" = secret "controller.creds";
+        environment.etc."hyperhive/swarm-secrets.key" = secret "secrets.key";
         services.hyperhive.deploy.swarm-controller = {
           enable = true;
           nats = {
@@ -147,16 +173,20 @@ in
             # Where the controller mints and revokes credentials (a copy of nats-init, below).
             signingDir = "/var/lib/swarm-nats";
           };
+          # The secret store, for the agents' secret variables.
+          secretsKeyFile = "/etc/hyperhive/swarm-secrets.key";
           reconcileInterval = 5;
         };
         services.hyperhive.swarm.hives = {
           hive1 = {
             description = "first VM hive";
             labels.agent = "alpha";
+            xkey = hiveXkeys.hive1;
           };
           hive2 = {
             description = "second VM hive";
             labels.agent = "beta";
+            xkey = hiveXkeys.hive2;
           };
         };
         # The signing directory, as a secret manager would deliver it: the controller's own,
@@ -172,6 +202,7 @@ in
           script = ''
             if [ ! -d /var/lib/swarm-nats ]; then
               cp -r --no-preserve=mode ${nats-init} /var/lib/swarm-nats
+              rm -f /var/lib/swarm-nats/secrets.key
               chown -R swarm-controller:swarm-controller /var/lib/swarm-nats
               chmod -R u=rwX,go= /var/lib/swarm-nats
             fi
@@ -231,6 +262,10 @@ in
             timeout=120,
         )
 
+    def turn_line(hive, agent, source):
+        # The line the turn of `source` wrote: its todo, then the secret variables it was given.
+        return hive.succeed(f"grep -m1 -F 'source={source} ' /var/lib/hive-agent-{agent}/turns.log").strip()
+
     def add_schedule(args):
         # Anchored a few seconds ahead, so the first slot falls after the schedule exists.
         anchor = controller.succeed("date -u -d '+5 seconds' +%Y-%m-%dT%H:%M:%SZ").strip()
@@ -239,7 +274,7 @@ in
     def wait_status(hive, agent, state):
         # `swarmctl hives status HIVE`: one line per agent, naming its actual state.
         controller.wait_until_succeeds(
-            f"swarmctl hives status {hive} | grep -w {agent} | grep -qw {state}",
+            f"swarmctl hives status {hive} | grep -w {agent} | grep -w {state}",
             timeout=90,
         )
 
@@ -269,7 +304,7 @@ in
             hive.wait_until_succeeds(f"systemctl is-active hive-agent-{agent}.service", timeout=120)
             # On the roster (from its hive's status) before a schedule names it: a schedule
             # naming an agent the roster lacks is refused.
-            controller.wait_until_succeeds(f"swarmctl agents | grep -qw {agent}", timeout=120)
+            controller.wait_until_succeeds(f"swarmctl agents | grep -w {agent}", timeout=120)
 
     with subtest("only root and the socket's group reach the API"):
         controller.succeed("swarmctl schedule list")
@@ -314,6 +349,45 @@ in
         statuses = controller.succeed("swarmctl hives status --json")
         assert "hive1" in statuses and "hive2" in statuses, statuses
         assert not re.search(r'"stale"\s*:\s*true', statuses), statuses
+
+    with subtest("an agent's secret variables reach its turns under the systemd runner, for its own user only"):
+        from_file = "alpha-from-the-host-file-7f3e9a"
+        # A value unlike any other text of the run, so a leak into a log is found.
+        token = "alpha-api-token-" + controller.succeed("head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \\n'").strip()
+        # The host's environmentFile, read by hive-c0re: in the turns since the agent started.
+        assert f"file={from_file} " in turn_line(hive1, "alpha", f"schedule:{daily}"), "the environmentFile's variable is not in alpha's turn"
+        assert "file=beta-from-the-host-file-7f3e9a " in turn_line(hive2, "beta", f"schedule:{daily}")
+        # One set with swarmctl, its value on stdin: sealed to hive1 and written for the unit.
+        controller.succeed(f"printf '%s\\n' '{token}' | swarmctl secret set --agent alpha API_TOKEN")
+        assert "API_TOKEN" in controller.succeed("swarmctl secret list --agent alpha")
+        agent_env = "/var/lib/hive-agent-alpha/credentials/agent.env"
+        hive1.wait_until_succeeds(f"grep -q '\"API_TOKEN\"' {agent_env}", timeout=120)
+        # The next turn of the running agent has it, with the file's variable still there.
+        secret_turn = add_schedule("--name secret --agent alpha --body 'a turn with its secrets' --once")
+        wait_turns(hive1, "alpha", f"schedule:{secret_turn}", 1)
+        line = turn_line(hive1, "alpha", f"schedule:{secret_turn}")
+        assert f"file={from_file} token={token}" in line, line
+        # The file the unit reads: its own dynamic user's, mode 0400 (0600's read bit only), in a
+        # directory only root can pass; another dynamic user (as another agent of the hive runs
+        # as) cannot read it.
+        uid = hive1.succeed("systemctl show -P UID hive-agent-alpha.service").strip()
+        assert uid.isdigit() and uid != "0", uid
+        owner, mode = hive1.succeed(f"stat -L -c '%u %a' {agent_env}").split()
+        assert (owner, mode) == (uid, "400"), (owner, mode, uid)
+        hive1.succeed("test \"$(stat -c '%U %a' /var/lib/private)\" = 'root 700'")
+        hive1.fail(f"systemd-run --wait --pipe --quiet -p DynamicUser=yes -p StateDirectory=hive-agent-intruder cat {agent_env}")
+        # hive-c0re's own copy: root's, 0600.
+        hive1.succeed("test \"$(stat -c '%U %a' /var/lib/hive-c0re/agents/alpha/secrets/agent.env)\" = 'root 600'")
+        # No value in any journal line, in the unit's environment or in a process's arguments.
+        for machine in (controller, hive1, hive2):
+            for value in (token, from_file):
+                # "[a]lpha-...": a pattern that finds the value and not the grep's own arguments;
+                # `grep -c` reads to the end (`grep -q` would fail the pipe with its SIGPIPE).
+                pattern = f"[{value[0]}]{value[1:]}"
+                machine.succeed(f"test \"$(journalctl -b --no-pager -o cat | grep -c '{pattern}' || true)\" = 0")
+                machine.succeed(f"test \"$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -c '{pattern}' || true)\" = 0")
+        unit_env = hive1.succeed("systemctl show -p Environment hive-agent-alpha.service")
+        assert token not in unit_env and from_file not in unit_env, "a secret is in the unit's environment"
 
     with subtest("a paused agent takes no todo while the other runs its own; up again, it runs it once"):
         controller.succeed("swarmctl agent state hive1 alpha paused")

@@ -158,6 +158,13 @@ class Machine:
     def start(self):
         if self.booted:
             return
+        self.spawn()
+        self.wait_booted()
+
+    def spawn(self):
+        """Starts the host's systemd-nspawn; wait_booted() waits for its systemd."""
+        if self.booted or (self.process is not None and self.process.poll() is None):
+            return
         root = self.driver.root
         lowers = [str(root)] + [str(layer) for layer in self.driver.layers]
         command = [
@@ -179,7 +186,12 @@ class Machine:
 
         with open(self.console, "ab") as console:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=enter_cgroups)
-        deadline = time.monotonic() + BOOT_TIMEOUT
+        self.spawned_at = time.monotonic()
+
+    def wait_booted(self):
+        if self.booted:
+            return
+        deadline = self.spawned_at + BOOT_TIMEOUT
         state = "no systemd yet"
         while True:
             if self.process.poll() is not None:
@@ -451,8 +463,11 @@ class Driver:
             machine.prepare(hosts, extra_files.get(machine.name, {}))
 
     def start_all(self):
+        # Booted side by side (as nixpkgs' start_all starts every VM at once), then waited for.
         for machine in self.machines:
-            machine.start()
+            machine.spawn()
+        for machine in self.machines:
+            machine.wait_booted()
 
     def cleanup(self):
         problems = []
