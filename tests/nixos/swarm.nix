@@ -272,9 +272,9 @@ in
         return json.loads(controller.succeed(f"swarmctl schedule add --json --anchor {anchor} {args}"))["id"]
 
     def wait_status(hive, agent, state):
-        # `swarmctl hives status HIVE`: one line per agent, naming its actual state.
+        # `swarmctl agents --json`: the roster, each agent with the actual state its hive reports.
         controller.wait_until_succeeds(
-            f"swarmctl hives status {hive} | grep -w {agent} | grep -w {state}",
+            f"swarmctl agents --json | jq -e '.[] | select(.name == \"{agent}\" and .hive == \"{hive}\") | .actual.actual == \"{state}\"'",
             timeout=90,
         )
 
@@ -346,6 +346,9 @@ in
     with subtest("swarmctl hives status shows both hives fresh, their agents running"):
         wait_status("hive1", "alpha", "running")
         wait_status("hive2", "beta", "running")
+        for hive in ("hive1", "hive2"):
+            # HIVE STATE AGE VERSION LOAD AGENTS: fresh, with its one agent.
+            controller.succeed(f"swarmctl hives status {hive} | grep -E '^{hive} +fresh .* 1$'")
         statuses = controller.succeed("swarmctl hives status --json")
         assert "hive1" in statuses and "hive2" in statuses, statuses
         assert not re.search(r'"stale"\s*:\s*true', statuses), statuses
