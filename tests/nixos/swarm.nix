@@ -251,6 +251,7 @@ in
   testScript = ''
     import json
     import re
+    import time
 
     def turns(hive, agent, source):
         out = hive.succeed(f"grep -c -F 'source={source} ' /var/lib/hive-agent-{agent}/turns.log || true")
@@ -399,13 +400,19 @@ in
         hive1.succeed("systemctl is-active hive-agent-alpha.service")
         held = add_schedule("--name held --agent alpha --agent beta --body 'held while paused' --once")
         wait_turns(hive2, "beta", f"schedule:{held}", 1)
-        # Five of alpha's ticks (2 s) after the slot: still no turn.
-        hive1.sleep(10)
-        assert turns(hive1, "alpha", f"schedule:{held}") == 0, "a paused agent ran a turn"
+        # The slot is due (beta ran it): for five of alpha's ticks (2 s) after, checked every
+        # second, alpha runs no turn of it.
+        window = time.monotonic() + 10
+        while time.monotonic() < window:
+            assert turns(hive1, "alpha", f"schedule:{held}") == 0, "a paused agent ran a turn"
+            time.sleep(1)
         controller.succeed("swarmctl agent state hive1 alpha up")
         wait_status("hive1", "alpha", "running")
         wait_turns(hive1, "alpha", f"schedule:{held}", 1)
-        hive1.sleep(6)
+        # A later one-shot run proves alpha has since ticked and taken its todos: the held one
+        # ran once.
+        after_pause = add_schedule("--name after-pause --agent alpha --body 'after the pause' --once")
+        wait_turns(hive1, "alpha", f"schedule:{after_pause}", 1)
         assert turns(hive1, "alpha", f"schedule:{held}") == 1, "the held todo ran more than once"
 
     with subtest("offline stops the agent's unit and keeps its state; up starts it again"):
