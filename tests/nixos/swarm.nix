@@ -258,8 +258,9 @@ in
         return int(out.strip() or "0")
 
     def wait_turns(hive, agent, source, count):
+        # No turns.log yet counts as none.
         hive.wait_until_succeeds(
-            f"test \"$(grep -c -F 'source={source} ' /var/lib/hive-agent-{agent}/turns.log)\" -ge {count}",
+            f"test \"$( (cat /var/lib/hive-agent-{agent}/turns.log 2>/dev/null || true) | grep -c -F 'source={source} ' || true)\" -ge {count}",
             timeout=120,
         )
 
@@ -425,6 +426,27 @@ in
         wait_status("hive1", "alpha", "running")
         # The other hive's agent was never touched.
         hive2.succeed("systemctl is-active hive-agent-beta.service")
+
+    with subtest("hive-c0re restarts: it adopts the agent's unit, which runs on, and still restarts it when it dies"):
+        main_pid = lambda: hive1.succeed("systemctl show -P MainPID hive-agent-alpha.service").strip()
+        before = main_pid()
+        hive1.succeed("systemctl restart hive-c0re.service")
+        hive1.wait_for_unit("hive-c0re.service")
+        hive1.wait_until_succeeds(
+            "journalctl -b -u hive-c0re.service -o cat _PID=$(systemctl show -P MainPID hive-c0re.service)"
+            " | grep -F 'adopting the unit still running'",
+            timeout=60,
+        )
+        assert main_pid() == before, "the agent's unit was restarted with hive-c0re"
+        adopted = add_schedule("--name adopted --agent alpha --body 'after hive-c0re restarted' --once")
+        wait_turns(hive1, "alpha", f"schedule:{adopted}", 1)
+        # The adopted unit is watched: killed, hive-c0re starts it again.
+        hive1.succeed("systemctl kill --signal=KILL hive-agent-alpha.service")
+        hive1.wait_until_succeeds(
+            f"systemctl is-active hive-agent-alpha.service && test \"$(systemctl show -P MainPID hive-agent-alpha.service)\" != {before}",
+            timeout=60,
+        )
+        wait_status("hive1", "alpha", "running")
 
     with subtest("the control plane beside the swarm reaches its bucket on MinIO and makes a code"):
         minio.wait_for_unit("minio-bucket.service")
