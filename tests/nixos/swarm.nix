@@ -10,7 +10,9 @@
 # hives and their status; an agent paused takes no todo until it is up again, and an agent taken
 # offline has its unit stopped until it is up again; an agent's secret variables (its host's
 # environmentFile, and one set with `swarmctl secret set`) reach its turns under the systemd
-# runner, in a file only the agent's own user reads, and in no log. The control plane runs beside the swarm, as a
+# runner, in a file only the agent's own user reads, and in no log; hive-c0re restarted adopts its
+# agent's unit; an agent that keeps dying is failed with its log tail until offline and up; a
+# destroyed agent's unit and state are gone. The control plane runs beside the swarm, as a
 # whole deployment does: an agents-control copy on the controller's machine with its store on a
 # MinIO node, so MinIO and NATS boot together; it makes a host code. Last, the NATS node leading
 # the schedules' bucket is stopped: a schedule is still added and fires, and the node rejoins.
@@ -380,7 +382,7 @@ in
         owner, mode = hive1.succeed(f"stat -L -c '%u %a' {agent_env}").split()
         assert (owner, mode) == (uid, "400"), (owner, mode, uid)
         hive1.succeed("test \"$(stat -c '%U %a' /var/lib/private)\" = 'root 700'")
-        hive1.fail(f"systemd-run --wait --pipe --quiet -p DynamicUser=yes -p StateDirectory=hive-agent-intruder cat {agent_env}")
+        hive1.fail(f"systemd-run --wait --pipe --quiet -p DynamicUser=yes cat {agent_env}")
         # hive-c0re's own copy: root's, 0600.
         hive1.succeed("test \"$(stat -c '%U %a' /var/lib/hive-c0re/agents/alpha/secrets/agent.env)\" = 'root 600'")
         # No value in any journal line, in the unit's environment or in a process's arguments.
@@ -448,6 +450,36 @@ in
         )
         wait_status("hive1", "alpha", "running")
 
+    with subtest("an agent that keeps dying is failed, with its last exit and log tail; offline and up recover it"):
+        def alpha_status():
+            rows = json.loads(controller.succeed("swarmctl agents --json"))
+            return next(row for row in rows if row["name"] == "alpha")["actual"]
+        # Killed each time hive-c0re has started it again, until it gives up (five crashes
+        # within ten minutes; one happened above).
+        gave_up = "journalctl -b -u hive-c0re.service -o cat | grep -F 'failed, not restarting'"
+        for _ in range(5):
+            pid = hive1.succeed("systemctl show -P MainPID hive-agent-alpha.service").strip()
+            hive1.succeed("systemctl kill --signal=KILL hive-agent-alpha.service")
+            # Started again (another main process), or given up on.
+            hive1.wait_until_succeeds(
+                f"{gave_up} || (systemctl is-active -q hive-agent-alpha.service"
+                f" && test \"$(systemctl show -P MainPID hive-agent-alpha.service)\" != {pid})",
+                timeout=90,
+            )
+            if hive1.execute(gave_up)[0] == 0:
+                break
+        wait_status("hive1", "alpha", "failed")
+        failed = alpha_status()
+        assert failed["last_exit"]["signal"] == 9, failed
+        # The tail of the unit's journal, as hive-c0re reads it with journalctl.
+        assert any("hive-agent" in line for line in failed["log_tail"]), failed
+        hive1.fail("systemctl is-active hive-agent-alpha.service")
+        controller.succeed("swarmctl agent state hive1 alpha offline")
+        wait_status("hive1", "alpha", "stopped")
+        controller.succeed("swarmctl agent state hive1 alpha up")
+        wait_status("hive1", "alpha", "running")
+        hive1.succeed("systemctl is-active hive-agent-alpha.service")
+
     with subtest("the control plane beside the swarm reaches its bucket on MinIO and makes a code"):
         minio.wait_for_unit("minio-bucket.service")
         controller.wait_for_unit("agents-control.service")
@@ -480,5 +512,18 @@ in
             " and all(.cluster.replicas[]; .current == true and (.offline // false) == false)'",
             timeout=120,
         )
+
+    with subtest("beta destroyed: its unit stops and its state directory is removed, for good"):
+        controller.succeed("swarmctl agent state hive2 beta destroyed")
+        hive2.wait_until_fails("systemctl is-active hive-agent-beta.service", timeout=60)
+        wait_status("hive2", "beta", "stopped")
+        # The dynamic user's directory, the link systemd made to it, hive-c0re's own copy.
+        hive2.wait_until_succeeds(
+            "test ! -e /var/lib/private/hive-agent-beta && test ! -L /var/lib/hive-agent-beta"
+            " && test ! -e /var/lib/hive-c0re/agents/beta",
+            timeout=60,
+        )
+        controller.fail("swarmctl agent state hive2 beta up")
+        hive2.fail("systemctl is-active hive-agent-beta.service")
   '';
 }
