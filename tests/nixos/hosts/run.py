@@ -127,6 +127,11 @@ def natscli(rendered, nodes):
     bash client `nats` beside this file, which speaks the NATS protocol to the real servers for the
     commands the scripts run (its header says which)."""
     client = (Path(__file__).resolve().parent / "nats").read_text()
+    # It signs with openssl (in the hosts layer with ca-certificates, which needs it) and reads
+    # JSON with jq.
+    for program in ("openssl", "jq"):
+        if not (HOSTS_LAYER / "usr" / "bin" / program).exists():
+            fail(f"no {program} in the hosts layer at {HOSTS_LAYER}, which hosts/nats needs: run scripts/setup as root")
 
     def has_natscli(node):
         # tests/nixos/model/pkgs.nix's natscli: a package `nats` with an empty bin/.
