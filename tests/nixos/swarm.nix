@@ -14,8 +14,9 @@
 # agent's unit; an agent that keeps dying is failed with its log tail until offline and up; a
 # destroyed agent's unit and state are gone. The control plane runs beside the swarm, as a
 # whole deployment does: an agents-control copy on the controller's machine with its store on a
-# MinIO node, so MinIO and NATS boot together; it makes a host code. Last, the NATS node leading
+# MinIO node, so MinIO and NATS boot together; it makes a host code. Then the NATS node leading
 # the schedules' bucket is stopped: a schedule is still added and fires, and the node rejoins.
+# Last, an agent is destroyed.
 # tests/nixos/README.md names the end-to-end tests this mirrors.
 { self }:
 { pkgs, ... }:
@@ -32,10 +33,9 @@ let
   };
 
   # The swarm's NATS credentials and the secret store's key, made at build time by the program
-  # itself. Test-only secrets,
-  # deliberately in the Nix store; the nodes copy what they need to /etc, as a secret manager
-  # would deliver real ones (the modules refuse store paths). A long TTL: a cached build of this
-  # must not hand out expired credentials.
+  # itself. Test-only secrets, deliberately in the Nix store; the nodes copy what they need to
+  # /etc, as a secret manager would deliver real ones (the modules refuse store paths). A long
+  # TTL: a cached build of this must not hand out expired credentials.
   #
   # Each hive gets its credential, naming the agent it runs.
   nats-init =
@@ -374,9 +374,9 @@ in
         wait_turns(hive1, "alpha", f"schedule:{secret_turn}", 1)
         line = turn_line(hive1, "alpha", f"schedule:{secret_turn}")
         assert f"file={from_file} token={token}" in line, line
-        # The file the unit reads: its own dynamic user's, mode 0400 (0600's read bit only), in a
-        # directory only root can pass; another dynamic user (as another agent of the hive runs
-        # as) cannot read it.
+        # The file the unit reads: its own dynamic user's, mode 0400, below a directory only root
+        # can pass; a unit of another dynamic user (as another agent of the hive runs) cannot
+        # read it.
         uid = hive1.succeed("systemctl show -P UID hive-agent-alpha.service").strip()
         assert uid.isdigit() and uid != "0", uid
         owner, mode = hive1.succeed(f"stat -L -c '%u %a' {agent_env}").split()
