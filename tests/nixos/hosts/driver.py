@@ -419,18 +419,39 @@ class Machine:
 
     def crash(self):
         """Stops the host at once, as pulling its plug: its PID 1 killed, all its processes with it."""
-        if self.process is None or self.process.poll() is not None:
+        if self.process is None:
             self._stopped()
             return
         if self.pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=30)
+        if self.process.poll() is None:
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=30)
+        self._kill_leftovers()
         self._stopped()
+
+    def _kill_leftovers(self):
+        # A systemd-nspawn killed from outside leaves its container running: whatever is still in
+        # the host's cgroups is killed, and waited for (at most 10 s) so they can be removed.
+        deadline = time.monotonic() + 10
+        while True:
+            pids = set()
+            for cgroup in self.cgroups():
+                for procs in cgroup.rglob("cgroup.procs") if cgroup.exists() else []:
+                    with contextlib.suppress(OSError):
+                        pids.update(int(p) for p in procs.read_text().split())
+            if not pids:
+                return
+            if time.monotonic() > deadline:
+                raise Exception(f"{self.name}: processes {sorted(pids)} outlived the host")
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.2)
 
 
 class StopBefore(Exception):
