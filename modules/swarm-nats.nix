@@ -100,7 +100,11 @@ in
       default = "8GB";
       example = "100GB";
       description = ''
-        The most disk JetStream may use on this node (`max_file_store`), below /var/lib/nats.
+        The most disk JetStream may use on this node (`max_file_store`), below /var/lib/nats. At
+        least what swarm-controller's streams and buckets reserve on every node that holds a copy
+        of them: 3.75 GiB (the TODO queue 1 GiB; DEPLOY, RELAY, TURNS and eight buckets 256 MiB
+        each). A stream whose reservation does not fit is refused, and the controller does not
+        start. A reservation, not disk in use.
       '';
     };
 

@@ -8,35 +8,40 @@
 # killed and restarted refires nothing; an agent's credential reads its own schedules and not
 # another agent's; only root and the socket's group reach the API; `swarmctl hives` lists both
 # hives and their status; an agent paused takes no todo until it is up again, and an agent taken
-# offline has its unit stopped until it is up again. The control plane runs beside the swarm, as a
+# offline has its unit stopped until it is up again; an agent's secret variables (its host's
+# environmentFile, and one set with `swarmctl secret set`) reach its turns under the systemd
+# runner, in a file only the agent's own user reads, and in no log; hive-c0re restarted adopts its
+# agent's unit; an agent that keeps dying is failed with its log tail until offline and up; a
+# destroyed agent's unit and state are gone. The control plane runs beside the swarm, as a
 # whole deployment does: an agents-control copy on the controller's machine with its store on a
-# MinIO node, so MinIO and NATS boot together; it makes a host code. Last, the NATS node leading
+# MinIO node, so MinIO and NATS boot together; it makes a host code. Then the NATS node leading
 # the schedules' bucket is stopped: a schedule is still added and fires, and the node rejoins.
+# Last, an agent is destroyed.
 # tests/nixos/README.md names the end-to-end tests this mirrors.
 { self }:
 { pkgs, ... }:
 let
   swarm-controller = self.packages.${pkgs.stdenv.hostPlatform.system}.swarm-controller;
-  hive-c0re = self.packages.${pkgs.stdenv.hostPlatform.system}.hive-c0re;
 
-  # The swarm's NATS credentials, made at build time by the program itself. Test-only secrets,
-  # deliberately in the Nix store; the nodes copy what they need to /etc, as a secret manager
-  # would deliver real ones (the modules refuse store paths). A long TTL: a cached build of this
-  # must not hand out expired credentials.
+  # Each hive's curve key: seeds made by `hive-c0re keygen` for this test only, kept as fixtures so
+  # their public keys can sit in the controller's hive directory (making them in a derivation would
+  # need import from derivation, which flake checks forbid). The controller seals the agents'
+  # secret variables to them.
+  hiveXkeys = {
+    hive1 = "XBFOBHCWPJCV5KXIIPA6HHLBBXBBHL76XZJ44PYL5CACCHXESM6GW3UF";
+    hive2 = "XDV2WXYAYFCEDRCC52SAIEIERTFPDMLJH3LPFNNHZ2RGQYELI5QUA5MM";
+  };
+
+  # The swarm's NATS credentials and the secret store's key, made at build time by the program
+  # itself. Test-only secrets, deliberately in the Nix store; the nodes copy what they need to
+  # /etc, as a secret manager would deliver real ones (the modules refuse store paths). A long
+  # TTL: a cached build of this must not hand out expired credentials.
   #
-  # Each hive gets its credential, naming the agent it runs, and its curve key (`hive-c0re keygen`
-  # writes the seed, which the hive's hive-c0re reads, and prints the public key). The public key
-  # is in this derivation's output only: handing it to the controller's swarm.hives.<hive>.xkey
-  # would mean reading a build result during evaluation (import from derivation), which flake
-  # checks forbid. So the hives are declared without xkey here; nothing in this test deploys
-  # through sealed messages.
+  # Each hive gets its credential, naming the agent it runs.
   nats-init =
     pkgs.runCommand "swarm-nats-init"
       {
-        nativeBuildInputs = [
-          swarm-controller
-          hive-c0re
-        ];
+        nativeBuildInputs = [ swarm-controller ];
       }
       ''
         swarm-controller nats init --out "$out" --resolver-dir /var/lib/nats/jwt
@@ -45,9 +50,7 @@ let
         done
         swarm-controller nats hive-creds hive1 --from "$out" --out "$out/hive1.creds" --agent alpha --ttl 3650d
         swarm-controller nats hive-creds hive2 --from "$out" --out "$out/hive2.creds" --agent beta --ttl 3650d
-        for hive in hive1 hive2; do
-          hive-c0re keygen --out "$out/$hive.xk" > "$out/$hive.xkey.pub"
-        done
+        swarm-controller secrets-key --out "$out/secrets.key"
       '';
 
   # Every client lists the three NATS nodes; it reconnects to another when one goes away.
@@ -63,12 +66,18 @@ let
     { ... }:
     {
       imports = [ self.nixosModules.default ];
+      # nats-server takes max_file_store as given; a disk that can hold it keeps the VM honest.
+      virtualisation.diskSize = 5120;
       services.hyperhive.deploy.nats = {
         enable = true;
         serverName = name;
         fragment = "${nats-init}/nats-server.conf";
-        # The VMs' disks are small.
-        jetstream.maxFileStore = "512MB";
+        # What the controller's streams and buckets reserve together (the TODO queue's 1 GiB, the
+        # DEPLOY, RELAY and TURNS streams' and eight buckets' 256 MiB each: 3.75 GiB, every node
+        # holding a copy of each), with room to spare. A stream whose reservation does not fit is
+        # refused, so the controller would not start. Reserved, not written: the disk below need
+        # only hold what the test stores.
+        jetstream.maxFileStore = "4GB";
         cluster.routes = [
           "nats-route://nats1:6222"
           "nats-route://nats2:6222"
@@ -89,6 +98,15 @@ let
     mode = "0400";
   };
 
+  # A declared agent's environment file, as a secret manager would deliver it: test-only, its
+  # value unlike any other text of the run, so the script can look for it in every log.
+  agentEnv =
+    agent:
+    pkgs.writeText "${agent}.env" ''
+      # The host's own secret for the agent's turns.
+      FROM_FILE=${agent}-from-the-host-file-7f3e9a
+    '';
+
   # A hive: hive-c0re with its own credential and curve key, running one declared agent as the
   # transient unit hive-agent-<agent> (state in /var/lib/hive-agent-<agent>, as a static unit's).
   hive =
@@ -99,7 +117,14 @@ let
       environment.etc = {
         "hyperhive/${agent}.creds" = secret "${agent}.creds";
         "hyperhive/${name}.creds" = secret "${name}.creds";
-        "hyperhive/${name}.xk" = secret "${name}.xk";
+        "hyperhive/${name}.xk" = {
+          source = ./fixtures + "/swarm-${name}.xk";
+          mode = "0400";
+        };
+        "hyperhive/${agent}.env" = {
+          source = agentEnv agent;
+          mode = "0400";
+        };
       };
       environment.systemPackages = [ pkgs.natscli ];
       services.hyperhive.deploy.hive-controller = {
@@ -116,8 +141,10 @@ let
       services.hyperhive.agents.${agent} = {
         nats.url = natsUrl;
         credentialsFile = "/etc/hyperhive/${agent}.creds";
-        # A harmless turn: record which todo ran, and its body.
-        turnCommand = ''printf 'source=%s id=%s\n' "$HIVE_TODO_SOURCE" "$HIVE_TODO_ID" >> turns.log; cat >> turns.log; echo >> turns.log'';
+        # Read by hive-c0re (root) and handed to the turns only, under the swarm's variables.
+        environmentFile = "/etc/hyperhive/${agent}.env";
+        # A harmless turn: record which todo ran, the secret variables it was given, and its body.
+        turnCommand = ''printf 'source=%s id=%s file=%s token=%s\n' "$HIVE_TODO_SOURCE" "$HIVE_TODO_ID" "''${FROM_FILE-}" "''${API_TOKEN-}" >> turns.log; cat >> turns.log; echo >> turns.log'';
         scheduleTick = "2s";
       };
     };
@@ -137,6 +164,7 @@ in
       {
         imports = [ self.nixosModules.default ];
         environment.etc."hyperhive/controller.creds" = secret "controller.creds";
+        environment.etc."hyperhive/swarm-secrets.key" = secret "secrets.key";
         services.hyperhive.deploy.swarm-controller = {
           enable = true;
           nats = {
@@ -147,16 +175,20 @@ in
             # Where the controller mints and revokes credentials (a copy of nats-init, below).
             signingDir = "/var/lib/swarm-nats";
           };
+          # The secret store, for the agents' secret variables.
+          secretsKeyFile = "/etc/hyperhive/swarm-secrets.key";
           reconcileInterval = 5;
         };
         services.hyperhive.swarm.hives = {
           hive1 = {
             description = "first VM hive";
             labels.agent = "alpha";
+            xkey = hiveXkeys.hive1;
           };
           hive2 = {
             description = "second VM hive";
             labels.agent = "beta";
+            xkey = hiveXkeys.hive2;
           };
         };
         # The signing directory, as a secret manager would deliver it: the controller's own,
@@ -172,6 +204,7 @@ in
           script = ''
             if [ ! -d /var/lib/swarm-nats ]; then
               cp -r --no-preserve=mode ${nats-init} /var/lib/swarm-nats
+              rm -f /var/lib/swarm-nats/secrets.key
               chown -R swarm-controller:swarm-controller /var/lib/swarm-nats
               chmod -R u=rwX,go= /var/lib/swarm-nats
             fi
@@ -220,16 +253,22 @@ in
   testScript = ''
     import json
     import re
+    import time
 
     def turns(hive, agent, source):
         out = hive.succeed(f"grep -c -F 'source={source} ' /var/lib/hive-agent-{agent}/turns.log || true")
         return int(out.strip() or "0")
 
     def wait_turns(hive, agent, source, count):
+        # No turns.log yet counts as none.
         hive.wait_until_succeeds(
-            f"test \"$(grep -c -F 'source={source} ' /var/lib/hive-agent-{agent}/turns.log)\" -ge {count}",
+            f"test \"$( (cat /var/lib/hive-agent-{agent}/turns.log 2>/dev/null || true) | grep -c -F 'source={source} ' || true)\" -ge {count}",
             timeout=120,
         )
+
+    def turn_line(hive, agent, source):
+        # The line the turn of `source` wrote: its todo, then the secret variables it was given.
+        return hive.succeed(f"grep -m1 -F 'source={source} ' /var/lib/hive-agent-{agent}/turns.log").strip()
 
     def add_schedule(args):
         # Anchored a few seconds ahead, so the first slot falls after the schedule exists.
@@ -237,9 +276,9 @@ in
         return json.loads(controller.succeed(f"swarmctl schedule add --json --anchor {anchor} {args}"))["id"]
 
     def wait_status(hive, agent, state):
-        # `swarmctl hives status HIVE`: one line per agent, naming its actual state.
+        # `swarmctl agents --json`: the roster, each agent with the actual state its hive reports.
         controller.wait_until_succeeds(
-            f"swarmctl hives status {hive} | grep -w {agent} | grep -qw {state}",
+            f"swarmctl agents --json | jq -e '.[] | select(.name == \"{agent}\" and .hive == \"{hive}\") | .actual.actual == \"{state}\"'",
             timeout=90,
         )
 
@@ -269,7 +308,7 @@ in
             hive.wait_until_succeeds(f"systemctl is-active hive-agent-{agent}.service", timeout=120)
             # On the roster (from its hive's status) before a schedule names it: a schedule
             # naming an agent the roster lacks is refused.
-            controller.wait_until_succeeds(f"swarmctl agents | grep -qw {agent}", timeout=120)
+            controller.wait_until_succeeds(f"swarmctl agents | grep -w {agent}", timeout=120)
 
     with subtest("only root and the socket's group reach the API"):
         controller.succeed("swarmctl schedule list")
@@ -311,9 +350,51 @@ in
     with subtest("swarmctl hives status shows both hives fresh, their agents running"):
         wait_status("hive1", "alpha", "running")
         wait_status("hive2", "beta", "running")
+        for hive in ("hive1", "hive2"):
+            # HIVE STATE AGE VERSION LOAD AGENTS: fresh, with its one agent.
+            controller.succeed(f"swarmctl hives status {hive} | grep -E '^{hive} +fresh .* 1$'")
         statuses = controller.succeed("swarmctl hives status --json")
         assert "hive1" in statuses and "hive2" in statuses, statuses
         assert not re.search(r'"stale"\s*:\s*true', statuses), statuses
+
+    with subtest("an agent's secret variables reach its turns under the systemd runner, for its own user only"):
+        from_file = "alpha-from-the-host-file-7f3e9a"
+        # A value unlike any other text of the run, so a leak into a log is found.
+        token = "alpha-api-token-" + controller.succeed("head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \\n'").strip()
+        # The host's environmentFile, read by hive-c0re: in the turns since the agent started.
+        assert f"file={from_file} " in turn_line(hive1, "alpha", f"schedule:{daily}"), "the environmentFile's variable is not in alpha's turn"
+        assert "file=beta-from-the-host-file-7f3e9a " in turn_line(hive2, "beta", f"schedule:{daily}")
+        # One set with swarmctl, its value on stdin: sealed to hive1 and written for the unit.
+        controller.succeed(f"printf '%s\\n' '{token}' | swarmctl secret set --agent alpha API_TOKEN")
+        assert "API_TOKEN" in controller.succeed("swarmctl secret list --agent alpha")
+        agent_env = "/var/lib/hive-agent-alpha/credentials/agent.env"
+        hive1.wait_until_succeeds(f"grep -q '\"API_TOKEN\"' {agent_env}", timeout=120)
+        # The next turn of the running agent has it, with the file's variable still there.
+        secret_turn = add_schedule("--name secret --agent alpha --body 'a turn with its secrets' --once")
+        wait_turns(hive1, "alpha", f"schedule:{secret_turn}", 1)
+        line = turn_line(hive1, "alpha", f"schedule:{secret_turn}")
+        assert f"file={from_file} token={token}" in line, line
+        # The file the unit reads: its own dynamic user's, mode 0400, below a directory only root
+        # can pass; a unit of another dynamic user (as another agent of the hive runs) cannot
+        # read it.
+        uid = hive1.succeed("systemctl show -P UID hive-agent-alpha.service").strip()
+        assert uid.isdigit() and uid != "0", uid
+        owner, mode = hive1.succeed(f"stat -L -c '%u %a' {agent_env}").split()
+        assert (owner, mode) == (uid, "400"), (owner, mode, uid)
+        hive1.succeed("test \"$(stat -c '%U %a' /var/lib/private)\" = 'root 700'")
+        hive1.fail(f"systemd-run --wait --pipe --quiet -p DynamicUser=yes cat {agent_env}")
+        # hive-c0re's own copy: root's, 0600.
+        hive1.succeed("test \"$(stat -c '%U %a' /var/lib/hive-c0re/agents/alpha/secrets/agent.env)\" = 'root 600'")
+        # No value in any journal line, in the unit's environment or in a process's arguments.
+        for machine in (controller, hive1, hive2):
+            for value in (token, from_file):
+                # "[a]lpha-...": a pattern that finds the value and not the grep's own arguments;
+                # `grep -c` reads to the end (`grep -q` would fail the pipe with its SIGPIPE).
+                pattern = f"[{value[0]}]{value[1:]}"
+                machine.succeed(f"test \"$(journalctl -b --no-pager -o cat | grep -c '{pattern}' || true)\" = 0")
+                machine.succeed(f"test \"$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -c '{pattern}' || true)\" = 0")
+        unit_env = hive1.succeed("systemctl show -p Environment hive-agent-alpha.service")
+        assert token not in unit_env and from_file not in unit_env, "a secret is in the unit's environment"
 
     with subtest("a paused agent takes no todo while the other runs its own; up again, it runs it once"):
         controller.succeed("swarmctl agent state hive1 alpha paused")
@@ -322,13 +403,19 @@ in
         hive1.succeed("systemctl is-active hive-agent-alpha.service")
         held = add_schedule("--name held --agent alpha --agent beta --body 'held while paused' --once")
         wait_turns(hive2, "beta", f"schedule:{held}", 1)
-        # Five of alpha's ticks (2 s) after the slot: still no turn.
-        hive1.sleep(10)
-        assert turns(hive1, "alpha", f"schedule:{held}") == 0, "a paused agent ran a turn"
+        # The slot is due (beta ran it): for five of alpha's ticks (2 s) after, checked every
+        # second, alpha runs no turn of it.
+        window = time.monotonic() + 10
+        while time.monotonic() < window:
+            assert turns(hive1, "alpha", f"schedule:{held}") == 0, "a paused agent ran a turn"
+            time.sleep(1)
         controller.succeed("swarmctl agent state hive1 alpha up")
         wait_status("hive1", "alpha", "running")
         wait_turns(hive1, "alpha", f"schedule:{held}", 1)
-        hive1.sleep(6)
+        # A later one-shot run proves alpha has since ticked and taken its todos: the held one
+        # ran once.
+        after_pause = add_schedule("--name after-pause --agent alpha --body 'after the pause' --once")
+        wait_turns(hive1, "alpha", f"schedule:{after_pause}", 1)
         assert turns(hive1, "alpha", f"schedule:{held}") == 1, "the held todo ran more than once"
 
     with subtest("offline stops the agent's unit and keeps its state; up starts it again"):
@@ -341,6 +428,57 @@ in
         wait_status("hive1", "alpha", "running")
         # The other hive's agent was never touched.
         hive2.succeed("systemctl is-active hive-agent-beta.service")
+
+    with subtest("hive-c0re restarts: it adopts the agent's unit, which runs on, and still restarts it when it dies"):
+        main_pid = lambda: hive1.succeed("systemctl show -P MainPID hive-agent-alpha.service").strip()
+        before = main_pid()
+        hive1.succeed("systemctl restart hive-c0re.service")
+        hive1.wait_for_unit("hive-c0re.service")
+        hive1.wait_until_succeeds(
+            "journalctl -b -u hive-c0re.service -o cat _PID=$(systemctl show -P MainPID hive-c0re.service)"
+            " | grep -F 'adopting the unit still running'",
+            timeout=60,
+        )
+        assert main_pid() == before, "the agent's unit was restarted with hive-c0re"
+        adopted = add_schedule("--name adopted --agent alpha --body 'after hive-c0re restarted' --once")
+        wait_turns(hive1, "alpha", f"schedule:{adopted}", 1)
+        # The adopted unit is watched: killed, hive-c0re starts it again.
+        hive1.succeed("systemctl kill --signal=KILL hive-agent-alpha.service")
+        hive1.wait_until_succeeds(
+            f"systemctl is-active hive-agent-alpha.service && test \"$(systemctl show -P MainPID hive-agent-alpha.service)\" != {before}",
+            timeout=60,
+        )
+        wait_status("hive1", "alpha", "running")
+
+    with subtest("an agent that keeps dying is failed, with its last exit and log tail; offline and up recover it"):
+        def alpha_status():
+            rows = json.loads(controller.succeed("swarmctl agents --json"))
+            return next(row for row in rows if row["name"] == "alpha")["actual"]
+        # Killed each time hive-c0re has started it again, until it gives up (five crashes
+        # within ten minutes; one happened above).
+        gave_up = "journalctl -b -u hive-c0re.service -o cat | grep -F 'failed, not restarting'"
+        for _ in range(5):
+            pid = hive1.succeed("systemctl show -P MainPID hive-agent-alpha.service").strip()
+            hive1.succeed("systemctl kill --signal=KILL hive-agent-alpha.service")
+            # Started again (another main process), or given up on.
+            hive1.wait_until_succeeds(
+                f"{gave_up} || (systemctl is-active -q hive-agent-alpha.service"
+                f" && test \"$(systemctl show -P MainPID hive-agent-alpha.service)\" != {pid})",
+                timeout=90,
+            )
+            if hive1.execute(gave_up)[0] == 0:
+                break
+        wait_status("hive1", "alpha", "failed")
+        failed = alpha_status()
+        assert failed["last_exit"]["signal"] == 9, failed
+        # The tail of the unit's journal, as hive-c0re reads it with journalctl.
+        assert any("hive-agent" in line for line in failed["log_tail"]), failed
+        hive1.fail("systemctl is-active hive-agent-alpha.service")
+        controller.succeed("swarmctl agent state hive1 alpha offline")
+        wait_status("hive1", "alpha", "stopped")
+        controller.succeed("swarmctl agent state hive1 alpha up")
+        wait_status("hive1", "alpha", "running")
+        hive1.succeed("systemctl is-active hive-agent-alpha.service")
 
     with subtest("the control plane beside the swarm reaches its bucket on MinIO and makes a code"):
         minio.wait_for_unit("minio-bucket.service")
@@ -374,5 +512,18 @@ in
             " and all(.cluster.replicas[]; .current == true and (.offline // false) == false)'",
             timeout=120,
         )
+
+    with subtest("beta destroyed: its unit stops and its state directory is removed, for good"):
+        controller.succeed("swarmctl agent state hive2 beta destroyed")
+        hive2.wait_until_fails("systemctl is-active hive-agent-beta.service", timeout=60)
+        wait_status("hive2", "beta", "stopped")
+        # The dynamic user's directory, the link systemd made to it, hive-c0re's own copy.
+        hive2.wait_until_succeeds(
+            "test ! -e /var/lib/private/hive-agent-beta && test ! -L /var/lib/hive-agent-beta"
+            " && test ! -e /var/lib/hive-c0re/agents/beta",
+            timeout=60,
+        )
+        controller.fail("swarmctl agent state hive2 beta up")
+        hive2.fail("systemctl is-active hive-agent-beta.service")
   '';
 }

@@ -4,7 +4,7 @@
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 /// Mode of files holding secrets or records.
@@ -49,4 +49,14 @@ pub fn make_dir(dir: &Path, mode: u32) -> std::io::Result<()> {
         .mode(mode)
         .create(dir)
         .map_err(|e| std::io::Error::new(e.kind(), format!("cannot create {}: {e}", dir.display())))
+}
+
+/// Sets `path`'s mode to exactly `mode` (what [`make_dir`] asks for is narrowed by the umask and
+/// not applied to a directory that exists).
+///
+/// # Errors
+/// The I/O error, naming the path.
+pub fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot set the mode of {}: {e}", path.display())))
 }

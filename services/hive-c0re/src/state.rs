@@ -68,17 +68,22 @@ pub struct StateDir {
 }
 
 impl StateDir {
-    /// Creates the directories (the root 0755, so agents under systemd's DynamicUser can reach
-    /// their pause file; everything holding secrets is 0700 below it).
+    /// Creates the directories (the root and `pause/` 0755, so agents under systemd's
+    /// DynamicUser can reach their pause file; everything holding secrets is 0700 below it).
+    /// The root and `pause/` are set to 0755 whatever made them and whatever the umask (the
+    /// NixOS unit runs with `UMask=0077`): an agent that cannot see its pause file would take it
+    /// for absent and go on working while paused.
     ///
     /// # Errors
-    /// A directory that cannot be created.
+    /// A directory that cannot be created or set.
     pub fn open(root: &Path) -> std::io::Result<Self> {
         let dir = Self { root: root.to_path_buf() };
         files::make_dir(root, 0o755)?;
+        files::set_mode(root, 0o755)?;
         files::make_dir(&dir.root.join("records"), 0o700)?;
         files::make_dir(&dir.root.join("agents"), 0o700)?;
         files::make_dir(&dir.pause_dir(), 0o755)?;
+        files::set_mode(&dir.pause_dir(), 0o755)?;
         Ok(dir)
     }
 
@@ -223,6 +228,22 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;
+
+    #[test]
+    fn agents_of_other_users_can_reach_their_pause_files_whatever_made_the_directories() {
+        let root = tempfile::tempdir().unwrap();
+        // As a umask of 0077 (the NixOS unit's) leaves them.
+        for dir in [root.path().to_path_buf(), root.path().join("pause")] {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        let dir = StateDir::open(root.path()).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(root.path()), 0o755);
+        assert_eq!(mode(&dir.pause_dir()), 0o755);
+        assert_eq!(mode(&root.path().join("agents")), 0o700);
+        assert_eq!(mode(&root.path().join("records")), 0o700);
+    }
 
     #[test]
     fn records_round_trip_and_secrets_are_private_and_replaced() {

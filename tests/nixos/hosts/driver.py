@@ -158,6 +158,13 @@ class Machine:
     def start(self):
         if self.booted:
             return
+        self.spawn()
+        self.wait_booted()
+
+    def spawn(self):
+        """Starts the host's systemd-nspawn; wait_booted() waits for its systemd."""
+        if self.booted or (self.process is not None and self.process.poll() is None):
+            return
         root = self.driver.root
         lowers = [str(root)] + [str(layer) for layer in self.driver.layers]
         command = [
@@ -179,7 +186,12 @@ class Machine:
 
         with open(self.console, "ab") as console:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=enter_cgroups)
-        deadline = time.monotonic() + BOOT_TIMEOUT
+        self.spawned_at = time.monotonic()
+
+    def wait_booted(self):
+        if self.booted:
+            return
+        deadline = self.spawned_at + BOOT_TIMEOUT
         state = "no systemd yet"
         while True:
             if self.process.poll() is not None:
@@ -407,18 +419,39 @@ class Machine:
 
     def crash(self):
         """Stops the host at once, as pulling its plug: its PID 1 killed, all its processes with it."""
-        if self.process is None or self.process.poll() is not None:
+        if self.process is None:
             self._stopped()
             return
         if self.pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=30)
+        if self.process.poll() is None:
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=30)
+        self._kill_leftovers()
         self._stopped()
+
+    def _kill_leftovers(self):
+        # A systemd-nspawn killed from outside leaves its container running: whatever is still in
+        # the host's cgroups is killed, and waited for (at most 10 s) so they can be removed.
+        deadline = time.monotonic() + 10
+        while True:
+            pids = set()
+            for cgroup in self.cgroups():
+                for procs in cgroup.rglob("cgroup.procs") if cgroup.exists() else []:
+                    with contextlib.suppress(OSError):
+                        pids.update(int(p) for p in procs.read_text().split())
+            if not pids:
+                return
+            if time.monotonic() > deadline:
+                raise Exception(f"{self.name}: processes {sorted(pids)} outlived the host")
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.2)
 
 
 class StopBefore(Exception):
@@ -451,8 +484,11 @@ class Driver:
             machine.prepare(hosts, extra_files.get(machine.name, {}))
 
     def start_all(self):
+        # Booted side by side (as nixpkgs' start_all starts every VM at once), then waited for.
         for machine in self.machines:
-            machine.start()
+            machine.spawn()
+        for machine in self.machines:
+            machine.wait_booted()
 
     def cleanup(self):
         problems = []

@@ -2,6 +2,7 @@
 """Runs a VM test's script, unchanged, on real systemd hosts (systemd-nspawn), as root.
 
     python3 tests/nixos/hosts/run.py control-plane
+    python3 tests/nixos/hosts/run.py swarm
     python3 tests/nixos/hosts/run.py control-plane --stop-before "the copy the host is on"
 
 `--stop-before PREFIX` runs the script up to the first subtest whose title starts with PREFIX and
@@ -121,7 +122,37 @@ def control_plane(rendered, store):
     return ["minio", "cp1", "cp2", "cp3", "proxy", "client"], substitutions, {"minio": minio_files(rendered)}
 
 
-TESTS = {"control-plane": ("control-plane.nix", control_plane)}
+def natscli(rendered, nodes):
+    """natscli is in no registry reachable here: the nodes whose system packages have it get the
+    bash client `nats` beside this file, which speaks the NATS protocol to the real servers for the
+    commands the scripts run (its header says which)."""
+    client = (Path(__file__).resolve().parent / "nats").read_text()
+    # It signs with openssl (in the hosts layer with ca-certificates, which needs it) and reads
+    # JSON with jq.
+    for program in ("openssl", "jq"):
+        if not (HOSTS_LAYER / "usr" / "bin" / program).exists():
+            fail(f"no {program} in the hosts layer at {HOSTS_LAYER}, which hosts/nats needs: run scripts/setup as root")
+
+    def has_natscli(node):
+        # tests/nixos/model/pkgs.nix's natscli: a package `nats` with an empty bin/.
+        packages = [Path(p) for p in json.loads((rendered / node / "host.json").read_text())["packages"]]
+        return any(p.name.endswith("-nats") and not any((p / "bin").iterdir()) for p in packages)
+
+    return {node: {"/usr/local/bin/nats": (client, 0o755)} for node in nodes if has_natscli(node)}
+
+
+def swarm(rendered, store):
+    nodes = ["nats1", "nats2", "nats3", "controller", "minio", "hive1", "hive2"]
+    nix = (ROOT / "tests" / "nixos" / "swarm.nix").read_text()
+    nats_url = re.search(r'natsUrl = "([^"]+)";', nix).group(1)
+    extra = natscli(rendered, nodes)
+    if set(extra) != {"controller", "hive1", "hive2"}:
+        fail(f"swarm.nix's nodes with natscli are {sorted(extra)}; expected the controller and both hives")
+    extra["minio"] = minio_files(rendered)
+    return nodes, {"${natsUrl}": nats_url}, extra
+
+
+TESTS = {"control-plane": ("control-plane.nix", control_plane), "swarm": ("swarm.nix", swarm)}
 
 
 def main():

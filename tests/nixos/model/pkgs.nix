@@ -175,7 +175,9 @@ in
       while [ $# -gt 0 ]; do
         case $1 in
           --set) printf '%s\n' "export $2='$3'" >> "$wrapper"; shift 3 ;;
-          --set-default) printf '%s\n' "export $2=\"\''${$2-'$3'}\"" >> "$wrapper"; shift 3 ;;
+          # As nixpkgs writes it: an unquoted assignment, the default in single quotes (inside
+          # double quotes the single quotes would stay in the value).
+          --set-default) printf '%s\n' "export $2=\''${$2-'$3'}" >> "$wrapper"; shift 3 ;;
           --prefix) printf '%s\n' "export $2='$4'\"\''${$2:+$3\$$2}\"" >> "$wrapper"; shift 4 ;;
           *) echo "makeWrapper: $1 is not supported here" >&2; return 1 ;;
         esac

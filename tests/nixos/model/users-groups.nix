@@ -1,7 +1,12 @@
 # users.users and users.groups as NixOS declares them (nixos/modules/config/users-groups.nix), with
 # its checks: every user is exactly one of a system or a normal user, and has a group; written to
 # /etc/sysusers.d/00-nixos.conf (sysusers.d(5)), as NixOS does with systemd.sysusers.enable.
-{ config, lib, ... }:
+{
+  config,
+  lib,
+  pkgs,
+  ...
+}:
 let
   inherit (lib) mkOption types;
 
@@ -54,11 +59,21 @@ let
           default = false;
           description = "Whether to make the home directory.";
         };
+        shell = mkOption {
+          type = types.nullOr (types.passwdEntry types.path);
+          default = null;
+          description = ''
+            The login shell; null: none (nixpkgs' nologin). A normal user gets bash, as NixOS's
+            users.defaultUserShell gives it (there `/run/current-system/sw/bin/bash`, here the
+            store's bash).
+          '';
+        };
       };
       config = lib.mkIf config.isNormalUser {
         group = lib.mkDefault "users";
         home = lib.mkDefault "/home/${config.name}";
         createHome = lib.mkDefault true;
+        shell = lib.mkDefault "${pkgs.bash}/bin/bash";
       };
     };
 
@@ -107,6 +122,7 @@ in
       ++ lib.mapAttrsToList (
         _: u:
         "u ${u.name} ${if u.uid == null then "-" else toString u.uid}:${u.group} ${builtins.toJSON u.description} ${u.home}"
+        + lib.optionalString (u.shell != null) " ${u.shell}"
       ) config.users.users
       ++ lib.concatLists (
         lib.mapAttrsToList (_: u: map (g: "m ${u.name} ${g}") u.extraGroups) config.users.users

@@ -4,7 +4,7 @@
 //! state directory before each start and after each renewal ([`super::unit_credentials`]), so a
 //! renewal needs no restart. hive-c0re watches it with `systemctl show` and stops it with
 //! `systemctl stop`; when hive-c0re stops, the units keep running and are adopted on its next
-//! start. Exercised for real only in the NixOS VM test.
+//! start. Run on a real systemd by tests/nixos/swarm.nix on the hosts of tests/nixos/hosts.
 
 use std::path::PathBuf;
 use std::time::Duration;
