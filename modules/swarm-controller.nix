@@ -164,6 +164,24 @@ in
       '';
     };
 
+    socketRoles = mkOption {
+      type = types.attrsOf (types.enum [ "viewer" "operator" "admin" ]);
+      default = { };
+      example = {
+        swarm-viewers = "viewer";
+        swarm-controller = "operator";
+        wheel = "admin";
+      };
+      description = ''
+        The role of each user of the socket by unix group (`SWARM_SOCKET_ROLES`): `viewer` reads,
+        `operator` also gives agents work, pauses and schedules them, `admin` also creates and
+        destroys agents, sets their secrets and reads the audit log. A user has the highest role
+        of the groups listed that it is in, and none when it is in none of them; root and the
+        controller's own user are admin. Empty (the default): everyone who can reach the socket
+        (root and members of `group`) is admin.
+      '';
+    };
+
     nats = {
       url = mkOption {
         type = types.strMatching "(nats|tls|ws|wss)://[^[:space:]]+";
@@ -572,6 +590,9 @@ in
         SWARM_STATE_DIR = "/var/lib/swarm-controller";
         SWARM_REMOTE_RATE = toString cfg.controlPlane.requestsPerSecond;
       }
+      // lib.optionalAttrs (cfg.socketRoles != { }) {
+        SWARM_SOCKET_ROLES = lib.concatStringsSep "," (lib.mapAttrsToList (group: role: "${group}=${role}") cfg.socketRoles);
+      }
       // lib.optionalAttrs (cfg.controlPlane.identityFile != null) {
         # LoadCredential below puts the identity here, readable by this unit only.
         SWARM_CONTROL_IDENTITY = "%d/control-identity";
@@ -614,6 +635,10 @@ in
         DynamicUser = false;
         User = "swarm-controller";
         Group = cfg.group;
+        # It names each user of its socket from the kernel's peer credentials, and gives it a role
+        # by its groups (`socketRoles`): in a private user namespace every other user reads as
+        # nobody.
+        PrivateUsers = false;
         LoadCredential =
           lib.optional (cfg.nats.credentialsFile != null) "nats-creds:${cfg.nats.credentialsFile}"
           ++ lib.optional (cfg.secretsKeyFile != null) "secrets-key:${cfg.secretsKeyFile}"

@@ -167,6 +167,8 @@ in
         environment.etc."hyperhive/swarm-secrets.key" = secret "secrets.key";
         services.hyperhive.deploy.swarm-controller = {
           enable = true;
+          # The socket's group gives work and moves agents; root stays admin.
+          socketRoles.swarm-controller = "operator";
           nats = {
             url = natsUrl;
             # Every stream and bucket on all three nodes, so losing one loses nothing.
@@ -310,10 +312,12 @@ in
             # naming an agent the roster lacks is refused.
             controller.wait_until_succeeds(f"swarmctl agents | grep -w {agent}", timeout=120)
 
-    with subtest("only root and the socket's group reach the API"):
+    with subtest("only root and the socket's group reach the API, the group as operator"):
         controller.succeed("swarmctl schedule list")
         controller.succeed("su swarm-operator -c 'swarmctl schedule list'")
         controller.fail("su outsider -c 'swarmctl schedule list'")
+        refused = controller.fail("su swarm-operator -c 'echo x | swarmctl secret set PROBE' 2>&1")
+        assert "needs the admin role; swarm-operator has operator" in refused, refused
 
     with subtest("a schedule for both agents fires in both"):
         daily = add_schedule("--name daily --agent alpha --agent beta --body 'hello from the VM test' --every 1h")

@@ -79,7 +79,7 @@ async fn a_host_and_a_client_exchange_messages_both_ways_with_acks() {
     // The host is told the client's role, from its code.
     let message = LinkFrame::Message {
         from: client.id.clone(),
-        from_role: Some(hyperhive_control_proto::role::Role::Operator),
+        from_role: link_client::role_of(DeviceKind::Client),
         epoch: 9,
         seq: 1,
         first_unacked: 1,

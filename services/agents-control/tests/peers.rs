@@ -142,7 +142,8 @@ impl Cluster {
 }
 
 fn message(from: &Device, seq: u64, body: serde_json::Value) -> LinkFrame {
-    LinkFrame::Message { from: from.id.clone(), from_role: None, epoch: 9, seq, first_unacked: 1, body: body.into() }
+    let from_role = link_client::role_of(from.kind);
+    LinkFrame::Message { from: from.id.clone(), from_role, epoch: 9, seq, first_unacked: 1, body: body.into() }
 }
 
 #[tokio::test]

@@ -20,22 +20,39 @@ pub struct Pause {
     path: Option<PathBuf>,
     paused: watch::Sender<bool>,
     reporter: TurnReporter,
+    /// Whether the last check could not tell (logged once when that starts).
+    unsure: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Pause {
     /// A pause following `path` (never paused without one), reporting changes to `reporter`.
     pub fn new(path: Option<PathBuf>, reporter: TurnReporter) -> Self {
-        let pause = Self { path, paused: watch::Sender::new(false), reporter };
+        let pause = Self { path, paused: watch::Sender::new(false), reporter, unsure: Default::default() };
         pause.check();
         pause
     }
 
-    /// Reads the file's existence now, records it, and returns it.
+    /// Reads the file's existence now, records it, and returns it. When the agent cannot tell
+    /// (its directory unreadable, a path through a file), it counts as paused and says so once:
+    /// an agent that works while its operator paused it is worse than one that waits, visibly.
     pub fn check(&self) -> bool {
-        // An unreadable parent counts as "no pause file": hive-c0re creates the file in a
-        // directory the agent can read, and an agent that never runs because of a stat error would
-        // be worse than one that runs.
-        let paused = self.path.as_ref().is_some_and(|p| p.try_exists().unwrap_or(false));
+        use std::sync::atomic::Ordering;
+        let paused = match self.path.as_ref().map(|p| (p, p.try_exists())) {
+            None => false,
+            Some((_, Ok(exists))) => {
+                self.unsure.store(false, Ordering::Relaxed);
+                exists
+            }
+            Some((path, Err(e))) => {
+                if !self.unsure.swap(true, Ordering::Relaxed) {
+                    tracing::error!(
+                        path = %path.display(),
+                        "cannot tell whether the pause file (HIVE_AGENT_PAUSE_FILE) exists: {e}; taking no todo until it can"
+                    );
+                }
+                true
+            }
+        };
         self.paused.send_if_modified(|was| std::mem::replace(was, paused) != paused);
         self.reporter.set_paused(paused);
         paused
@@ -60,5 +77,28 @@ impl Pause {
             return;
         }
         let _ = rx.wait_for(|paused| !*paused).await.map(drop);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::feed::Feed;
+
+    #[tokio::test]
+    async fn a_pause_file_that_cannot_be_checked_counts_as_paused_until_it_can() {
+        let dir = tempfile::tempdir().unwrap();
+        let reporter = TurnReporter::new(dir.path(), Feed::capture().0);
+        // A path through a regular file: stat fails with "not a directory", not "not found".
+        let blocker = dir.path().join("pause");
+        std::fs::write(&blocker, "").unwrap();
+        let pause = Pause::new(Some(blocker.join("paused")), reporter.clone());
+        assert!(pause.check(), "an unknown pause state is a pause");
+        std::fs::remove_file(&blocker).unwrap();
+        assert!(!pause.check(), "once it can tell, the file's absence unpauses");
+        std::fs::create_dir(&blocker).unwrap();
+        std::fs::write(blocker.join("paused"), "").unwrap();
+        assert!(pause.check());
+        assert!(!Pause::new(None, reporter).check(), "without a pause file it is never paused");
     }
 }

@@ -5,7 +5,9 @@
 # the figures. It is measured only: its program is not on this machine.
 #
 # hive-c0re is a root supervisor and cannot meet that anchor: its ceiling is the same unit with
-# exactly hive-c0re's documented relaxations (modules/hive-c0re.nix) and nothing else.
+# exactly hive-c0re's documented relaxations (modules/hive-c0re.nix) and nothing else. So is
+# swarm-controller's, with its one: it sees every user (no `PrivateUsers`), to name and give a
+# role to each user of its socket.
 {
   config,
   pkgs,
@@ -13,6 +15,13 @@
   ...
 }:
 {
+  systemd.services.harmonia-with-swarm-controller-relaxations = {
+    inherit (config.systemd.services.harmonia) description after wantedBy;
+    serviceConfig = config.systemd.services.harmonia.serviceConfig // {
+      PrivateUsers = false;
+    };
+  };
+
   systemd.services.harmonia-with-hive-c0re-relaxations = {
     inherit (config.systemd.services.harmonia) description after wantedBy;
     serviceConfig = removeAttrs config.systemd.services.harmonia.serviceConfig [ "User" "Group" ] // {

@@ -29,7 +29,10 @@ from render_hosts import render
 
 DAEMON = re.compile(r"(agents-control|swarm-controller|hive-c0re|swarm-authelia-bridge|hyperhive-nats|hive-agent)(-[a-z0-9-]+)?\.service")
 ANCHOR = "anchor/harmonia"
-CEILINGS = {"hive-c0re": "harmonia-with-hive-c0re-relaxations.service"}
+CEILINGS = {
+    "hive-c0re": "harmonia-with-hive-c0re-relaxations.service",
+    "swarm-controller": "harmonia-with-swarm-controller-relaxations.service",
+}
 DIRECTORIES = {"RuntimeDirectory": "/run", "StateDirectory": "/var/lib", "CacheDirectory": "/var/cache", "LogsDirectory": "/var/log"}
 
 GUIDE = ROOT / "docs" / "nixos.md"

@@ -89,11 +89,16 @@ pub struct Device {
     pub key: SigningKey,
 }
 
+/// The role [`pair`] gives a device of `kind`: operator for a client, none for a host.
+pub fn role_of(kind: DeviceKind) -> Option<hyperhive_control_proto::role::Role> {
+    (kind == DeviceKind::Client).then_some(hyperhive_control_proto::role::Role::Operator)
+}
+
 /// Makes a code and redeems it, as a copy serving `/v1/pair` would; a client's code gives it the
 /// operator role.
 pub async fn pair(store: &dyn Store, clock: &dyn Clock, key: &ControlKey, kind: DeviceKind, name: &str) -> Device {
     let issuer = Issuer { key: key.clone(), control_url: "http://127.0.0.1:1".into(), pin: None };
-    let role = (kind == DeviceKind::Client).then_some(hyperhive_control_proto::role::Role::Operator);
+    let role = role_of(kind);
     let request = CodeRequest { kind, name: None, role, ttl: codes::DEFAULT_TTL, made_by: "test".into() };
     let code = codes::make_code(store, clock, &issuer, &request).await.unwrap();
     let device_key = SigningKey::from_bytes(&rand::random::<[u8; 32]>());
