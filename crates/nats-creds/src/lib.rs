@@ -305,6 +305,15 @@ pub fn mint_hive_creds(
     mint_all(from, vec![(hive_tenant(hive, agents), out.to_path_buf())], validity_for(ttl)?)
 }
 
+/// The agents `hive`'s credential was minted for (whose todo queues its account imports), from
+/// the account in `from`; empty when the hive has no account there.
+///
+/// # Errors
+/// An account that cannot be read or does not verify.
+pub fn agents_of_hive(from: &Path, hive: &HiveName) -> Result<Vec<AgentName>, CredsError> {
+    hive_agents(from, hive)
+}
+
 /// `from`'s system-account user credential, made from `system.seed` when an older [`init`]
 /// did not write it.
 ///

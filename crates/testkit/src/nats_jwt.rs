@@ -397,13 +397,20 @@ impl NatsJwt {
     }
 
     /// Publishes `status` (a hive status document, JSON) as `hive`'s hive-c0re does: with the
-    /// hive's own credential, on its own key of `hive-status`, waiting for the ack.
+    /// hive's own credential, minted for the agents the status names (a hive runs the agents it
+    /// was minted for), on its own key of `hive-status`, waiting for the ack.
     ///
     /// # Errors
     /// Minting, connecting or the publish failed (a refused write is an error).
     pub async fn publish_as_hive(&self, hive: &str, status: Vec<u8>) -> anyhow::Result<()> {
         let name = HiveName::parse(hive)?;
-        let creds = self.mint_hive(hive, &[]).await?;
+        let document: serde_json::Value = serde_json::from_slice(&status).unwrap_or_default();
+        // Names that are no agent's (a hostile status) cannot be minted for: left out.
+        let agents: Vec<&str> = document["agents"]
+            .as_object()
+            .map(|a| a.keys().map(String::as_str).filter(|n| AgentName::parse(n).is_ok()).collect())
+            .unwrap_or_default();
+        let creds = self.mint_hive(hive, &agents).await?;
         let client = async_nats::ConnectOptions::with_credentials_file(creds)
             .await?
             .custom_inbox_prefix(hyperhive_nats_objects::hive_inbox_prefix(&name))

@@ -268,7 +268,7 @@ async fn serve(
     let first = reconciler.pass().await?;
     tracing::info!(?first, "first reconcile pass done");
     let hives = Arc::new(config.settings.hives);
-    let roster = Roster::new(js.clone(), buckets.agents);
+    let roster = Roster::new(js.clone(), buckets.agents).minted_in(config.settings.nats_dir.clone());
     let wanted = WantedStore::new(js.clone(), buckets.agent_wanted);
     // One `Accounts` for every account change, so changes reach the server in order.
     let accounts = config.settings.nats_dir.map(|dir| Arc::new(Accounts::new(dir, config.settings.nats_url.clone())));

@@ -446,3 +446,34 @@ async fn two_changes_from_the_same_revision_give_one_200_and_one_409() {
     let winner = if one.0 == StatusCode::OK { one.1 } else { two.1 };
     assert_eq!(get(&c, "/api/agents").await[0]["wanted"]["state"], winner["state"], "the winner's state is stored");
 }
+
+/// With the signing directory, a hive's status adds only the agents the hive was minted for: a
+/// hostile hive cannot fill the roster or squat the name of an agent yet to be created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hive_adds_to_the_roster_only_the_agents_it_was_minted_for() {
+    let c = Controller::start_with(Options { nats_dir: true, ..options(&["h1"]) }).await;
+    publish_as_hive(&c.nats, &status("h1", NOW, &[("a", Origin::Declared)])).await;
+    wait_for_roster(&c, &["a"]).await;
+    // The hive's own credential, minted for `a` only, publishes a status naming more.
+    let creds = c.nats.mint_hive("h1", &["a"]).await.unwrap();
+    let hive = async_nats::ConnectOptions::with_credentials_file(creds)
+        .await
+        .unwrap()
+        .custom_inbox_prefix(hyperhive_nats_objects::hive_inbox_prefix(&"h1".parse().unwrap()))
+        .connect(c.nats.url())
+        .await
+        .unwrap();
+    let mut squatting = status("h1", NOW, &[("a", Origin::Declared), ("b", Origin::Declared)]);
+    let one = squatting.agents[&AgentName::parse("a").unwrap()].clone();
+    for i in 0..500 {
+        squatting.agents.insert(AgentName::parse(&format!("squat-{i}")).unwrap(), one.clone());
+    }
+    let js = async_nats::jetstream::new(hive);
+    let subject = hyperhive_nats_objects::hive_status_subject(&"h1".parse().unwrap());
+    js.publish(subject, serde_json::to_vec(&squatting).unwrap().into()).await.unwrap().await.unwrap();
+    // The watch takes statuses in order: once a later one naming a new minted agent is in, the
+    // squatting one was seen and refused.
+    publish_as_hive(&c.nats, &status("h1", NOW, &[("a", Origin::Declared), ("c", Origin::Declared)])).await;
+    let listed = wait_for_roster(&c, &["a", "c"]).await;
+    assert_eq!(listed.as_array().unwrap().len(), 2, "b and the squatters stay off: {listed}");
+}

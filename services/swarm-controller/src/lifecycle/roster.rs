@@ -2,19 +2,20 @@
 //!
 //! Declared agents come to the swarm through their hive's status: for each hive of the directory,
 //! every agent in its status that is not on the roster yet is added (create-if-absent, so two
-//! passes at once add it once). An agent is never moved: one already on the roster under another
+//! passes at once add it once), provided, when the controller has the signing directory, the
+//! hive's credential was minted for it. An agent is never moved: one already on the roster under another
 //! hive keeps its entry, and the clash is logged. The controller watches `hive-status` and also
 //! runs the same sync from its periodic pass, so a missed watch event is repaired.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use async_nats::jetstream::{self, kv};
 use futures::StreamExt;
-use hyperhive_hive_proto::AgentName;
 use hyperhive_hive_proto::directory::HiveDirectory;
 use hyperhive_hive_proto::roster::{Identities, RosterEntry};
 use hyperhive_hive_proto::status::HiveStatus;
+use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_nats_objects::AGENTS_BUCKET;
 use hyperhive_schedule::instant::format_instant;
 
@@ -34,6 +35,8 @@ pub struct SyncReport {
     pub clashes: usize,
     /// Statuses of hives not in the directory.
     pub unknown_hives: usize,
+    /// Agents a hive reported that its credential was not minted for: left off the roster.
+    pub unminted: usize,
 }
 
 /// The `agents` bucket.
@@ -41,12 +44,30 @@ pub struct SyncReport {
 pub struct Roster {
     js: jetstream::Context,
     kv: kv::Store,
+    /// The `nats init` directory, whose hive accounts say which agents each hive was minted
+    /// for; without it a hive's status may add any agent.
+    nats_dir: Option<std::path::PathBuf>,
 }
 
 impl Roster {
     /// Wraps the bucket made by [`hyperhive_nats_objects::ensure_objects`].
     pub fn new(js: jetstream::Context, kv: kv::Store) -> Self {
-        Self { js, kv }
+        Self { js, kv, nats_dir: None }
+    }
+
+    /// The roster taking from each hive's status only the agents the hive was minted for, as
+    /// its account in `nats_dir` (`SWARM_NATS_DIR`) says.
+    #[must_use]
+    pub fn minted_in(mut self, nats_dir: Option<std::path::PathBuf>) -> Self {
+        self.nats_dir = nats_dir;
+        self
+    }
+
+    /// The agents `hive` may add, or `None` when any (no signing directory).
+    fn minted(&self, hive: &HiveName) -> Result<Option<BTreeSet<AgentName>>, String> {
+        let Some(dir) = &self.nats_dir else { return Ok(None) };
+        let agents = hyperhive_nats_creds::agents_of_hive(dir, hive).map_err(|e| e.to_string())?;
+        Ok(Some(agents.into_iter().collect()))
     }
 
     /// Every readable entry, by agent name; an unreadable one is logged and left out.
@@ -123,7 +144,9 @@ impl Roster {
         Err(format!("agent {agent}'s roster entry keeps changing under this update; it is retried"))
     }
 
-    /// Adds every agent of `status` that is not on the roster yet, if its hive is in `directory`.
+    /// Adds every agent of `status` that is not on the roster yet, if its hive is in `directory`
+    /// and, with a signing directory, its credential was minted for that agent (a hive cannot put
+    /// names on the roster it does not run, nor squat the name of an agent to be created).
     ///
     /// # Errors
     /// NATS errors, as text; entries added before the error stay.
@@ -139,7 +162,12 @@ impl Roster {
             report.unknown_hives += 1;
             return Ok(report);
         }
+        let minted = self.minted(&status.hive)?;
         for (agent, agent_status) in &status.agents {
+            if minted.as_ref().is_some_and(|minted| !minted.contains(agent)) {
+                report.unminted += 1;
+                continue;
+            }
             let entry = RosterEntry {
                 hive: status.hive.clone(),
                 origin: agent_status.origin,
@@ -169,6 +197,12 @@ impl Roster {
                 Err(err) => return Err(err.to_string()),
             }
         }
+        if report.unminted > 0 {
+            tracing::warn!(
+                hive = %status.hive, agents = report.unminted,
+                "the hive's status names agents its credential was not minted for; left off the roster"
+            );
+        }
         Ok(report)
     }
 
@@ -188,6 +222,7 @@ impl Roster {
             total.added += one.added;
             total.clashes += one.clashes;
             total.unknown_hives += one.unknown_hives;
+            total.unminted += one.unminted;
         }
         Ok(total)
     }
