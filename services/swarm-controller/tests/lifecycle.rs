@@ -340,6 +340,9 @@ async fn a_deploy_sent_by_the_controller_runs_the_agent_on_its_hive() {
     )
     .unwrap();
     let creds = std::fs::read_to_string(swarm.nats.mint_agent("gamma").await.unwrap()).unwrap();
+    // As creating gamma does: its hive's account gains its queue (so the roster takes it from the
+    // hive's status).
+    swarm.nats.mint_hive("hive1", &["alpha", "gamma"]).await.unwrap();
     let turn = format!("printf '%s\\t%s\\n' \"$HIVE_TODO_ID\" \"$(cat)\" >> {}", swarm.turns_file("gamma").display());
     let payload = |kind, agent: &str, spec: Option<AgentSpec>, creds: &str| Payload {
         kind,
