@@ -314,6 +314,12 @@ pub fn agents_of_hive(from: &Path, hive: &HiveName) -> Result<Vec<AgentName>, Cr
     hive_agents(from, hive)
 }
 
+/// Where `hive`'s account JWT lives in `from` (what [`agents_of_hive`] reads).
+#[must_use]
+pub fn hive_account_path(from: &Path, hive: &HiveName) -> PathBuf {
+    tenant::hive_account_path(from, hive)
+}
+
 /// `from`'s system-account user credential, made from `system.seed` when an older [`init`]
 /// did not write it.
 ///

@@ -46,9 +46,14 @@ pub(crate) fn hive_tenant(hive: &HiveName, agents: &[AgentName]) -> Tenant {
     }
 }
 
+/// `hive`'s account JWT in `from`.
+pub(crate) fn hive_account_path(from: &Path, hive: &HiveName) -> std::path::PathBuf {
+    from.join(files::ACCOUNTS_DIR).join(format!("hive-{hive}.jwt"))
+}
+
 /// The agents whose todo queues `hive`'s account imports now (none when it has no account).
 pub(crate) fn hive_agents(from: &Path, hive: &HiveName) -> Result<Vec<AgentName>, CredsError> {
-    let path = from.join(files::ACCOUNTS_DIR).join(format!("hive-{hive}.jwt"));
+    let path = hive_account_path(from, hive);
     let token = match fs::read_to_string(&path) {
         Ok(token) => token,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),

@@ -506,9 +506,11 @@ async fn an_agent_writes_only_its_own_turn_history_and_hears_only_its_own_cancel
 async fn no_tenant_writes_or_reads_the_audit_log() {
     let swarm = Swarm::start().await;
     for (who, tenant) in [("agent a", swarm.agent("a").await), ("hive h1", swarm.hive("h1", &["a"]).await)] {
-        tenant.publish(AUDIT_SUBJECT, r#"{"who":"root"}"#.into()).await.unwrap();
-        tenant.flush().await.unwrap();
-        let read = jetstream::new(tenant.clone()).get_stream(AUDIT_STREAM).await;
+        // Acked: a stream that took the entry would answer; none in reach does.
+        let js = jetstream::ContextBuilder::new().timeout(Duration::from_secs(1)).build(tenant.clone());
+        let forged = js.publish(AUDIT_SUBJECT, r#"{"who":"root"}"#.into()).await.unwrap().await;
+        assert!(forged.is_err(), "{who} wrote an audit entry: {forged:?}");
+        let read = js.get_stream(AUDIT_STREAM).await;
         assert!(read.is_err(), "{who} reached the audit stream");
     }
     assert_eq!(swarm.held(AUDIT_STREAM, AUDIT_SUBJECT).await, 0, "nothing landed in the log");

@@ -37,7 +37,7 @@ pub enum Caller {
         /// The device id.
         client: String,
         /// Its role, from its pairing code.
-        role: Option<Role>,
+        role: Role,
     },
 }
 
@@ -70,14 +70,15 @@ impl Caller {
     /// it to narrow it).
     #[must_use]
     pub fn device(client: String, role: Option<Role>) -> Caller {
-        Caller::Device { client, role: Some(role.unwrap_or(Role::Admin)) }
+        Caller::Device { client, role: role.unwrap_or(Role::Admin) }
     }
 
     /// The caller's role, if it has one.
     #[must_use]
     pub fn role(&self) -> Option<Role> {
         match self {
-            Caller::Local { role, .. } | Caller::Device { role, .. } => *role,
+            Caller::Local { role, .. } => *role,
+            Caller::Device { role, .. } => Some(*role),
         }
     }
 
@@ -89,13 +90,10 @@ impl Caller {
         match self.role() {
             Some(role) if role >= needed => Ok(()),
             Some(role) => Err(ApiError::Forbidden(format!("{what} needs the {needed} role; {self} has {role}"))),
-            None => Err(ApiError::Forbidden(match self {
-                Caller::Local { user, .. } => format!(
-                    "{what} needs the {needed} role; {user} has none (it is in none of the groups SWARM_SOCKET_ROLES \
-                     names)"
-                ),
-                Caller::Device { client, .. } => format!("{what} needs the {needed} role; device {client} has none"),
-            })),
+            // Only a socket user can have none.
+            None => Err(ApiError::Forbidden(format!(
+                "{what} needs the {needed} role; {self} has none (it is in none of the groups SWARM_SOCKET_ROLES names)"
+            ))),
         }
     }
 }

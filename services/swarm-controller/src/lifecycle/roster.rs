@@ -47,12 +47,15 @@ pub struct Roster {
     /// The `nats init` directory, whose hive accounts say which agents each hive was minted
     /// for; without it a hive's status may add any agent.
     nats_dir: Option<std::path::PathBuf>,
+    /// Each hive's minted agents, with the modification time of the account they were read
+    /// from: a status comes every few seconds, the account changes when an agent is minted.
+    minted: Arc<std::sync::Mutex<BTreeMap<HiveName, (std::time::SystemTime, BTreeSet<AgentName>)>>>,
 }
 
 impl Roster {
     /// Wraps the bucket made by [`hyperhive_nats_objects::ensure_objects`].
     pub fn new(js: jetstream::Context, kv: kv::Store) -> Self {
-        Self { js, kv, nats_dir: None }
+        Self { js, kv, nats_dir: None, minted: Arc::default() }
     }
 
     /// The roster taking from each hive's status only the agents the hive was minted for, as
@@ -63,11 +66,25 @@ impl Roster {
         self
     }
 
-    /// The agents `hive` may add, or `None` when any (no signing directory).
+    /// The agents `hive` may add, or `None` when any (no signing directory). The account is
+    /// read again only when its file changed.
     fn minted(&self, hive: &HiveName) -> Result<Option<BTreeSet<AgentName>>, String> {
         let Some(dir) = &self.nats_dir else { return Ok(None) };
-        let agents = hyperhive_nats_creds::agents_of_hive(dir, hive).map_err(|e| e.to_string())?;
-        Ok(Some(agents.into_iter().collect()))
+        let account = hyperhive_nats_creds::hive_account_path(dir, hive);
+        let changed = std::fs::metadata(&account).and_then(|m| m.modified()).ok();
+        let mut cache = self.minted.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let (Some(changed), Some((read_at, agents))) = (changed, cache.get(hive))
+            && *read_at == changed
+        {
+            return Ok(Some(agents.clone()));
+        }
+        let agents: BTreeSet<AgentName> =
+            hyperhive_nats_creds::agents_of_hive(dir, hive).map_err(|e| e.to_string())?.into_iter().collect();
+        match changed {
+            Some(changed) => cache.insert(hive.clone(), (changed, agents.clone())),
+            None => cache.remove(hive),
+        };
+        Ok(Some(agents))
     }
 
     /// Every readable entry, by agent name; an unreadable one is logged and left out.
