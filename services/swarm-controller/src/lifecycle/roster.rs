@@ -49,8 +49,11 @@ pub struct Roster {
     nats_dir: Option<std::path::PathBuf>,
     /// Each hive's minted agents, with the modification time of the account they were read
     /// from: a status comes every few seconds, the account changes when an agent is minted.
-    minted: Arc<std::sync::Mutex<BTreeMap<HiveName, (std::time::SystemTime, BTreeSet<AgentName>)>>>,
+    minted: Arc<std::sync::Mutex<BTreeMap<HiveName, MintedAt>>>,
 }
+
+/// A hive's minted agents and the modification time of the account they were read from.
+type MintedAt = (std::time::SystemTime, BTreeSet<AgentName>);
 
 impl Roster {
     /// Wraps the bucket made by [`hyperhive_nats_objects::ensure_objects`].
