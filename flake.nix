@@ -2,8 +2,9 @@
   description = "hyperhive: AI coding agents across many Linux and NixOS machines, scheduled prompts, and a control plane that survives losing a machine";
 
   # nixpkgs only: rustPlatform.buildRustPackage with the workspace's Cargo.lock builds every
-  # package, so no Rust build helper earns its place.
-  inputs.nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable";
+  # package, so no Rust build helper earns its place. A release, whose rustc the offline build
+  # checks the workspace's rust-version against (tests/offline-build/run.py).
+  inputs.nixpkgs.url = "github:NixOS/nixpkgs/nixos-26.11";
 
   outputs =
     { self, nixpkgs }:

@@ -63,7 +63,7 @@ fn the_cluster_node_example_is_a_config_nats_server_accepts() {
     assert!(example.contains("include \"nats-server.conf\""), "{example}");
     let conf = dir.path().join("node.conf");
     fs::write(&conf, &example).unwrap();
-    let checked = std::process::Command::new(hyperhive_testkit::tool("nats-server").unwrap())
+    let checked = std::process::Command::new(hyperhive_testkit::tool(hyperhive_testkit::Tool::NatsServer).unwrap())
         .arg("-t")
         .arg("-c")
         .arg(&conf)

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::ports::free_port;
 use crate::process::Process;
-use crate::tools::tool;
+use crate::tools::{Tool, tool};
 use crate::wait::wait_until;
 
 /// The key WebDriver names an element with.
@@ -27,27 +27,14 @@ pub struct Browser {
     _profile: tempfile::TempDir,
 }
 
-fn find_binary(names: &[&str]) -> anyhow::Result<std::path::PathBuf> {
-    for name in names {
-        if let Ok(path) = tool(name) {
-            return Ok(path);
-        }
-        let debian = Path::new("/usr/bin").join(name);
-        if debian.is_file() {
-            return Ok(debian);
-        }
-    }
-    bail!("{} is not installed: run scripts/setup (Debian packages chromium and chromium-driver)", names[0])
-}
-
 impl Browser {
     /// Starts chromedriver and a headless Chromium session with a fresh profile.
     ///
     /// # Errors
     /// Either is missing, or the session could not start.
     pub async fn start() -> anyhow::Result<Browser> {
-        let driver = find_binary(&["chromedriver"])?;
-        let chromium = find_binary(&["chromium", "chromium-browser"])?;
+        let driver = tool(Tool::Chromedriver)?;
+        let chromium = tool(Tool::Chromium)?;
         let port = free_port();
         let process = Process::builder(driver).arg(format!("--port={port}")).start("chromedriver")?;
         let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build()?;

@@ -7,7 +7,7 @@ use anyhow::Context;
 use tempfile::TempDir;
 
 use crate::process::Process;
-use crate::tools::tool;
+use crate::tools::{Tool, tool};
 
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -40,7 +40,7 @@ impl Caddy {
         );
         let caddyfile_path = dir.path().join("Caddyfile");
         std::fs::write(&caddyfile_path, caddyfile).context("writing the Caddyfile")?;
-        let mut process = Process::builder(tool("caddy")?)
+        let mut process = Process::builder(tool(Tool::Caddy)?)
             .arg("run")
             .arg("--config")
             .arg(&caddyfile_path)

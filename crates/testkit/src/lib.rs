@@ -65,5 +65,5 @@ pub use process::{Process, ProcessBuilder};
 pub use s3::{S3, S3Server};
 pub use sse::{SseClient, SseEvent};
 pub use synapse::Synapse;
-pub use tools::{project_binary, project_release_binary, tool, workspace_root};
+pub use tools::{Tool, project_binary, project_release_binary, tool, workspace_root};
 pub use wait::wait_until;

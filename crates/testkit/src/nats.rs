@@ -8,7 +8,7 @@ use tempfile::TempDir;
 
 use crate::ports::free_port;
 use crate::process::Process;
-use crate::tools::tool;
+use crate::tools::{Tool, tool};
 
 /// How long a start may take before the test fails; it is usually well under a second.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -65,7 +65,7 @@ impl Nats {
     /// As [`Nats::start`].
     pub async fn start_again(&mut self) -> anyhow::Result<()> {
         anyhow::ensure!(self.process.is_none(), "nats-server is already running");
-        let mut process = Process::builder(tool("nats-server")?)
+        let mut process = Process::builder(tool(Tool::NatsServer)?)
             .arg("--config")
             .arg(self.dir.path().join("nats.conf"))
             .start("nats-server")?;

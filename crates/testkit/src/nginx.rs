@@ -10,7 +10,7 @@ use anyhow::Context;
 
 use crate::ports::free_port;
 use crate::process::Process;
-use crate::tools::tool;
+use crate::tools::{Tool, tool};
 use crate::wait::wait_until;
 
 /// A running nginx; stopped on drop.
@@ -27,14 +27,7 @@ impl Nginx {
     /// # Errors
     /// nginx is not installed (run scripts/setup), or did not come up.
     pub async fn in_front_of(socket: &Path) -> anyhow::Result<Nginx> {
-        let binary = tool("nginx").or_else(|_| {
-            let debian = Path::new("/usr/sbin/nginx");
-            if debian.is_file() {
-                Ok(debian.to_path_buf())
-            } else {
-                anyhow::bail!("nginx is not installed: run scripts/setup")
-            }
-        })?;
+        let binary = tool(Tool::Nginx)?;
         let dir = tempfile::tempdir()?;
         let port = free_port();
         let root = dir.path().display();

@@ -18,7 +18,7 @@ use nix::sys::signal::Signal;
 use crate::ports::free_port;
 use crate::process::Process;
 use crate::seaweedfs::{self, Weed};
-use crate::tools::tool;
+use crate::tools::{Tool, tool};
 use crate::wait::wait_until;
 
 /// moto imports boto and friends at start: slower than a Go binary, but well under this.
@@ -83,7 +83,7 @@ impl S3 {
         let (port, running, timeout) = match server {
             S3Server::Moto => {
                 let port = free_port();
-                let mut process = Process::builder(tool("moto_server")?)
+                let mut process = Process::builder(tool(Tool::MotoServer)?)
                     .args(["-H", "127.0.0.1", "-p", &port.to_string()])
                     .start("moto_server")?;
                 let addr = SocketAddr::from(([127, 0, 0, 1], port));

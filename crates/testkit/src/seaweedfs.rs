@@ -14,7 +14,7 @@ use tempfile::TempDir;
 
 use crate::ports::free_port;
 use crate::process::Process;
-use crate::tools::tool;
+use crate::tools::{Tool, tool};
 
 /// Four servers in one Go process, with a master election: a few seconds on an idle machine.
 pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -64,7 +64,7 @@ impl Weed {
         for (server, port) in SERVERS.iter().zip(&grpc_ports) {
             args.push(format!("-{server}.port.grpc={port}"));
         }
-        let weed = tool("weed")?;
+        let weed = tool(Tool::Weed)?;
         args.extend(known_flags(&weed, &OPTIONAL_FLAGS));
         let mut process = Process::builder(&weed)
             .arg("server")

@@ -16,7 +16,7 @@ use tempfile::TempDir;
 
 use crate::ports::free_port;
 use crate::process::Process;
-use crate::tools::tool;
+use crate::tools::{Tool, tool};
 
 /// Python imports and a fresh SQLite schema: about 4 s on an idle 2-core machine.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -64,7 +64,7 @@ impl Synapse {
         std::fs::write(dir.path().join("log.yaml"), LOG_CONFIG).context("writing the Synapse log config")?;
         std::fs::write(dir.path().join("extra.yaml"), if extra.is_empty() { "{}\n" } else { extra })
             .context("writing the extra Synapse config")?;
-        let mut process = Process::builder(tool("synapse_homeserver")?)
+        let mut process = Process::builder(tool(Tool::SynapseHomeserver)?)
             .arg("--config-path")
             .arg(dir.path().join("homeserver.yaml"))
             .arg("--config-path")

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
-use hyperhive_testkit::{Caddy, ChaosProxy, Nats, Process, S3, S3Server, Signal, Synapse, free_port, tool, wait_until};
+use hyperhive_testkit::{Caddy, ChaosProxy, Nats, Process, S3, S3Server, Signal, Synapse, free_port, wait_until};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::Message;
@@ -312,10 +312,4 @@ async fn process_waits_see_logs_signals_and_exits() {
     let mut quick = Process::builder("true").start("true").expect("start true");
     let err = quick.wait_for_log("never printed", Duration::from_secs(5)).await.expect_err("exited first");
     assert!(format!("{err:#}").contains("exited"), "{err:#}");
-}
-
-#[test]
-fn a_missing_tool_says_to_run_setup() {
-    let err = tool("no-such-server-hyperhive").expect_err("missing");
-    assert!(err.to_string().contains("run scripts/setup"), "{err}");
 }

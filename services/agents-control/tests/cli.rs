@@ -398,7 +398,7 @@ async fn store_copy_is_idempotent_and_never_overwrites() {
 #[test]
 fn pin_matches_openssl_and_refuses_non_certificates() {
     let dir = tempfile::tempdir().unwrap();
-    let status = Command::new("openssl")
+    let status = Command::new(hyperhive_testkit::tool(hyperhive_testkit::Tool::Openssl).unwrap())
         .args([
             "req",
             "-x509",

@@ -11,14 +11,14 @@ use std::process::Command;
 use std::time::Duration;
 
 use hyperhive_control_proto::encoding;
-use hyperhive_testkit::{Process, free_port, tools::tool};
+use hyperhive_testkit::{Process, Tool, free_port, tool};
 
 const START: Duration = Duration::from_secs(30);
 const SHIPPED_ADDRESS: &str = "https://127.0.0.1:8443 {";
 
 /// `curl` through the proxy, trusting its certificate: (status, body).
 fn get(port: u16, cert: &Path, path: &str) -> (u16, String) {
-    let out = Command::new("curl")
+    let out = Command::new(tool(Tool::Curl).unwrap())
         .args(["-sS", "--max-time", "10", "--cacert"])
         .arg(cert)
         .args(["-w", "\n%{http_code}"])
@@ -61,7 +61,7 @@ async fn the_shipped_caddyfile_serves_the_public_routes_and_refuses_metrics_and_
     let caddyfile = dir.path().join("Caddyfile");
     std::fs::write(&caddyfile, shipped.replace(SHIPPED_ADDRESS, &format!("https://127.0.0.1:{proxy_port} {{")))
         .unwrap();
-    let mut caddy = Process::builder(tool("caddy").unwrap())
+    let mut caddy = Process::builder(tool(Tool::Caddy).unwrap())
         .args(["run", "--adapter", "caddyfile", "--config"])
         .arg(&caddyfile)
         .env("PROXY_CERT", &cert)

@@ -409,21 +409,7 @@ async fn swarmctl_shows_hives_and_agents_and_sets_wanted_state() {
     assert!(set.starts_with("h1/a: wanted state paused (revision ") && set.contains("set by swarmctl"), "{set}");
     let raw: serde_json::Value = serde_json::from_str(&stdout(&swarmctl(&socket, &["agents", "--json"]))).unwrap();
     assert_eq!(raw[0]["wanted"]["set_by"], format!("swarmctl@{}", common::this_user()));
-    // Another user on the machine is recorded as that user: the kernel names the socket's peer.
-    for dir in [dir.path().to_owned(), socket.parent().unwrap().to_owned()] {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    let as_nobody = Command::new(common::swarmctl_binary())
-        .uid(NOBODY)
-        .gid(NOBODY)
-        .arg("--socket")
-        .arg(&socket)
-        .args(["agent", "state", "h1", "a", "paused", "--json"])
-        .output()
-        .unwrap();
-    let by_nobody: serde_json::Value = serde_json::from_str(&stdout(&as_nobody)).unwrap();
-    assert_eq!(by_nobody["set_by"], "swarmctl@nobody");
-    let revision = by_nobody["revision"].as_u64().unwrap();
+    let revision = raw[0]["wanted"]["revision"].as_u64().unwrap();
     let moved =
         stdout(&swarmctl(&socket, &["agent", "state", "h1", "a", "up", "--if-match", &revision.to_string(), "--json"]));
     let moved: serde_json::Value = serde_json::from_str(&moved).unwrap();
@@ -438,4 +424,48 @@ async fn swarmctl_shows_hives_and_agents_and_sets_wanted_state() {
     assert!(bad.contains("up, offline, paused, destroyed"), "{bad}");
     let bad = stderr(&swarmctl(&socket, &["agent", "state", "H1", "a", "up"]));
     assert!(bad.contains("invalid hive name"), "{bad}");
+}
+
+/// Tests the Nix build sandbox cannot run (nix/packages.nix leaves `needs_root::` out of
+/// `cargo-tests`): they run a program as another user.
+mod needs_root {
+    use super::*;
+
+    #[tokio::test]
+    async fn swarmctl_run_by_another_user_is_recorded_as_that_user() {
+        let nats = NatsJwt::start().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let hives = dir.path().join("hives.json");
+        std::fs::write(&hives, r#"{"h1": {}}"#).unwrap();
+        let socket = dir.path().join("run/controller.sock");
+        let _daemon = common::daemon_process(&nats, &socket, &[("SWARM_HIVES_FILE", hives.to_str().unwrap())]).await;
+        let now = hyperhive_schedule::instant::format_instant(time::OffsetDateTime::now_utc());
+        let status: hyperhive_hive_proto::status::HiveStatus = serde_json::from_value(serde_json::json!({
+            "hive": "h1", "version": "0.1.0", "started_at": now, "published_at": now, "load": [0.0, 0.0, 0.0],
+            "agents": {"a": {"origin": "declared", "wanted": "up", "actual": "running", "since": now, "restarts": 0}},
+        }))
+        .unwrap();
+        common::publish_as_hive(&nats, &status).await;
+        wait_until("the roster to list a", Duration::from_secs(10), || async {
+            stdout(&swarmctl(&socket, &["agents"])).lines().any(|l| l.starts_with("a ")).then_some(())
+        })
+        .await
+        .unwrap();
+
+        // The kernel names the socket's peer: nobody is recorded as nobody, whatever it claims.
+        for dir in [dir.path().to_owned(), socket.parent().unwrap().to_owned()] {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let as_nobody = Command::new(common::swarmctl_binary())
+            .uid(NOBODY)
+            .gid(NOBODY)
+            .arg("--socket")
+            .arg(&socket)
+            .args(["agent", "state", "h1", "a", "paused", "--json"])
+            .output()
+            .unwrap();
+        let by_nobody: serde_json::Value = serde_json::from_str(&stdout(&as_nobody)).unwrap();
+        assert_eq!(by_nobody["set_by"], "swarmctl@nobody");
+        assert_eq!(by_nobody["state"], "paused");
+    }
 }

@@ -13,7 +13,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 
 use hyperhive_swarm_api::roles::Role;
-use hyperhive_testkit::NatsJwt;
+use hyperhive_testkit::{NatsJwt, Tool, tool};
 use swarm_controller::api::routes::{ROUTES, needed};
 
 /// The uid and gid of `nobody` and `nogroup`, present on every system the tests run on.
@@ -21,7 +21,7 @@ const NOBODY: u32 = 65534;
 
 /// `method path` sent as `uid` with an empty body; the status and the body.
 fn request(socket: &Path, uid: u32, method: &str, path: &str) -> (u16, String) {
-    let out = std::process::Command::new("curl")
+    let out = std::process::Command::new(tool(Tool::Curl).unwrap())
         .uid(uid)
         .gid(uid)
         .args(["--silent", "--max-time", "10", "--unix-socket"])
@@ -45,120 +45,134 @@ async fn controller(nats: &NatsJwt, dir: &Path, roles: &str) -> hyperhive_testki
     daemon
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_role_reaches_exactly_the_routes_it_allows() {
-    let nats = NatsJwt::start().await.unwrap();
-    for role in Role::ALL {
-        let dir = tempfile::tempdir().unwrap();
-        let mut daemon = controller(&nats, dir.path(), &format!("nogroup={role}")).await;
-        let socket = dir.path().join("run/controller.sock");
-        for route in ROUTES {
-            let path = route.path.split('/').map(|s| if s.starts_with('{') { "x" } else { s }).collect::<Vec<_>>();
-            let (method, path) = (route.method.as_str(), path.join("/"));
-            let (status, body) = request(&socket, NOBODY, method, &path);
-            let needs = needed(route.id);
-            if role < needs {
-                assert_eq!(status, 403, "{method} {path} as {role}: {body}");
-                assert!(
-                    body.contains(&format!("needs the {needs} role; nobody has {role}")),
-                    "{method} {path}: {body}"
-                );
-            } else {
-                assert_ne!(status, 403, "{method} {path} as {role}: {body}");
+/// Every test here runs curl as `nobody`, which the Nix build sandbox cannot (nix/packages.nix
+/// leaves `needs_root::` out of `cargo-tests`).
+mod needs_root {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn each_role_reaches_exactly_the_routes_it_allows() {
+        let nats = NatsJwt::start().await.unwrap();
+        for role in Role::ALL {
+            let dir = tempfile::tempdir().unwrap();
+            let mut daemon = controller(&nats, dir.path(), &format!("nogroup={role}")).await;
+            let socket = dir.path().join("run/controller.sock");
+            for route in ROUTES {
+                let path = route.path.split('/').map(|s| if s.starts_with('{') { "x" } else { s }).collect::<Vec<_>>();
+                let (method, path) = (route.method.as_str(), path.join("/"));
+                let (status, body) = request(&socket, NOBODY, method, &path);
+                let needs = needed(route.id);
+                if role < needs {
+                    assert_eq!(status, 403, "{method} {path} as {role}: {body}");
+                    assert!(
+                        body.contains(&format!("needs the {needs} role; nobody has {role}")),
+                        "{method} {path}: {body}"
+                    );
+                } else {
+                    assert_ne!(status, 403, "{method} {path} as {role}: {body}");
+                }
             }
+            // Destroying is the state route's admin-only value.
+            if role == Role::Operator {
+                let out = std::process::Command::new(common::swarmctl_binary())
+                    .uid(NOBODY)
+                    .gid(NOBODY)
+                    .arg("--socket")
+                    .arg(&socket)
+                    .args(["agent", "state", "h1", "a", "destroyed"])
+                    .output()
+                    .unwrap();
+                let refused = String::from_utf8_lossy(&out.stderr);
+                assert!(
+                    !out.status.success() && refused.contains("destroying an agent needs the admin role"),
+                    "{refused}"
+                );
+            }
+            daemon.kill();
         }
-        // Destroying is the state route's admin-only value.
-        if role == Role::Operator {
-            let out = std::process::Command::new(common::swarmctl_binary())
-                .uid(NOBODY)
-                .gid(NOBODY)
-                .arg("--socket")
-                .arg(&socket)
-                .args(["agent", "state", "h1", "a", "destroyed"])
-                .output()
-                .unwrap();
-            let refused = String::from_utf8_lossy(&out.stderr);
-            assert!(!out.status.success() && refused.contains("destroying an agent needs the admin role"), "{refused}");
-        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn root_is_admin_and_a_user_in_no_listed_group_has_no_role() {
+        let nats = NatsJwt::start().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut daemon = controller(&nats, dir.path(), "hyperhive-nobody-is-in-this=admin").await;
+        let socket = dir.path().join("run/controller.sock");
+        let (status, body) = request(&socket, NOBODY, "GET", "/api/agents");
+        assert_eq!(status, 403, "{body}");
+        assert!(body.contains("nobody has none") && body.contains("SWARM_SOCKET_ROLES"), "{body}");
+        let (status, body) = request(&socket, 0, "PUT", "/api/secrets/X");
+        assert_ne!(status, 403, "root is admin: {body}");
         daemon.kill();
     }
-}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn root_is_admin_and_a_user_in_no_listed_group_has_no_role() {
-    let nats = NatsJwt::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let mut daemon = controller(&nats, dir.path(), "hyperhive-nobody-is-in-this=admin").await;
-    let socket = dir.path().join("run/controller.sock");
-    let (status, body) = request(&socket, NOBODY, "GET", "/api/agents");
-    assert_eq!(status, 403, "{body}");
-    assert!(body.contains("nobody has none") && body.contains("SWARM_SOCKET_ROLES"), "{body}");
-    let (status, body) = request(&socket, 0, "PUT", "/api/secrets/X");
-    assert_ne!(status, 403, "root is admin: {body}");
-    daemon.kill();
-}
-
-/// The audit page as root, once it holds `n` entries (they are written beside the answers).
-async fn audit_entries(socket: &Path, n: usize) -> Vec<serde_json::Value> {
-    hyperhive_testkit::wait_until(&format!("{n} audit entries"), std::time::Duration::from_secs(10), || async {
-        let (status, body) = request(socket, 0, "GET", "/api/audit?limit=50");
-        assert_eq!(status, 200, "{body}");
-        let page: serde_json::Value = serde_json::from_str(&body).unwrap();
-        let entries = page["entries"].as_array().unwrap().clone();
-        (entries.len() >= n).then_some(entries)
-    })
-    .await
-    .unwrap()
-}
-
-/// Every state-changing request is recorded with who sent it, its role and its status, refusals
-/// too, and never its body; reads are not; only admins read the log.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_audit_log_names_who_changed_what_and_holds_no_body() {
-    let nats = NatsJwt::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let mut daemon = controller(&nats, dir.path(), "nogroup=operator").await;
-    let socket = dir.path().join("run/controller.sock");
-    assert_eq!(request(&socket, NOBODY, "GET", "/api/agents").0, 200);
-    let (status, body) = request(&socket, NOBODY, "PUT", "/api/secrets/TOKEN");
-    assert_eq!(status, 403, "{body}");
-    let value = "hunter2-never-in-the-log";
-    let out = std::process::Command::new("curl")
-        .args(["--silent", "--unix-socket"])
-        .arg(&socket)
-        .args(["--request", "PUT", "--data-binary", value, "http://swarm/api/secrets/TOKEN"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let (status, body) = request(&socket, NOBODY, "GET", "/api/audit");
-    assert_eq!(status, 403, "an operator does not read the log: {body}");
-
-    let entries = audit_entries(&socket, 2).await;
-    let seen: Vec<(&str, &str, &str, &str, u64)> = entries
-        .iter()
-        .map(|e| {
-            let field = |k: &str| e[k].as_str().unwrap_or("-");
-            (field("who"), field("role"), field("method"), field("path"), e["status"].as_u64().unwrap())
+    /// The audit page as root, once it holds `n` entries (they are written beside the answers).
+    async fn audit_entries(socket: &Path, n: usize) -> Vec<serde_json::Value> {
+        hyperhive_testkit::wait_until(&format!("{n} audit entries"), std::time::Duration::from_secs(10), || async {
+            let (status, body) = request(socket, 0, "GET", "/api/audit?limit=50");
+            assert_eq!(status, 200, "{body}");
+            let page: serde_json::Value = serde_json::from_str(&body).unwrap();
+            let entries = page["entries"].as_array().unwrap().clone();
+            (entries.len() >= n).then_some(entries)
         })
-        .collect();
-    // Root's PUT reached the handler (this controller has no secret store: 503).
-    assert_eq!(
-        seen,
-        [("root", "admin", "PUT", "/api/secrets/TOKEN", 503), ("nobody", "operator", "PUT", "/api/secrets/TOKEN", 403)],
-        "newest first; reads are not recorded"
-    );
-    let at =
-        time::OffsetDateTime::parse(entries[0]["at"].as_str().unwrap(), &time::format_description::well_known::Rfc3339);
-    assert!(at.is_ok(), "{entries:?}");
-    assert!(entries.iter().all(|e| e["via"] == "socket"), "{entries:?}");
-    let js = async_nats::jetstream::new(nats.controller_client().await.unwrap());
-    let mut stream = js.get_stream("AUDIT").await.unwrap();
-    let last = stream.info().await.unwrap().state.last_sequence;
-    for seq in 1..=last {
-        let message = stream.direct_get(seq).await.unwrap();
-        assert!(!String::from_utf8_lossy(&message.payload).contains(value), "a secret's value in the log");
+        .await
+        .unwrap()
     }
-    let (status, body) = request(&socket, 0, "GET", "/api/audit?since=tomorrow");
-    assert_eq!(status, 400, "{body}");
-    daemon.kill();
+
+    /// Every state-changing request is recorded with who sent it, its role and its status, refusals
+    /// too, and never its body; reads are not; only admins read the log.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_audit_log_names_who_changed_what_and_holds_no_body() {
+        let nats = NatsJwt::start().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut daemon = controller(&nats, dir.path(), "nogroup=operator").await;
+        let socket = dir.path().join("run/controller.sock");
+        assert_eq!(request(&socket, NOBODY, "GET", "/api/agents").0, 200);
+        let (status, body) = request(&socket, NOBODY, "PUT", "/api/secrets/TOKEN");
+        assert_eq!(status, 403, "{body}");
+        let value = "hunter2-never-in-the-log";
+        let out = std::process::Command::new(tool(Tool::Curl).unwrap())
+            .args(["--silent", "--unix-socket"])
+            .arg(&socket)
+            .args(["--request", "PUT", "--data-binary", value, "http://swarm/api/secrets/TOKEN"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let (status, body) = request(&socket, NOBODY, "GET", "/api/audit");
+        assert_eq!(status, 403, "an operator does not read the log: {body}");
+
+        let entries = audit_entries(&socket, 2).await;
+        let seen: Vec<(&str, &str, &str, &str, u64)> = entries
+            .iter()
+            .map(|e| {
+                let field = |k: &str| e[k].as_str().unwrap_or("-");
+                (field("who"), field("role"), field("method"), field("path"), e["status"].as_u64().unwrap())
+            })
+            .collect();
+        // Root's PUT reached the handler (this controller has no secret store: 503).
+        assert_eq!(
+            seen,
+            [
+                ("root", "admin", "PUT", "/api/secrets/TOKEN", 503),
+                ("nobody", "operator", "PUT", "/api/secrets/TOKEN", 403)
+            ],
+            "newest first; reads are not recorded"
+        );
+        let at = time::OffsetDateTime::parse(
+            entries[0]["at"].as_str().unwrap(),
+            &time::format_description::well_known::Rfc3339,
+        );
+        assert!(at.is_ok(), "{entries:?}");
+        assert!(entries.iter().all(|e| e["via"] == "socket"), "{entries:?}");
+        let js = async_nats::jetstream::new(nats.controller_client().await.unwrap());
+        let mut stream = js.get_stream("AUDIT").await.unwrap();
+        let last = stream.info().await.unwrap().state.last_sequence;
+        for seq in 1..=last {
+            let message = stream.direct_get(seq).await.unwrap();
+            assert!(!String::from_utf8_lossy(&message.payload).contains(value), "a secret's value in the log");
+        }
+        let (status, body) = request(&socket, 0, "GET", "/api/audit?since=tomorrow");
+        assert_eq!(status, 400, "{body}");
+        daemon.kill();
+    }
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use common::one_hive::OneHive;
 use hyper::http::{Method, StatusCode};
-use hyperhive_testkit::{Process, project_binary, wait_until};
+use hyperhive_testkit::{Process, Tool, project_binary, tool, wait_until};
 use serde_json::{Value, json};
 
 const SOON: Duration = Duration::from_secs(30);
@@ -270,7 +270,7 @@ async fn a_hive_restart_loses_no_queued_prompt_and_reruns_no_finished_one() {
     // hive-c0re dies hard: its agent goes with it (its supervisor is gone).
     swarm.hive.kill();
     wait_until("no agent of this swarm", SOON, || async {
-        let pgrep = std::process::Command::new("pgrep").args(["-f", "hive-agent"]).output().ok()?;
+        let pgrep = std::process::Command::new(tool(Tool::Pgrep).ok()?).args(["-f", "hive-agent"]).output().ok()?;
         (!String::from_utf8_lossy(&pgrep.stdout).lines().any(|pid| agent_of_this_swarm(pid, &swarm))).then_some(())
     })
     .await

@@ -1,11 +1,13 @@
 # Evaluates flake.nix's `outputs` (and nix/*.nix, and the three VM tests' definitions) with nixpkgs'
-# own lib against a stand-in package set whose builders only record their arguments, and returns named checks of what
-# the flake exposes: the outputs docs/nixos.md lists, one derivation per package with its
-# `meta.mainProgram` and its cargo flags (swarmctl with swarm-controller), the hive-side bundle
-# (hive-agent and hive-c0re, without swarm-controller), the overlay, the modules, the checks
-# (every package, the cargo tests, the three VM tests with their nodes, the swarm test's NATS
-# cluster and hives under hive-c0re, the provisioning test's services and controller settings), the dev shell's tools and the formatter. default.nix runs these with the module
-# checks; nothing here builds anything.
+# own lib against a stand-in package set whose builders only record their arguments
+# (stand-in-pkgs.nix), and returns named checks of what the flake exposes: the outputs
+# docs/nixos.md lists, the one workspace build and its cargo flags, each package copying its own
+# programs out of it with `meta.mainProgram` (swarmctl with swarm-controller), the hive-side bundle
+# (hive-agent and hive-c0re, its closure without swarm-controller), the overlay, the modules, the
+# checks (every package, the cargo tests with their inputs and skips, the three VM tests with their
+# nodes, the swarm test's NATS cluster and hives under hive-c0re, the provisioning test's services
+# and controller settings), the dev shell's tools and the formatter. default.nix runs these with
+# the module checks; nothing here builds anything.
 let
   b = builtins;
   systems = [
@@ -13,83 +15,7 @@ let
     "aarch64-linux"
   ];
 
-  # nixpkgs' own lib, but for lib.fileset.toSource, which would hash the workspace's sources into a
-  # store path: here a fixed stand-in path, since nothing is built.
-  lib = import ../model/nixpkgs-lib.nix // {
-    fileset = {
-      unions = paths: paths;
-      toSource = { root, fileset }: "/nix/store/00000000000000000000000000000000-source";
-    };
-  };
-
-  drv = name: extra: {
-    type = "derivation";
-    inherit name;
-    outPath = "/nix/store/00000000000000000000000000000000-${name}";
-    meta.mainProgram = name;
-  } // extra;
-  tool = name: drv name { };
-
-  pkgsFor =
-    system:
-    let
-      pkgs = {
-        inherit lib;
-        stdenv.hostPlatform.system = system;
-        callPackage =
-          path: args:
-          let
-            f = import path;
-          in
-          f (b.intersectAttrs (b.functionArgs f) pkgs // args);
-        rustPlatform = {
-          rustLibSrc = tool "rust-lib-src";
-          buildRustPackage = attrs: drv "${attrs.pname}-${attrs.version}" { inherit attrs; inherit (attrs) meta; };
-        };
-        symlinkJoin =
-          {
-            name,
-            paths,
-            meta ? { },
-          }:
-          drv name { inherit paths meta; };
-        mkShell = attrs: drv "shell" { inherit attrs; };
-        python3.withPackages =
-          f:
-          tool "python3-env"
-          // {
-            packages = f {
-              moto = tool "moto";
-              flask = tool "flask";
-              flask-cors = tool "flask-cors";
-            };
-          };
-        testers.runNixOSTest = test: drv "vm-test" { inherit test; };
-        writeText = name: text: drv name { inherit text; };
-        runCommand = name: env: script: drv name { inherit script; };
-        runtimeShell = "/nix/store/00000000000000000000000000000000-bash/bin/bash";
-      }
-      // lib.genAttrs [
-        "cargo"
-        "rustc"
-        "clippy"
-        "rustfmt"
-        "rust-analyzer"
-        "nats-server"
-        "natscli"
-        "minio"
-        "minio-client"
-        "caddy"
-        "seaweedfs"
-        "matrix-synapse"
-        "shellcheck"
-        "openssl"
-        "nixfmt-tree"
-        "curl"
-        "jq"
-      ] tool;
-    in
-    pkgs;
+  inherit (import ./stand-in-pkgs.nix) lib pkgsFor;
 
   nixpkgs = {
     inherit lib;
@@ -138,21 +64,56 @@ let
         && packages.hive-agent.meta.mainProgram == "hive-agent"
         && packages.hive-c0re.meta.mainProgram == "hive-c0re"
         && packages.swarm-authelia-bridge.meta.mainProgram == "swarm-authelia-bridge";
-      "${system}: each daemon builds only its own cargo package; swarmctl ships with swarm-controller" =
-        hasArgs (daemon "agents-control") [ "--package" "agents-control" ]
-        && hasArgs (daemon "hive-agent") [ "--package" "hive-agent" ]
-        && hasArgs (daemon "hive-c0re") [ "--package" "hive-c0re" ]
-        && hasArgs (daemon "hive-c0re") [ "--bin" "hive-c0re" ]
-        && hasArgs (daemon "swarm-controller") [ "--package" "swarm-controller" ]
-        && hasArgs (daemon "swarm-controller") [ "--bin" "swarmctl" ]
-        && hasArgs (daemon "swarm-controller") [ "--package" "swarmctl" ]
-        && hasArgs (daemon "swarm-authelia-bridge") [ "--package" "swarm-authelia-bridge" ]
-        && hasArgs (daemon "swarm-authelia-bridge") [ "--bin" "swarm-authelia-bridge" ]
-        && !(hasArgs (daemon "hive-agent") [ "--bin" "swarmctl" ]);
-      "${system}: daemon-bins holds the hive-side daemons, hive-agent and hive-c0re, never swarm-controller" =
+      "${system}: one workspace build builds every program once; each package copies exactly its programs out of it and never refers to it; swarmctl ships with swarm-controller" =
+        let
+          build = packages.swarm-controller.workspaceBuild;
+          flags = build.attrs.cargoBuildFlags;
+          programs = name: packages.${name}.programs;
+          copies = name: packages.${name}.env.buildCommand;
+        in
+        b.all (name: packages.${name}.workspaceBuild == build) [
+          "agents-control"
+          "hive-agent"
+          "hive-c0re"
+          "swarm-authelia-bridge"
+        ]
+        && build.name == "hyperhive-workspace-0.1.0"
+        && !build.attrs.doCheck
+        && b.all (program: hasArgs flags [ "--package" program "--bin" program ]) [
+          "agents-control"
+          "swarm-controller"
+          "swarmctl"
+          "hive-agent"
+          "hive-c0re"
+          "swarm-authelia-bridge"
+        ]
+        && b.length flags == 24
+        && programs "swarm-controller" == [
+          "swarm-controller"
+          "swarmctl"
+        ]
+        && programs "hive-c0re" == [ "hive-c0re" ]
+        && lib.hasInfix "cp ${build}/bin/swarmctl \"$out/bin/\"" (copies "swarm-controller")
+        && !(lib.hasInfix "swarmctl" (copies "hive-agent"))
+        && b.all (name: packages.${name}.env.disallowedReferences == [ build ]) [
+          "agents-control"
+          "swarm-controller"
+          "hive-agent"
+          "hive-c0re"
+          "swarm-authelia-bridge"
+        ];
+      "${system}: daemon-bins holds the hive-side daemons, hive-agent and hive-c0re; its closure holds no swarm-controller, which Nix is told to refuse" =
         names' packages.daemon-bins.paths == [
           "hive-agent-0.1.0"
           "hive-c0re-0.1.0"
+        ]
+        && lib.concatMap (package: package.programs) packages.daemon-bins.paths == [
+          "hive-agent"
+          "hive-c0re"
+        ]
+        && names' packages.daemon-bins.env.disallowedRequisites == [
+          "swarm-controller-0.1.0"
+          "hyperhive-workspace-0.1.0"
         ];
       "${system}: default is every package" =
         names' packages.default.paths == [
@@ -162,9 +123,8 @@ let
           "hive-c0re-0.1.0"
           "swarm-authelia-bridge-0.1.0"
         ];
-      # The cargo tests' inputs are every program the tests start: the servers of the test kit
-      # (crates/testkit: Synapse for the matrix adapter's tests), moto's Python, and openssl
-      # (services/agents-control/tests/cli.rs).
+      # The cargo tests' inputs are every program the tests run (the test kit's `Tool` list, which
+      # crates/testkit/tests/nix_check_inputs.rs compares with them), and the sandbox's skips.
       "${system}: checks are every package, the cargo tests and the three VM tests" =
         names checks == [
           "agents-control"
@@ -181,12 +141,18 @@ let
         && checks.cargo-tests.attrs.doCheck
         && names' checks.cargo-tests.attrs.nativeCheckInputs == [
           "nats-server"
-          "caddy"
-          "python3-env"
+          "python3-with-moto"
           "seaweedfs"
-          "openssl"
+          "caddy"
+          "nginx"
           "matrix-synapse"
-        ];
+          "chromium"
+          "chromedriver"
+          "curl"
+          "openssl"
+          "procps"
+        ]
+        && lib.hasInfix "--skip needs_root:: --skip needs_nix::" checks.cargo-tests.attrs.checkPhase;
       "${system}: the control-plane VM test has minio, cp1..cp3, proxy and client" =
         names controlPlane.nodes == [
           "client"
