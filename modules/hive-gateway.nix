@@ -92,9 +92,11 @@ in
                 error_page 401 =302 ${cfg.sso.signInUrl}?rd=$scheme://$http_host$request_uri;
               '';
           };
-          # The forge calls this; the controller checks the delivery's signature.
+          # The forge calls this; the controller checks the delivery's signature. nginx matches
+          # the normalized URI but would forward the raw one, so `/api/secrets/..%2Fforge%2Fwebhook`
+          # would reach another route past SSO: the URI given here is the only one forwarded.
           "= /api/forge/webhook" = {
-            proxyPass = "http://swarm-controller";
+            proxyPass = "http://swarm-controller/api/forge/webhook";
             extraConfig = proxied;
           };
         }

@@ -6,7 +6,8 @@
 - every unit file: `systemd-analyze verify` (no warning allowed; every ExecStart program exists);
 - every nginx, nats-server and Caddy configuration a unit runs: `nginx -t`, `nats-server -t`,
   `caddy validate`, each run as its unit would be: with the machine's users, the unit's
-  RuntimeDirectory, StateDirectory, CacheDirectory and LogsDirectory made, and no network;
+  RuntimeDirectory, StateDirectory, CacheDirectory and LogsDirectory made, and no network; the
+  hive-gateway's nginx is also run, and attacked with encoded paths (gateway_probe.py);
 - every hyperhive daemon's `systemd-analyze security` exposure: at most nixpkgs' harmonia unit's,
   rendered and measured the same way (anchor-harmonia.nix); hive-c0re at most that unit's with
   hive-c0re's documented relaxations; and as docs/nixos.md's hardening table gives it.
@@ -38,7 +39,7 @@ DIRECTORIES = {"RuntimeDirectory": "/run", "StateDirectory": "/var/lib", "CacheD
 GUIDE = ROOT / "docs" / "nixos.md"
 problems = []
 # How many configurations each tool checked, by program.
-checked = {"nginx": 0, "nats-server": 0, "caddy": 0, "verify": 0, "tmpfiles": 0}
+checked = {"nginx": 0, "nats-server": 0, "caddy": 0, "verify": 0, "tmpfiles": 0, "gateway probes": 0}
 
 
 def run(args, **kwargs):
@@ -125,6 +126,12 @@ def check_configurations(machine, unit_file, unit, scratch):
     checked[program] += 1
     if done.returncode != 0:
         problems.append(f"{machine}: {unit_file.name}: `{program}` refuses its configuration:\n{done.stdout}{done.stderr}")
+    elif program == "nginx" and "location = /api/forge/webhook" in Path(command[-1]).read_text():
+        # The hive-gateway's: the real nginx, attacked with encoded paths (gateway_probe.py).
+        probe = in_unit_sandbox(unit, scratch, [sys.executable, str(Path(__file__).with_name("gateway_probe.py")), argv[0], command[-1]])
+        checked["gateway probes"] += 1
+        if probe.returncode != 0:
+            problems.append(f"{machine}: {unit_file.name}: the gateway forwards what it should not:\n{probe.stdout}{probe.stderr}")
 
 
 def program_absent(unit):
@@ -191,7 +198,7 @@ def main():
     print(
         f"{len(hosts) - 1} machines: {checked['verify']} units pass systemd-analyze verify, "
         f"{checked['tmpfiles']} tmpfiles.d files systemd-tmpfiles; "
-        f"configurations pass nginx -t ({checked['nginx']}), nats-server -t ({checked['nats-server']}), caddy validate ({checked['caddy']})"
+        f"configurations pass nginx -t ({checked['nginx']}), nats-server -t ({checked['nats-server']}), caddy validate ({checked['caddy']}); the gateway's nginx forwards no encoded path past SSO ({checked['gateway probes']} probes)"
     )
 
 
