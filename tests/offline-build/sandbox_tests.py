@@ -9,7 +9,7 @@ or make it independent of the machine.
 Not part of scripts/test (it runs the whole suite a second time); run it as root after the tests
 built their binaries, when a test starts to depend on the machine:
 
-    python3 tests/offline-build/sandbox_tests.py [-j THREADS] [FILTER]
+    python3 tests/offline-build/sandbox_tests.py [-j THREADS] [--targets T1,T2] [FILTER]
 """
 
 import argparse
@@ -47,6 +47,7 @@ def test_binaries():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-j", "--threads", type=int, default=os.cpu_count() or 1, help="test threads per binary")
+    parser.add_argument("--targets", help="run only these test targets (comma-separated, e.g. e2e,roles)")
     parser.add_argument("filter", nargs="?", help="run only tests whose name holds this")
     args = parser.parse_args()
     if os.geteuid() != 0:
@@ -56,7 +57,10 @@ def main():
     failed = []
     with tempfile.TemporaryDirectory(prefix="sandbox-tests.") as home:
         os.chown(home, user.pw_uid, user.pw_gid)
+        wanted = set(args.targets.split(",")) if args.targets else None
         for executable, package_dir, name in test_binaries():
+            if wanted is not None and name not in wanted:
+                continue
             command = [executable, f"--test-threads={args.threads}", *[f"--skip={skip}" for skip in skips]]
             if args.filter:
                 command.append(args.filter)
