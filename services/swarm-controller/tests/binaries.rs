@@ -353,6 +353,17 @@ async fn body_file_and_stdin_are_read() {
 }
 
 /// An error from swarmctl: one line, non-zero exit.
+/// Hive h1's status, fresh, with `load`, running the declared agent `a`.
+async fn publish_h1_running_a(nats: &NatsJwt, load: [f64; 3]) {
+    let now = hyperhive_schedule::instant::format_instant(time::OffsetDateTime::now_utc());
+    let status: hyperhive_hive_proto::status::HiveStatus = serde_json::from_value(serde_json::json!({
+        "hive": "h1", "version": "0.1.0", "started_at": now, "published_at": now, "load": load,
+        "agents": {"a": {"origin": "declared", "wanted": "up", "actual": "running", "since": now, "restarts": 0}},
+    }))
+    .unwrap();
+    common::publish_as_hive(nats, &status).await;
+}
+
 fn one_line_error(out: &Output) -> String {
     let err = stderr(out);
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
@@ -376,13 +387,7 @@ async fn swarmctl_shows_hives_and_agents_and_sets_wanted_state() {
     let raw: serde_json::Value = serde_json::from_str(&stdout(&swarmctl(&socket, &["hives", "--json"]))).unwrap();
     assert_eq!(raw[0]["name"], "h1");
 
-    let now = hyperhive_schedule::instant::format_instant(time::OffsetDateTime::now_utc());
-    let status: hyperhive_hive_proto::status::HiveStatus = serde_json::from_value(serde_json::json!({
-        "hive": "h1", "version": "0.1.0", "started_at": now, "published_at": now, "load": [0.5, 0.25, 0.0],
-        "agents": {"a": {"origin": "declared", "wanted": "up", "actual": "running", "since": now, "restarts": 0}},
-    }))
-    .unwrap();
-    common::publish_as_hive(&nats, &status).await;
+    publish_h1_running_a(&nats, [0.5, 0.25, 0.0]).await;
     let table = stdout(&swarmctl(&socket, &["hives", "status"]));
     let lines: Vec<&str> = table.lines().collect();
     assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>(), ["HIVE", "STATE", "AGE", "VERSION", "LOAD", "AGENTS"]);
@@ -439,13 +444,7 @@ mod needs_root {
         std::fs::write(&hives, r#"{"h1": {}}"#).unwrap();
         let socket = dir.path().join("run/controller.sock");
         let _daemon = common::daemon_process(&nats, &socket, &[("SWARM_HIVES_FILE", hives.to_str().unwrap())]).await;
-        let now = hyperhive_schedule::instant::format_instant(time::OffsetDateTime::now_utc());
-        let status: hyperhive_hive_proto::status::HiveStatus = serde_json::from_value(serde_json::json!({
-            "hive": "h1", "version": "0.1.0", "started_at": now, "published_at": now, "load": [0.0, 0.0, 0.0],
-            "agents": {"a": {"origin": "declared", "wanted": "up", "actual": "running", "since": now, "restarts": 0}},
-        }))
-        .unwrap();
-        common::publish_as_hive(&nats, &status).await;
+        publish_h1_running_a(&nats, [0.0, 0.0, 0.0]).await;
         wait_until("the roster to list a", Duration::from_secs(10), || async {
             stdout(&swarmctl(&socket, &["agents"])).lines().any(|l| l.starts_with("a ")).then_some(())
         })
