@@ -69,6 +69,8 @@ def main():
                 "HOME": home,
                 "TMPDIR": home,
                 "CARGO_MANIFEST_DIR": package_dir,
+                # The build sandbox's user owns its copy of the tree; nobody does not own this one.
+                "HYPERHIVE_SCREENSHOT_DIR": f"{home}/ui-screenshots",
             }
             done = subprocess.run(
                 [

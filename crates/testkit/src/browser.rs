@@ -173,10 +173,9 @@ impl Browser {
         let value = self.command(reqwest::Method::GET, "/screenshot", None).await?;
         let png = base64::engine::general_purpose::STANDARD.decode(value.as_str().unwrap_or_default())?;
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
-        std::fs::write(path, png)?;
-        Ok(())
+        std::fs::write(path, png).with_context(|| format!("writing the screenshot {}", path.display()))
     }
 
     /// The console's entries at level SEVERE since the last call (errors, failed loads).

@@ -64,6 +64,33 @@ async fn nats_round_trips(nats: &NatsJwt, n: usize) -> Vec<Duration> {
     samples
 }
 
+/// `GET /healthz` on the socket: the HTTP exchange every request pays (a new connection each).
+async fn http_round_trips(socket: &Path, n: usize) -> Vec<Duration> {
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let request =
+            hyper::Request::builder().uri("/healthz").body(http_body_util::Full::new(bytes::Bytes::new())).unwrap();
+        let started = std::time::Instant::now();
+        let (status, _) = swarmctl::client::send(socket, request).await.unwrap();
+        samples.push(started.elapsed());
+        assert!(status.is_success());
+    }
+    samples
+}
+
+/// Reading bee's roster entry as the prompt route does (a JetStream message get from `agents`).
+async fn roster_reads(nats: &NatsJwt, n: usize) -> Vec<Duration> {
+    let js = async_nats::jetstream::new(nats.controller_client().await.unwrap());
+    let roster = js.get_key_value(hyperhive_nats_objects::AGENTS_BUCKET).await.unwrap();
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let started = std::time::Instant::now();
+        assert!(roster.entry("bee").await.unwrap().is_some());
+        samples.push(started.elapsed());
+    }
+    samples
+}
+
 /// Starting `sh -c 'date +%s%N'` from here until `date` reads the clock: the part of any turn's
 /// start that is process creation, not the swarm.
 fn spawn_floor(n: usize) -> Vec<Duration> {
@@ -115,14 +142,16 @@ async fn header_of(headers: &mut async_nats::Subscriber, state: RelayState, id: 
 /// at the server); for each, the time from just before the POST to the agent's `working` header
 /// naming the prompt (the agent took the todo and starts its turn: what the swarm does), and to
 /// the turn command's first instruction (that, and the creation of the turn's processes).
-async fn prompt_to_start(nats: &NatsJwt, socket: &Path, starts: &Path, n: usize) -> (Vec<Duration>, Vec<Duration>) {
+async fn prompt_to_start(nats: &NatsJwt, socket: &Path, starts: &Path, n: usize) -> Stages {
     let client = nats.controller_client().await.unwrap();
     let mut headers = client.subscribe("turn.bee").await.unwrap();
+    // A plain subscriber sees the todo as the server takes the controller's publish.
+    let mut todos = client.subscribe("todo.bee").await.unwrap();
     client.flush().await.unwrap();
     let js = async_nats::jetstream::new(client);
     let consumer: async_nats::jetstream::consumer::PullConsumer =
         js.get_consumer_from_stream("agent-bee", "TODO").await.unwrap();
-    let (mut taken, mut started) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut stages = Stages::default();
     for i in 0..n {
         wait_until("the agent's next pull", PATIENCE, || async {
             (consumer.get_info().await.ok()?.num_waiting > 0).then_some(())
@@ -131,19 +160,40 @@ async fn prompt_to_start(nats: &NatsJwt, socket: &Path, starts: &Path, n: usize)
         .unwrap();
         let id = format!("bench-{i}");
         let sent = now_nanos();
-        post_prompt(socket, &id).await;
+        let since = |at: u128| Duration::from_nanos(at.saturating_sub(sent) as u64);
+        let (_, published) = tokio::join!(post_prompt(socket, &id), async {
+            let message = tokio::time::timeout(PATIENCE, todos.next()).await.expect("the todo").unwrap();
+            assert!(String::from_utf8_lossy(&message.payload).contains(&id), "the todos come one at a time");
+            now_nanos()
+        });
         header_of(&mut headers, RelayState::Working, &id).await;
-        taken.push(Duration::from_nanos((now_nanos().saturating_sub(sent)) as u64));
+        let taken = now_nanos();
+        stages.published.push(since(published));
+        stages.agent.push(Duration::from_nanos(taken.saturating_sub(published) as u64));
+        stages.taken.push(since(taken));
         let first_instruction: u128 = wait_until("the turn's start", PATIENCE, || async {
             let text = std::fs::read_to_string(starts).ok()?;
             text.lines().nth(i).and_then(|l| l.trim().parse().ok())
         })
         .await
         .unwrap();
-        started.push(Duration::from_nanos((first_instruction.saturating_sub(sent)) as u64));
+        stages.started.push(since(first_instruction));
         header_of(&mut headers, RelayState::Idle, &id).await;
     }
-    (taken, started)
+    stages
+}
+
+/// Each prompt's times, from just before its POST.
+#[derive(Default)]
+struct Stages {
+    /// Until the server took the controller's publish of the todo.
+    published: Vec<Duration>,
+    /// From that publish to the agent's `working` header.
+    agent: Vec<Duration>,
+    /// Until the `working` header: turn start.
+    taken: Vec<Duration>,
+    /// Until the turn command's first instruction.
+    started: Vec<Duration>,
 }
 
 /// The agent's record publish, from an agent connection, with a record of a turn's size.
@@ -218,9 +268,13 @@ async fn main() {
     println!("prompts benchmark: {prompts} prompts, one after the other");
     let (_, floor_p99) = report("NATS request round trip (floor)", nats_round_trips(&nats, prompts).await);
     let (_, spawn_p99) = report("sh -c date started from here (process floor)", spawn_floor(prompts));
-    let (taken, started) = prompt_to_start(&nats, &socket, &starts, prompts).await;
-    let (_, taken_p99) = report("prompt to turn start (the agent's working header)", taken);
-    let (_, start_p99) = report("prompt to the turn command's first instruction", started);
+    report("GET /healthz answered (HTTP on the socket)", http_round_trips(&socket, prompts).await);
+    report("roster entry read (JetStream message get)", roster_reads(&nats, prompts).await);
+    let stages = prompt_to_start(&nats, &socket, &starts, prompts).await;
+    report("  of which: POST to the todo published (the controller)", stages.published);
+    report("  of which: the todo published to the working header (NATS and the agent)", stages.agent);
+    let (_, taken_p99) = report("prompt to turn start (the agent's working header)", stages.taken);
+    let (_, start_p99) = report("prompt to the turn command's first instruction", stages.started);
     println!(
         "ratio (p99): turn start {:.1}x the NATS round trip (target at most 10x); first instruction {:.1}x the round \
          trip plus the process floor",

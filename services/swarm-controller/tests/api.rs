@@ -217,6 +217,50 @@ async fn unknown_routes_methods_and_ids_are_json_errors() {
     assert_eq!(status, StatusCode::NOT_FOUND, "{answer}");
 }
 
+/// The raw answer to `HEAD path` on the socket: status line and headers, and whatever followed.
+async fn head(c: &Controller, path: &str) -> (String, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::UnixStream::connect(&c.socket).await.unwrap();
+    stream
+        .write_all(format!("HEAD {path} HTTP/1.1\r\nhost: swarm\r\nconnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.unwrap();
+    let end = answer.windows(4).position(|w| w == b"\r\n\r\n").expect("a complete head") + 4;
+    let rest = answer.split_off(end);
+    (String::from_utf8(answer).unwrap().to_ascii_lowercase(), rest)
+}
+
+#[tokio::test]
+async fn head_answers_as_get_does_without_the_body_and_is_not_audited() {
+    let c = Controller::start(60).await;
+    let page = {
+        let request = hyper::Request::builder().uri("/").body(http_body_util::Full::new(bytes::Bytes::new())).unwrap();
+        swarmctl::client::send(&c.socket, request).await.unwrap().1
+    };
+    let (answer, body) = head(&c, "/").await;
+    assert!(answer.starts_with("http/1.1 200"), "{answer}");
+    assert!(answer.contains("content-type: text/html"), "{answer}");
+    assert!(answer.contains(&format!("content-length: {}\r\n", page.len())), "{answer}");
+    assert!(body.is_empty(), "HEAD got {} bytes of body", body.len());
+    let (answer, body) = head(&c, "/api/agents").await;
+    assert!(answer.starts_with("http/1.1 200"), "{answer}");
+    assert!(body.is_empty());
+    let (answer, _) = head(&c, "/api/nope").await;
+    assert!(answer.starts_with("http/1.1 404"), "{answer}");
+    // A write after the HEADs: once the audit shows it, a HEAD entry would show too.
+    let (status, _) = c.json(Method::POST, "/api/schedules", &new_schedule(&["a"])).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let audit = hyperhive_testkit::wait_until("the POST in the audit", std::time::Duration::from_secs(10), || async {
+        let (_, audit) = c.json(Method::GET, "/api/audit", &Value::Null).await;
+        audit.to_string().contains("POST").then_some(audit)
+    })
+    .await
+    .unwrap();
+    assert!(!audit.to_string().contains("HEAD"), "a read is not audited: {audit}");
+}
+
 #[tokio::test]
 async fn two_patches_with_the_same_revision_give_one_200_and_one_409() {
     let c = Controller::start(60).await;

@@ -5,7 +5,8 @@
 //! connection was cut resumes the terminal with nothing missed or doubled, a prompt typed on the
 //! agent page runs and is listed with its result, and a running turn is cancelled from the page.
 //! Screenshots of the main
-//! pages go to `target/ui-screenshots/`.
+//! pages go to `target/ui-screenshots/`, or to `HYPERHIVE_SCREENSHOT_DIR` when set (a run whose
+//! user cannot write the checkout's `target/`).
 //!
 //! Needs `cargo build -p hive-agent -p hive-c0re` and scripts/setup (chromium, chromedriver, nginx).
 
@@ -42,7 +43,9 @@ impl Stack {
 }
 
 fn screenshot_path(name: &str) -> PathBuf {
-    workspace_root().join("target/ui-screenshots").join(format!("{name}.png"))
+    let dir = std::env::var_os("HYPERHIVE_SCREENSHOT_DIR")
+        .map_or_else(|| workspace_root().join("target/ui-screenshots"), PathBuf::from);
+    dir.join(format!("{name}.png"))
 }
 
 /// Console errors other than the failed loads of the routes a controller without a forge or a

@@ -138,7 +138,7 @@ fn remove_others(dir: OwnedFd, keep: &BTreeSet<&str>) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
+    use std::os::unix::fs::{MetadataExt, symlink};
 
     use super::*;
 
@@ -146,22 +146,30 @@ mod tests {
         pairs.iter().map(|(n, b)| ((*n).to_owned(), b.as_bytes().to_vec())).collect()
     }
 
-    #[test]
-    fn stages_files_read_only_for_the_state_directory_owner() {
-        let root = tempfile::tempdir().unwrap();
-        let state = root.path().join("private/hive-agent-bee");
-        std::fs::create_dir_all(&state).unwrap();
-        // The unit's dynamic user owns its state directory; the copies must be that user's.
-        std::os::unix::fs::chown(&state, Some(61_234), Some(61_234)).unwrap();
-        stage(&state, &files(&[(NATS_CREDS, "creds-1"), ("token", "t")])).unwrap();
-        for name in [NATS_CREDS, "token"] {
-            let meta = std::fs::metadata(state.join(DIR).join(name)).unwrap();
-            assert_eq!((meta.uid(), meta.gid()), (61_234, 61_234), "{name}");
-            assert_eq!(meta.permissions().mode() & 0o7777, 0o400, "{name}");
+    /// Giving the files to the unit's user takes root (the build sandbox's user is not).
+    mod needs_root {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+        use super::super::*;
+        use super::files;
+
+        #[test]
+        fn stages_files_read_only_for_the_state_directory_owner() {
+            let root = tempfile::tempdir().unwrap();
+            let state = root.path().join("private/hive-agent-bee");
+            std::fs::create_dir_all(&state).unwrap();
+            // The unit's dynamic user owns its state directory; the copies must be that user's.
+            std::os::unix::fs::chown(&state, Some(61_234), Some(61_234)).unwrap();
+            stage(&state, &files(&[(NATS_CREDS, "creds-1"), ("token", "t")])).unwrap();
+            for name in [NATS_CREDS, "token"] {
+                let meta = std::fs::metadata(state.join(DIR).join(name)).unwrap();
+                assert_eq!((meta.uid(), meta.gid()), (61_234, 61_234), "{name}");
+                assert_eq!(meta.permissions().mode() & 0o7777, 0o400, "{name}");
+            }
+            let dir = std::fs::metadata(state.join(DIR)).unwrap();
+            assert_eq!((dir.uid(), dir.permissions().mode() & 0o7777), (61_234, 0o700));
+            assert_eq!(std::fs::read(state.join(DIR).join(NATS_CREDS)).unwrap(), b"creds-1");
         }
-        let dir = std::fs::metadata(state.join(DIR)).unwrap();
-        assert_eq!((dir.uid(), dir.permissions().mode() & 0o7777), (61_234, 0o700));
-        assert_eq!(std::fs::read(state.join(DIR).join(NATS_CREDS)).unwrap(), b"creds-1");
     }
 
     #[test]

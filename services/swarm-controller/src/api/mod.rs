@@ -273,7 +273,9 @@ impl App {
         S: Stream<Item = Result<B, warp::Error>> + Send,
         B: Buf,
     {
-        let (route, params) = match routes::find(method, path) {
+        // HEAD is GET without the body: the same route, role and headers.
+        let head = *method == Method::HEAD;
+        let (route, params) = match routes::find(if head { &Method::GET } else { method }, path) {
             Found::Route(route, params) => (route, params),
             Found::WrongMethod(allowed) => {
                 return Err(ApiError::MethodNotAllowed(format!("{method} is not allowed on {path}; use {allowed}")));
@@ -289,9 +291,12 @@ impl App {
             Ok(()) => self.dispatch(route, &params, caller, path, query, headers, body).await,
             Err(refused) => Err(refused),
         };
-        if *method != Method::GET {
+        if !head && *method != Method::GET {
             let status = outcome.as_ref().map_or_else(ApiError::status, Response::status);
             self.audit.log.record(audit_entry(caller, method, path, status));
+        }
+        if head {
+            return Ok(without_body(outcome.unwrap_or_else(ApiError::into_response)));
         }
         outcome
     }
@@ -426,6 +431,17 @@ impl App {
 }
 
 /// A JSON response with `status`.
+/// A GET's answer as HEAD gets it: the same status and headers, and the length the body would
+/// have had when it is known (an event stream's is not: it is dropped unread).
+fn without_body(response: Response) -> Response {
+    use warp::hyper::body::Body as _;
+    let (mut parts, body) = response.into_parts();
+    if let Some(length) = body.size_hint().exact() {
+        parts.headers.entry(warp::http::header::CONTENT_LENGTH).or_insert(length.into());
+    }
+    Response::from_parts(parts, Default::default())
+}
+
 /// What the audit log keeps of a request: who, how, with which role, what, and how it ended.
 fn audit_entry(caller: &Caller, method: &Method, path: &str, status: StatusCode) -> AuditEntry {
     let via = match caller {
