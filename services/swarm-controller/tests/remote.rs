@@ -461,6 +461,21 @@ async fn bad_requests_through_the_control_plane_are_refused_and_change_nothing()
     let (_, undeliverable) = host.linked.event("undeliverable").await;
     assert_eq!(undeliverable["reason"], "not_allowed", "{undeliverable}");
 
+    // A host listed offline (its link closed) is said to be so within seconds, not after the
+    // minute a request waits for an answer.
+    drop(host);
+    loop {
+        let (_, presence) = raw.linked.event("presence").await;
+        let hosts = presence["hosts"].as_array().cloned().unwrap_or_default();
+        if hosts.iter().any(|h| h["device_id"] == intruder.id.as_str() && h["online"] == false) {
+            break;
+        }
+    }
+    let asked = std::time::Instant::now();
+    let (ok, _, err) = remote.run(Some(&remote.phone.identity), &["--host", "intruder", "agents"]).await;
+    assert!(!ok && err.contains(&format!("host intruder ({}) is offline", intruder.id)), "{err}");
+    assert!(asked.elapsed() < Duration::from_secs(15), "said after {:?}", asked.elapsed());
+
     // Over the rate (3 a second, bursts of 15): 429 with Retry-After, and nothing runs.
     let mut limited = None;
     for n in 0..20 {

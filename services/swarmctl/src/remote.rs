@@ -30,6 +30,11 @@ const CONNECT_WITHIN: Duration = Duration::from_secs(20);
 /// next refresh of the registry, a few seconds later.
 const HOST_LISTED_WITHIN: Duration = Duration::from_secs(10);
 
+/// How long swarmctl waits for the chosen host to come online when it is listed offline: long
+/// enough for a controller moving to another copy (its copy died), short enough that a host that
+/// is down is said at once rather than after [`ANSWER_WITHIN`].
+const ONLINE_WITHIN: Duration = Duration::from_secs(3);
+
 /// How long a request waits for each message of its answer (a copy's death costs a few
 /// seconds; a host that is offline never answers).
 const ANSWER_WITHIN: Duration = Duration::from_secs(60);
@@ -111,6 +116,15 @@ impl RemoteApi {
         }
         let hosts = state.borrow().hosts.clone().unwrap_or_default();
         api.host = choose(&hosts, host)?;
+        let id = api.host.device_id.clone();
+        let online = |s: &LinkState| s.stopped || s.hosts.iter().flatten().any(|h| h.device_id == id && h.online);
+        if !online(&state.borrow()) && tokio::time::timeout(ONLINE_WITHIN, state.wait_for(online)).await.is_err() {
+            return Err(CtlError::Remote(format!(
+                "host {} ({id}) is offline: it is paired, but its swarm-controller has had no link to the control                  plane for {}s; check that it runs and that its control link is up (`control_link` in GET /healthz on                  its socket), then try again",
+                api.host.name,
+                ONLINE_WITHIN.as_secs()
+            )));
+        }
         Ok(api)
     }
 
