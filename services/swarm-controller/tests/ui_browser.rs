@@ -172,5 +172,10 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
     let errors: Vec<String> =
         page_errors(&browser).await.into_iter().filter(|e| !expected.iter().any(|x| e.contains(x))).collect();
     assert_eq!(errors, Vec::<String>::new(), "console errors while driving the pages");
+    // Pages left, streams closed by the browser or cut by the proxy, a refused create: nothing
+    // the controller should call an error of its own.
+    let log = stack.swarm.controller.log();
+    let logged: Vec<&str> = log.lines().filter(|l| l.contains(" ERROR ")).collect();
+    assert_eq!(logged, Vec::<&str>::new(), "the controller logged errors while the browser drove it");
     drop(stack.swarm.nats);
 }

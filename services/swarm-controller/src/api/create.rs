@@ -21,7 +21,8 @@ impl From<CreateError> for ApiError {
             CreateError::Invalid(_) => ApiError::BadRequest(message),
             CreateError::UnknownHive(_) => ApiError::NotFound(message),
             CreateError::HiveWithoutXkey(_) | CreateError::Taken(_) => ApiError::Conflict { message, current: None },
-            CreateError::NotConfigured(_) | CreateError::Store(_) => ApiError::Unavailable(message),
+            CreateError::NotConfigured(_) => ApiError::NotConfigured(message),
+            CreateError::Store(_) => ApiError::Unavailable(message),
         }
     }
 }

@@ -48,6 +48,10 @@ pub enum ApiError {
     Internal(String),
     /// 503: NATS is unreachable or failing.
     Unavailable(String),
+    /// 503: the route needs a part this controller was started without (the secret store, the
+    /// webhook secret). Not logged as an error: the daemon says so once when it starts, and a
+    /// page that asks again is no fault.
+    NotConfigured(String),
 }
 
 impl ApiError {
@@ -65,7 +69,7 @@ impl ApiError {
             Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::BadGateway(_) => StatusCode::BAD_GATEWAY,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unavailable(_) | Self::NotConfigured(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -84,9 +88,10 @@ impl ApiError {
             | Self::UnsupportedMediaType(m)
             | Self::BadGateway(m)
             | Self::Internal(m)
-            | Self::Unavailable(m) => (m.as_str(), None),
+            | Self::Unavailable(m)
+            | Self::NotConfigured(m) => (m.as_str(), None),
         };
-        if status.is_server_error() {
+        if status.is_server_error() && !matches!(self, Self::NotConfigured(_)) {
             tracing::error!(%status, error = message, "request failed");
         }
         let body = ErrorBody { error: message.to_owned(), current };

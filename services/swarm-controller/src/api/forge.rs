@@ -57,7 +57,7 @@ impl ForgeApi {
         // Read before anything is judged, so that even a refusal reaches a proxied sender.
         let body = delivery_body(headers, body).await?;
         let Some(secret) = &hub.secret else {
-            return Err(ApiError::Unavailable(
+            return Err(ApiError::NotConfigured(
                 "no webhook secret: set SWARM_STATE_DIR to the controller's state directory and restart".into(),
             ));
         };

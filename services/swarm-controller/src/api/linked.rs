@@ -33,7 +33,7 @@ pub struct LinkedApi {
 impl LinkedApi {
     fn linked(&self) -> Result<&LinkedAccounts, ApiError> {
         self.linked.as_deref().ok_or_else(|| {
-            ApiError::Unavailable(
+            ApiError::NotConfigured(
                 "linked accounts need the secret store: set SWARM_SECRETS_KEY_FILE and SWARM_NATS_DIR and restart \
                  the controller"
                     .into(),

@@ -37,7 +37,7 @@ pub struct SecretsApi {
 impl SecretsApi {
     fn secrets(&self) -> Result<&EnvSecrets, ApiError> {
         self.secrets.as_deref().ok_or_else(|| {
-            ApiError::Unavailable(
+            ApiError::NotConfigured(
                 "secret variables need the secret store: set SWARM_SECRETS_KEY_FILE and SWARM_NATS_DIR and restart \
                  the controller"
                     .into(),
