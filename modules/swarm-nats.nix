@@ -102,8 +102,8 @@ in
       description = ''
         The most disk JetStream may use on this node (`max_file_store`), below /var/lib/nats. At
         least what swarm-controller's streams and buckets reserve on every node that holds a copy
-        of them: 3.75 GiB (the TODO queue 1 GiB; DEPLOY, RELAY, TURNS and eight buckets 256 MiB
-        each). A stream whose reservation does not fit is refused, and the controller does not
+        of them: 3.84 GiB (the TODO queue 1 GiB; DEPLOY, RELAY, TURNS and eight buckets 256 MiB
+        each; AUDIT 64 MiB; forge-deliveries 32 MiB). A stream whose reservation does not fit is refused, and the controller does not
         start. A reservation, not disk in use.
       '';
     };

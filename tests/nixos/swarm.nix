@@ -73,7 +73,8 @@ let
         serverName = name;
         fragment = "${nats-init}/nats-server.conf";
         # What the controller's streams and buckets reserve together (the TODO queue's 1 GiB, the
-        # DEPLOY, RELAY and TURNS streams' and eight buckets' 256 MiB each: 3.75 GiB, every node
+        # DEPLOY, RELAY and TURNS streams' and eight buckets' 256 MiB each, AUDIT's 64 MiB and
+        # forge-deliveries' 32 MiB: 3.84 GiB, every node
         # holding a copy of each), with room to spare. A stream whose reservation does not fit is
         # refused, so the controller would not start. Reserved, not written: the disk below need
         # only hold what the test stores.

@@ -7,8 +7,8 @@ use async_nats::jetstream::{self, kv, stream};
 use crate::limits::{self, TODO_DUPLICATE_WINDOW};
 use crate::names::{
     AGENT_ICONS_BUCKET, AGENT_SCHEDULES_BUCKET, AGENT_WANTED_BUCKET, AGENTS_BUCKET, AUDIT_STREAM, AUDIT_SUBJECT,
-    CONFIG_PRS_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, RELAY_STREAM, SCHEDULE_DEFINITIONS_BUCKET,
-    SWARM_SECRETS_BUCKET, TODO_STREAM, TURNS_STREAM, kv_stream,
+    CONFIG_PRS_BUCKET, DEPLOY_STREAM, FORGE_DELIVERIES_BUCKET, HIVE_STATUS_BUCKET, RELAY_STREAM,
+    SCHEDULE_DEFINITIONS_BUCKET, SWARM_SECRETS_BUCKET, TODO_STREAM, TURNS_STREAM, kv_stream,
 };
 
 /// Making or checking a stream or bucket failed; the message says which and why.
@@ -52,11 +52,13 @@ pub struct Buckets {
     pub icons: kv::Store,
     /// agent name -> its config pull request (see the controller's forge module).
     pub config_prs: kv::Store,
+    /// a webhook delivery's body hash -> its event, once applied (its entries expire).
+    pub forge_deliveries: kv::Store,
 }
 
 /// Creates every stream and bucket of the swarm when absent (`schedule-definitions`,
 /// `agent-schedules` with direct get, `hive-status`, `agent-wanted`, `agents`, `swarm-secrets`,
-/// `agent-icons`, `config-prs`, `TODO`, `DEPLOY`, `RELAY`, `TURNS`, `AUDIT`), sets the
+/// `agent-icons`, `config-prs`, `forge-deliveries`, `TODO`, `DEPLOY`, `RELAY`, `TURNS`, `AUDIT`), sets the
 /// limits each must hold to (see [`crate::limits`]) on existing ones, and refuses
 /// existing ones whose settings would break the design.
 ///
@@ -73,7 +75,10 @@ pub async fn ensure_objects(js: &jetstream::Context) -> Result<Buckets, SetupErr
 /// # Errors
 /// [`SetupError`] naming the object; on a single server a count above 1 is refused by NATS.
 pub async fn ensure_replicated_objects(js: &jetstream::Context, replicas: usize) -> Result<Buckets, SetupError> {
-    let bucket = |name, description, direct_get| ensure_bucket(js, name, description, direct_get, replicas);
+    let bucket = |name, description, direct_get| {
+        let bounds = Bounds { max_bytes: limits::BUCKET_MAX_BYTES, max_age: None };
+        ensure_bucket(js, name, description, direct_get, bounds, replicas)
+    };
     let definitions = bucket(SCHEDULE_DEFINITIONS_BUCKET, "schedule id -> definition", false).await?;
     let agent_schedules = bucket(AGENT_SCHEDULES_BUCKET, "agent name -> that agent's schedules", true).await?;
     let hive_status = bucket(HIVE_STATUS_BUCKET, "hive -> its last published status", true).await?;
@@ -86,12 +91,34 @@ pub async fn ensure_replicated_objects(js: &jetstream::Context, replicas: usize)
     // Only the controller reads and writes it (no tenant imports it); read from the leader,
     // since every write is a compare-and-set.
     let config_prs = bucket(CONFIG_PRS_BUCKET, "agent name -> its config repository's pull request", false).await?;
+    // Only the controller reads and writes it; its entries expire.
+    let bounds =
+        Bounds { max_bytes: limits::FORGE_DELIVERIES_MAX_BYTES, max_age: Some(limits::FORGE_DELIVERIES_MAX_AGE) };
+    let forge_deliveries = ensure_bucket(
+        js,
+        FORGE_DELIVERIES_BUCKET,
+        "a webhook delivery's body SHA-256 -> its event, once applied",
+        false,
+        bounds,
+        replicas,
+    )
+    .await?;
     ensure_queue(js, stream::Config { num_replicas: replicas, ..todo_stream_config() }).await?;
     ensure_queue(js, stream::Config { num_replicas: replicas, ..deploy_stream_config() }).await?;
     ensure_history(js, stream::Config { num_replicas: replicas, ..relay_stream_config() }).await?;
     ensure_history(js, stream::Config { num_replicas: replicas, ..turns_stream_config() }).await?;
     ensure_history(js, stream::Config { num_replicas: replicas, ..audit_stream_config() }).await?;
-    Ok(Buckets { definitions, agent_schedules, hive_status, agent_wanted, agents, secrets, icons, config_prs })
+    Ok(Buckets {
+        definitions,
+        agent_schedules,
+        hive_status,
+        agent_wanted,
+        agents,
+        secrets,
+        icons,
+        config_prs,
+        forge_deliveries,
+    })
 }
 
 /// The error for a create or an update NATS refused, with the replica count in mind: a count the
@@ -117,6 +144,13 @@ fn replicated_setup_error(what: String, replicas: usize) -> impl FnOnce(String) 
     }
 }
 
+/// How much a bucket keeps: its bytes, and how long an entry lives (`None`: until replaced).
+#[derive(Debug, Clone, Copy)]
+struct Bounds {
+    max_bytes: i64,
+    max_age: Option<std::time::Duration>,
+}
+
 /// Makes `bucket` if absent, keeps one value per key, bounds its size (also on a bucket that
 /// exists already), and settles its direct get: buckets tenants read
 /// (`agent-schedules`, `hive-status`, `agent-wanted`) must allow it, since a tenant may read a key
@@ -127,6 +161,7 @@ async fn ensure_bucket(
     bucket: &str,
     description: &str,
     direct_get: bool,
+    bounds: Bounds,
     replicas: usize,
 ) -> Result<kv::Store, SetupError> {
     if js.get_key_value(bucket).await.is_err() {
@@ -135,7 +170,8 @@ async fn ensure_bucket(
             bucket: bucket.to_owned(),
             description: description.to_owned(),
             history: limits::BUCKET_HISTORY,
-            max_bytes: limits::BUCKET_MAX_BYTES,
+            max_bytes: bounds.max_bytes,
+            max_age: bounds.max_age.unwrap_or_default(),
             max_value_size: limits::BUCKET_MAX_VALUE_SIZE,
             num_replicas: replicas,
             ..Default::default()
@@ -157,7 +193,8 @@ async fn ensure_bucket(
     wanted.allow_direct = direct_get;
     // A bucket's history is its stream's messages per subject.
     wanted.max_messages_per_subject = limits::BUCKET_HISTORY;
-    wanted.max_bytes = limits::BUCKET_MAX_BYTES;
+    wanted.max_bytes = bounds.max_bytes;
+    wanted.max_age = bounds.max_age.unwrap_or_default();
     wanted.max_message_size = limits::BUCKET_MAX_VALUE_SIZE;
     wanted.num_replicas = replicas;
     // async-nats makes buckets with rollups allowed (a KV purge is one). Nothing here purges,

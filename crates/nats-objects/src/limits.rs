@@ -28,8 +28,15 @@ pub const TODO_MAX_BYTES: i64 = GIB;
 /// would let a swarm of many agents fill `TODO` with millions of tiny todos, each costing the
 /// server its per-message index and bookkeeping whatever its size.
 pub const TODO_MAX_MSGS: i64 = 10_000 * TODO_MAX_MSGS_PER_AGENT;
-/// Bytes each KV bucket may hold.
+/// Bytes each KV bucket may hold (but `forge-deliveries`).
 pub const BUCKET_MAX_BYTES: i64 = 256 * MIB;
+/// How long `forge-deliveries` remembers a delivery: far longer than a forge retries one (Forgejo
+/// gives up within hours), so a replay inside it is refused and one after it finds every state
+/// newer than its own (deliveries are applied only over older states).
+pub const FORGE_DELIVERIES_MAX_AGE: Duration = Duration::from_secs(14 * 24 * 3600);
+/// Bytes `forge-deliveries` may hold: some 200,000 deliveries of 14 days. Full, a delivery is
+/// still applied, unrecorded (logged).
+pub const FORGE_DELIVERIES_MAX_BYTES: i64 = 32 * MIB;
 /// The largest value of any KV bucket.
 pub const BUCKET_MAX_VALUE_SIZE: i32 = 1024 * 1024;
 /// Deploy messages one hive's queue may hold.
@@ -67,8 +74,13 @@ pub const AUDIT_MAX_BYTES: i64 = 64 * MIB;
 pub const BUCKET_HISTORY: i64 = 1;
 /// What the swarm's streams reserve on the NATS server's disk together (nats-server refuses a
 /// stream whose `max_bytes` does not fit in its `max_file_store`, which defaults to 75% of the
-/// disk space free at its start): the TODO and DEPLOY queues, the RELAY, TURNS and AUDIT histories and eight buckets
+/// disk space free at its start): the TODO and DEPLOY queues, the RELAY, TURNS and AUDIT histories, eight buckets
 /// (`schedule-definitions`, `agent-schedules`, `hive-status`, `agent-wanted`, `agents`,
-/// `swarm-secrets`, `agent-icons`, `config-prs`).
-pub const SWARM_RESERVED_BYTES: i64 =
-    TODO_MAX_BYTES + DEPLOY_MAX_BYTES + RELAY_MAX_BYTES + TURNS_MAX_BYTES + AUDIT_MAX_BYTES + 8 * BUCKET_MAX_BYTES;
+/// `swarm-secrets`, `agent-icons`, `config-prs`) and `forge-deliveries`.
+pub const SWARM_RESERVED_BYTES: i64 = TODO_MAX_BYTES
+    + DEPLOY_MAX_BYTES
+    + RELAY_MAX_BYTES
+    + TURNS_MAX_BYTES
+    + AUDIT_MAX_BYTES
+    + 8 * BUCKET_MAX_BYTES
+    + FORGE_DELIVERIES_MAX_BYTES;

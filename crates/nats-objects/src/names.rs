@@ -22,9 +22,12 @@ pub const SWARM_SECRETS_BUCKET: &str = "swarm-secrets";
 pub const AGENT_ICONS_BUCKET: &str = "agent-icons";
 /// KV bucket: agent name -> its config repository's pull request.
 pub const CONFIG_PRS_BUCKET: &str = "config-prs";
+/// KV bucket: the SHA-256 of a forge webhook delivery's signed body -> its event, once applied
+/// (the controller only), so a delivery sent again is taken once, across restarts.
+pub const FORGE_DELIVERIES_BUCKET: &str = "forge-deliveries";
 
 /// Every KV bucket the swarm makes, as `ensure_objects` makes them.
-pub const BUCKETS: [&str; 8] = [
+pub const BUCKETS: [&str; 9] = [
     SCHEDULE_DEFINITIONS_BUCKET,
     AGENT_SCHEDULES_BUCKET,
     HIVE_STATUS_BUCKET,
@@ -33,6 +36,7 @@ pub const BUCKETS: [&str; 8] = [
     SWARM_SECRETS_BUCKET,
     AGENT_ICONS_BUCKET,
     CONFIG_PRS_BUCKET,
+    FORGE_DELIVERIES_BUCKET,
 ];
 
 /// Work-queue stream of every agent's todos, on `todo.<agent>`.

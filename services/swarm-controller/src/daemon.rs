@@ -28,8 +28,8 @@ use crate::clock::{Clock, JobqClock};
 use crate::config::{Check, ConfigError, Loaded, Problems, Settings, vars};
 use crate::feeds::FeedHub;
 use crate::forge::config_prs::ConfigPrs;
+use crate::forge::deliveries::Deliveries;
 use crate::forge::issues::IssueReport;
-use crate::forge::webhook::SeenDeliveries;
 use crate::forge::webhook_secret::WebhookSecret;
 use crate::forge::{self, ForgeHub};
 use crate::lifecycle::hive_pass::HivePass;
@@ -285,7 +285,7 @@ async fn serve(
         secret: config.webhook_secret,
         config_prs: ConfigPrs::new(buckets.config_prs),
         issues: IssueReport::default(),
-        seen: SeenDeliveries::default(),
+        taken: Deliveries::new(buckets.forge_deliveries.clone()),
         roster: roster.clone(),
     });
     if hub.secret.is_none() {

@@ -74,18 +74,19 @@ impl ForgeApi {
         let Some(event) = webhook::event_name(headers) else {
             return Err(ApiError::BadRequest("no X-Forgejo-Event or X-Gitea-Event header".into()));
         };
-        let delivery = webhook::delivery_id(headers).map(str::to_owned);
-        if let Some(id) = &delivery
-            && hub.seen.seen(id)
-        {
+        let again = |e: String| ApiError::Unavailable(format!("{e}; the forge may send it again"));
+        if hub.taken.taken(&body).await.map_err(again)? {
+            let delivery = webhook::delivery_id(headers).unwrap_or("none");
+            tracing::info!(
+                event,
+                delivery,
+                "a webhook delivery taken already (the same signed body): not applied again"
+            );
             return Ok(json(StatusCode::OK, &json!({"event": event, "outcome": "duplicate"})));
         }
         let parsed = webhook::parse(event, &body).map_err(ApiError::BadRequest)?;
-        let outcome =
-            hub.apply(parsed).await.map_err(|e| ApiError::Unavailable(format!("{e}; the forge may send it again")))?;
-        if let Some(id) = &delivery {
-            hub.seen.record(id);
-        }
+        let outcome = hub.apply(parsed).await.map_err(again)?;
+        hub.taken.record(&body, event).await;
         let outcome = match outcome {
             Outcome::Applied => "applied",
             Outcome::Ignored => "ignored",

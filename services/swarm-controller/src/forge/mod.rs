@@ -3,13 +3,15 @@
 //!
 //! - [`webhook_secret`]: the webhook secret in the state directory.
 //! - [`objects`]: the organisation, the agents' team, the labels, the webhook (reconciled).
-//! - [`webhook`]: a delivery's headers and payload, and the delivery ids taken.
+//! - [`webhook`]: a delivery's headers and payload.
+//! - [`deliveries`]: `forge-deliveries`, the deliveries taken.
 //! - [`config_prs`]: `config-prs`, each agent's config pull request, and its listing.
 //! - [`issues`]: the issue report, in memory, and its listing.
 //!
 //! [`ForgeHub`] is what the API and the periodic pass share; [`run_passes`] is that pass.
 
 pub mod config_prs;
+pub mod deliveries;
 pub mod issues;
 pub mod objects;
 pub mod webhook;
@@ -23,8 +25,9 @@ use crate::clock::Clock;
 use crate::lifecycle::roster::Roster;
 use crate::provision::settings::ForgeSettings;
 use config_prs::{ConfigPrs, Source};
+use deliveries::Deliveries;
 use issues::IssueReport;
-use webhook::{Event, SeenDeliveries};
+use webhook::Event;
 use webhook_secret::WebhookSecret;
 
 /// What the forge routes and passes share.
@@ -34,7 +37,8 @@ pub struct ForgeHub {
     pub secret: Option<WebhookSecret>,
     pub config_prs: ConfigPrs,
     pub issues: IssueReport,
-    pub seen: SeenDeliveries,
+    /// Deliveries applied, by their body: a replay is taken once.
+    pub taken: Deliveries,
     /// Which repositories are agents' config repositories.
     pub roster: Roster,
 }

@@ -1,8 +1,5 @@
 //! A webhook delivery: its headers (Forgejo's `X-Forgejo-*`, or Gitea's `X-Gitea-*`, which
-//! Forgejo sends too), the events the swarm reads from it, and the delivery ids already taken.
-
-use std::collections::{HashSet, VecDeque};
-use std::sync::Mutex;
+//! Forgejo sends too) and the events the swarm reads from it.
 
 use hyperhive_provision::forge::{Issue, PullRequest, payload};
 use serde::Deserialize;
@@ -12,8 +9,6 @@ use warp::http::HeaderMap;
 /// The largest delivery read: a payload carries the repository and users whole, a few KiB,
 /// and a push lists at most `[webhook] PAYLOAD_COMMIT_LIMIT` commits.
 pub const MAX_DELIVERY_BYTES: usize = 1024 * 1024;
-/// Delivery ids remembered: far more than the forge sends between two listings.
-const SEEN_CAPACITY: usize = 10_000;
 
 /// The first of `X-Forgejo-<name>`, `X-Gitea-<name>` that is present.
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -114,39 +109,6 @@ impl ClassifyText for serde_json::Error {
     }
 }
 
-/// The delivery ids taken, the oldest forgotten first beyond 10,000 (`SEEN_CAPACITY`). A forgotten
-/// one sent again changes nothing either: an event is applied only when it is newer than what
-/// is stored (docs/swarm/forge.md, "Ordering").
-#[derive(Debug, Default)]
-pub struct SeenDeliveries {
-    inner: Mutex<(HashSet<String>, VecDeque<String>)>,
-}
-
-impl SeenDeliveries {
-    /// Whether `id` was taken already.
-    pub fn seen(&self, id: &str) -> bool {
-        self.lock().0.contains(id)
-    }
-
-    /// Records `id` as taken (after its event was applied, so a failed one may come again).
-    pub fn record(&self, id: &str) {
-        let mut guard = self.lock();
-        let (set, order) = &mut *guard;
-        if set.insert(id.to_owned()) {
-            order.push_back(id.to_owned());
-            while order.len() > SEEN_CAPACITY {
-                if let Some(old) = order.pop_front() {
-                    set.remove(&old);
-                }
-            }
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, (HashSet<String>, VecDeque<String>)> {
-        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,18 +146,5 @@ mod tests {
         assert!(parse("pull_request", no_pull.as_bytes()).unwrap_err().contains("no pull_request"));
         let bad = r#"{"repository": {"name": "r", "owner": {"login": "o"}}, "issue": {"title": "x"}}"#;
         assert!(parse("issues", bad.as_bytes()).unwrap_err().contains("missing field `number`"));
-    }
-
-    #[test]
-    fn seen_ids_are_remembered_up_to_the_capacity() {
-        let seen = SeenDeliveries::default();
-        seen.record("a");
-        seen.record("a");
-        assert!(seen.seen("a") && !seen.seen("b"));
-        for i in 0..SEEN_CAPACITY {
-            seen.record(&i.to_string());
-        }
-        assert!(!seen.seen("a"), "the oldest is forgotten");
-        assert!(seen.seen(&(SEEN_CAPACITY - 1).to_string()));
     }
 }

@@ -1,5 +1,5 @@
 //! Deliveries the stand-in sends to the controller through Caddy: taken only when signed with
-//! the webhook secret, once per delivery id, and never older over newer.
+//! the webhook secret, once per signed body (across restarts), and never older over newer.
 
 use hyperhive_testkit::forge::{PullChange, signature};
 
@@ -111,15 +111,16 @@ async fn a_replayed_delivery_changes_nothing_and_reversed_deliveries_end_in_the_
     assert_eq!(again.status, Some(200));
     assert_eq!(swarm.config_prs_sequence().await, before, "the same delivery id: nothing written");
 
-    // The same payload under a new delivery id (a forge's "redeliver"; the signature covers
-    // the body only): no newer, so nothing is written either.
+    // The same payload under a new delivery id (a forge's "redeliver", or a captured delivery
+    // replayed: the signature covers the body only): taken already, so not applied again.
     let mut fresh = opened[0].clone();
     for (name, value) in &mut fresh.headers {
         if name.ends_with("-Delivery") {
             *value = "00000000-0000-4000-8000-000000000001".into();
         }
     }
-    assert_eq!(swarm.forge.send(&fresh).await.status, Some(200));
+    let (status, answer) = swarm.post_webhook(&fresh.headers, fresh.body.clone()).await;
+    assert_eq!((status, answer["outcome"].as_str()), (200, Some("duplicate")), "{answer}");
     assert_eq!(swarm.config_prs_sequence().await, before);
 
     // Three changes whose deliveries arrive newest first.
@@ -160,13 +161,18 @@ async fn a_restarted_controller_keeps_its_secret_and_config_prs() {
     let (mut swarm, _) = ForgeSwarm::with_alpha("1h").await;
     let file = swarm.state_dir.join("webhook-secret");
     let bytes = std::fs::read(&file).unwrap();
-    let (number, _) = swarm.forge.open_pull(ORG, "alpha-config", "alpha", "kept", "b").await;
+    let (number, opened) = swarm.forge.open_pull(ORG, "alpha-config", "alpha", "kept", "b").await;
     let stored = swarm.wait_pr("alpha", "the state", |pr| pr["title"] == "kept").await;
+
+    let taken = opened[0].clone();
 
     swarm.controller.kill();
     swarm.start_controller().await;
     assert_eq!(std::fs::read(&file).unwrap(), bytes, "the same secret");
     assert_eq!(swarm.get("/api/agents/alpha/config-pr").await, (200, stored));
+    // A delivery taken before the restart, replayed after it, is still taken.
+    let (status, answer) = swarm.post_webhook(&taken.headers, taken.body.clone()).await;
+    assert_eq!((status, answer["outcome"].as_str()), (200, Some("duplicate")), "{answer}");
     // The hook's secret is still the one the controller verifies with.
     let sent = swarm.forge.change_pull(ORG, "alpha-config", number, PullChange::Close).await;
     assert_eq!(sent[0].status, Some(200));
