@@ -419,6 +419,13 @@ async fn swarmctl_shows_hives_and_agents_and_sets_wanted_state() {
         stdout(&swarmctl(&socket, &["agent", "state", "h1", "a", "up", "--if-match", &revision.to_string(), "--json"]));
     let moved: serde_json::Value = serde_json::from_str(&moved).unwrap();
     assert_eq!(moved["state"], "up");
+    // The agent's name alone: its hive is read from the roster.
+    let set = stdout(&swarmctl(&socket, &["agent", "state", "a", "paused"]));
+    assert!(set.starts_with("h1/a: wanted state paused (revision "), "{set}");
+    let unknown = stderr(&swarmctl(&socket, &["agent", "state", "zz", "up"]));
+    assert!(unknown.contains("no agent zz on the roster"), "{unknown}");
+    let too_many = stderr(&swarmctl(&socket, &["agent", "state", "h1", "a", "up", "now"]));
+    assert!(too_many.contains("[HIVE] AGENT STATE"), "{too_many}");
 
     let stale = one_line_error(&swarmctl(&socket, &["agent", "state", "h1", "a", "offline", "--if-match", "1"]));
     assert!(stale.contains("If-Match"), "{stale}");

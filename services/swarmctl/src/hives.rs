@@ -134,7 +134,19 @@ fn last_turn(a: &AgentView) -> String {
     a.last_turn.as_ref().map_or_else(|| "-".into(), format::turn_result)
 }
 
-/// `swarmctl agent state HIVE AGENT STATE [--if-match REV]`.
+/// The hive `agent` is on, by the roster (`GET /api/agents`).
+///
+/// # Errors
+/// The API's, or [`CtlError::Usage`] for an agent the roster does not name.
+pub async fn hive_of(api: &Api, agent: &AgentName) -> Result<HiveName, CtlError> {
+    let bytes = client::request(api, Method::GET, paths::AGENTS, None, None).await?;
+    let agents: Vec<AgentView> = client::answer(&bytes)?;
+    agents.into_iter().find(|a| a.name == *agent).map(|a| a.entry.hive).ok_or_else(|| {
+        CtlError::Usage(format!("no agent {agent} on the roster (`swarmctl agents` lists them); nothing was changed"))
+    })
+}
+
+/// `swarmctl agent state [HIVE] AGENT STATE [--if-match REV]`.
 pub async fn set_state(
     api: &Api,
     hive: &HiveName,

@@ -293,17 +293,14 @@ pub enum AgentCommand {
     /// forge user, config repo and token, store certificate, matrix account, NATS credential) as
     /// jobs, declares it paused and deploys it; set it up with `swarmctl agent state`.
     Create(create::CreateArgs),
-    /// Set AGENT's wanted state on HIVE: up (runs and works), paused (runs, takes no todos, fires
-    /// no slots), offline (stopped, state and credentials kept) or destroyed (stopped, state
-    /// removed, credentials revoked; final, cannot be undone).
+    /// Set AGENT's wanted state: up (runs and works), paused (runs, takes no todos, fires no
+    /// slots), offline (stopped, state and credentials kept) or destroyed (stopped, state
+    /// removed, credentials revoked; final, cannot be undone). The agent's hive is read from the
+    /// roster (names are unique swarm-wide); `HIVE AGENT STATE`, the older form, is still taken.
     State {
-        /// The hive the agent is on.
-        hive: HiveName,
-        /// The agent.
-        agent: AgentName,
-        /// up, offline, paused or destroyed.
-        #[arg(value_parser = parse_state)]
-        state: WantedState,
+        /// AGENT STATE, or HIVE AGENT STATE; STATE is up, offline, paused or destroyed.
+        #[arg(num_args = 2..=3, value_name = "[HIVE] AGENT STATE", required = true)]
+        words: Vec<String>,
         /// Change it only if its wanted state is still at this revision (see `swarmctl agents`).
         #[arg(long, value_name = "REV")]
         if_match: Option<u64>,
@@ -313,8 +310,17 @@ pub enum AgentCommand {
     },
 }
 
-fn parse_state(s: &str) -> Result<WantedState, String> {
-    s.parse().map_err(|e: hyperhive_hive_proto::wanted::UnknownState| e.to_string())
+/// `[HIVE] AGENT STATE` of `agent state`, each checked.
+fn state_words(words: &[String]) -> Result<(Option<HiveName>, AgentName, WantedState), CtlError> {
+    let usage = |e: String| CtlError::Usage(format!("agent state: {e}; write `swarmctl agent state AGENT STATE`"));
+    let (hive, agent, state) = match words {
+        [agent, state] => (None, agent, state),
+        [hive, agent, state] => (Some(HiveName::parse(hive).map_err(|e| usage(e.to_string()))?), agent, state),
+        _ => return Err(usage(format!("{} words given", words.len()))),
+    };
+    let agent = AgentName::parse(agent).map_err(|e| usage(e.to_string()))?;
+    let state = state.parse().map_err(|e: hyperhive_hive_proto::wanted::UnknownState| usage(e.to_string()))?;
+    Ok((hive, agent, state))
 }
 
 /// `swarmctl schedule ...`.
@@ -602,7 +608,12 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
         Top::Agent(AgentCommand::Create(args)) => {
             return create::create(api, &args, || clock.now()).await;
         }
-        Top::Agent(AgentCommand::State { hive, agent, state, if_match, json }) => {
+        Top::Agent(AgentCommand::State { words, if_match, json }) => {
+            let (hive, agent, state) = state_words(&words)?;
+            let hive = match hive {
+                Some(hive) => hive,
+                None => hives::hive_of(api, &agent).await?,
+            };
             return hives::set_state(api, &hive, &agent, state, if_match, json).await;
         }
         Top::Jobs { command: Some(JobsCommand::Retry { id, json }), .. } => {
