@@ -100,6 +100,10 @@ fn help_explains_every_setting() {
     for word in ["HIVE", "AGENT", "--if-match", "destroyed", "final", "--json"] {
         assert!(help.contains(word), "{word} missing from swarmctl agent state --help");
     }
+    // The verb's own options first, the global ones under a heading of their own.
+    let (own, global) = help.split_once("Global options").expect("a heading for the global options");
+    assert!(own.contains("--if-match") && !own.contains("--socket") && !own.contains("--via"), "{help}");
+    assert!(global.contains("--socket") && global.contains("--via") && global.contains("--host"), "{help}");
     let help = stdout(&Command::new(common::swarmctl_binary()).arg("--help").output().unwrap());
     for verb in ["hives", "agents", "agent", "jobs", "config-prs", "issues", "--json"] {
         assert!(help.contains(verb), "{verb} missing from swarmctl --help");

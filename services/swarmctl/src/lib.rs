@@ -47,6 +47,9 @@ use hyperhive_swarm_api::DEFAULT_SOCKET;
 use hyperhive_swarm_api::paths;
 use hyperhive_swarm_api::schedules::{FiredSlots, NewScheduleRequest, SchedulePatchRequest, ScheduleView};
 
+/// The `--help` heading of the options every command takes, listed apart from its own.
+const GLOBAL: &str = "Global options (every command)";
+
 /// Drives swarm-controller over its unix socket, or through the control plane.
 #[derive(Debug, Parser)]
 #[command(
@@ -61,14 +64,28 @@ command goes through the control plane to the controller, which must be paired a
 )]
 pub struct Cli {
     /// The controller's API socket.
-    #[arg(long, global = true, env = "SWARM_CONTROLLER_SOCKET", default_value = DEFAULT_SOCKET, value_name = "PATH")]
+    #[arg(
+        long,
+        global = true,
+        env = "SWARM_CONTROLLER_SOCKET",
+        default_value = DEFAULT_SOCKET,
+        value_name = "PATH",
+        help_heading = GLOBAL
+    )]
     pub socket: PathBuf,
     /// Go through the control plane as the paired client whose identity is FILE, instead of
     /// the socket.
-    #[arg(long, global = true, env = "SWARMCTL_VIA", value_name = "FILE")]
+    #[arg(long, global = true, env = "SWARMCTL_VIA", value_name = "FILE", help_heading = GLOBAL)]
     pub via: Option<PathBuf>,
     /// With --via: the controller's host, by device id or name (default: the only host).
-    #[arg(long = "host", global = true, env = "SWARMCTL_HOST", value_name = "ID|NAME", requires = "via")]
+    #[arg(
+        long = "host",
+        global = true,
+        env = "SWARMCTL_HOST",
+        value_name = "ID|NAME",
+        requires = "via",
+        help_heading = GLOBAL
+    )]
     pub host: Option<String>,
     /// What to do.
     #[command(subcommand)]
