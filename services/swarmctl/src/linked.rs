@@ -21,10 +21,9 @@ pub enum AccountsCommand {
     /// The agent's own matrix account (`main`) and its linked accounts: kind, name, host and
     /// user, never a credential.
     List {
-        /// The hive the agent is on.
-        hive: HiveName,
-        /// The agent.
-        agent: AgentName,
+        /// AGENT (its hive is read from the roster), or HIVE AGENT.
+        #[arg(num_args = 1..=2, value_name = "[HIVE] AGENT", required = true)]
+        words: Vec<String>,
         /// Print the API's JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -35,14 +34,10 @@ pub enum AccountsCommand {
     /// Unlink an account; `--revoke` (matrix) logs its token out at the homeserver first and
     /// keeps the account if that fails.
     Rm {
-        /// The hive the agent is on.
-        hive: HiveName,
-        /// The agent.
-        agent: AgentName,
-        /// matrix, forge or github.
-        kind: AccountKind,
-        /// The matrix account name or forge label (none for github).
-        name: Option<String>,
+        /// [HIVE] AGENT KIND [NAME]: KIND is matrix, forge or github; NAME the matrix account name or
+        /// forge label (none for github).
+        #[arg(num_args = 2..=4, value_name = "[HIVE] AGENT KIND [NAME]", required = true)]
+        words: Vec<String>,
         /// Log the matrix token out at its homeserver first.
         #[arg(long)]
         revoke: bool,
@@ -63,17 +58,13 @@ pub enum AccountKind {
     Github,
 }
 
-/// `swarmctl accounts add HIVE AGENT KIND [NAME] ...`.
+/// `swarmctl accounts add [HIVE] AGENT KIND [NAME] ...`.
 #[derive(Debug, Args)]
 pub struct AddArgs {
-    /// The hive the agent is on.
-    pub hive: HiveName,
-    /// The agent.
-    pub agent: AgentName,
-    /// matrix, forge or github.
-    pub kind: AccountKind,
-    /// The matrix account name or forge label (none for github).
-    pub name: Option<String>,
+    /// [HIVE] AGENT KIND [NAME]: KIND is matrix, forge or github; NAME the matrix account name or
+    /// forge label (none for github). Without HIVE the agent's hive is read from the roster.
+    #[arg(num_args = 2..=4, value_name = "[HIVE] AGENT KIND [NAME]", required = true)]
+    pub words: Vec<String>,
     /// The matrix homeserver or forge URL.
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
@@ -91,6 +82,50 @@ pub struct AddArgs {
     pub json: bool,
 }
 
+/// An agent's account as the words name it: `[HIVE] AGENT KIND [NAME]`. HIVE is there when the
+/// second word is not a kind (so an agent called matrix, forge or github is named without it).
+#[derive(Debug, PartialEq, Eq)]
+struct Named {
+    hive: Option<HiveName>,
+    agent: AgentName,
+    kind: AccountKind,
+    name: Option<String>,
+}
+
+fn named(words: &[String]) -> Result<Named, CtlError> {
+    let kind_at = if words.get(1).is_some_and(|w| AccountKind::from_str(w, false).is_ok()) { 1 } else { 2 };
+    if words.len() <= kind_at || words.len() > kind_at + 2 {
+        return Err(CtlError::Usage(format!(
+            "{} words: name the account as [HIVE] AGENT KIND [NAME], KIND one of matrix, forge, github",
+            words.len()
+        )));
+    }
+    let (hive, agent) = agent_of(&words[..kind_at])?;
+    let kind = AccountKind::from_str(&words[kind_at], false).map_err(|_| {
+        CtlError::Usage(format!("{:?} is not a kind of account: matrix, forge or github", words[kind_at]))
+    })?;
+    Ok(Named { hive, agent, kind, name: words.get(kind_at + 1).cloned() })
+}
+
+/// `[HIVE] AGENT`, each checked.
+fn agent_of(words: &[String]) -> Result<(Option<HiveName>, AgentName), CtlError> {
+    let usage = |e: String| CtlError::Usage(format!("{e}; name the agent as [HIVE] AGENT"));
+    let (hive, agent) = match words {
+        [agent] => (None, agent),
+        [hive, agent] => (Some(HiveName::parse(hive).map_err(|e| usage(e.to_string()))?), agent),
+        _ => return Err(usage(format!("{} words", words.len()))),
+    };
+    Ok((hive, AgentName::parse(agent).map_err(|e| usage(e.to_string()))?))
+}
+
+/// The hive given, or the agent's own by the roster.
+async fn hive_or_roster(api: &Api, hive: Option<HiveName>, agent: &AgentName) -> Result<HiveName, CtlError> {
+    match hive {
+        Some(hive) => Ok(hive),
+        None => super::hives::hive_of(api, agent).await,
+    }
+}
+
 fn account_path(hive: &HiveName, agent: &AgentName, kind: AccountKind, name: Option<&str>) -> Result<String, CtlError> {
     match (kind, name) {
         (AccountKind::Github, None) => Ok(paths::github_account(hive, agent)),
@@ -98,7 +133,7 @@ fn account_path(hive: &HiveName, agent: &AgentName, kind: AccountKind, name: Opt
         (AccountKind::Matrix, Some(n)) => Ok(paths::matrix_account(hive, agent, segment(n)?)),
         (AccountKind::Forge, Some(n)) => Ok(paths::forge_account(hive, agent, segment(n)?)),
         (_, None) => {
-            Err(CtlError::Usage("name the account: swarmctl accounts add HIVE AGENT matrix|forge NAME ...".into()))
+            Err(CtlError::Usage("name the account: swarmctl accounts add [HIVE] AGENT matrix|forge NAME ...".into()))
         }
     }
 }
@@ -135,7 +170,9 @@ fn read_token(path: &Path) -> Result<String, CtlError> {
 /// [`CtlError`].
 pub async fn run(api: &Api, command: AccountsCommand) -> Result<String, CtlError> {
     match command {
-        AccountsCommand::List { hive, agent, json } => {
+        AccountsCommand::List { words, json } => {
+            let (hive, agent) = agent_of(&words)?;
+            let hive = hive_or_roster(api, hive, &agent).await?;
             let bytes = client::request(api, Method::GET, &paths::linked_accounts(&hive, &agent), None, None).await?;
             if json {
                 return pretty_answer(&bytes);
@@ -148,11 +185,12 @@ pub async fn run(api: &Api, command: AccountsCommand) -> Result<String, CtlError
             Ok(grid(["KIND", "NAME", "HOST", "USER", "ORIGIN"], rows))
         }
         AccountsCommand::Add(args) => {
-            let path = account_path(&args.hive, &args.agent, args.kind, args.name.as_deref())?;
+            let Named { hive, agent, kind, name } = named(&args.words)?;
+            let path = account_path(&hive_or_roster(api, hive, &agent).await?, &agent, kind, name.as_deref())?;
             let url = || args.url.clone().ok_or_else(|| CtlError::Usage("give the server with --url URL".into()));
             let token = read_token(&args.token_file)?;
             let user = args.user.clone();
-            let body = match args.kind {
+            let body = match kind {
                 AccountKind::Matrix => client::body(&MatrixAccountBody {
                     homeserver: url()?,
                     user_id: user,
@@ -167,16 +205,14 @@ pub async fn run(api: &Api, command: AccountsCommand) -> Result<String, CtlError
                 return pretty_answer(&bytes);
             }
             let answer: LinkChanged = client::answer(&bytes)?;
-            Ok(format!(
-                "linked; delivery to the agent: job {} (swarmctl jobs --agent {})\n",
-                answer.delivery, args.agent
-            ))
+            Ok(format!("linked; delivery to the agent: job {} (swarmctl jobs --agent {})\n", answer.delivery, agent))
         }
-        AccountsCommand::Rm { hive, agent, kind, name, revoke, json } => {
+        AccountsCommand::Rm { words, revoke, json } => {
+            let Named { hive, agent, kind, name } = named(&words)?;
             if revoke && kind != AccountKind::Matrix {
                 return Err(CtlError::Usage("--revoke applies to matrix accounts only".into()));
             }
-            let mut path = account_path(&hive, &agent, kind, name.as_deref())?;
+            let mut path = account_path(&hive_or_roster(api, hive, &agent).await?, &agent, kind, name.as_deref())?;
             if revoke {
                 path.push_str("?revoke=true");
             }
@@ -188,5 +224,45 @@ pub async fn run(api: &Api, command: AccountsCommand) -> Result<String, CtlError
             let what = if revoke { "token logged out and account unlinked" } else { "unlinked" };
             Ok(format!("{what}; delivery to the agent: job {}\n", answer.delivery))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(text: &str) -> Vec<String> {
+        text.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn an_account_is_named_with_or_without_its_hive() {
+        let (h1, alpha) = (HiveName::parse("h1").unwrap(), AgentName::parse("alpha").unwrap());
+        let named_as = |hive: Option<&HiveName>, kind, name: Option<&str>| Named {
+            hive: hive.cloned(),
+            agent: alpha.clone(),
+            kind,
+            name: name.map(str::to_owned),
+        };
+        assert_eq!(named(&words("alpha matrix ops")).unwrap(), named_as(None, AccountKind::Matrix, Some("ops")));
+        assert_eq!(named(&words("alpha github")).unwrap(), named_as(None, AccountKind::Github, None));
+        assert_eq!(
+            named(&words("h1 alpha forge work")).unwrap(),
+            named_as(Some(&h1), AccountKind::Forge, Some("work"))
+        );
+        assert_eq!(named(&words("h1 alpha github")).unwrap(), named_as(Some(&h1), AccountKind::Github, None));
+        for (bad, says) in [
+            ("alpha", "1 words"),
+            ("h1 alpha", "2 words"),
+            ("alpha matrix ops extra", "4 words"),
+            ("h1 alpha telegram x", "not a kind of account"),
+            ("H1 alpha matrix ops", "hive"),
+            ("Alpha matrix ops", "agent"),
+        ] {
+            let err = named(&words(bad)).unwrap_err().to_string();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+        assert_eq!(agent_of(&words("alpha")).unwrap(), (None, alpha.clone()));
+        assert_eq!(agent_of(&words("h1 alpha")).unwrap(), (Some(h1), alpha));
     }
 }

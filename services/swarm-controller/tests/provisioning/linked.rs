@@ -153,7 +153,9 @@ async fn linked_accounts_are_verified_delivered_listed_without_credentials_and_r
     // Revoke: the token is logged out at the homeserver, the account and its file are gone.
     let client = Homeserver::new(&homeserver).unwrap();
     assert!(matches!(client.whoami(&Secret::new(ops_token.clone())).await.unwrap(), AccountCheck::Valid { .. }));
-    swarm.swarmctl(&["accounts", "rm", HIVE, AGENT, "matrix", "ops", "--revoke"]).unwrap();
+    // The agent's name alone: its hive is read from the roster, and lists the same.
+    assert_eq!(swarm.swarmctl_json(&["accounts", "list", AGENT]), listing(&swarm));
+    swarm.swarmctl(&["accounts", "rm", AGENT, "matrix", "ops", "--revoke"]).unwrap();
     assert_eq!(client.whoami(&Secret::new(ops_token.clone())).await.unwrap(), AccountCheck::Invalid);
     wait_file(&swarm, "linked-matrix-ops.json", false).await;
     assert!(!listing(&swarm).to_string().contains("\"ops\""));
