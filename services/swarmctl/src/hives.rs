@@ -134,11 +134,29 @@ fn last_turn(a: &AgentView) -> String {
     a.last_turn.as_ref().map_or_else(|| "-".into(), format::turn_result)
 }
 
-/// The hive `agent` is on, by the roster (`GET /api/agents`).
+/// `[HIVE] AGENT` as the agent verbs take them, each checked.
+///
+/// # Errors
+/// [`CtlError::Usage`] saying which word is wrong.
+pub(crate) fn agent_of(words: &[String]) -> Result<(Option<HiveName>, AgentName), CtlError> {
+    let usage = |e: String| CtlError::Usage(format!("{e}; name the agent as [HIVE] AGENT"));
+    let (hive, agent) = match words {
+        [agent] => (None, agent),
+        [hive, agent] => (Some(HiveName::parse(hive).map_err(|e| usage(e.to_string()))?), agent),
+        _ => return Err(usage(format!("{} words", words.len()))),
+    };
+    Ok((hive, AgentName::parse(agent).map_err(|e| usage(e.to_string()))?))
+}
+
+/// The hive given, else the one `agent` is on by the roster (`GET /api/agents`): names are
+/// unique in the swarm.
 ///
 /// # Errors
 /// The API's, or [`CtlError::Usage`] for an agent the roster does not name.
-pub async fn hive_of(api: &Api, agent: &AgentName) -> Result<HiveName, CtlError> {
+pub(crate) async fn hive_of(api: &Api, given: Option<HiveName>, agent: &AgentName) -> Result<HiveName, CtlError> {
+    if let Some(hive) = given {
+        return Ok(hive);
+    }
     let bytes = client::request(api, Method::GET, paths::AGENTS, None, None).await?;
     let agents: Vec<AgentView> = client::answer(&bytes)?;
     agents.into_iter().find(|a| a.name == *agent).map(|a| a.entry.hive).ok_or_else(|| {

@@ -330,12 +330,8 @@ pub enum AgentCommand {
 /// `[HIVE] AGENT STATE` of `agent state`, each checked.
 fn state_words(words: &[String]) -> Result<(Option<HiveName>, AgentName, WantedState), CtlError> {
     let usage = |e: String| CtlError::Usage(format!("agent state: {e}; write `swarmctl agent state AGENT STATE`"));
-    let (hive, agent, state) = match words {
-        [agent, state] => (None, agent, state),
-        [hive, agent, state] => (Some(HiveName::parse(hive).map_err(|e| usage(e.to_string()))?), agent, state),
-        _ => return Err(usage(format!("{} words given", words.len()))),
-    };
-    let agent = AgentName::parse(agent).map_err(|e| usage(e.to_string()))?;
+    let Some((state, target)) = words.split_last() else { return Err(usage("no words given".into())) };
+    let (hive, agent) = hives::agent_of(target)?;
     let state = state.parse().map_err(|e: hyperhive_hive_proto::wanted::UnknownState| usage(e.to_string()))?;
     Ok((hive, agent, state))
 }
@@ -627,10 +623,7 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
         }
         Top::Agent(AgentCommand::State { words, if_match, json }) => {
             let (hive, agent, state) = state_words(&words)?;
-            let hive = match hive {
-                Some(hive) => hive,
-                None => hives::hive_of(api, &agent).await?,
-            };
+            let hive = hives::hive_of(api, hive, &agent).await?;
             return hives::set_state(api, &hive, &agent, state, if_match, json).await;
         }
         Top::Jobs { command: Some(JobsCommand::Retry { id, json }), .. } => {

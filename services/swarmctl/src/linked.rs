@@ -13,7 +13,7 @@ use hyperhive_swarm_api::paths;
 
 use super::client::{self, Api, CtlError};
 use super::format::grid;
-use super::hives::pretty_answer;
+use super::hives::{agent_of, hive_of, pretty_answer};
 
 /// `swarmctl accounts ...`.
 #[derive(Debug, Subcommand)]
@@ -107,25 +107,6 @@ fn named(words: &[String]) -> Result<Named, CtlError> {
     Ok(Named { hive, agent, kind, name: words.get(kind_at + 1).cloned() })
 }
 
-/// `[HIVE] AGENT`, each checked.
-fn agent_of(words: &[String]) -> Result<(Option<HiveName>, AgentName), CtlError> {
-    let usage = |e: String| CtlError::Usage(format!("{e}; name the agent as [HIVE] AGENT"));
-    let (hive, agent) = match words {
-        [agent] => (None, agent),
-        [hive, agent] => (Some(HiveName::parse(hive).map_err(|e| usage(e.to_string()))?), agent),
-        _ => return Err(usage(format!("{} words", words.len()))),
-    };
-    Ok((hive, AgentName::parse(agent).map_err(|e| usage(e.to_string()))?))
-}
-
-/// The hive given, or the agent's own by the roster.
-async fn hive_or_roster(api: &Api, hive: Option<HiveName>, agent: &AgentName) -> Result<HiveName, CtlError> {
-    match hive {
-        Some(hive) => Ok(hive),
-        None => super::hives::hive_of(api, agent).await,
-    }
-}
-
 fn account_path(hive: &HiveName, agent: &AgentName, kind: AccountKind, name: Option<&str>) -> Result<String, CtlError> {
     match (kind, name) {
         (AccountKind::Github, None) => Ok(paths::github_account(hive, agent)),
@@ -172,7 +153,7 @@ pub async fn run(api: &Api, command: AccountsCommand) -> Result<String, CtlError
     match command {
         AccountsCommand::List { words, json } => {
             let (hive, agent) = agent_of(&words)?;
-            let hive = hive_or_roster(api, hive, &agent).await?;
+            let hive = hive_of(api, hive, &agent).await?;
             let bytes = client::request(api, Method::GET, &paths::linked_accounts(&hive, &agent), None, None).await?;
             if json {
                 return pretty_answer(&bytes);
@@ -186,7 +167,7 @@ pub async fn run(api: &Api, command: AccountsCommand) -> Result<String, CtlError
         }
         AccountsCommand::Add(args) => {
             let Named { hive, agent, kind, name } = named(&args.words)?;
-            let path = account_path(&hive_or_roster(api, hive, &agent).await?, &agent, kind, name.as_deref())?;
+            let path = account_path(&hive_of(api, hive, &agent).await?, &agent, kind, name.as_deref())?;
             let url = || args.url.clone().ok_or_else(|| CtlError::Usage("give the server with --url URL".into()));
             let token = read_token(&args.token_file)?;
             let user = args.user.clone();
@@ -212,7 +193,7 @@ pub async fn run(api: &Api, command: AccountsCommand) -> Result<String, CtlError
             if revoke && kind != AccountKind::Matrix {
                 return Err(CtlError::Usage("--revoke applies to matrix accounts only".into()));
             }
-            let mut path = account_path(&hive_or_roster(api, hive, &agent).await?, &agent, kind, name.as_deref())?;
+            let mut path = account_path(&hive_of(api, hive, &agent).await?, &agent, kind, name.as_deref())?;
             if revoke {
                 path.push_str("?revoke=true");
             }
