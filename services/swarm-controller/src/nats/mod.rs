@@ -53,7 +53,7 @@ pub fn what_to_do(error: &str) -> String {
     } else if lower.contains("temporarily unavailable") {
         format!(
             "{error}: JetStream is electing a leader (a NATS node just stopped or came back); nothing was written; \
-             try again in a few seconds"
+             try again in a few seconds (if this goes on, the cluster has lost its quorum: bring its nodes back)"
         )
     } else if lower.contains("timed out") || lower.contains("timeout") {
         format!(
@@ -166,7 +166,12 @@ mod tests {
         let unknown = what_to_do("NATS: timed out: didn't receive ack in time");
         assert!(unknown.contains("may still take effect") && unknown.contains("read the state"), "{unknown}");
         let electing = what_to_do("failed getting entry: JetStream system temporarily unavailable (code 503)");
-        assert!(electing.contains("electing a leader") && electing.contains("in a few seconds"), "{electing}");
+        assert!(
+            electing.contains("electing a leader")
+                && electing.contains("in a few seconds")
+                && electing.contains("quorum"),
+            "{electing}"
+        );
         assert_eq!(what_to_do("NATS: connection closed"), "NATS: connection closed; try again");
     }
 }
