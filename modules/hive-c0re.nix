@@ -102,6 +102,18 @@ in
       '';
     };
 
+    controllerKeys = mkOption {
+      type = types.listOf (types.strMatching "V[A-Z2-7]{55}");
+      default = [ ];
+      example = [ "VBK3SH2T4B3YMXGLQ2Z5RSQM6WSZ4QLUBF2C4LXNHM7QXZSN5WCLJM4G" ];
+      description = ''
+        The controller's public deploy key (`HIVE_C0RE_CONTROLLER_KEYS`), printed by
+        `swarm-controller deploy-key --out FILE`: the hive applies only deploy and credentials
+        messages this key signed. Two while the controller's key is replaced (the old and the new
+        one), one otherwise. Required with `xkeyFile`.
+      '';
+    };
+
     runner = mkOption {
       type = types.enum [
         "systemd"
@@ -151,6 +163,14 @@ in
       }
       (hyperhive.notInStore "services.hyperhive.deploy.hive-controller.nats.credentialsFile" cfg.nats.credentialsFile)
       (hyperhive.notInStore "services.hyperhive.deploy.hive-controller.xkeyFile" cfg.xkeyFile)
+      {
+        assertion = cfg.xkeyFile == null || cfg.controllerKeys != [ ];
+        message = ''
+          services.hyperhive.deploy.hive-controller.xkeyFile is set but controllerKeys is empty: the
+          hive would read deploy messages without knowing who may send them. Set controllerKeys to
+          the controller's public deploy key (`swarm-controller deploy-key --public FILE` prints it).
+        '';
+      }
     ]
     ++ lib.concatLists (
       lib.mapAttrsToList (name: agent: [
@@ -186,7 +206,10 @@ in
           # LoadCredential below puts the secrets here, readable by this unit only.
           HIVE_C0RE_NATS_CREDS = "%d/nats-creds";
         }
-        // lib.optionalAttrs (cfg.xkeyFile != null) { HIVE_C0RE_XKEY_FILE = "%d/xkey"; };
+        // lib.optionalAttrs (cfg.xkeyFile != null) {
+          HIVE_C0RE_XKEY_FILE = "%d/xkey";
+          HIVE_C0RE_CONTROLLER_KEYS = lib.concatStringsSep "," cfg.controllerKeys;
+        };
 
       serviceConfig =
         hyperhive.serviceConfig

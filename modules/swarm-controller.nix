@@ -244,6 +244,19 @@ in
       '';
     };
 
+    deployKeyFile = mkOption {
+      type = types.nullOr types.path;
+      default = null;
+      example = "/run/secrets/swarm-deploy.key";
+      description = ''
+        The key deploy and credentials messages are signed with (`SWARM_DEPLOY_KEY_FILE`, made by
+        `swarm-controller deploy-key --out FILE`, which prints the public key every hive pins as
+        `services.hyperhive.deploy.hive-controller.controllerKeys`). Whoever holds it can run code
+        on every hive: handed to the unit with `LoadCredential=`, never in the Nix store. Unset,
+        the controller cannot provision agents.
+      '';
+    };
+
     quickLinks = mkOption {
       type = types.listOf (types.attrsOf types.str);
       default = [ ];
@@ -492,6 +505,7 @@ in
       (hyperhive.notInStore "services.hyperhive.deploy.swarm-controller.nats.credentialsFile" cfg.nats.credentialsFile)
       (hyperhive.notInStore "services.hyperhive.deploy.swarm-controller.nats.signingDir" cfg.nats.signingDir)
       (hyperhive.notInStore "services.hyperhive.deploy.swarm-controller.secretsKeyFile" cfg.secretsKeyFile)
+      (hyperhive.notInStore "services.hyperhive.deploy.swarm-controller.deployKeyFile" cfg.deployKeyFile)
       (hyperhive.notInStore "services.hyperhive.deploy.swarm-controller.controlPlane.identityFile" cfg.controlPlane.identityFile)
     ]
     ++ map (f: hyperhive.notInStore (provisioningOption f.option) f.file) (builtins.filter (f: f.secret) provisioningFiles)
@@ -529,6 +543,15 @@ in
           services.hyperhive.deploy.swarm-controller.secretsKeyFile is not set: every password, token
           and key the controller makes for an agent is sealed under that key. Make one with
           `swarm-controller secrets-key --out FILE` and set secretsKeyFile to it.
+        '';
+      }
+      {
+        assertion = !provisions || cfg.deployKeyFile != null;
+        message = ''
+          services.hyperhive.deploy.swarm-controller.provisioning is configured, but
+          services.hyperhive.deploy.swarm-controller.deployKeyFile is not set: hives apply only deploy
+          messages that key signed. Make one with `swarm-controller deploy-key --out FILE`, set
+          deployKeyFile to it and pin the public key it prints on every hive (controllerKeys).
         '';
       }
       {
@@ -605,6 +628,7 @@ in
         SWARM_NATS_DIR = hyperhive.literalForSystemd (toString cfg.nats.signingDir);
       }
       // lib.optionalAttrs (cfg.secretsKeyFile != null) { SWARM_SECRETS_KEY_FILE = "%d/secrets-key"; }
+      // lib.optionalAttrs (cfg.deployKeyFile != null) { SWARM_DEPLOY_KEY_FILE = "%d/deploy-key"; }
       // lib.optionalAttrs (hives != { }) { SWARM_HIVES_FILE = "${hivesFile}"; }
       // lib.optionalAttrs (cfg.quickLinks != [ ]) {
         SWARM_QUICK_LINKS_FILE = "${pkgs.writeText "swarm-quick-links.json" (builtins.toJSON cfg.quickLinks)}";
@@ -642,6 +666,7 @@ in
         LoadCredential =
           lib.optional (cfg.nats.credentialsFile != null) "nats-creds:${cfg.nats.credentialsFile}"
           ++ lib.optional (cfg.secretsKeyFile != null) "secrets-key:${cfg.secretsKeyFile}"
+          ++ lib.optional (cfg.deployKeyFile != null) "deploy-key:${cfg.deployKeyFile}"
           ++ lib.optional (cfg.controlPlane.identityFile != null) "control-identity:${toString cfg.controlPlane.identityFile}"
           # A public file given as a Nix path literal (the CA's certificate) is copied to the store;
           # a secret never is (toString), and is refused as a path literal above.

@@ -52,6 +52,11 @@ let
   hiveXkeySeed = ./fixtures/provisioning-hive1.xk;
   hiveXkey = "XAZTNPWSYEYWH5ICW2HR5U4M26LI66W4XXNXELQPKMNGXMFZ5LJAOWXO";
 
+  # The controller's deploy key, likewise a fixture (`swarm-controller deploy-key`), so the hive
+  # can pin the public key it printed.
+  deployKeySeed = ./fixtures/swarm-deploy.key;
+  deployKey = "VA3TQBLDJYOGC2ZHIJY7MHVY2WANZ2JEWN5DDHE2KR53AYNXSUMBLT2G";
+
   # Test-only shared secrets, deliberately in the store.
   bridgeToken = pkgs.writeText "authelia-bridge-token" "provisioning-vm-test-bridge-token-0123456789";
   registrationSecret = pkgs.writeText "synapse-registration-secret" "provisioning-vm-test-registration-secret";
@@ -180,6 +185,7 @@ in
         environment.etc = {
           "hyperhive/controller.creds" = etcSecret "${swarm-init}/controller.creds";
           "hyperhive/swarm-secrets.key" = etcSecret "${swarm-init}/secrets.key";
+          "hyperhive/swarm-deploy.key" = etcSecret deployKeySeed;
           "hyperhive/store-ca.key" = etcSecret "${swarm-init}/store-ca/store-ca.key";
           "hyperhive/authelia-bridge-token" = etcSecret bridgeToken;
           "hyperhive/synapse-registration-secret" = etcSecret registrationSecret;
@@ -198,6 +204,7 @@ in
             signingDir = "/var/lib/swarm-nats";
           };
           secretsKeyFile = "/etc/hyperhive/swarm-secrets.key";
+          deployKeyFile = "/etc/hyperhive/swarm-deploy.key";
           reconcileInterval = 5;
           provisioning = {
             sso = {
@@ -267,6 +274,7 @@ in
             credentialsFile = "/etc/hyperhive/${hive}.creds";
           };
           xkeyFile = "/etc/hyperhive/${hive}.xk";
+          controllerKeys = [ deployKey ];
           runner = "systemd";
           statusInterval = 5;
         };

@@ -32,6 +32,11 @@ let
     hive2 = "XDV2WXYAYFCEDRCC52SAIEIERTFPDMLJH3LPFNNHZ2RGQYELI5QUA5MM";
   };
 
+  # The controller's deploy key, which signs every deploy and credentials message: a seed made by
+  # `swarm-controller deploy-key` for this test only, kept as a fixture so the hives can pin its
+  # public key, which it printed, at evaluation time.
+  deployKey = "VA3TQBLDJYOGC2ZHIJY7MHVY2WANZ2JEWN5DDHE2KR53AYNXSUMBLT2G";
+
   # The swarm's NATS credentials and the secret store's key, made at build time by the program
   # itself. Test-only secrets, deliberately in the Nix store; the nodes copy what they need to
   # /etc, as a secret manager would deliver real ones (the modules refuse store paths). A long
@@ -136,6 +141,7 @@ let
           credentialsFile = "/etc/hyperhive/${name}.creds";
         };
         xkeyFile = "/etc/hyperhive/${name}.xk";
+        controllerKeys = [ deployKey ];
         runner = "systemd";
         statusInterval = 5;
       };
@@ -166,6 +172,10 @@ in
         imports = [ self.nixosModules.default ];
         environment.etc."hyperhive/controller.creds" = secret "controller.creds";
         environment.etc."hyperhive/swarm-secrets.key" = secret "secrets.key";
+        environment.etc."hyperhive/swarm-deploy.key" = {
+          source = ./fixtures/swarm-deploy.key;
+          mode = "0400";
+        };
         services.hyperhive.deploy.swarm-controller = {
           enable = true;
           # The socket's group gives work and moves agents; root stays admin.
@@ -180,6 +190,7 @@ in
           };
           # The secret store, for the agents' secret variables.
           secretsKeyFile = "/etc/hyperhive/swarm-secrets.key";
+          deployKeyFile = "/etc/hyperhive/swarm-deploy.key";
           reconcileInterval = 5;
         };
         services.hyperhive.swarm.hives = {

@@ -10,6 +10,7 @@
 //! - [`roster`]: the roster, KV `agents`, key `<agent>`: public facts only, never a secret.
 //! - [`spec`]: how a hive runs an agent (declared in the host's configuration or deployed).
 //! - [`deploy`]: deploy messages on `deploy.<hive>`, their secrets sealed to the hive's xkey.
+//! - [`signing`]: the controller's deploy key that signs them and the keys a hive pins.
 //! - [`env_secrets`]: an agent's secret environment variables: names, values, its env file.
 //! - [`agent_files`]: the two files between hive-c0re and a running hive-agent (pause, turn).
 //! - [`feed`]: the turn header hive-agent publishes on `turn.<agent>` for its watchers.
@@ -21,6 +22,7 @@ pub mod directory;
 pub mod env_secrets;
 pub mod feed;
 pub mod roster;
+pub mod signing;
 pub mod spec;
 pub mod status;
 pub mod turns;

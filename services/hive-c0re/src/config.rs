@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use hyperhive_daemon::settings::{Check, Loaded, Problem, Problems, Renamed};
+use hyperhive_hive_proto::signing::PinnedKeys;
 use hyperhive_hive_proto::spec::{DeclaredAgent, parse_declared};
 use hyperhive_hive_proto::status::STALE_AFTER;
 use hyperhive_hive_proto::{AgentName, HiveName};
@@ -30,8 +31,9 @@ pub struct Config {
     pub nats_url: String,
     /// `HIVE_C0RE_NATS_CREDS`: the hive's credential.
     pub nats_creds: PathBuf,
-    /// `HIVE_C0RE_XKEY_FILE`, read: the hive's sealing key. Without it deploys are refused.
-    pub xkey: Option<XKey>,
+    /// `HIVE_C0RE_XKEY_FILE`, read, and `HIVE_C0RE_CONTROLLER_KEYS`: what the hive opens deploy
+    /// messages with and whose signatures it accepts. Without them deploys are not read.
+    pub deploy: Option<DeployKeys>,
     /// `HIVE_C0RE_STATE_DIR`.
     pub state_dir: PathBuf,
     /// `HIVE_C0RE_RUNNER`.
@@ -42,6 +44,15 @@ pub struct Config {
     pub agent_bin: PathBuf,
     /// `HIVE_C0RE_STATUS_EVERY`: how often the status is published when nothing changes.
     pub status_every: Duration,
+}
+
+/// The keys a hive reads deploy messages with.
+#[derive(Debug)]
+pub struct DeployKeys {
+    /// The hive's own curve key, which the messages are sealed to.
+    pub xkey: XKey,
+    /// The controller deploy keys whose signature the hive accepts.
+    pub controller: PinnedKeys,
 }
 
 /// `HIVE_C0RE_STATUS_EVERY` (a duration) and its old name `HIVE_C0RE_STATUS_SECS` (seconds),
@@ -111,6 +122,23 @@ impl Config {
                 .map_err(|e| problem("HIVE_C0RE_XKEY_FILE", format!("HIVE_C0RE_XKEY_FILE: {e}")))
                 .ok(),
         };
+        let controller_keys = match var("HIVE_C0RE_CONTROLLER_KEYS") {
+            None => None,
+            Some(s) => PinnedKeys::parse(&s)
+                .map_err(|e| problem("HIVE_C0RE_CONTROLLER_KEYS", format!("HIVE_C0RE_CONTROLLER_KEYS: {e}")))
+                .ok(),
+        };
+        // A hive that reads deploys pins who may send them: without a pinned key anyone who can
+        // publish on its deploy subject could run code on it.
+        if xkey.is_some() && var("HIVE_C0RE_CONTROLLER_KEYS").is_none() {
+            problem(
+                "HIVE_C0RE_CONTROLLER_KEYS",
+                "HIVE_C0RE_CONTROLLER_KEYS is not set, though HIVE_C0RE_XKEY_FILE is: set it to the controller's \
+                 public deploy key (printed by `swarm-controller deploy-key`), so the hive applies only deploys \
+                 the controller signed"
+                    .into(),
+            );
+        }
         let state_dir = PathBuf::from(var("HIVE_C0RE_STATE_DIR").unwrap_or_else(|| DEFAULT_STATE_DIR.into()));
         if !state_dir.is_absolute() {
             problem(
@@ -198,7 +226,10 @@ impl Config {
                 hive: hive?,
                 nats_url: nats_url?,
                 nats_creds: nats_creds?,
-                xkey,
+                deploy: match (xkey, controller_keys) {
+                    (Some(xkey), Some(controller)) => Some(DeployKeys { xkey, controller }),
+                    _ => None,
+                },
                 state_dir,
                 runner: runner?,
                 declared: declared?,
@@ -268,6 +299,7 @@ mod tests {
             ("HIVE_C0RE_NATS_URL", "localhost:4222".to_owned()),
             ("HIVE_C0RE_NATS_CREDS", "/nonexistent.creds".to_owned()),
             ("HIVE_C0RE_XKEY_FILE", bad_key.display().to_string()),
+            ("HIVE_C0RE_CONTROLLER_KEYS", "VNOTAKEY".to_owned()),
             ("HIVE_C0RE_STATE_DIR", "relative".to_owned()),
             ("HIVE_C0RE_RUNNER", "docker".to_owned()),
             ("HIVE_C0RE_AGENTS_FILE", bad_agents.display().to_string()),
@@ -280,6 +312,7 @@ mod tests {
             ("HIVE_C0RE_NATS_URL", "not a NATS URL"),
             ("HIVE_C0RE_NATS_CREDS", "nonexistent.creds"),
             ("HIVE_C0RE_XKEY_FILE", "holds no xkey seed"),
+            ("HIVE_C0RE_CONTROLLER_KEYS", "not a controller deploy key"),
             ("HIVE_C0RE_STATE_DIR", "absolute"),
             ("HIVE_C0RE_RUNNER", "process or systemd"),
             ("HIVE_C0RE_AGENTS_FILE", "JSON object"),
@@ -291,7 +324,7 @@ mod tests {
                 "{var} ({why}) not in {problems:#?}"
             );
         }
-        assert_eq!(problems.len(), 9, "{problems:#?}");
+        assert_eq!(problems.len(), 10, "{problems:#?}");
         assert!(!problems.iter().any(|l| l.contains("SXnotakey")), "a seed never appears in an error");
     }
 

@@ -56,13 +56,15 @@ async fn run_with<R: Runner>(
     let registry = Arc::new(Mutex::new(registry));
     let tasks = Tasks::new();
     tasks.spawn(crate::wanted::run(js.clone(), config.hive.clone(), registry.clone()));
-    match config.xkey {
-        Some(key) => {
-            tasks.spawn(crate::deploy::run(js.clone(), config.hive.clone(), key, registry.clone()));
+    match config.deploy {
+        Some(keys) => {
+            info!(controller_keys = ?keys.controller, "deploy messages are read; only these keys' signatures are applied");
+            tasks.spawn(crate::deploy::run(js.clone(), config.hive.clone(), keys, registry.clone()));
         }
         None => warn!(
             "no HIVE_C0RE_XKEY_FILE: deploy messages are not read (they wait in the stream); make a key with \
-             `hive-c0re keygen --out FILE`, add its public key to the hive directory and set HIVE_C0RE_XKEY_FILE"
+             `hive-c0re keygen --out FILE`, add its public key to the hive directory, set HIVE_C0RE_XKEY_FILE, \
+             and pin the controller's deploy key in HIVE_C0RE_CONTROLLER_KEYS"
         ),
     }
     tasks.spawn(Publisher { js, hive: config.hive.clone(), board, every: config.status_every, started_at }.run());

@@ -1,8 +1,9 @@
 //! The deploy consumer: the hive's durable pull consumer `hive-<hive>` on `DEPLOY`, filtered on
-//! `deploy.<hive>`. Each message is opened with the hive's xkey and applied through the
-//! registry, which saves it durably before it is acked. A refused message (a bad seal, another
-//! hive, malformed, a destroyed agent, an invalid spec) is terminated with one log line saying
-//! why; the line never holds a secret. Without an xkey (`HIVE_C0RE_XKEY_FILE`) the consumer does
+//! `deploy.<hive>`. Each message's signature is checked against the controller keys the hive
+//! pins, then it is opened with the hive's xkey and applied through the registry, which saves it
+//! durably before it is acked. A refused message (unsigned or signed by a key not pinned, a bad
+//! seal, another hive, malformed, a destroyed agent, an invalid spec) is terminated, so it is
+//! never redelivered, with one log line saying why and who sent it; the line never holds a secret. Without an xkey (`HIVE_C0RE_XKEY_FILE`) the consumer does
 //! not run: messages wait in the stream until the hive has its key.
 
 use std::sync::Arc;
@@ -13,10 +14,10 @@ use futures::StreamExt;
 use hyperhive_hive_proto::HiveName;
 use hyperhive_hive_proto::deploy::open;
 use hyperhive_nats_objects::{DEPLOY_STREAM, deploy_subject, hive_durable_name};
-use nkeys::XKey;
 use tokio::sync::Mutex;
 use tracing::{error, info, warn};
 
+use crate::config::DeployKeys;
 use crate::registry::{Applied, NotApplied, Registry};
 use crate::runner::Runner;
 
@@ -24,9 +25,14 @@ use crate::runner::Runner;
 const RETRY_DELAY: Duration = Duration::from_secs(1);
 
 /// Consumes deploy messages forever.
-pub async fn run<R: Runner>(js: jetstream::Context, hive: HiveName, key: XKey, registry: Arc<Mutex<Registry<R>>>) {
+pub async fn run<R: Runner>(
+    js: jetstream::Context,
+    hive: HiveName,
+    keys: DeployKeys,
+    registry: Arc<Mutex<Registry<R>>>,
+) {
     loop {
-        if let Err(e) = consume(&js, &hive, &key, &registry).await {
+        if let Err(e) = consume(&js, &hive, &keys, &registry).await {
             warn!("deploy consumer stopped, retrying in {RETRY_DELAY:?}: {e}");
         }
         tokio::time::sleep(RETRY_DELAY).await;
@@ -36,7 +42,7 @@ pub async fn run<R: Runner>(js: jetstream::Context, hive: HiveName, key: XKey, r
 async fn consume<R: Runner>(
     js: &jetstream::Context,
     hive: &HiveName,
-    key: &XKey,
+    keys: &DeployKeys,
     registry: &Mutex<Registry<R>>,
 ) -> anyhow::Result<()> {
     let stream = js.get_stream_no_info(DEPLOY_STREAM).await?;
@@ -51,7 +57,7 @@ async fn consume<R: Runner>(
     let mut messages = consumer.messages().await?;
     info!("consuming deploy messages");
     while let Some(message) = messages.next().await {
-        handle(message.map_err(|e| anyhow::anyhow!(e))?, hive, key, registry).await?;
+        handle(message.map_err(|e| anyhow::anyhow!(e))?, hive, keys, registry).await?;
     }
     Ok(())
 }
@@ -59,10 +65,10 @@ async fn consume<R: Runner>(
 async fn handle<R: Runner>(
     message: Message,
     hive: &HiveName,
-    key: &XKey,
+    keys: &DeployKeys,
     registry: &Mutex<Registry<R>>,
 ) -> anyhow::Result<()> {
-    let payload = match open(&message.payload, hive, key) {
+    let payload = match open(&message.payload, hive, &keys.xkey, &keys.controller) {
         Ok(payload) => payload,
         Err(e) => return refuse(&message, &e.to_string()).await,
     };

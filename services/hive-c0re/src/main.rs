@@ -19,6 +19,9 @@ HIVE_C0RE_HIVE          this hive's name, as in the swarm's hive directory (requ
 HIVE_C0RE_NATS_URL      the swarm's NATS server, e.g. nats://nats:4222 (required)\n  \
 HIVE_C0RE_NATS_CREDS    the hive's .creds file (required)\n  \
 HIVE_C0RE_XKEY_FILE     the hive's xkey seed from `keygen` (without it deploys are not read)\n  \
+HIVE_C0RE_CONTROLLER_KEYS  the controller's public deploy key (`swarm-controller deploy-key`),\n                          \
+or two, comma-separated, while it is replaced: only deploys they\n                          \
+signed are applied (required with HIVE_C0RE_XKEY_FILE)\n  \
 HIVE_C0RE_STATE_DIR     the state directory (default /var/lib/hive-c0re)\n  \
 HIVE_C0RE_RUNNER        systemd (default: each agent a unit of its own user) or process\n                          (children of hive-c0re, as its user: for tests and demos)\n  \
 HIVE_C0RE_AGENTS_FILE   the agents the host declares, JSON (optional)\n  \

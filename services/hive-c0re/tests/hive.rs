@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
 use hyperhive_hive_proto::deploy::{DeployKind, MSG_ID_HEADER, Payload, Secrets, seal};
+use hyperhive_hive_proto::signing::DeploySigner;
 use hyperhive_hive_proto::spec::AgentSpec;
 use hyperhive_hive_proto::status::{ActualState, AgentStatus, HiveStatus};
 use hyperhive_hive_proto::wanted::{Wanted, WantedState};
@@ -36,6 +37,11 @@ struct Hive {
     status: kv::Store,
     /// The hive's public xkey.
     public: String,
+    /// The controller's deploy key, which signs the messages this test sends.
+    signer: DeploySigner,
+    /// What the hive pins (`HIVE_C0RE_CONTROLLER_KEYS`): the signer's public key unless a test
+    /// changes it.
+    pinned: String,
     hive_creds: PathBuf,
     agents_file: PathBuf,
     status_secs: u64,
@@ -69,7 +75,9 @@ impl Hive {
         }
         let agents_file = dir.path().join("agents.json");
         std::fs::write(&agents_file, serde_json::to_vec(&entries).unwrap()).unwrap();
-        Self { nats, dir, js, wanted, status, public, hive_creds, agents_file, status_secs, c0re: None }
+        let signer = DeploySigner::generate();
+        let pinned = signer.public_key();
+        Self { nats, dir, js, wanted, status, public, signer, pinned, hive_creds, agents_file, status_secs, c0re: None }
     }
 
     fn state_dir(&self) -> PathBuf {
@@ -82,6 +90,7 @@ impl Hive {
             .env("HIVE_C0RE_NATS_URL", self.nats.url())
             .env("HIVE_C0RE_NATS_CREDS", &self.hive_creds)
             .env("HIVE_C0RE_XKEY_FILE", self.dir.path().join("hive.xkey"))
+            .env("HIVE_C0RE_CONTROLLER_KEYS", &self.pinned)
             .env("HIVE_C0RE_STATE_DIR", self.state_dir())
             .env("HIVE_C0RE_RUNNER", "process")
             .env("HIVE_C0RE_AGENTS_FILE", &self.agents_file)
@@ -196,6 +205,12 @@ impl Hive {
         self.deploy_with_secrets(to, hive, agent, kind, revision, files, BTreeMap::new()).await
     }
 
+    /// A deploy message for `agent` on this hive, sealed to it, signed by `signer`.
+    async fn deploy_signed_by(&self, signer: &DeploySigner, agent: &str, kind: DeployKind, revision: u64) -> Vec<u8> {
+        let payload = self.payload(HIVE, agent, kind, revision, BTreeMap::new(), BTreeMap::new()).await;
+        serde_json::to_vec(&seal(&payload, &self.public, signer).unwrap()).unwrap()
+    }
+
     /// [`Hive::deploy_with_files`] carrying secret variables `env` (name -> value) as well.
     #[allow(clippy::too_many_arguments)]
     async fn deploy_with_secrets(
@@ -208,16 +223,28 @@ impl Hive {
         files: BTreeMap<String, String>,
         env: BTreeMap<String, String>,
     ) -> Vec<u8> {
+        let payload = self.payload(hive, agent, kind, revision, files, env).await;
+        serde_json::to_vec(&seal(&payload, to, &self.signer).unwrap()).unwrap()
+    }
+
+    async fn payload(
+        &self,
+        hive: &str,
+        agent: &str,
+        kind: DeployKind,
+        revision: u64,
+        files: BTreeMap<String, String>,
+        env: BTreeMap<String, String>,
+    ) -> Payload {
         let creds = std::fs::read_to_string(self.nats.mint_agent(agent).await.unwrap()).unwrap();
-        let payload = Payload {
+        Payload {
             kind,
             hive: HiveName::parse(hive).unwrap(),
             agent: AgentName::parse(agent).unwrap(),
             revision,
             spec: (kind == DeployKind::Deploy).then(|| spec_for(self.dir.path(), agent)),
             secrets: Secrets { nats_creds: Some(creds), files, env },
-        };
-        serde_json::to_vec(&seal(&payload, to).unwrap()).unwrap()
+        }
     }
 
     async fn publish_deploy(&self, bytes: Vec<u8>, msg_id: &str) {
@@ -442,6 +469,16 @@ async fn deploys_run_with_the_sealed_credential_once_and_refusals_change_nothing
     hive.c0re().wait_for_log("is for hive h2, not this hive", PATIENCE).await.unwrap();
     hive.publish_deploy(b"garbage".to_vec(), "garbage").await;
     hive.c0re().wait_for_log("not a deploy message", PATIENCE).await.unwrap();
+    // Sealed to this hive's own key (the hive directory shows it) by anyone but the controller,
+    // with a revision no real message will pass: refused and named by its signer, and the real
+    // revision 2 below is still applied.
+    let forger = DeploySigner::generate();
+    let forged = hive.deploy_signed_by(&forger, "d", DeployKind::Deploy, u64::MAX >> 1).await;
+    hive.publish_deploy(forged, "forged").await;
+    hive.c0re()
+        .wait_for_log(&format!("signed by {}, which this hive does not pin", forger.public_key()), PATIENCE)
+        .await
+        .unwrap();
 
     // Terminated, not left to redeliver: the stream holds none of them.
     wait_until("the DEPLOY stream empty", PATIENCE, || async {
@@ -743,4 +780,33 @@ async fn a_deployed_agents_secret_variables_reach_its_next_turn_without_a_restar
     for value in ["v-one", "v-two", "v-three", "v-four"] {
         assert!(!log.contains(value), "a variable's value in a log");
     }
+}
+
+/// Replacing the controller's deploy key: the hive pins the old and the new key and applies
+/// messages of both; once it pins only the new one, a message the old key signed is refused.
+#[tokio::test]
+async fn a_replaced_deploy_key_is_taken_while_both_are_pinned_and_refused_after() {
+    let mut hive = Hive::new(&[], 1).await;
+    let (old, new) = (DeploySigner::generate(), DeploySigner::generate());
+    hive.pinned = format!("{},{}", old.public_key(), new.public_key());
+    hive.start().await;
+    let by_old = hive.deploy_signed_by(&old, "d", DeployKind::Deploy, 1).await;
+    hive.publish_deploy(by_old, "d:deploy:1").await;
+    hive.wait_agent("d", "revision 1 from the old key", |s| s.revision == Some(1)).await;
+    let by_new = hive.deploy_signed_by(&new, "d", DeployKind::Credentials, 2).await;
+    hive.publish_deploy(by_new, "d:credentials:2").await;
+    hive.wait_agent("d", "revision 2 from the new key", |s| s.revision == Some(2)).await;
+
+    hive.stop().await;
+    hive.pinned = new.public_key();
+    hive.start().await;
+    let late_by_old = hive.deploy_signed_by(&old, "d", DeployKind::Credentials, 3).await;
+    hive.publish_deploy(late_by_old, "d:credentials:3").await;
+    hive.c0re()
+        .wait_for_log(&format!("signed by {}, which this hive does not pin", old.public_key()), PATIENCE)
+        .await
+        .unwrap();
+    let by_new = hive.deploy_signed_by(&new, "d", DeployKind::Credentials, 4).await;
+    hive.publish_deploy(by_new, "d:credentials:4").await;
+    hive.wait_agent("d", "revision 4 from the new key", |s| s.revision == Some(4)).await;
 }

@@ -58,6 +58,18 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         out: PathBuf,
     },
+    /// Write a new deploy key to FILE (mode 0600, for SWARM_DEPLOY_KEY_FILE) and print its public
+    /// key, which every hive pins (HIVE_C0RE_CONTROLLER_KEYS); with --public, print the public key
+    /// of an existing key file. Refuses to replace a file: hives apply only deploys this key signed.
+    #[command(group = clap::ArgGroup::new("file").required(true))]
+    DeployKey {
+        /// The file to write (must not exist).
+        #[arg(long, value_name = "FILE", group = "file")]
+        out: Option<PathBuf>,
+        /// An existing key file whose public key to print.
+        #[arg(long, value_name = "FILE", group = "file")]
+        public: Option<PathBuf>,
+    },
     /// Pair this controller with a control plane as a host, once: redeems CODE (from
     /// `agents-control code --host`) and writes the identity (mode 0600) to --identity, else
     /// SWARM_CONTROL_IDENTITY, else control-identity.json in SWARM_STATE_DIR. The daemon then
@@ -110,6 +122,30 @@ pub fn write_store_ca(out_dir: &std::path::Path, name: &str) -> Result<(), Strin
 pub fn write_secrets_key(out: &std::path::Path) -> Result<(), String> {
     crate::secrets::SecretsKey::generate().write_new(out).map_err(|e| e.to_string())?;
     println!("wrote a new secret-store key to {} (mode 0600); set SWARM_SECRETS_KEY_FILE to it", out.display());
+    Ok(())
+}
+
+/// Runs `swarm-controller deploy-key --out FILE` or `--public FILE`: the public key on standard
+/// output (alone, for scripts), what to do with it on standard error.
+///
+/// # Errors
+/// The file could not be written (or exists), or read as a deploy key.
+pub fn deploy_key(out: Option<&std::path::Path>, public: Option<&std::path::Path>) -> Result<(), String> {
+    use crate::lifecycle::deploy_key;
+    let key = match (out, public) {
+        (Some(out), _) => {
+            let key = deploy_key::write_new(out)?;
+            eprintln!(
+                "wrote a new deploy key to {} (mode 0600); set SWARM_DEPLOY_KEY_FILE to it and pin the public key \
+                 below on every hive (HIVE_C0RE_CONTROLLER_KEYS)",
+                out.display()
+            );
+            key
+        }
+        (None, Some(file)) => deploy_key::load(file)?.public_key(),
+        (None, None) => return Err("give --out FILE (a new key) or --public FILE (an existing one)".into()),
+    };
+    println!("{key}");
     Ok(())
 }
 

@@ -43,6 +43,9 @@ pub mod vars {
     pub const NATS_DIR: &str = "SWARM_NATS_DIR";
     /// The secret store's key file (optional; provisioning agents needs it).
     pub const SECRETS_KEY_FILE: &str = "SWARM_SECRETS_KEY_FILE";
+    /// The deploy key's seed file (`swarm-controller deploy-key --out FILE`): signs every deploy
+    /// and credentials message.
+    pub const DEPLOY_KEY_FILE: &str = "SWARM_DEPLOY_KEY_FILE";
     /// The UI's quick links, a JSON file (optional).
     pub const QUICK_LINKS_FILE: &str = "SWARM_QUICK_LINKS_FILE";
     /// The controller's state directory, holding `webhook-secret` (optional; the forge webhook

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use hyperhive_daemon::tasks::{STOP_WITHIN, Tasks};
+use hyperhive_hive_proto::signing::DeploySigner;
 use hyperhive_jobq::Jobq;
 use hyperhive_nats_objects::{Buckets, SetupError};
 use hyperhive_provision::forge::ForgejoClient;
@@ -57,6 +58,8 @@ pub struct Config {
     pub settings: Settings,
     /// The key the secret store seals under, read from `SWARM_SECRETS_KEY_FILE` at start.
     pub secrets_key: Option<SecretsKey>,
+    /// The key deploy messages are signed with, read from `SWARM_DEPLOY_KEY_FILE` at start.
+    pub deploy_key: Option<Arc<DeploySigner>>,
     /// The systems agents are provisioned in and the credentials' lifetimes.
     pub provisioning: ProvisionSettings,
     /// The UI's quick links, from `SWARM_QUICK_LINKS_FILE` (none when it is not set).
@@ -96,6 +99,7 @@ impl Config {
         let mut check = Check::default();
         let settings = Settings::check(lookup, &mut check);
         let secrets_key = check.ok(lookup(vars::SECRETS_KEY_FILE).map(|path| read_secrets_key(&path)).transpose());
+        let deploy_key = check.ok(lookup(vars::DEPLOY_KEY_FILE).map(|path| read_deploy_key(&path)).transpose());
         let provisioning = ProvisionSettings::check(lookup, &mut check);
         let quick_links = check.ok(lookup(vars::QUICK_LINKS_FILE).map_or(Ok(Vec::new()), |p| read_quick_links(&p)));
         let webhook_secret = check.ok(lookup(vars::STATE_DIR).map(|path| read_webhook_secret(&path)).transpose());
@@ -104,6 +108,7 @@ impl Config {
             Some(Self {
                 settings: settings?,
                 secrets_key: secrets_key?,
+                deploy_key: deploy_key?,
                 provisioning: provisioning?,
                 quick_links: quick_links?,
                 webhook_secret: webhook_secret?,
@@ -158,6 +163,18 @@ fn read_secrets_key(path: &str) -> Result<SecretsKey, ConfigError> {
         ));
     }
     SecretsKey::load(Path::new(path)).map_err(|e| ConfigError::new(vars::SECRETS_KEY_FILE, e.to_string()))
+}
+
+fn read_deploy_key(path: &str) -> Result<Arc<DeploySigner>, ConfigError> {
+    if path.trim().is_empty() {
+        return Err(ConfigError::new(
+            vars::DEPLOY_KEY_FILE,
+            "is empty; set it to the file `swarm-controller deploy-key --out FILE` wrote, or unset it",
+        ));
+    }
+    crate::lifecycle::deploy_key::load(Path::new(path))
+        .map(Arc::new)
+        .map_err(|e| ConfigError::new(vars::DEPLOY_KEY_FILE, e))
 }
 
 fn read_webhook_secret(path: &str) -> Result<WebhookSecret, ConfigError> {
@@ -304,8 +321,8 @@ async fn serve(
             tasks.spawn(forge::run_passes(hub.clone(), Arc::new(client), settings, clock.clone()));
         }
     }
-    let provisioner = match (config.secrets_key, &accounts) {
-        (Some(key), Some(accounts)) => {
+    let provisioner = match (config.secrets_key, &accounts, config.deploy_key) {
+        (Some(key), Some(accounts), Some(deploy_key)) => {
             let adapters = Adapters::from_settings(&config.provisioning).map_err(StartError::Provisioning)?;
             tracing::info!(?adapters, "agent provisioning enabled");
             Some(Arc::new(Provisioner {
@@ -317,6 +334,7 @@ async fn serve(
                 wanted: wanted.clone(),
                 js: js.clone(),
                 hives: hives.clone(),
+                deploy_key,
                 jobq: jobq.clone(),
                 clock: clock.clone(),
                 health: HealthBoard::default(),
@@ -324,7 +342,8 @@ async fn serve(
         }
         _ => {
             tracing::info!(
-                "agent creation is off: it needs SWARM_SECRETS_KEY_FILE and SWARM_NATS_DIR (POST /api/agents answers 503)"
+                "agent creation is off: it needs SWARM_SECRETS_KEY_FILE, SWARM_NATS_DIR and SWARM_DEPLOY_KEY_FILE \
+                 (POST /api/agents answers 503)"
             );
             None
         }

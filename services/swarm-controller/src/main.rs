@@ -15,6 +15,9 @@ fn main() -> ExitCode {
         None | Some(Command::Serve) => serve(),
         Some(Command::Nats(command)) => command.run().map_err(|e| vec![e]),
         Some(Command::SecretsKey { out }) => swarm_controller::cli::write_secrets_key(&out).map_err(|e| vec![e]),
+        Some(Command::DeployKey { out, public }) => {
+            swarm_controller::cli::deploy_key(out.as_deref(), public.as_deref()).map_err(|e| vec![e])
+        }
         Some(Command::Pair { code, name, identity }) => {
             swarm_controller::cli::pair(&code, &name, identity.as_deref()).map_err(|e| vec![e])
         }

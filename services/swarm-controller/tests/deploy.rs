@@ -1,11 +1,14 @@
 //! The deploy sender against a real nats-server: what lands on `DEPLOY` opens with the hive's key
-//! and no other, a repeated send is absorbed, and a send that cannot be sealed publishes nothing.
+//! and no other, carries the signature of the controller's deploy key (and a hive that pins
+//! another key refuses it), a repeated send is absorbed, and a send that cannot be sealed
+//! publishes nothing.
 
 use std::collections::BTreeMap;
 
 use async_nats::jetstream;
 use hyperhive_hive_proto::deploy::{DeployError, DeployKind, MSG_ID_HEADER, Payload, Secrets, open};
 use hyperhive_hive_proto::directory::{HiveDirectory, HiveEntry};
+use hyperhive_hive_proto::signing::{DeploySigner, PinnedKeys};
 use hyperhive_hive_proto::spec::AgentSpec;
 use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_nats_objects::DEPLOY_STREAM;
@@ -55,30 +58,41 @@ async fn a_deploy_message_opens_only_for_its_hive_and_is_sent_once() {
     ]
     .into_iter()
     .collect();
+    let signer = DeploySigner::generate();
+    let pinned = PinnedKeys::parse(&signer.public_key()).unwrap();
+    let send = |payload: Payload| {
+        let (js, directory, signer) = (&js, &directory, &signer);
+        async move { send(js, directory, signer, &payload).await }
+    };
 
-    let sent = send(&js, &directory, &payload("h1", 3)).await.unwrap();
+    let sent = send(payload("h1", 3)).await.unwrap();
     assert!(!sent.duplicate);
     let stream = js.get_stream(DEPLOY_STREAM).await.unwrap();
     let message = stream.get_last_raw_message_by_subject("deploy.h1").await.unwrap();
     assert_eq!(message.sequence, sent.sequence);
     assert_eq!(message.headers.get(MSG_ID_HEADER).map(|v| v.as_str()), Some("a:deploy:3"));
     assert!(!String::from_utf8_lossy(&message.payload).contains("NATS USER JWT"), "the secret travels sealed");
-    assert_eq!(open(&message.payload, &hive("h1"), &h1_key).unwrap(), payload("h1", 3));
-    assert_eq!(open(&message.payload, &hive("h1"), &h2_key), Err(DeployError::BadSeal), "another hive's key");
+    assert_eq!(open(&message.payload, &hive("h1"), &h1_key, &pinned).unwrap(), payload("h1", 3));
+    assert_eq!(open(&message.payload, &hive("h1"), &h2_key, &pinned), Err(DeployError::BadSeal), "another hive's key");
+    let elsewhere = PinnedKeys::parse(&DeploySigner::generate().public_key()).unwrap();
+    assert!(
+        matches!(open(&message.payload, &hive("h1"), &h1_key, &elsewhere), Err(DeployError::UntrustedSigner { .. })),
+        "a hive pinning another controller's key"
+    );
 
-    let again = send(&js, &directory, &payload("h1", 3)).await.unwrap();
+    let again = send(payload("h1", 3)).await.unwrap();
     assert!(again.duplicate, "the same (agent, kind, revision) is absorbed");
     assert_eq!(again.sequence, sent.sequence);
-    let next = send(&js, &directory, &payload("h1", 4)).await.unwrap();
+    let next = send(payload("h1", 4)).await.unwrap();
     assert!(!next.duplicate && next.sequence > sent.sequence, "a new revision is a new message");
 
     let before = last_sequence(&js).await;
     let mut no_spec = payload("h1", 5);
     no_spec.spec = None;
     let refused = [
-        (send(&js, &directory, &payload("h9", 1)).await.unwrap_err(), "no hive h9"),
-        (send(&js, &directory, &payload("bare", 1)).await.unwrap_err(), "has no xkey"),
-        (send(&js, &directory, &no_spec).await.unwrap_err(), "must carry a spec"),
+        (send(payload("h9", 1)).await.unwrap_err(), "no hive h9"),
+        (send(payload("bare", 1)).await.unwrap_err(), "has no xkey"),
+        (send(no_spec).await.unwrap_err(), "must carry a spec"),
     ];
     for (err, needle) in refused {
         assert!(err.to_string().contains(needle), "{err}");

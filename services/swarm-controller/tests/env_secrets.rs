@@ -24,6 +24,7 @@ use hyper::http::{Method, StatusCode};
 use hyperhive_hive_proto::HiveName;
 use hyperhive_hive_proto::deploy::{DeployError, open};
 use hyperhive_hive_proto::env_secrets;
+use hyperhive_hive_proto::signing::PinnedKeys;
 use hyperhive_testkit::{NatsJwt, wait_until};
 use nkeys::XKey;
 use serde_json::Value;
@@ -303,6 +304,8 @@ async fn a_secret_reaches_the_next_turn_and_nowhere_else() {
     s.put("/api/agents/alpha/secrets/API_TOKEN", &own_3).await;
     let h1 = HiveName::parse("h1").unwrap();
     let h1_key = XKey::from_seed(std::fs::read_to_string(s.hive.path("h1.xkey")).unwrap().trim()).unwrap();
+    let deploy_key = swarm_controller::lifecycle::deploy_key::load(&s.hive.path("deploy.key")).unwrap();
+    let pinned = PinnedKeys::parse(&deploy_key.public_key()).unwrap();
     let all = [secrets.as_slice(), std::slice::from_ref(&own_3)].concat();
     let deadline = tokio::time::Instant::now() + SOON;
     let carried = loop {
@@ -311,8 +314,12 @@ async fn a_secret_reaches_the_next_turn_and_nowhere_else() {
             .expect("the credentials message carrying the new value within 30 s")
             .unwrap();
         assert_absent_bytes(&all, "a deploy message on the wire", &envelope.payload);
-        assert_eq!(open(&envelope.payload, &h1, &XKey::new()), Err(DeployError::BadSeal), "another key opens it");
-        let opened = open(&envelope.payload, &h1, &h1_key).expect("h1's key opens it");
+        assert_eq!(
+            open(&envelope.payload, &h1, &XKey::new(), &pinned),
+            Err(DeployError::BadSeal),
+            "another key opens it"
+        );
+        let opened = open(&envelope.payload, &h1, &h1_key, &pinned).expect("h1's key opens it");
         if opened.agent.as_str() == "alpha" && opened.secrets.env.get("API_TOKEN") == Some(&own_3) {
             break opened;
         }

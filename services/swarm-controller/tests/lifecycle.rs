@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use futures::StreamExt;
+use hyperhive_hive_proto::signing::DeploySigner;
 use hyperhive_nats_objects::todo_subject;
 use hyperhive_schedule::{AgentName, Todo};
 use hyperhive_testkit::{NatsJwt, Process, project_binary, wait_until};
@@ -54,6 +55,7 @@ impl Swarm {
         }
         let hives_file = dir.path().join("hives.json");
         std::fs::write(&hives_file, Value::Object(directory).to_string()).unwrap();
+        swarm_controller::lifecycle::deploy_key::write_new(&dir.path().join("deploy.key")).unwrap();
         let controller = common::daemon_process(
             &nats,
             &socket,
@@ -98,6 +100,7 @@ impl Swarm {
             .env("HIVE_C0RE_NATS_URL", self.nats.url())
             .env("HIVE_C0RE_NATS_CREDS", self.nats.creds_dir().join(format!("hive-{hive}.creds")))
             .env("HIVE_C0RE_XKEY_FILE", self.dir.path().join(format!("{hive}.xkey")))
+            .env("HIVE_C0RE_CONTROLLER_KEYS", self.deploy_key().public_key())
             .env("HIVE_C0RE_STATE_DIR", self.state_dir(hive))
             .env("HIVE_C0RE_RUNNER", "process")
             .env("HIVE_C0RE_AGENTS_FILE", agents_file)
@@ -107,6 +110,11 @@ impl Swarm {
             .start(&format!("hive-c0re-{hive}"))
             .unwrap();
         self.hives.push((hive.to_owned(), process));
+    }
+
+    /// The controller's deploy key, which every hive pins.
+    fn deploy_key(&self) -> DeploySigner {
+        swarm_controller::lifecycle::deploy_key::load(&self.dir.path().join("deploy.key")).unwrap()
     }
 
     fn state_dir(&self, hive: &str) -> PathBuf {
@@ -353,9 +361,11 @@ async fn a_deploy_sent_by_the_controller_runs_the_agent_on_its_hive() {
         secrets: Secrets { nats_creds: Some(creds.to_owned()), ..Default::default() },
     };
     let spec = AgentSpec { turn_command: turn, schedule_tick: None, turn_timeout: None, env: Default::default() };
+    let signer = swarm.deploy_key();
     let sent = swarm_controller::lifecycle::deploy::send(
         &swarm.js,
         &directory,
+        &signer,
         &payload(DeployKind::Deploy, "gamma", Some(spec), &creds),
     )
     .await
@@ -374,6 +384,7 @@ async fn a_deploy_sent_by_the_controller_runs_the_agent_on_its_hive() {
     swarm_controller::lifecycle::deploy::send(
         &swarm.js,
         &directory,
+        &signer,
         &payload(DeployKind::Credentials, "delta", None, &creds),
     )
     .await

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use common::one_hive::OneHive;
 use hyper::http::{Method, StatusCode};
-use hyperhive_testkit::{Process, Tool, project_binary, tool, wait_until};
+use hyperhive_testkit::{Tool, tool, wait_until};
 use serde_json::{Value, json};
 
 const SOON: Duration = Duration::from_secs(30);
@@ -276,7 +276,7 @@ async fn a_hive_restart_loses_no_queued_prompt_and_reruns_no_finished_one() {
     .await
     .unwrap();
     assert_eq!(queue(&swarm).await.len(), 3, "the queue is the stream's, not the hive's");
-    swarm.hive = restart_hive(&swarm);
+    swarm.hive = swarm.start_hive_again();
     set_state(&swarm, "up").await;
     for i in 0..3 {
         finished(&swarm, &format!("queued-{i}")).await;
@@ -295,24 +295,6 @@ async fn set_state(swarm: &OneHive, state: &str) {
 fn agent_of_this_swarm(pid: &str, swarm: &OneHive) -> bool {
     let environ = std::fs::read(format!("/proc/{}/environ", pid.trim())).unwrap_or_default();
     String::from_utf8_lossy(&environ).contains(swarm.dir.path().to_str().unwrap())
-}
-
-/// hive-c0re started again as [`OneHive::start`] started it.
-fn restart_hive(swarm: &OneHive) -> Process {
-    Process::builder(project_binary("hive-c0re").unwrap())
-        .arg("run")
-        .env("HIVE_C0RE_HIVE", "h1")
-        .env("HIVE_C0RE_NATS_URL", swarm.nats.url())
-        .env("HIVE_C0RE_NATS_CREDS", swarm.nats.creds_dir().join("hive-h1.creds"))
-        .env("HIVE_C0RE_XKEY_FILE", swarm.path("h1.xkey"))
-        .env("HIVE_C0RE_STATE_DIR", swarm.path("h1.state"))
-        .env("HIVE_C0RE_RUNNER", "process")
-        .env("HIVE_C0RE_AGENTS_FILE", swarm.path("h1.agents.json"))
-        .env("HIVE_C0RE_AGENT_BIN", project_binary("hive-agent").unwrap())
-        .env("HIVE_C0RE_STATUS_SECS", "1")
-        .env("NO_COLOR", "1")
-        .start("hive-c0re-h1-again")
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

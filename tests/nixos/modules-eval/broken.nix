@@ -30,6 +30,17 @@ in
     };
     expect = "The option `systemd.services.swarm-controller.serviceConfig.User' has conflicting definition values:";
   };
+  "a hive pinning a curve key where the controller's deploy key belongs" = {
+    module.services.hyperhive.deploy.hive-controller = {
+      enable = true;
+      hive = "hive1";
+      nats.url = "nats://nats:4222";
+      nats.credentialsFile = "/run/secrets/hive1.creds";
+      xkeyFile = "/run/secrets/hive1.xk";
+      controllerKeys = [ "XAZTNPWSYEYWH5ICW2HR5U4M26LI66W4XXNXELQPKMNGXMFZ5LJAOWXO" ];
+    };
+    expect = "A definition for option `services.hyperhive.deploy.hive-controller.controllerKeys.\"[definition 1-entry 1]\"' is not of type `string matching the pattern V[A-Z2-7]{55}'";
+  };
   "an option that does not exist" = {
     module.services.hyperhive.deploy.agents-control = copy // { listen = "0.0.0.0:8791"; };
     expect = "The option `services.hyperhive.deploy.agents-control.listen' does not exist.";

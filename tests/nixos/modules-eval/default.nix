@@ -107,6 +107,7 @@ let
   provisioner = controller // {
     nats = controller.nats // { signingDir = "/var/lib/swarm-nats"; };
     secretsKeyFile = "/run/secrets/swarm-secrets.key";
+    deployKeyFile = "/run/secrets/swarm-deploy.key";
     inherit provisioning;
   };
   provisionedWith = settings: { deploy.swarm-controller = provisioner // { provisioning = lib.recursiveUpdate provisioning settings; }; };
@@ -138,6 +139,8 @@ let
     agents.off = agent // { enable = false; };
   };
 
+  # The controller's public deploy key, as `swarm-controller deploy-key` prints one.
+  deployKey = "VA3TQBLDJYOGC2ZHIJY7MHVY2WANZ2JEWN5DDHE2KR53AYNXSUMBLT2G";
   # A hive under hive-c0re: the agents above, one more with packages and its own timings.
   hiveController = {
     enable = true;
@@ -147,6 +150,7 @@ let
       credentialsFile = "/run/secrets/hive1.creds";
     };
     xkeyFile = "/run/secrets/hive1.xk";
+    controllerKeys = [ deployKey ];
   };
   beta = agent // {
     credentialsFile = "/run/secrets/beta.creds";
@@ -277,6 +281,11 @@ let
     }
     {
       base = hived;
+      change.deploy.hive-controller = hiveController // { controllerKeys = [ ]; };
+      expect = "hive-controller.xkeyFile is set but controllerKeys is empty";
+    }
+    {
+      base = hived;
       change.deploy.hive-controller = hiveController // { statusInterval = 31; };
       expect = "hive-controller.statusInterval is 31 seconds; it must be 1 to 30";
     }
@@ -309,6 +318,10 @@ let
         swarm-controller = controller // { controlPlane.identityFile = ./default.nix; };
       };
       expect = "swarm-controller.controlPlane.identityFile is in the Nix store";
+    }
+    {
+      change.deploy = good.deploy // { swarm-controller = provisioner // { deployKeyFile = null; }; };
+      expect = "swarm-controller.deployKeyFile is not set: hives apply only deploy";
     }
     {
       change = provisionedWith { sso.tokenFile = null; };
@@ -595,6 +608,7 @@ let
         SWARM_NATS_DIR = "/var/lib/swarm-nats";
         SWARM_RECONCILE_EVERY = "60s";
         SWARM_SECRETS_KEY_FILE = "%d/secrets-key";
+        SWARM_DEPLOY_KEY_FILE = "%d/deploy-key";
         SWARM_SSO_BRIDGE_URL = "http://127.0.0.1:9092";
         SWARM_SSO_BRIDGE_TOKEN_FILE = "%d/sso-bridge-token";
         SWARM_FORGE_URL = "https://forge.example";
@@ -619,6 +633,7 @@ let
       provisionedUnit.serviceConfig.LoadCredential == [
         "nats-creds:/run/secrets/controller.creds"
         "secrets-key:/run/secrets/swarm-secrets.key"
+        "deploy-key:/run/secrets/swarm-deploy.key"
         "sso-bridge-token:/run/secrets/authelia-bridge-token"
         "forge-admin-token:/run/secrets/forge-admin-token"
         "matrix-shared-secret:/run/secrets/synapse-registration-secret"
@@ -645,6 +660,7 @@ let
       && unit.serviceConfig.LoadCredential == [
         "nats-creds:/run/secrets/controller.creds"
         "secrets-key:/run/secrets/swarm-secrets.key"
+        "deploy-key:/run/secrets/swarm-deploy.key"
         "store-ca-key:/run/secrets/store-ca.key"
         "store-ca-cert:${b.storeDir}/00000000000000000000000000000000-store-ca.pem"
       ];
@@ -753,6 +769,7 @@ let
         HIVE_C0RE_NATS_URL = "nats://nats:4222";
         HIVE_C0RE_NATS_CREDS = "%d/nats-creds";
         HIVE_C0RE_XKEY_FILE = "%d/xkey";
+        HIVE_C0RE_CONTROLLER_KEYS = deployKey;
         HIVE_C0RE_STATE_DIR = "/var/lib/hive-c0re";
         HIVE_C0RE_RUNNER = "systemd";
         HIVE_C0RE_AGENT_BIN = "${pkgs.hyperhive.daemon-bins}/bin/hive-agent";
@@ -767,7 +784,9 @@ let
       let
         unit = (withHive { xkeyFile = null; }).units.hive-c0re;
       in
-      !(unit.environment ? HIVE_C0RE_XKEY_FILE) && unit.serviceConfig.LoadCredential == [ "nats-creds:/run/secrets/hive1.creds" ];
+      !(unit.environment ? HIVE_C0RE_XKEY_FILE)
+      && !(unit.environment ? HIVE_C0RE_CONTROLLER_KEYS)
+      && unit.serviceConfig.LoadCredential == [ "nats-creds:/run/secrets/hive1.creds" ];
     "runner and status interval reach HIVE_C0RE_RUNNER and HIVE_C0RE_STATUS_EVERY" =
       let
         unit = (withHive { runner = "process"; statusInterval = 5; }).units.hive-c0re;

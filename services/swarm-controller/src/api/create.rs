@@ -44,7 +44,8 @@ impl CreationApi {
         let provisioner = self.provisioner.as_ref().ok_or_else(|| {
             CreateError::NotConfigured(
                 "this controller cannot create agents: it needs SWARM_SECRETS_KEY_FILE (the secret store's \
-                 key) and SWARM_NATS_DIR (the NATS signing keys); set both and restart it (nothing was stored)"
+                 key), SWARM_NATS_DIR (the NATS signing keys) and SWARM_DEPLOY_KEY_FILE (the key its hives \
+                 pin); set them and restart it (nothing was stored)"
                     .into(),
             )
         })?;

@@ -34,8 +34,8 @@ impl LinkedApi {
     fn linked(&self) -> Result<&LinkedAccounts, ApiError> {
         self.linked.as_deref().ok_or_else(|| {
             ApiError::NotConfigured(
-                "linked accounts need the secret store: set SWARM_SECRETS_KEY_FILE and SWARM_NATS_DIR and restart \
-                 the controller"
+                "linked accounts need the secret store: set SWARM_SECRETS_KEY_FILE, SWARM_NATS_DIR and \
+                 SWARM_DEPLOY_KEY_FILE and restart the controller"
                     .into(),
             )
         })

@@ -38,8 +38,8 @@ impl SecretsApi {
     fn secrets(&self) -> Result<&EnvSecrets, ApiError> {
         self.secrets.as_deref().ok_or_else(|| {
             ApiError::NotConfigured(
-                "secret variables need the secret store: set SWARM_SECRETS_KEY_FILE and SWARM_NATS_DIR and restart \
-                 the controller"
+                "secret variables need the secret store: set SWARM_SECRETS_KEY_FILE, SWARM_NATS_DIR and \
+                 SWARM_DEPLOY_KEY_FILE and restart the controller"
                     .into(),
             )
         })

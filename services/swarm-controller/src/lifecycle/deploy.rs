@@ -1,11 +1,12 @@
-//! Sending a deploy message to a hive: its payload sealed to the hive's xkey from the directory,
-//! published on `deploy.<hive>` with a message id per (agent, kind, revision), so a second send
+//! Sending a deploy message to a hive: its payload sealed to the hive's xkey from the directory
+//! and signed with the controller's deploy key (which the hive pins), published on `deploy.<hive>` with a message id per (agent, kind, revision), so a second send
 //! of the same message within the stream's duplicate window is absorbed by JetStream.
 
 use async_nats::HeaderMap;
 use async_nats::jetstream;
 use hyperhive_hive_proto::deploy::{self, MSG_ID_HEADER, Payload};
 use hyperhive_hive_proto::directory::HiveDirectory;
+use hyperhive_hive_proto::signing::DeploySigner;
 use hyperhive_nats_objects::deploy_subject;
 
 /// What JetStream said about a sent message.
@@ -42,15 +43,21 @@ pub enum SendError {
     },
 }
 
-/// Seals `payload` to its hive and publishes it, waiting for JetStream's ack.
+/// Seals `payload` to its hive, signs it with `signer` and publishes it, waiting for JetStream's
+/// ack.
 ///
 /// # Errors
 /// [`SendError`]; nothing is published unless the error is [`SendError::Publish`].
-pub async fn send(js: &jetstream::Context, directory: &HiveDirectory, payload: &Payload) -> Result<Sent, SendError> {
+pub async fn send(
+    js: &jetstream::Context,
+    directory: &HiveDirectory,
+    signer: &DeploySigner,
+    payload: &Payload,
+) -> Result<Sent, SendError> {
     let hive = &payload.hive;
     let entry = directory.get(hive).ok_or_else(|| SendError::UnknownHive(hive.to_string()))?;
     let xkey = entry.xkey.as_deref().ok_or_else(|| SendError::NoXkey(hive.to_string()))?;
-    let envelope = deploy::seal(payload, xkey)?;
+    let envelope = deploy::seal(payload, xkey, signer)?;
     let subject = deploy_subject(hive);
     let publish_error = |reason: String| SendError::Publish { subject: subject.clone(), reason };
     let bytes = serde_json::to_vec(&envelope).map_err(|e| publish_error(e.to_string()))?;

@@ -1,10 +1,12 @@
 //! An agent's life on its hive: the hive directory's statuses ([`hives`]), the roster
 //! ([`roster`]), wanted state ([`wanted`]) and the rules of changing it ([`state_change`]),
-//! deploy messages to a hive ([`deploy`]), revoking a destroyed agent's credentials
+//! deploy messages to a hive ([`deploy`]) signed with the controller's deploy key
+//! ([`deploy_key`]), revoking a destroyed agent's credentials
 //! ([`revoke`]) and the periodic pass that repairs the roster and retries revocations
 //! ([`hive_pass`]).
 
 pub mod deploy;
+pub mod deploy_key;
 pub mod hive_pass;
 pub mod hives;
 pub mod revoke;

@@ -52,7 +52,7 @@ impl Provisioner {
             spec: Some(spec),
             secrets: self.vault.bundle(agent, self.store_ca_pem()).await?,
         };
-        crate::lifecycle::deploy::send(&self.js, &self.hives, &payload).await?;
+        crate::lifecycle::deploy::send(&self.js, &self.hives, &self.deploy_key, &payload).await?;
         Ok(Outcome::Done(IdentityChange::none()))
     }
 
@@ -76,7 +76,7 @@ impl Provisioner {
             spec: None,
             secrets: self.vault.bundle(agent, self.store_ca_pem()).await?,
         };
-        crate::lifecycle::deploy::send(&self.js, &self.hives, &payload).await?;
+        crate::lifecycle::deploy::send(&self.js, &self.hives, &self.deploy_key, &payload).await?;
         Ok(entry.revision)
     }
 

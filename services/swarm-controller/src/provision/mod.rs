@@ -40,6 +40,7 @@ use std::sync::Arc;
 use hyperhive_hive_proto::AgentName;
 use hyperhive_hive_proto::directory::HiveDirectory;
 use hyperhive_hive_proto::roster::{Identities, Origin, RosterEntry, StepProgress};
+use hyperhive_hive_proto::signing::DeploySigner;
 use hyperhive_jobq::{AddError, JobId, JobSpec, Jobq, work};
 use hyperhive_provision::forge::{Forge, SwarmForge};
 use hyperhive_provision::matrix::Matrix;
@@ -127,6 +128,8 @@ pub struct Provisioner {
     pub js: async_nats::jetstream::Context,
     /// The hive directory (each hive's xkey).
     pub hives: Arc<HiveDirectory>,
+    /// Signs deploy messages; hives pin its public key.
+    pub deploy_key: Arc<DeploySigner>,
     /// The job graph.
     pub jobq: Jobq,
     /// "Now".

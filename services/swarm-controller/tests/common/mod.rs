@@ -85,6 +85,7 @@ pub fn config(nats: &NatsJwt, socket: PathBuf, reconcile_secs: u64) -> Config {
             socket_roles: swarm_controller::config::SocketRoles::EveryoneAdmin,
         },
         secrets_key: None,
+        deploy_key: None,
         provisioning: Default::default(),
         quick_links: Vec::new(),
         webhook_secret: None,

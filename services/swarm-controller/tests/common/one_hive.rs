@@ -21,6 +21,8 @@ pub struct OneHive {
     /// Between the controller and a single NATS server (the hive and agents connect directly);
     /// none on a cluster, where the controller is given every node.
     pub controller_nats: Option<ChaosProxy>,
+    /// The controller's public deploy key, which the hive pins.
+    deploy_public: String,
 }
 
 impl OneHive {
@@ -68,6 +70,13 @@ impl OneHive {
         let xkey = String::from_utf8(out.stdout).unwrap();
         std::fs::write(&hives, json!({"h1": {"description": "the test's hive", "xkey": xkey.trim()}}).to_string())
             .unwrap();
+        let deploy_key = dir.path().join("deploy.key");
+        let out = Command::new(project_binary("swarm-controller").unwrap())
+            .args(["deploy-key", "--out"])
+            .arg(&deploy_key)
+            .output()
+            .unwrap();
+        let deploy_public = String::from_utf8(out.stdout).unwrap().trim().to_owned();
         let socket = dir.path().join("run/controller.sock");
         let controller_url = match &proxy {
             Some(proxy) => format!("nats://127.0.0.1:{}", proxy.port()),
@@ -77,6 +86,7 @@ impl OneHive {
             ("SWARM_HIVES_FILE", hives.to_str().unwrap()),
             ("SWARM_RECONCILE_SECS", "1"),
             ("SWARM_NATS_URL", &controller_url),
+            ("SWARM_DEPLOY_KEY_FILE", deploy_key.to_str().unwrap()),
             ("NO_COLOR", "1"),
         ];
         env.extend_from_slice(controller_env);
@@ -96,22 +106,14 @@ impl OneHive {
             .collect();
         let agents_file = dir.path().join("h1.agents.json");
         std::fs::write(&agents_file, Value::Object(declared).to_string()).unwrap();
-        let hive = Process::builder(project_binary("hive-c0re").unwrap())
-            .arg("run")
-            .env("HIVE_C0RE_HIVE", "h1")
-            .env("HIVE_C0RE_NATS_URL", nats.url())
-            .env("HIVE_C0RE_NATS_CREDS", nats.creds_dir().join("hive-h1.creds"))
-            .env("HIVE_C0RE_XKEY_FILE", &key)
-            .env("HIVE_C0RE_STATE_DIR", dir.path().join("h1.state"))
-            .env("HIVE_C0RE_RUNNER", "process")
-            .env("HIVE_C0RE_AGENTS_FILE", &agents_file)
-            .env("HIVE_C0RE_AGENT_BIN", project_binary("hive-agent").unwrap())
-            .env("HIVE_C0RE_STATUS_SECS", "1")
-            .env("NO_COLOR", "1")
-            .start("hive-c0re-h1")
-            .unwrap();
+        let hive = start_hive(&nats, dir.path(), &deploy_public, "hive-c0re-h1");
         let js = jetstream::new(nats.controller_client().await.unwrap());
-        OneHive { nats, dir, js, socket, controller, hive, controller_nats: proxy }
+        OneHive { nats, dir, js, socket, controller, hive, controller_nats: proxy, deploy_public }
+    }
+
+    /// hive-c0re started again as [`OneHive::start`] started it.
+    pub fn start_hive_again(&self) -> Process {
+        start_hive(&self.nats, self.dir.path(), &self.deploy_public, "hive-c0re-h1-again")
     }
 
     /// A file in the stack's directory.
@@ -145,4 +147,23 @@ pub fn printing_turn(turns: &Path, lines: u32, pause: &str) -> String {
         "body=$(cat); printf '%s\\n' \"$body\" >> {}; for i in $(seq 1 {lines}); do echo \"line $i of $HIVE_TODO_ID\"; sleep {pause}; done",
         turns.display()
     )
+}
+
+/// hive `h1`'s hive-c0re on the files in `dir`, pinning the controller's `deploy_public` key.
+fn start_hive(nats: &NatsJwt, dir: &Path, deploy_public: &str, name: &str) -> Process {
+    Process::builder(project_binary("hive-c0re").unwrap())
+        .arg("run")
+        .env("HIVE_C0RE_HIVE", "h1")
+        .env("HIVE_C0RE_NATS_URL", nats.url())
+        .env("HIVE_C0RE_NATS_CREDS", nats.creds_dir().join("hive-h1.creds"))
+        .env("HIVE_C0RE_XKEY_FILE", dir.join("h1.xkey"))
+        .env("HIVE_C0RE_CONTROLLER_KEYS", deploy_public)
+        .env("HIVE_C0RE_STATE_DIR", dir.join("h1.state"))
+        .env("HIVE_C0RE_RUNNER", "process")
+        .env("HIVE_C0RE_AGENTS_FILE", dir.join("h1.agents.json"))
+        .env("HIVE_C0RE_AGENT_BIN", project_binary("hive-agent").unwrap())
+        .env("HIVE_C0RE_STATUS_SECS", "1")
+        .env("NO_COLOR", "1")
+        .start(name)
+        .unwrap()
 }

@@ -89,6 +89,8 @@ impl Swarm {
         });
         std::fs::write(path("hives.json"), hives.to_string()).unwrap();
         run(CONTROLLER, &["secrets-key", "--out", path("secrets.key").to_str().unwrap()]);
+        let deploy_public = run(CONTROLLER, &["deploy-key", "--out", path("deploy.key").to_str().unwrap()]);
+        std::fs::write(path("deploy.pub"), deploy_public.trim()).unwrap();
         run(CONTROLLER, &["store-ca", "--out-dir", path("ca").to_str().unwrap()]);
 
         let bridge = AutheliaBridge::from_workspace().unwrap().start().await.unwrap();
@@ -111,6 +113,7 @@ impl Swarm {
             ("SWARM_HIVES_FILE", path("hives.json")),
             ("SWARM_NATS_DIR", nats.creds_dir().to_path_buf()),
             ("SWARM_SECRETS_KEY_FILE", path("secrets.key")),
+            ("SWARM_DEPLOY_KEY_FILE", path("deploy.key")),
             ("SWARM_SSO_BRIDGE_TOKEN_FILE", path("bridge.token")),
             ("SWARM_FORGE_ADMIN_TOKEN_FILE", path("forge.token")),
             ("SWARM_MATRIX_SHARED_SECRET_FILE", path("matrix.secret")),
@@ -171,6 +174,7 @@ impl Swarm {
             .env("HIVE_C0RE_NATS_URL", self.nats.url())
             .env("HIVE_C0RE_NATS_CREDS", self.nats.creds_dir().join(format!("hive-{HIVE}.creds")))
             .env("HIVE_C0RE_XKEY_FILE", self.dir.path().join("hive.xkey"))
+            .env("HIVE_C0RE_CONTROLLER_KEYS", std::fs::read_to_string(self.dir.path().join("deploy.pub")).unwrap())
             .env("HIVE_C0RE_STATE_DIR", self.hive_state())
             .env("HIVE_C0RE_RUNNER", "process")
             .env("HIVE_C0RE_AGENTS_FILE", agents_file)
