@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
 use hyperhive_hive_proto::directory::{HiveDirectory, HiveEntry};
+use hyperhive_hive_proto::signing::DeploySigner;
 use hyperhive_hive_proto::spec::AgentSpec;
 use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_jobq::{JobId, JobState, Jobq, JobqConfig};
@@ -98,6 +99,7 @@ async fn setup() -> anyhow::Result<Bench> {
         wanted: WantedStore::new(js.clone(), buckets.agent_wanted),
         js,
         hives: Arc::new(hives),
+        deploy_key: Arc::new(DeploySigner::generate()),
         jobq: jobq.clone(),
         clock: Arc::new(SystemClock),
         health: HealthBoard::default(),
