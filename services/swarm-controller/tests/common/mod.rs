@@ -83,6 +83,7 @@ pub fn config(nats: &NatsJwt, socket: PathBuf, reconcile_secs: u64) -> Config {
             hives: Default::default(),
             nats_dir: None,
             socket_roles: swarm_controller::config::SocketRoles::EveryoneAdmin,
+            gateway: None,
         },
         secrets_key: None,
         provisioning: Default::default(),
