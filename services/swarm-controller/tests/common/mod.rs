@@ -2,6 +2,7 @@
 //! in-process on a socket in a temp dir.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod as_user;
 pub mod one_hive;
 
 use std::path::PathBuf;
