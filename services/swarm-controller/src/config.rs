@@ -128,13 +128,15 @@ impl Settings {
         };
         let socket_roles = match lookup(vars::SOCKET_ROLES) {
             None => Some(SocketRoles::EveryoneAdmin),
-            Some(text) => check.ok(parse_group_roles(vars::SOCKET_ROLES, &text)).map(SocketRoles::ByGroup),
+            Some(text) => {
+                check.ok(parse_group_roles(vars::SOCKET_ROLES, &text, "unix group", 32)).map(SocketRoles::ByGroup)
+            }
         };
         let gateway = match (lookup(vars::GATEWAY_USER), lookup(vars::GATEWAY_ROLES)) {
             (None, None) => Some(None),
             (Some(user), Some(roles)) => {
                 let user = check.ok(parse_gateway_user(&user));
-                let roles = check.ok(parse_group_roles(vars::GATEWAY_ROLES, &roles));
+                let roles = check.ok(parse_group_roles(vars::GATEWAY_ROLES, &roles, "SSO group", 64));
                 Some(Some(GatewayRoles { uid: user.as_ref()?.0, user: user?.1, roles: roles? }))
             }
             (Some(_), None) => {
@@ -236,9 +238,14 @@ fn parse_gateway_user(name: &str) -> Result<(u32, String), ConfigError> {
     Ok((uid, user.name))
 }
 
-/// `group=role,...` (`variable`'s value): each group named once (letters, digits, `_`, `-`, `.`,
-/// at most 64); each role viewer, operator or admin.
-fn parse_group_roles(variable: &'static str, text: &str) -> Result<Vec<(String, Role)>, ConfigError> {
+/// `group=role,...` (`variable`'s value): each group a `kind` name (letters, digits, `_`, `-`,
+/// `.`, at most `longest`) named once; each role viewer, operator or admin.
+fn parse_group_roles(
+    variable: &'static str,
+    text: &str,
+    kind: &str,
+    longest: usize,
+) -> Result<Vec<(String, Role)>, ConfigError> {
     let bad = |why: String| {
         ConfigError::new(
             variable,
@@ -250,10 +257,10 @@ fn parse_group_roles(variable: &'static str, text: &str) -> Result<Vec<(String, 
         let (group, role) = pair.split_once('=').ok_or_else(|| bad(format!("{pair:?} has no '='")))?;
         let (group, role) = (group.trim(), role.trim());
         let name_ok = !group.is_empty()
-            && group.len() <= 64
+            && group.len() <= longest
             && group.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
         if !name_ok {
-            return Err(bad(format!("{group:?} is not a group name")));
+            return Err(bad(format!("{group:?} is not a {kind} name")));
         }
         let role: Role = role.parse().map_err(|e: hyperhive_swarm_api::roles::UnknownRole| bad(e.to_string()))?;
         if table.iter().any(|(seen, _)| seen == group) {
