@@ -12,6 +12,8 @@ pub enum Via {
     Socket,
     /// A paired client of the control plane.
     ControlPlane,
+    /// The hive-gateway, for the SSO user it let in (or for itself, with no SSO user).
+    Gateway,
 }
 
 /// One request as the audit stream keeps it: who, what, how it ended. Never a body.
@@ -19,7 +21,8 @@ pub enum Via {
 pub struct AuditEntry {
     /// When it was answered (RFC 3339, UTC, milliseconds).
     pub at: String,
-    /// Who sent it: the socket peer's user, or the paired client's device id.
+    /// Who sent it: the socket peer's user, `sso:<user>` for a user the gateway let in, or the
+    /// paired client's device id.
     pub who: String,
     /// How it came.
     pub via: Via,

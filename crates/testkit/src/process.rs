@@ -65,6 +65,13 @@ impl ProcessBuilder {
         self
     }
 
+    /// Runs the child as `uid` and `gid` (with no supplementary groups); the test must be root.
+    pub fn user(mut self, uid: u32, gid: u32) -> Self {
+        use std::os::unix::process::CommandExt;
+        self.command.uid(uid).gid(gid);
+        self
+    }
+
     /// Runs the child in `dir`.
     pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Self {
         self.command.current_dir(dir);

@@ -56,6 +56,12 @@ pub mod vars {
     /// The socket's users' roles by unix group, `group=role,...` (optional: unset, every user
     /// who can reach the socket is admin).
     pub const SOCKET_ROLES: &str = "SWARM_SOCKET_ROLES";
+    /// The unix user the hive-gateway's nginx runs as: on its connections the SSO user the
+    /// gateway names (`Remote-User`, `Remote-Groups`) is the caller (optional; with
+    /// [`GATEWAY_ROLES`]).
+    pub const GATEWAY_USER: &str = "SWARM_GATEWAY_USER";
+    /// The SSO users' roles by SSO group, `group=role,...` (with [`GATEWAY_USER`]).
+    pub const GATEWAY_ROLES: &str = "SWARM_GATEWAY_ROLES";
 }
 
 /// The most replicas NATS keeps of a stream.
@@ -80,6 +86,8 @@ pub struct Settings {
     pub nats_dir: Option<PathBuf>,
     /// Which role a user connecting to the socket has.
     pub socket_roles: SocketRoles,
+    /// The hive-gateway's user and the roles of the SSO users behind it, if it is set.
+    pub gateway: Option<GatewayRoles>,
 }
 
 impl Settings {
@@ -123,7 +131,33 @@ impl Settings {
         };
         let socket_roles = match lookup(vars::SOCKET_ROLES) {
             None => Some(SocketRoles::EveryoneAdmin),
-            Some(text) => check.ok(parse_socket_roles(&text)),
+            Some(text) => {
+                check.ok(parse_group_roles(vars::SOCKET_ROLES, &text, "unix group", 32)).map(SocketRoles::ByGroup)
+            }
+        };
+        let gateway = match (lookup(vars::GATEWAY_USER), lookup(vars::GATEWAY_ROLES)) {
+            (None, None) => Some(None),
+            (Some(user), Some(roles)) => {
+                let user = check.ok(parse_gateway_user(&user));
+                let roles = check.ok(parse_group_roles(vars::GATEWAY_ROLES, &roles, "SSO group", 64));
+                Some(Some(GatewayRoles { uid: user.as_ref()?.0, user: user?.1, roles: roles? }))
+            }
+            (Some(_), None) => {
+                check.report(
+                    vars::GATEWAY_ROLES,
+                    "not set, but SWARM_GATEWAY_USER is; set it to the SSO groups' roles, e.g. \
+                     swarm-viewers=viewer,swarm-admins=admin, or unset SWARM_GATEWAY_USER",
+                );
+                None
+            }
+            (None, Some(_)) => {
+                check.report(
+                    vars::GATEWAY_USER,
+                    "not set, but SWARM_GATEWAY_ROLES is; set it to the unix user the gateway's nginx runs as, \
+                     e.g. nginx, or unset SWARM_GATEWAY_ROLES",
+                );
+                None
+            }
         };
         Some(Self {
             socket: socket?,
@@ -134,6 +168,7 @@ impl Settings {
             hives: hives?,
             nats_dir: nats_dir?,
             socket_roles: socket_roles?,
+            gateway: gateway?,
         })
     }
 }
@@ -165,11 +200,58 @@ impl SocketRoles {
     }
 }
 
-/// `group=role,...`: each group a unix group name, once; each role viewer, operator or admin.
-fn parse_socket_roles(text: &str) -> Result<SocketRoles, ConfigError> {
+/// The hive-gateway's unix user and the roles its SSO users have by their SSO groups
+/// (`SWARM_GATEWAY_USER`, `SWARM_GATEWAY_ROLES`). A request on a connection from that user is
+/// the SSO user the gateway names in `Remote-User`, never the gateway's own user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayRoles {
+    /// The gateway's uid, resolved once at start.
+    pub uid: u32,
+    /// Its name.
+    pub user: String,
+    /// Each SSO group listed and its role.
+    pub roles: Vec<(String, Role)>,
+}
+
+impl GatewayRoles {
+    /// The highest role of the listed groups among `groups`; `None` when it is in none.
+    #[must_use]
+    pub fn role_of(&self, groups: &[&str]) -> Option<Role> {
+        self.roles.iter().filter(|(group, _)| groups.contains(&group.as_str())).map(|(_, role)| *role).max()
+    }
+}
+
+/// `SWARM_GATEWAY_USER`: an existing user, neither root nor the controller's own (both are admin
+/// on the socket, and a request of theirs without an SSO user would be refused).
+fn parse_gateway_user(name: &str) -> Result<(u32, String), ConfigError> {
+    let bad = |why: String| ConfigError::new(vars::GATEWAY_USER, why);
+    let name = name.trim();
+    let user = nix::unistd::User::from_name(name)
+        .map_err(|e| bad(format!("cannot look up the user {name:?}: {e}")))?
+        .ok_or_else(|| {
+        bad(format!("no user {name:?} on this machine; set it to the user the gateway's nginx runs as"))
+    })?;
+    let uid = user.uid.as_raw();
+    if uid == 0 || uid == nix::unistd::geteuid().as_raw() {
+        return Err(bad(format!(
+            "{name} is root or the controller's own user, which are admin on the socket; run the gateway's nginx as a \
+             user of its own (e.g. nginx) and name it here"
+        )));
+    }
+    Ok((uid, user.name))
+}
+
+/// `group=role,...` (`variable`'s value): each group a `kind` name (letters, digits, `_`, `-`,
+/// `.`, at most `longest`) named once; each role viewer, operator or admin.
+fn parse_group_roles(
+    variable: &'static str,
+    text: &str,
+    kind: &str,
+    longest: usize,
+) -> Result<Vec<(String, Role)>, ConfigError> {
     let bad = |why: String| {
         ConfigError::new(
-            vars::SOCKET_ROLES,
+            variable,
             format!("{why}; write group=role pairs, comma-separated, e.g. swarm-viewers=viewer,swarm-ops=operator"),
         )
     };
@@ -178,10 +260,10 @@ fn parse_socket_roles(text: &str) -> Result<SocketRoles, ConfigError> {
         let (group, role) = pair.split_once('=').ok_or_else(|| bad(format!("{pair:?} has no '='")))?;
         let (group, role) = (group.trim(), role.trim());
         let name_ok = !group.is_empty()
-            && group.len() <= 32
+            && group.len() <= longest
             && group.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
         if !name_ok {
-            return Err(bad(format!("{group:?} is not a unix group name")));
+            return Err(bad(format!("{group:?} is not a {kind} name")));
         }
         let role: Role = role.parse().map_err(|e: hyperhive_swarm_api::roles::UnknownRole| bad(e.to_string()))?;
         if table.iter().any(|(seen, _)| seen == group) {
@@ -189,7 +271,7 @@ fn parse_socket_roles(text: &str) -> Result<SocketRoles, ConfigError> {
         }
         table.push((group.to_owned(), role));
     }
-    Ok(SocketRoles::ByGroup(table))
+    Ok(table)
 }
 
 /// `SWARM_RECONCILE_EVERY`, or the old `SWARM_RECONCILE_SECS`: at least a second.
@@ -386,6 +468,52 @@ mod tests {
         for (value, needle) in [("60", "not a duration"), ("0s", "at least 1s"), ("soon", "like 30s")] {
             let err = config(&[url, (vars::RECONCILE_EVERY, value)]).unwrap_err().to_string();
             assert!(err.starts_with(vars::RECONCILE_EVERY) && err.contains(needle), "{value}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_gateway_user_and_its_roles_are_read_together() {
+        let url = (vars::NATS_URL, "nats://127.0.0.1:4222");
+        assert_eq!(config(&[url]).unwrap().gateway, None);
+        let both = [url, (vars::GATEWAY_USER, "nobody"), (vars::GATEWAY_ROLES, "ops=operator, sso-admins=admin")];
+        // A run as `nobody` (as the build sandbox's check is rehearsed) is the controller's own
+        // user, which is refused.
+        if nix::unistd::geteuid().as_raw() == 65534 {
+            assert!(config(&both).unwrap_err().to_string().contains("the controller's own user"));
+            return;
+        }
+        let gateway = config(&both).unwrap().gateway.unwrap();
+        assert_eq!((gateway.uid, gateway.user.as_str()), (65534, "nobody"));
+        assert_eq!(gateway.role_of(&["users", "ops", "sso-admins"]), Some(Role::Admin));
+        assert_eq!(gateway.role_of(&["ops"]), Some(Role::Operator));
+        assert_eq!(gateway.role_of(&["users"]), None);
+        let cases = [
+            (vec![(vars::GATEWAY_USER, "nobody")], vars::GATEWAY_ROLES, "not set, but SWARM_GATEWAY_USER is"),
+            (vec![(vars::GATEWAY_ROLES, "ops=operator")], vars::GATEWAY_USER, "not set, but SWARM_GATEWAY_ROLES is"),
+            (vec![(vars::GATEWAY_USER, "root"), (vars::GATEWAY_ROLES, "ops=operator")], vars::GATEWAY_USER, "root"),
+            (
+                vec![(vars::GATEWAY_USER, "hyperhive-no-such-user"), (vars::GATEWAY_ROLES, "ops=operator")],
+                vars::GATEWAY_USER,
+                "no user \"hyperhive-no-such-user\"",
+            ),
+            (vec![(vars::GATEWAY_USER, "nobody"), (vars::GATEWAY_ROLES, "ops=boss")], vars::GATEWAY_ROLES, "boss"),
+            (vec![(vars::GATEWAY_USER, "nobody"), (vars::GATEWAY_ROLES, "ops")], vars::GATEWAY_ROLES, "no '='"),
+            (
+                vec![(vars::GATEWAY_USER, "nobody"), (vars::GATEWAY_ROLES, "ops=viewer,ops=admin")],
+                vars::GATEWAY_ROLES,
+                "named twice",
+            ),
+            (
+                vec![(vars::GATEWAY_USER, "nobody"), (vars::GATEWAY_ROLES, "a b=viewer")],
+                vars::GATEWAY_ROLES,
+                "group name",
+            ),
+        ];
+        for (pairs, variable, needle) in cases {
+            let mut pairs = pairs;
+            pairs.push(url);
+            let err = config(&pairs).unwrap_err().to_string();
+            assert!(err.starts_with(variable) && err.contains(needle) && !err.contains('\n'), "{pairs:?}: {err}");
         }
     }
 

@@ -401,7 +401,12 @@ async fn serve(
         tasks.spawn(provision_and_check(provisioner));
     }
     tracing::info!(socket = %config.settings.socket.display(), "serving the API");
-    socket::serve(listener, api::routes(app), config.settings.socket_roles.clone(), shutdown).await;
+    if let Some(gateway) = &config.settings.gateway {
+        tracing::info!(user = %gateway.user, "the gateway's user names its SSO users, whose roles SWARM_GATEWAY_ROLES gives");
+    }
+    let access =
+        socket::Access { roles: config.settings.socket_roles.clone(), gateway: config.settings.gateway.clone() };
+    socket::serve(listener, api::routes(app), access, shutdown).await;
     if let Some(link) = link {
         link.stop().await;
     }

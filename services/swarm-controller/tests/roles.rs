@@ -8,41 +8,17 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 
+use common::as_user::{NOBODY, audit_entries, request};
 use hyperhive_swarm_api::roles::Role;
 use hyperhive_testkit::{NatsJwt, Tool, tool};
 use swarm_controller::api::routes::{ROUTES, needed};
 
-/// The uid and gid of `nobody` and `nogroup`, present on every system the tests run on.
-const NOBODY: u32 = 65534;
-
-/// `method path` sent as `uid` with an empty body; the status and the body.
-fn request(socket: &Path, uid: u32, method: &str, path: &str) -> (u16, String) {
-    let out = std::process::Command::new(tool(Tool::Curl).unwrap())
-        .uid(uid)
-        .gid(uid)
-        .args(["--silent", "--max-time", "10", "--unix-socket"])
-        .arg(socket)
-        .args(["--request", method, "--write-out", "\n%{http_code}"])
-        .arg(format!("http://swarm{path}"))
-        .output()
-        .expect("curl runs");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
-    (status.trim().parse().unwrap_or_else(|_| panic!("{method} {path}: no status from curl: {out:?}")), body.into())
-}
-
-/// A controller whose socket's directory `nobody` may enter, with `SWARM_SOCKET_ROLES` = `roles`.
+/// A controller with `SWARM_SOCKET_ROLES` = `roles`, its socket reachable by `nobody`.
 async fn controller(nats: &NatsJwt, dir: &Path, roles: &str) -> hyperhive_testkit::Process {
-    let socket = dir.join("run/controller.sock");
-    let daemon = common::daemon_process(nats, &socket, &[("SWARM_SOCKET_ROLES", roles)]).await;
-    for d in [dir, socket.parent().unwrap()] {
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    daemon
+    common::as_user::controller(nats, dir, &[("SWARM_SOCKET_ROLES", roles)]).await
 }
 
 /// Every test here runs curl as `nobody`, which the Nix build sandbox cannot (nix/packages.nix
@@ -104,19 +80,6 @@ mod needs_root {
         let (status, body) = request(&socket, 0, "PUT", "/api/secrets/X");
         assert_ne!(status, 403, "root is admin: {body}");
         daemon.kill();
-    }
-
-    /// The audit page as root, once it holds `n` entries (they are written beside the answers).
-    async fn audit_entries(socket: &Path, n: usize) -> Vec<serde_json::Value> {
-        hyperhive_testkit::wait_until(&format!("{n} audit entries"), std::time::Duration::from_secs(10), || async {
-            let (status, body) = request(socket, 0, "GET", "/api/audit?limit=50");
-            assert_eq!(status, 200, "{body}");
-            let page: serde_json::Value = serde_json::from_str(&body).unwrap();
-            let entries = page["entries"].as_array().unwrap().clone();
-            (entries.len() >= n).then_some(entries)
-        })
-        .await
-        .unwrap()
     }
 
     /// Every state-changing request is recorded with who sent it, its role and its status, refusals

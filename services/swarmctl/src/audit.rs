@@ -43,6 +43,7 @@ pub async fn audit(api: &Api, since: Option<OffsetDateTime>, limit: usize, json:
         let via = match e.via {
             Via::Socket => "socket",
             Via::ControlPlane => "control plane",
+            Via::Gateway => "gateway",
         };
         let role = e.role.map_or_else(|| "none".to_owned(), |r| r.to_string());
         [e.at.clone(), e.who.clone(), via.to_owned(), role, e.method.clone(), e.path.clone(), e.status.to_string()]

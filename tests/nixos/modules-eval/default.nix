@@ -129,6 +129,18 @@ let
       authRequestUrl = "http://127.0.0.1:9091/api/authz/auth-request";
       signInUrl = "https://auth.example.com/";
     };
+    roles = {
+      swarm-viewers = "viewer";
+      swarm-admins = "admin";
+    };
+  };
+  # The gateway without SSO: no SSO user, so no roles.
+  openGateway = gateway // {
+    sso = {
+      authRequestUrl = null;
+      signInUrl = null;
+    };
+    roles = { };
   };
   good = {
     deploy.agents-control = copy;
@@ -203,9 +215,21 @@ let
   refusals = [
     {
       change.deploy = good.deploy // {
-        hive-gateway = gateway // { sso = gateway.sso // { authRequestUrl = null; }; };
+        hive-gateway = gateway // { sso = gateway.sso // { authRequestUrl = null; }; roles = { }; };
       };
       expect = "sso.authRequestUrl and sso.signInUrl go together";
+    }
+    {
+      change.deploy = good.deploy // { hive-gateway = gateway // { roles = { }; }; };
+      expect = "hive-gateway.roles is empty: behind SSO every user's role comes";
+    }
+    {
+      change.deploy = good.deploy // { hive-gateway = openGateway // { inherit (gateway) roles; }; };
+      expect = "hive-gateway.roles maps SSO groups, but sso.authRequestUrl is";
+    }
+    {
+      change.deploy = good.deploy // { hive-gateway = gateway // { roles."swarm admins" = "admin"; }; };
+      expect = "`_`, `-` or `.`: swarm admins.";
     }
     {
       change.deploy = good.deploy // { swarm-controller = controller // { enable = false; }; };
@@ -562,6 +586,8 @@ let
         SWARM_RECONCILE_EVERY = "60s";
         SWARM_STATE_DIR = "/var/lib/swarm-controller";
         SWARM_REMOTE_RATE = "20";
+        SWARM_GATEWAY_USER = "nginx";
+        SWARM_GATEWAY_ROLES = "swarm-admins=admin,swarm-viewers=viewer";
         SWARM_STORE_CERT_LIFETIME = "24h";
         SWARM_QUEUE_CREDS_LIFETIME = "24h";
         SWARM_CREDENTIAL_CHECK_EVERY = "5m";
@@ -569,6 +595,13 @@ let
         SWARM_JOBQ_MAX_ATTEMPTS = "6";
       }
       && controllerUnit.serviceConfig.LoadCredential == [ "nats-creds:/run/secrets/controller.creds" ];
+    "without SSO the gateway names no user to the controller" =
+      let
+        open = evaluate { values = good // { deploy = good.deploy // { hive-gateway = openGateway; }; }; };
+      in
+      open.failed == [ ]
+      && !(open.units.swarm-controller.environment ? SWARM_GATEWAY_USER)
+      && !(open.units.swarm-controller.environment ? SWARM_GATEWAY_ROLES);
     "a paired controller's identity arrives through LoadCredential, with its request rate" =
       let
         paired = evaluate {

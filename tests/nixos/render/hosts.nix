@@ -90,6 +90,10 @@ vmTest "control-plane" ../control-plane.nix
             authRequestUrl = "http://127.0.0.1:9091/api/authz/auth-request";
             signInUrl = "https://auth.example.com/";
           };
+          roles = {
+            swarm-viewers = "viewer";
+            swarm-admins = "admin";
+          };
         };
       }
     ];

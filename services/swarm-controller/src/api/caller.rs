@@ -1,7 +1,10 @@
 //! Who a request comes from, as its transport proves it: the user of the process at the other
 //! end of the socket (the kernel's peer credentials) or the paired device a control-plane request
 //! came through. Nothing the client writes decides it; `X-Set-By` only adds, in front, which
-//! program of that user or device sent the request.
+//! program of that user or device sent the request. The one exception is the hive-gateway's own
+//! user (`SWARM_GATEWAY_USER`): its nginx names the SSO user it let in (`Remote-User`,
+//! `Remote-Groups`, set from its `auth_request` and never from the browser), and on its
+//! connections, and only there, that user is the caller.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -13,7 +16,15 @@ use warp::http::HeaderMap;
 use hyperhive_swarm_api::roles::Role;
 
 use super::ApiError;
-use crate::config::SocketRoles;
+use super::routes::{self, RouteId};
+use crate::config::{GatewayRoles, SocketRoles};
+
+/// The header the gateway names its SSO user in.
+const SSO_USER_HEADER: &str = "remote-user";
+/// The header the gateway names the SSO user's groups in, comma-separated.
+const SSO_GROUPS_HEADER: &str = "remote-groups";
+/// The longest SSO user name taken.
+const MAX_SSO_USER: usize = 64;
 
 /// The header naming the program that sends a request, in front of its [`Caller`].
 const SET_BY_HEADER: &str = "x-set-by";
@@ -31,6 +42,22 @@ pub enum Caller {
         user: String,
         /// Its role, from `SWARM_SOCKET_ROLES`; `None` when it has none.
         role: Option<Role>,
+    },
+    /// A person the hive-gateway let in through SSO, named `sso:<user>`.
+    Sso {
+        /// The SSO user's name.
+        user: String,
+        /// Its role, the highest of its groups `SWARM_GATEWAY_ROLES` lists; `None` when it has
+        /// none.
+        role: Option<Role>,
+    },
+    /// A request of the gateway's own user naming no SSO user (or a malformed one): only the
+    /// forge's webhook, which its signature authenticates, is served to it.
+    Gateway {
+        /// The gateway's unix user.
+        user: String,
+        /// Why no SSO user was taken.
+        why: &'static str,
     },
     /// A client paired through the control plane, named by its device id.
     Device {
@@ -65,6 +92,38 @@ impl Caller {
         Caller::Local { user: user.name, role }
     }
 
+    /// A request on a connection of the gateway's user: the SSO user its `Remote-User` header
+    /// names (1 to 64 of letters, digits and `._@+-`), with the highest role of the groups of
+    /// `Remote-Groups` that `gateway` lists; without one, the gateway itself, which has no role.
+    #[must_use]
+    pub fn behind_gateway(gateway: &GatewayRoles, headers: &HeaderMap) -> Caller {
+        let no_user = |why| Caller::Gateway { user: gateway.user.clone(), why };
+        let mut users = headers.get_all(SSO_USER_HEADER).iter();
+        let (Some(user), None) = (users.next(), users.next()) else {
+            return no_user(if headers.contains_key(SSO_USER_HEADER) {
+                "more than one Remote-User header"
+            } else {
+                "no Remote-User header"
+            });
+        };
+        let bytes = user.as_bytes();
+        let name_ok = !bytes.is_empty()
+            && bytes.len() <= MAX_SSO_USER
+            && bytes.iter().all(|b| b.is_ascii_alphanumeric() || b"._@+-".contains(b));
+        if !name_ok {
+            return no_user("a Remote-User header that is not a user name");
+        }
+        let groups: Vec<&str> = headers
+            .get_all(SSO_GROUPS_HEADER)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .map(str::trim)
+            .filter(|group| !group.is_empty())
+            .collect();
+        Caller::Sso { user: String::from_utf8_lossy(bytes).into_owned(), role: gateway.role_of(&groups) }
+    }
+
     /// A paired client of the control plane with the role the control plane names (`None`: a
     /// client paired before codes carried roles, which keeps the admin it always was; re-pair
     /// it to narrow it).
@@ -77,8 +136,26 @@ impl Caller {
     #[must_use]
     pub fn role(&self) -> Option<Role> {
         match self {
-            Caller::Local { role, .. } => *role,
+            Caller::Local { role, .. } | Caller::Sso { role, .. } => *role,
             Caller::Device { role, .. } => Some(*role),
+            Caller::Gateway { .. } => None,
+        }
+    }
+
+    /// Nothing when the caller may use `route` ([`routes::needed`]); else the refusal. The
+    /// gateway without an SSO user may use only the routes it passes without SSO
+    /// ([`routes::open_at_gateway`]), whatever they need of others.
+    ///
+    /// # Errors
+    /// [`ApiError::Unauthorized`] for the gateway without an SSO user, else as [`Caller::allows`].
+    pub fn may(&self, route: RouteId, what: &str) -> Result<(), ApiError> {
+        match self {
+            Caller::Gateway { .. } if routes::open_at_gateway(route) => Ok(()),
+            Caller::Gateway { user, why } => Err(ApiError::Unauthorized(format!(
+                "{what} came through the gateway ({user}) with {why}: sign in through the gateway's SSO, which \
+                 names its user to the controller"
+            ))),
+            _ => self.allows(routes::needed(route), what),
         }
     }
 
@@ -90,10 +167,13 @@ impl Caller {
         match self.role() {
             Some(role) if role >= needed => Ok(()),
             Some(role) => Err(ApiError::Forbidden(format!("{what} needs the {needed} role; {self} has {role}"))),
-            // Only a socket user can have none.
-            None => Err(ApiError::Forbidden(format!(
-                "{what} needs the {needed} role; {self} has none (it is in none of the groups SWARM_SOCKET_ROLES names)"
-            ))),
+            None => {
+                let table =
+                    if matches!(self, Caller::Sso { .. }) { "SWARM_GATEWAY_ROLES" } else { "SWARM_SOCKET_ROLES" };
+                Err(ApiError::Forbidden(format!(
+                    "{what} needs the {needed} role; {self} has none (it is in none of the groups {table} names)"
+                )))
+            }
         }
     }
 }
@@ -127,7 +207,10 @@ fn look_up(uid: u32) -> Option<User> {
 impl fmt::Display for Caller {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Caller::Local { user: name, .. } | Caller::Device { client: name, .. } => f.write_str(name),
+            Caller::Local { user: name, .. }
+            | Caller::Gateway { user: name, .. }
+            | Caller::Device { client: name, .. } => f.write_str(name),
+            Caller::Sso { user, .. } => write!(f, "sso:{user}"),
         }
     }
 }
@@ -203,6 +286,76 @@ mod tests {
         assert!(why.contains("bob has none") && why.contains("SWARM_SOCKET_ROLES"), "{why}");
     }
 
+    fn gateway() -> GatewayRoles {
+        GatewayRoles {
+            uid: 990,
+            user: "nginx".into(),
+            roles: vec![
+                ("watchers".into(), Role::Viewer),
+                ("ops".into(), Role::Operator),
+                ("admins".into(), Role::Admin),
+            ],
+        }
+    }
+
+    fn sso_headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(*name, value.parse().unwrap());
+        }
+        headers
+    }
+
+    #[test]
+    fn behind_the_gateway_the_sso_user_has_the_highest_role_of_its_mapped_groups() {
+        let caller = |pairs: &[(&'static str, &str)]| Caller::behind_gateway(&gateway(), &sso_headers(pairs));
+        let ops = caller(&[("Remote-User", "alice"), ("Remote-Groups", "users, watchers,ops")]);
+        assert_eq!(ops, Caller::Sso { user: "alice".into(), role: Some(Role::Operator) });
+        assert_eq!(ops.to_string(), "sso:alice");
+        assert_eq!(
+            caller(&[("Remote-User", "bob@example.org"), ("Remote-Groups", "admins")]).role(),
+            Some(Role::Admin)
+        );
+        // Two headers of groups are one list.
+        let two = caller(&[("Remote-User", "c"), ("Remote-Groups", "users"), ("Remote-Groups", "watchers")]);
+        assert_eq!(two.role(), Some(Role::Viewer));
+        let nobody = caller(&[("Remote-User", "eve"), ("Remote-Groups", "users,opsx,Admins")]);
+        assert_eq!(nobody, Caller::Sso { user: "eve".into(), role: None });
+        let Err(ApiError::Forbidden(why)) = nobody.may(RouteId::ListAgents, "GET /api/agents") else {
+            panic!("a user in no mapped group was let through")
+        };
+        assert_eq!(
+            why,
+            "GET /api/agents needs the viewer role; sso:eve has none (it is in none of the groups SWARM_GATEWAY_ROLES names)"
+        );
+        assert_eq!(caller(&[("Remote-User", "eve")]).role(), None, "no groups header: no role");
+    }
+
+    #[test]
+    fn the_gateway_naming_no_valid_sso_user_may_only_deliver_webhooks() {
+        let cases: [(&[(&'static str, &str)], &str); 4] = [
+            (&[], "no Remote-User header"),
+            (&[("Remote-Groups", "admins")], "no Remote-User header"),
+            (&[("Remote-User", "a"), ("Remote-User", "b"), ("Remote-Groups", "admins")], "more than one Remote-User"),
+            (&[("Remote-User", "alice bob"), ("Remote-Groups", "admins")], "not a user name"),
+        ];
+        for (pairs, needle) in cases {
+            let caller = Caller::behind_gateway(&gateway(), &sso_headers(pairs));
+            assert!(matches!(caller, Caller::Gateway { .. }), "{pairs:?}: {caller:?}");
+            assert_eq!((caller.to_string(), caller.role()), ("nginx".to_owned(), None));
+            assert!(caller.may(RouteId::ForgeWebhook, "POST /api/forge/webhook").is_ok(), "the forge's webhook");
+            let Err(ApiError::Unauthorized(why)) = caller.may(RouteId::ListAgents, "GET /api/agents") else {
+                panic!("{pairs:?}: the gateway without an SSO user was let through")
+            };
+            assert!(why.contains(needle) && why.contains("sign in through the gateway's SSO"), "{why}");
+        }
+        let long = "a".repeat(MAX_SSO_USER + 1);
+        assert!(matches!(
+            Caller::behind_gateway(&gateway(), &sso_headers(&[("Remote-User", &long)])),
+            Caller::Gateway { .. }
+        ));
+    }
+
     #[test]
     fn who_acts_is_the_program_at_the_proven_caller() {
         let device = Caller::device("d0123".into(), Some(Role::Operator));
@@ -210,6 +363,8 @@ mod tests {
         assert_eq!(set_by(&headers, &device).unwrap(), "api@d0123");
         headers.insert(SET_BY_HEADER, "swarmctl".parse().unwrap());
         assert_eq!(set_by(&headers, &local("alice", None)).unwrap(), "swarmctl@alice");
+        let sso = Caller::Sso { user: "alice".into(), role: Some(Role::Operator) };
+        assert_eq!(set_by(&headers, &sso).unwrap(), "swarmctl@sso:alice");
         // A program name cannot pass for another caller: whatever it says, the proven one follows.
         headers.insert(SET_BY_HEADER, "swarmctl@root".parse().unwrap());
         assert_eq!(set_by(&headers, &device).unwrap(), "swarmctl@root@d0123");

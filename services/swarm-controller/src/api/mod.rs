@@ -287,7 +287,7 @@ impl App {
                 )));
             }
         };
-        let outcome = match caller.allows(routes::needed(route), &format!("{method} {path}")) {
+        let outcome = match caller.may(route, &format!("{method} {path}")) {
             Ok(()) => self.dispatch(route, &params, caller, path, query, headers, body).await,
             Err(refused) => Err(refused),
         };
@@ -446,6 +446,7 @@ fn without_body(response: Response) -> Response {
 fn audit_entry(caller: &Caller, method: &Method, path: &str, status: StatusCode) -> AuditEntry {
     let via = match caller {
         Caller::Local { .. } => Via::Socket,
+        Caller::Sso { .. } | Caller::Gateway { .. } => Via::Gateway,
         Caller::Device { .. } => Via::ControlPlane,
     };
     let now = OffsetDateTime::now_utc();

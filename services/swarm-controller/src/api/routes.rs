@@ -334,7 +334,7 @@ pub fn needed(id: RouteId) -> Role {
     use RouteId as R;
     match id {
         // Reading, the terminals, and the forge's webhook (its signature is its authentication;
-        // the gateway's own user sends it).
+        // the gateway's own user sends it, see `open_at_gateway`).
         R::UiFile
         | R::Health
         | R::Metrics
@@ -388,6 +388,13 @@ pub fn needed(id: RouteId) -> Role {
         | R::PutSwarmSecret
         | R::DeleteSwarmSecret => Role::Admin,
     }
+}
+
+/// Whether the hive-gateway passes the route without SSO, so its own user, naming no SSO user,
+/// may use it: only the forge's webhook, which the forge calls and its signature authenticates.
+#[must_use]
+pub fn open_at_gateway(id: RouteId) -> bool {
+    id == RouteId::ForgeWebhook
 }
 
 /// What a request's method and path find in [`ROUTES`].

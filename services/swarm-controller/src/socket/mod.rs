@@ -10,7 +10,7 @@
 
 pub mod serve;
 
-pub use serve::serve;
+pub use serve::{Access, serve};
 
 use std::fs;
 use std::io;

@@ -1,6 +1,8 @@
 //! The API's accept loop on the socket: each connection's requests carry its [`Caller`], the user
 //! the kernel names as the peer of that connection with the role `SWARM_SOCKET_ROLES` gives it,
-//! for the API to check and to record as who acted.
+//! for the API to check and to record as who acted. On a connection of the hive-gateway's user
+//! (`SWARM_GATEWAY_USER`), and there only, each request's caller is the SSO user the gateway
+//! names in its headers, with the role `SWARM_GATEWAY_ROLES` gives its groups.
 
 use std::future::Future;
 use std::io;
@@ -17,7 +19,17 @@ use warp::Filter;
 use warp::reply::Response;
 
 use crate::api::Caller;
-use crate::config::SocketRoles;
+use crate::config::{GatewayRoles, SocketRoles};
+
+/// Who the socket's callers are: the roles of its users, and the gateway whose SSO users are
+/// named by its headers.
+#[derive(Debug, Clone)]
+pub struct Access {
+    /// Each socket user's role.
+    pub roles: SocketRoles,
+    /// The gateway's user and its SSO users' roles, if one is set.
+    pub gateway: Option<GatewayRoles>,
+}
 
 /// How long the loop waits after an accept error that is not one connection's (out of file
 /// descriptors): the condition is the process's, and retrying at once would spin.
@@ -25,7 +37,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 
 /// Serves `filter` on `listener` until `shutdown` completes, then waits for open connections to
 /// finish (as warp's graceful server does).
-pub async fn serve<F>(listener: UnixListener, filter: F, roles: SocketRoles, shutdown: impl Future<Output = ()>)
+pub async fn serve<F>(listener: UnixListener, filter: F, access: Access, shutdown: impl Future<Output = ()>)
 where
     F: Filter<Extract = (Response,), Error = warp::Rejection> + Clone + Send + Sync + 'static,
 {
@@ -46,11 +58,18 @@ where
         };
         let watcher = graceful.watcher();
         let service = TowerToHyperService::new(warp::service(filter.clone()));
-        let roles = roles.clone();
+        let access = access.clone();
         tokio::spawn(async move {
-            let Some(caller) = peer(&stream, &roles).await else { return };
+            let Some((uid, caller)) = peer(&stream, &access.roles).await else { return };
+            // The gateway's headers are read on its own connections only; anyone else's are
+            // ignored.
+            let gateway = access.gateway.filter(|gateway| gateway.uid == uid);
             let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
-                request.extensions_mut().insert(caller.clone());
+                let caller = match &gateway {
+                    Some(gateway) => Caller::behind_gateway(gateway, request.headers()),
+                    None => caller.clone(),
+                };
+                request.extensions_mut().insert(caller);
                 service.call(request)
             });
             let builder = auto::Builder::new(TokioExecutor::new());
@@ -64,14 +83,14 @@ where
     graceful.shutdown().await;
 }
 
-/// The connection's peer, or `None` (logged) when the kernel cannot say: such a connection is
-/// closed unanswered rather than served as nobody.
-async fn peer(stream: &UnixStream, roles: &SocketRoles) -> Option<Caller> {
+/// The connection's peer's uid and the caller it is, or `None` (logged) when the kernel cannot
+/// say: such a connection is closed unanswered rather than served as nobody.
+async fn peer(stream: &UnixStream, roles: &SocketRoles) -> Option<(u32, Caller)> {
     let credentials = stream
         .peer_cred()
         .inspect_err(|e| tracing::warn!(error = %e, "no peer credentials on a socket connection; closing it"))
         .ok()?;
-    Some(Caller::local(credentials.uid(), roles).await)
+    Some((credentials.uid(), Caller::local(credentials.uid(), roles).await))
 }
 
 /// An error of one connection (it went away before it was taken), not of the listener.

@@ -2,6 +2,7 @@
 //! in-process on a socket in a temp dir.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod as_user;
 pub mod one_hive;
 
 use std::path::PathBuf;
@@ -83,6 +84,7 @@ pub fn config(nats: &NatsJwt, socket: PathBuf, reconcile_secs: u64) -> Config {
             hives: Default::default(),
             nats_dir: None,
             socket_roles: swarm_controller::config::SocketRoles::EveryoneAdmin,
+            gateway: None,
         },
         secrets_key: None,
         deploy_key: None,
