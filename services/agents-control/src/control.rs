@@ -146,13 +146,15 @@ impl Control {
     /// must not tell a sender "offline, keep waiting" about a device that no longer exists.
     /// One store read per device per [`RECHECK_GAP`] at most, so a sender writing again and
     /// again to an offline device costs no more than the refresh does; in between, and when the
-    /// store does not answer within [`RECHECK_WITHIN`], the registry decides.
+    /// store does not answer within [`RECHECK_WITHIN`], the registry decides, and only a
+    /// forget it holds is final ("unknown" must never come from a store that did not answer).
     pub async fn still_paired(&self, device_id: &str) -> bool {
         let now = Instant::now();
+        let not_forgotten_here = || self.registry.known(device_id) != crate::registry::Known::Refused;
         {
             let mut last = self.rechecked.lock().expect("rechecked lock");
             if last.get(device_id).is_some_and(|at| now.saturating_duration_since(*at) < RECHECK_GAP) {
-                return self.registry.active_kind(device_id).is_some();
+                return not_forgotten_here();
             }
             if last.len() >= RECHECKS_HELD {
                 last.retain(|_, at| now.saturating_duration_since(*at) < RECHECK_GAP);
@@ -161,7 +163,7 @@ impl Control {
         }
         match tokio::time::timeout(RECHECK_WITHIN, self.recheck(device_id)).await {
             Ok(Ok(paired)) => paired,
-            Ok(Err(_)) | Err(_) => self.registry.active_kind(device_id).is_some(),
+            Ok(Err(_)) | Err(_) => not_forgotten_here(),
         }
     }
 
