@@ -282,7 +282,7 @@ in
     with subtest("a host and a client pair through the proxy with codes made on a copy"):
         client.succeed(f"mkdir -p {devices}")
         host_code = cp1.succeed("agents-control code --host --name vm-host").strip()
-        client_code = cp1.succeed("agents-control code --client --name vm-client").strip()
+        client_code = cp1.succeed("agents-control code --client --role admin --name vm-client").strip()
         host = Device("host", pair(host_code, "host"))
         window = Device("window", pair(client_code, "window"))
         # A code redeems once.

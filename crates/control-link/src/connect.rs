@@ -326,7 +326,11 @@ fn on_frame(state: &mut State, frame: LinkFrame, out: &mut Vec<LinkFrame>) -> Op
             Some(Event::Acked { to: from, seq })
         }
         LinkFrame::Undeliverable { to, seq, reason, .. } => {
-            state.outbox.undeliverable(&to, Instant::now());
+            if reason == UndeliverableReason::Unknown {
+                state.outbox.unknown(&to);
+            } else {
+                state.outbox.undeliverable(&to, Instant::now());
+            }
             Some(Event::Undeliverable { to, seq, reason })
         }
         LinkFrame::Presence { hosts } => Some(Event::Presence { hosts, changed: false }),

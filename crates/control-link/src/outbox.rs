@@ -156,6 +156,18 @@ impl Outbox {
         stream.retry_at = Some(now + delay);
     }
 
+    /// The relay answered that `to` does not exist (never paired, or forgotten): a final
+    /// answer, read from the store, so the stream's messages are dropped rather than resent for
+    /// ever. The stream keeps its numbering, so nothing sent later repeats a seq the receiver
+    /// may have seen. Returns how many were dropped.
+    pub fn unknown(&mut self, to: &str) -> usize {
+        let Some(stream) = self.streams.get_mut(to) else { return 0 };
+        let dropped = stream.unacked.len();
+        stream.unacked.clear();
+        (stream.progress, stream.retry_at, stream.retry_delay) = (None, None, None);
+        dropped
+    }
+
     /// Every unacked message, oldest first within each stream: send them all after a reconnect.
     pub fn resend_all(&self) -> Vec<LinkFrame> {
         self.streams.keys().flat_map(|to| self.resend_to(to)).collect()
@@ -275,6 +287,23 @@ mod tests {
         assert!(outbox.on_ack("c1", 8, 1, start + FAST_RESEND_GAP * 4).is_empty(), "another epoch asks nothing");
         assert_eq!(outbox.acked("c1", 9, 3), 2);
         assert!(outbox.on_ack("c1", 9, 3, start + FAST_RESEND_GAP * 8).is_empty(), "nothing waits");
+    }
+
+    #[test]
+    fn a_stream_to_an_unknown_device_is_dropped_and_never_resent() {
+        let start = Instant::now();
+        let mut outbox = Outbox::new(7);
+        push(&mut outbox, "gone", json!(1));
+        push(&mut outbox, "gone", json!(2));
+        push(&mut outbox, "h2", json!(3));
+        assert_eq!(outbox.unknown("gone"), 2);
+        assert!(outbox.resend_to("gone").is_empty());
+        let later = outbox.resend_stalled(start + ACK_TIMEOUT * 3);
+        assert!(later.iter().all(|frame| matches!(frame, LinkFrame::Send { to, .. } if to == "h2")), "{later:?}");
+        assert_eq!(outbox.resend_all().len(), 1);
+        assert_eq!(outbox.unknown("gone"), 0);
+        let LinkFrame::Send { seq, .. } = push(&mut outbox, "gone", json!(4)) else { panic!("a send") };
+        assert_eq!(seq, 3, "the stream's numbering goes on");
     }
 
     #[test]

@@ -7,15 +7,25 @@ use crate::limits::{Guards, Limits};
 use crate::metrics::{MeteredStore, Metrics};
 use crate::registry::Registry;
 use crate::sessions::Sessions;
+use hyperhive_control_proto::DeviceKind;
 use hyperhive_control_proto::link::PeerFrame;
 use hyperhive_object_store::Store;
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// `/readyz` fails when the store has not answered for this long. The background refresh asks
 /// every [`crate::serve::REFRESH_EVERY`], so a healthy store always answers well within it.
 pub const READY_WINDOW: Duration = Duration::from_secs(6);
+
+/// A device found offline by a relay is read from the store again at most this often
+/// ([`Control::still_paired`]): the registry's own refresh period.
+pub const RECHECK_GAP: Duration = crate::serve::REFRESH_EVERY;
+/// How long such a read may take before the registry decides.
+const RECHECK_WITHIN: Duration = Duration::from_secs(1);
+/// Past this many devices remembered as rechecked, the old ones are dropped.
+const RECHECKS_HELD: usize = 4096;
 
 #[derive(Debug)]
 pub struct Control {
@@ -38,6 +48,8 @@ pub struct Control {
     pub guards: Guards,
     /// The pending codes this copy knows of (sweeping, and the bound per client).
     pub codes: crate::codes::CodeIndex,
+    /// When each device was last read again for a relay ([`Control::still_paired`]).
+    rechecked: Mutex<HashMap<String, Instant>>,
     draining: AtomicBool,
 }
 
@@ -56,6 +68,7 @@ impl Control {
             issuer: None,
             guards: Guards::new(Limits::default()),
             codes: crate::codes::CodeIndex::default(),
+            rechecked: Mutex::default(),
             draining: AtomicBool::new(false),
         }
     }
@@ -87,9 +100,71 @@ impl Control {
     /// A device was forgotten (by a request served here): refuse it from now on and close its
     /// session here at once. The peer links also tell every other copy (`revoked`).
     pub fn revoke(&self, device_id: &str) {
-        self.registry.mark_forgotten(device_id, &crate::records::timestamp(self.clock.now()));
-        self.sessions.revoke(device_id);
+        let host = self.paired_host_name(device_id);
+        self.cut(device_id, host.as_deref());
         self.sessions.broadcast(&PeerFrame::Revoked { device_id: device_id.to_owned() });
+    }
+
+    /// A peer says it forgot a device (`revoked`): the same here, without telling the peers again.
+    pub fn revoked_by_peer(&self, device_id: &str) {
+        let host = self.paired_host_name(device_id);
+        self.cut(device_id, host.as_deref());
+    }
+
+    /// The name of a host the registry holds as paired (before a forget is marked in it).
+    fn paired_host_name(&self, device_id: &str) -> Option<String> {
+        self.registry.active(device_id).filter(|d| d.kind == DeviceKind::Host).map(|d| d.name)
+    }
+
+    fn cut(&self, device_id: &str, host_name: Option<&str>) {
+        self.registry.mark_forgotten(device_id, &crate::records::timestamp(self.clock.now()));
+        self.sessions.revoke(device_id, host_name);
+    }
+
+    /// Reads the device's record from the store now, instead of at the next refresh, and acts on
+    /// it: a device the store no longer holds as paired is refused and cut here at once, and the
+    /// peers are told (`revoked`), so one recheck reaches every linked copy. Returns whether the
+    /// store holds it as paired. The store decides, not the asker: a recheck can only make this
+    /// copy see the truth sooner, so `agents-control forget` needs no key to announce a forget.
+    pub async fn recheck(&self, device_id: &str) -> Result<bool, hyperhive_object_store::StoreError> {
+        let host = self.paired_host_name(device_id);
+        let held = self.registry.active_kind(device_id).is_some() || self.sessions.is_online(device_id);
+        if self.registry.fetch(self.store.as_ref(), device_id).await?.is_some() {
+            return Ok(true);
+        }
+        // Held here before, or a tombstone now: the other copies may still hold it.
+        if held || self.registry.holds(device_id) {
+            tracing::info!(device = %device_id, "a recheck found the device forgotten; cutting it everywhere");
+            self.cut(device_id, host.as_deref());
+            self.sessions.broadcast(&PeerFrame::Revoked { device_id: device_id.to_owned() });
+        }
+        Ok(false)
+    }
+
+    /// Whether a device a relay found offline is still paired, as the store says now: a copy
+    /// that missed a forget (its peer link was down, or the command line could not reach it)
+    /// must not tell a sender "offline, keep waiting" about a device that no longer exists.
+    /// One store read per device per [`RECHECK_GAP`] at most, so a sender writing again and
+    /// again to an offline device costs no more than the refresh does; in between, and when the
+    /// store does not answer within [`RECHECK_WITHIN`], the registry decides, and only a
+    /// forget it holds is final ("unknown" must never come from a store that did not answer).
+    pub async fn still_paired(&self, device_id: &str) -> bool {
+        let now = Instant::now();
+        let not_forgotten_here = || self.registry.known(device_id) != crate::registry::Known::Refused;
+        {
+            let mut last = self.rechecked.lock().expect("rechecked lock");
+            if last.get(device_id).is_some_and(|at| now.saturating_duration_since(*at) < RECHECK_GAP) {
+                return not_forgotten_here();
+            }
+            if last.len() >= RECHECKS_HELD {
+                last.retain(|_, at| now.saturating_duration_since(*at) < RECHECK_GAP);
+            }
+            last.insert(device_id.to_owned(), now);
+        }
+        match tokio::time::timeout(RECHECK_WITHIN, self.recheck(device_id)).await {
+            Ok(Ok(paired)) => paired,
+            Ok(Err(_)) | Err(_) => not_forgotten_here(),
+        }
     }
 
     /// Whether the device is connected to this copy or, as its peers say, to another one.

@@ -1,4 +1,6 @@
-//! The HTTP routes of a copy: `/healthz`, `/readyz`, `/metrics` and `POST /v1/pair`. The two
+//! The HTTP routes of a copy: `/healthz`, `/readyz`, `/metrics`, `POST /v1/pair` and
+//! `POST /v1/recheck/<device id>` (read a device's record now: how a forget made with the
+//! command line reaches every copy at once). The two
 //! WebSockets, the device link `GET /v1/link` ([`crate::link`]) and the link between copies
 //! `GET /v1/peer` ([`crate::peer_link`]), are upgraded by [`crate::server`] in front of these.
 //! Every error is JSON `{"error": "..."}` with a fitting 4xx or 503 status; nothing a client
@@ -59,11 +61,66 @@ pub fn routes(
         .and(warp::body::content_length_limit(MAX_BODY))
         .and(warp::body::bytes())
         .and(warp::ext::optional::<ClientAddress>())
-        .and(with_control)
+        .and(with_control.clone())
         .then(|body: bytes::Bytes, from: Option<ClientAddress>, control: Arc<Control>| async move {
             pair(&control, &body, from.map(|a| a.0)).await
         });
-    healthz.or(readyz).unify().or(metrics).unify().or(pair).unify().recover(recover).unify()
+    let recheck = warp::path!("v1" / "recheck" / String)
+        .and(warp::post())
+        .and(warp::ext::optional::<ClientAddress>())
+        .and(with_control)
+        .then(|device_id: String, from: Option<ClientAddress>, control: Arc<Control>| async move {
+            recheck(&control, &device_id, from.map(|a| a.0)).await
+        });
+    healthz.or(readyz).unify().or(metrics).unify().or(pair).unify().or(recheck).unify().recover(recover).unify()
+}
+
+/// The answer to `POST /v1/recheck/<device id>`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rechecked {
+    pub device_id: String,
+    /// Whether the store holds the device as paired; when not, this copy has cut it and told
+    /// its peers.
+    pub paired: bool,
+    /// The copy that answered.
+    pub copy: String,
+}
+
+/// How long a recheck may wait on the store before it is answered 503.
+const RECHECK_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+async fn recheck(control: &Control, device_id: &str, from: Option<std::net::IpAddr>) -> Response {
+    if !crate::records::is_device_id(device_id) {
+        return json_error(
+            StatusCode::BAD_REQUEST,
+            format!("{device_id:?} is not a device id (d followed by 32 hex digits)"),
+        );
+    }
+    // Anyone who reaches the route can ask (it proves nothing), so its store reads are bounded
+    // by a budget of their own.
+    if !control.guards.rechecks.take(from, std::time::Instant::now()) {
+        control.metrics.lookups_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let busy = json_error(StatusCode::TOO_MANY_REQUESTS, "too many rechecks reach this copy just now: try again");
+        return warp::reply::with_header(busy, "retry-after", "2").into_response();
+    }
+    match tokio::time::timeout(RECHECK_WITHIN, control.recheck(device_id)).await {
+        Ok(Ok(paired)) => {
+            warp::reply::json(&Rechecked { device_id: device_id.to_owned(), paired, copy: control.copy_name.clone() })
+                .into_response()
+        }
+        Ok(Err(error)) => json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the store did not answer ({error}): this copy rechecks every device at its next refresh"),
+        ),
+        Err(_) => json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "the store did not answer within {}s: this copy rechecks every device at its next refresh",
+                RECHECK_WITHIN.as_secs()
+            ),
+        ),
+    }
 }
 
 async fn pair(control: &Control, body: &[u8], from: Option<std::net::IpAddr>) -> Response {

@@ -299,14 +299,22 @@ pub struct Guards {
     pub limits: Limits,
     pub gate: Arc<Gate>,
     pub lookups: Lookups,
+    /// The budget of `POST /v1/recheck` reads: its own, so an operator's forget is not refused
+    /// because devices' hellos spent the lookups (they come through one load balancer's
+    /// address), and a flood of rechecks costs unproven hellos nothing either.
+    pub rechecks: Lookups,
     pub unknown: UnknownDevices,
 }
+
+/// Store reads `POST /v1/recheck` may cost a copy per second (a forget asks each copy once).
+pub const RECHECKS_PER_SECOND: u32 = 20;
 
 impl Guards {
     pub fn new(limits: Limits) -> Guards {
         Guards {
             gate: Arc::new(Gate::new(limits.max_connections, limits.max_unproven_per_address)),
             lookups: Lookups::new(limits.lookups_per_second, limits.lookups_per_second_per_address),
+            rechecks: Lookups::new(RECHECKS_PER_SECOND, RECHECKS_PER_SECOND),
             unknown: UnknownDevices::default(),
             limits,
         }

@@ -228,7 +228,16 @@ async fn on_frame(control: &Arc<Control>, device: &Device, session: u64, body: &
                             control.metrics.record_relay(route);
                             return None;
                         }
-                        Err(NotQueued::Offline | NotQueued::Full) => UndeliverableReason::Offline,
+                        // A device this copy still held as paired may have been forgotten
+                        // where this copy did not hear of it yet: the store says which.
+                        Err(NotQueued::Offline) => {
+                            if control.still_paired(&to).await {
+                                UndeliverableReason::Offline
+                            } else {
+                                UndeliverableReason::Unknown
+                            }
+                        }
+                        Err(NotQueued::Full) => UndeliverableReason::Offline,
                     }
                 }
             };

@@ -12,7 +12,7 @@ use hyperhive_control_link::transport::Target;
 use hyperhive_control_proto::encoding;
 use hyperhive_control_proto::link::{
     CloseCode, ErrorCode, HANDSHAKE_TIMEOUT, LinkFrame, MAX_PEER_FRAME_BYTES, NONCE_LEN, PEER_PROTOCOL_VERSION,
-    PeerFrame, PeerRole, PeerTranscript, peer_proof_message,
+    PeerFrame, PeerRole, PeerTranscript, UndeliverableReason, peer_proof_message,
 };
 use rand::RngCore;
 use std::sync::Arc;
@@ -315,7 +315,22 @@ fn on_frame(control: &Control, peer: &str, frame: PeerFrame) -> Option<PeerFrame
         }
         PeerFrame::Forward { to, frame } => match *frame {
             frame @ (LinkFrame::Message { .. } | LinkFrame::Acked { .. } | LinkFrame::Undeliverable { .. }) => {
-                sessions.deliver_forwarded(&to, frame)
+                match sessions.deliver_forwarded(&to, frame) {
+                    // The sender's copy routed to a session here that a forget just ended: the
+                    // sender must hear that the device is gone, not that it is away.
+                    Some(PeerFrame::Forward { to: sender, frame })
+                        if control.registry.known(&to) == crate::registry::Known::Refused =>
+                    {
+                        let frame = match *frame {
+                            LinkFrame::Undeliverable { to, epoch, seq, .. } => {
+                                LinkFrame::Undeliverable { to, epoch, seq, reason: UndeliverableReason::Unknown }
+                            }
+                            other => other,
+                        };
+                        Some(PeerFrame::Forward { to: sender, frame: Box::new(frame) })
+                    }
+                    answer => answer,
+                }
             }
             other => Some(PeerFrame::Error {
                 code: ErrorCode::NotAllowed,
@@ -324,8 +339,7 @@ fn on_frame(control: &Control, peer: &str, frame: PeerFrame) -> Option<PeerFrame
         },
         PeerFrame::Revoked { device_id } => {
             tracing::info!(%peer, device = %device_id, "a peer forgot a device");
-            control.registry.mark_forgotten(&device_id, &crate::records::timestamp(control.clock.now()));
-            sessions.revoke(&device_id);
+            control.revoked_by_peer(&device_id);
             None
         }
         PeerFrame::Ping { t } => Some(PeerFrame::Pong { t }),

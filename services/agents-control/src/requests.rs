@@ -1,7 +1,8 @@
 //! Requests a client makes over its link (`request` frames): make a code, list devices, forget
 //! a device. Each is answered by `reply` or `request_failed` with the request's id, a long
 //! device list by as many `reply` pages as it takes (`docs/control-plane/link-protocol.md`,
-//! "Requests").
+//! "Requests"). Each needs a least role of the client ([`needed`]): a viewer's link must not
+//! admit devices or cut them off.
 //!
 //! While the store is unreachable, making codes and forgetting are refused with `retry: true`
 //! (nothing the user asks for is half done or done only in one copy's memory);
@@ -54,13 +55,17 @@ pub async fn answer(
     request: Request,
 ) -> Vec<LinkFrame> {
     let op = op_name(&request);
+    // A client paired before codes carried a role was an administrator then, and stays one.
+    let role = role.unwrap_or(Role::Admin);
     let outcome = if kind == DeviceKind::Host {
         Err(Refused::wrong("hosts may not make requests; use a client"))
+    } else if let Err(refused) = allowed(&request, role, device_id) {
+        Err(refused)
     } else {
         match request {
             Request::MakeCode { kind, name, ttl_secs } => {
                 // A client's code gives its device the asker's own role: never more.
-                let role = (kind == DeviceKind::Client).then(|| role.unwrap_or(Role::Admin));
+                let role = (kind == DeviceKind::Client).then_some(role);
                 make_code(control, device_id, kind, name, role, ttl_secs).await
             }
             Request::ListDevices => Ok(list_devices(control).await),
@@ -82,6 +87,29 @@ pub async fn answer(
             vec![LinkFrame::RequestFailed { id, error, retry }]
         }
     }
+}
+
+/// The least role a request needs: seeing the devices is reading (viewer); admitting new
+/// devices gives agents work to more hands (operator); cutting any device off is
+/// administration (admin).
+pub fn needed(request: &Request) -> Role {
+    match request {
+        Request::ListDevices => Role::Viewer,
+        Request::MakeCode { .. } => Role::Operator,
+        Request::ForgetDevice { .. } => Role::Admin,
+        // An op this build does not serve is refused after this check, whatever the role.
+        _ => Role::Viewer,
+    }
+}
+
+/// Nothing when `role` may make the request; else the refusal naming the role needed and the
+/// role held (worded as the swarm controller words its 403s).
+fn allowed(request: &Request, role: Role, device_id: &str) -> Result<(), Refused> {
+    let needed = needed(request);
+    if role >= needed {
+        return Ok(());
+    }
+    Err(Refused::wrong(format!("{} needs the {needed} role; client {device_id} has {role}", op_name(request))))
 }
 
 fn op_name(request: &Request) -> &'static str {
@@ -205,6 +233,23 @@ mod tests {
         ] {
             let refused = check_code_request(name, ttl).unwrap_err();
             assert!(!refused.retry && refused.error.contains(needle), "{refused:?}");
+        }
+    }
+
+    #[test]
+    fn each_request_needs_its_role_and_the_refusal_names_both() {
+        let forget = Request::ForgetDevice { device_id: "d0".into() };
+        let code = Request::MakeCode { kind: DeviceKind::Host, name: None, ttl_secs: None };
+        for (request, least) in [(Request::ListDevices, Role::Viewer), (code, Role::Operator), (forget, Role::Admin)] {
+            assert_eq!(needed(&request), least);
+            for role in Role::ALL {
+                let verdict = allowed(&request, role, "d1");
+                assert_eq!(verdict.is_ok(), role >= least, "{role} asking {}", op_name(&request));
+                if let Err(refused) = verdict {
+                    let expected = format!("{} needs the {least} role; client d1 has {role}", op_name(&request));
+                    assert_eq!(refused, Refused::wrong(expected));
+                }
+            }
         }
     }
 

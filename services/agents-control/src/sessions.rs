@@ -146,14 +146,17 @@ impl State {
 
     /// A forgotten device: its session here is closed with [`CloseCode::Revoked`], where a
     /// peer holds it is dropped (that peer closes it itself), and clients hear the host is gone.
-    fn end_forgotten(&mut self, device_id: &str) {
+    /// `host_name` names a host the registry held as paired: its clients hear it is gone even
+    /// when its session had already ended (its copy closed it before this copy heard why).
+    fn end_forgotten(&mut self, device_id: &str, host_name: Option<&str>) {
         let remote = self.remote.remove(device_id).map(|r| (r.kind, r.name));
         let local =
             self.end_local(device_id, CloseCode::Revoked, "this device was forgotten").map(|l| (l.kind, l.name));
         if local.is_some() {
             tracing::info!(device = %device_id, "closed the session of a forgotten device");
         }
-        if let Some((_, name)) = local.or(remote).filter(|(kind, _)| *kind == DeviceKind::Host) {
+        let host = local.or(remote).filter(|(kind, _)| *kind == DeviceKind::Host).map(|(_, name)| name);
+        if let Some(name) = host.or_else(|| host_name.map(str::to_owned)) {
             self.tell_clients(host_presence(device_id, &name, false, false));
         }
     }
@@ -295,15 +298,16 @@ impl Sessions {
         let mut state = self.lock();
         let gone: Vec<String> = state.local.keys().filter(|id| registry.active_kind(id).is_none()).cloned().collect();
         for id in &gone {
-            state.end_forgotten(id);
+            state.end_forgotten(id, None);
         }
         gone.len()
     }
 
     /// A device was forgotten: its session here is closed with [`CloseCode::Revoked`] at once
     /// and where a peer holds it is forgotten (that peer closes it on its `revoked`).
-    pub fn revoke(&self, device_id: &str) {
-        self.lock().end_forgotten(device_id);
+    /// `host_name`: the device was a paired host, so clients hear it is gone in any case.
+    pub fn revoke(&self, device_id: &str, host_name: Option<&str>) {
+        self.lock().end_forgotten(device_id, host_name);
     }
 
     /// Tells every linked peer.
@@ -573,14 +577,21 @@ mod tests {
         let _ = next(&mut peer);
         sessions.peer_session_opened("cp2", info("h2", DeviceKind::Host, 3));
         let _ = next(&mut client);
-        sessions.revoke("h1");
+        sessions.revoke("h1", None);
         assert!(matches!(next(&mut host), Some(Outgoing::Close(CloseCode::Revoked, _))));
         let forgotten = host_presence("h1", "box", false, false);
         assert_eq!(next(&mut client), Some(Outgoing::Frame(LinkFrame::PresenceChanged { host: forgotten })));
-        sessions.revoke("h2");
+        sessions.revoke("h2", None);
         assert!(!sessions.is_online("h2"));
         let forgotten = host_presence("h2", "box", false, false);
         assert_eq!(next(&mut client), Some(Outgoing::Frame(LinkFrame::PresenceChanged { host: forgotten })));
+        // A paired host whose session ended before the forget reached this copy: its clients
+        // still hear it is gone for good, not just offline.
+        sessions.revoke("h3", Some("spare"));
+        let forgotten = host_presence("h3", "spare", false, false);
+        assert_eq!(next(&mut client), Some(Outgoing::Frame(LinkFrame::PresenceChanged { host: forgotten })));
+        sessions.revoke("c9", None);
+        assert_eq!(next(&mut client), None, "a device that was no host here is not told to clients");
     }
 
     #[test]
@@ -599,7 +610,7 @@ mod tests {
         };
         // The registry no longer holds h1..h3 (a forget by the command line, seen at a refresh).
         let registry = Registry::default();
-        sessions.revoke("h2");
+        sessions.revoke("h2", None);
         assert_eq!(next(&mut peer), closed("h2", revoked));
         sessions.peer_session_opened("cp2", info("h3", DeviceKind::Host, replaced + 1));
         assert_eq!(next(&mut peer), closed("h3", replaced));

@@ -362,3 +362,30 @@ async fn a_device_forgotten_elsewhere_is_refused_before_this_copy_hears_of_it() 
     assert_eq!(code, CloseCode::UnknownDevice.code(), "{reason}");
     assert!(copy.control.registry.active(&host.id).is_none(), "the tombstone read is kept");
 }
+
+/// A copy that missed a forget (made in the store alone, and no recheck reached it) still holds
+/// the host as paired; a client writing to it while it is offline must be told at once that it
+/// no longer exists, never "offline, keep waiting". A host that is merely offline stays
+/// `offline`.
+#[tokio::test]
+async fn a_message_to_a_device_forgotten_unheard_of_is_answered_unknown_not_offline() {
+    let copy = copy_with_key(CONTROL_SEED).await;
+    let client = copy.pair(DeviceKind::Client, "phone").await;
+    let host = copy.pair(DeviceKind::Host, "box").await;
+    let away = copy.pair(DeviceKind::Host, "spare").await;
+    let mut link = copy.connect(&client).await;
+    assert!(matches!(next_frame(&mut link).await, LinkFrame::Presence { .. }));
+
+    send(&mut link, &send_frame(&away.id, 1, serde_json::json!("there?"))).await;
+    let offline =
+        LinkFrame::Undeliverable { to: away.id.clone(), epoch: 9, seq: 1, reason: UndeliverableReason::Offline };
+    assert_eq!(next_frame(&mut link).await, offline);
+
+    registry::forget(copy.store.as_ref(), copy.clock.as_ref(), &host.id).await.unwrap();
+    assert!(copy.control.registry.active(&host.id).is_some(), "this copy has not heard of the forget");
+    send(&mut link, &send_frame(&host.id, 1, serde_json::json!("there?"))).await;
+    let unknown =
+        LinkFrame::Undeliverable { to: host.id.clone(), epoch: 9, seq: 1, reason: UndeliverableReason::Unknown };
+    assert_eq!(next_frame(&mut link).await, unknown);
+    assert!(copy.control.registry.active(&host.id).is_none(), "the tombstone read is kept");
+}

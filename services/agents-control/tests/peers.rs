@@ -2,9 +2,11 @@
 //! ports, sharing one `file://` store, find each other in the membership records and link over
 //! `/v1/peer`. Devices on different copies exchange messages, a forget on one copy cuts the
 //! device on another within a second, a device connected twice keeps only its newest session,
-//! a copy without the control key is refused as a peer, and SIGTERM's order holds.
+//! a copy without the control key is refused as a peer, a recheck asked of any copy cuts a
+//! device forgotten in the store on every copy, and SIGTERM's order holds.
 //! (The same with real processes, moto and Caddy is `three_copies.rs`.)
 
+mod http_client;
 mod link_client;
 
 use agents_control::clock::SystemClock;
@@ -203,6 +205,55 @@ async fn forgetting_on_one_copy_cuts_the_device_on_another_within_a_second() {
     for copy in &cluster.copies {
         assert_eq!(connect_refused(copy.addr, &client).await.0, CloseCode::UnknownDevice.code());
     }
+}
+
+/// A forget written to the store alone, as `agents-control forget` writes it, then a recheck
+/// asked of the one copy that holds neither device: the host is cut on its copy and the client
+/// on the third copy hears it is gone, within a second, long before any refresh would. A
+/// recheck of a paired device and one of a malformed id change nothing.
+#[tokio::test]
+async fn a_recheck_asked_of_one_copy_cuts_a_device_forgotten_in_the_store_on_every_copy() {
+    let cluster = cluster(3).await;
+    let host = cluster.pair(DeviceKind::Host, "box").await;
+    let client = cluster.pair(DeviceKind::Client, "phone").await;
+    let mut host_link = cluster.connect(0, &host).await;
+    cluster.wait_online(2, &host).await;
+    let mut client_link = cluster.connect(2, &client).await;
+    let _presence = next_frame(&mut client_link).await;
+
+    let (status, answer) =
+        http_client::post_json(cluster.copies[1].addr, &format!("/v1/recheck/{}", host.id), vec![]).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["paired"], true, "{answer}");
+    let (status, answer) = http_client::post_json(cluster.copies[1].addr, "/v1/recheck/d00", vec![]).await;
+    assert_eq!(status, 400, "{answer}");
+    send(&mut host_link, &LinkFrame::Ping { t: 1 }).await;
+    assert_eq!(next_frame(&mut host_link).await, LinkFrame::Pong { t: 1 }, "a paired host was cut");
+
+    let started = Instant::now();
+    agents_control::registry::forget(cluster.store.as_ref(), &SystemClock, &host.id).await.unwrap();
+    let (status, answer) =
+        http_client::post_json(cluster.copies[1].addr, &format!("/v1/recheck/{}", host.id), vec![]).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer, json!({"device_id": host.id, "paired": false, "copy": cluster.copies[1].control.copy_name}));
+    let (code, reason) = next_close_within(&mut host_link, Duration::from_secs(1)).await;
+    assert_eq!(code, CloseCode::Revoked.code(), "{reason}");
+    // The host's own copy may tell its session ended (offline) before the third copy hears why.
+    let gone = HostPresence { device_id: host.id.clone(), name: "box".into(), paired: false, online: false };
+    loop {
+        let LinkFrame::PresenceChanged { host: changed } = next_frame(&mut client_link).await else {
+            panic!("expected presence")
+        };
+        if changed == gone {
+            break;
+        }
+        assert!(changed.paired && !changed.online, "{changed:?}");
+    }
+    assert!(started.elapsed() < Duration::from_secs(1), "cut after {:?}", started.elapsed());
+    send(&mut client_link, &send_frame(&host.id, 1, json!("there?"))).await;
+    let unknown =
+        LinkFrame::Undeliverable { to: host.id.clone(), epoch: 9, seq: 1, reason: UndeliverableReason::Unknown };
+    assert_eq!(next_frame(&mut client_link).await, unknown);
 }
 
 #[tokio::test]

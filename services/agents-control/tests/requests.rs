@@ -1,5 +1,5 @@
 //! Requests over the device link (`request` frames): making codes, listing and forgetting
-//! devices, on one copy served in process by warp, with real WebSocket clients running
+//! devices, each allowed only from the least role it needs, on one copy served in process by warp, with real WebSocket clients running
 //! control-link's handshake; codes made over the link are redeemed with control-link's pairing
 //! client over HTTP. The store is a `file://` directory, or the test kit's real S3 server frozen
 //! to make the bucket unreachable.
@@ -17,6 +17,7 @@ use hyperhive_control_proto::code::Code;
 use hyperhive_control_proto::link::{
     CloseCode, DEVICES_PER_REPLY, DeviceInfo, HostPresence, LinkFrame, MAX_FRAME_BYTES, Reply, Request,
 };
+use hyperhive_control_proto::role::Role;
 use hyperhive_object_store::Store;
 use hyperhive_object_store::s3::S3Store;
 use hyperhive_testkit::{S3, S3Server, wait_until};
@@ -270,7 +271,7 @@ async fn a_long_list_comes_in_pages_that_each_fit_in_a_frame() {
 #[tokio::test]
 async fn forgetting_over_the_link_closes_the_devices_session_and_it_cannot_come_back() {
     let copy = file_copy(true).await;
-    let client = copy.pair(DeviceKind::Client, "phone").await;
+    let client = copy.pair_client_as(Role::Admin, "phone").await;
     let host = copy.pair(DeviceKind::Host, "box").await;
     let mut link = copy.connect(&client).await;
     let mut host_link = copy.connect(&host).await;
@@ -352,7 +353,7 @@ async fn while_the_store_is_unreachable_codes_and_forgets_wait_and_lists_come_fr
     let mut s3 = S3::start(S3Server::Moto).await.unwrap();
     let store: Arc<dyn Store> = Arc::new(S3Store::from_client(&s3.client(), s3.bucket(), "requests"));
     let copy = ServedCopy::start(store, None, CONTROL_SEED, true).await;
-    let client = copy.pair(DeviceKind::Client, "phone").await;
+    let client = copy.pair_client_as(Role::Admin, "phone").await;
     let host = copy.pair(DeviceKind::Host, "box").await;
     let mut link = copy.connect(&client).await;
 
@@ -401,6 +402,9 @@ async fn while_the_store_is_unreachable_codes_and_forgets_wait_and_lists_come_fr
 
     s3.resume().unwrap();
     ask(&mut newer, 5, Request::ForgetDevice { device_id: host.id.clone() }).await;
+    // The host was offline; its clients still hear it is gone for good before the answer.
+    let forgotten = HostPresence { device_id: host.id.clone(), name: "box".into(), paired: false, online: false };
+    assert_eq!(next_frame_within(&mut newer, STORE_OUTAGE_WAIT).await, LinkFrame::PresenceChanged { host: forgotten });
     assert_eq!(
         answer_within(&mut newer, 5, STORE_OUTAGE_WAIT).await,
         Ok(Reply::Forgotten { device_id: host.id.clone() })
@@ -414,4 +418,54 @@ async fn while_the_store_is_unreachable_codes_and_forgets_wait_and_lists_come_fr
         panic!("no list from the store")
     };
     assert_eq!(devices, [info(&client, "phone", true)]);
+}
+
+/// Each request from a viewer, an operator and an admin: listing needs viewer, making a code
+/// operator, forgetting admin. A refusal names both roles and changes nothing: no code is
+/// written, the target stays paired and connected, and the asker's link goes on.
+#[tokio::test]
+async fn each_request_is_allowed_only_from_the_role_it_needs() {
+    let copy = file_copy(true).await;
+    let host = copy.pair(DeviceKind::Host, "box").await;
+    let mut host_link = copy.connect(&host).await;
+    for role in Role::ALL {
+        let client = copy.pair_client_as(role, &format!("{role} phone")).await;
+        let mut link = copy.connect(&client).await;
+
+        ask(&mut link, 1, Request::ListDevices).await;
+        assert!(matches!(answer(&mut link, 1).await, Ok(Reply::Devices { .. })), "{role} may list");
+
+        let codes_before = copy.pending_codes().await.len();
+        ask(&mut link, 2, make_code(DeviceKind::Host, None, None)).await;
+        match answer(&mut link, 2).await {
+            Ok(Reply::Code { .. }) => assert!(role >= Role::Operator, "a {role} made a code"),
+            Err((error, retry)) => {
+                assert_eq!(role, Role::Viewer, "{error}");
+                assert!(!retry);
+                assert_eq!(error, format!("make_code needs the operator role; client {} has viewer", client.id));
+                assert_eq!(copy.pending_codes().await.len(), codes_before, "a refused code was written");
+            }
+            Ok(other) => panic!("{other:?}"),
+        }
+
+        // The target of a forget that is refused: another host, connected.
+        if role < Role::Admin {
+            ask(&mut link, 3, Request::ForgetDevice { device_id: host.id.clone() }).await;
+            let (error, retry) = answer(&mut link, 3).await.unwrap_err();
+            assert!(!retry);
+            assert_eq!(error, format!("forget_device needs the admin role; client {} has {role}", client.id));
+            assert!(copy.stored_device(&host.id).await.forgotten_at.is_none(), "a {role} forgot the host");
+            send(&mut host_link, &LinkFrame::Ping { t: 1 }).await;
+            assert_eq!(next_frame(&mut host_link).await, LinkFrame::Pong { t: 1 }, "the host's link was cut");
+        } else {
+            ask(&mut link, 3, Request::ForgetDevice { device_id: host.id.clone() }).await;
+            let forgotten =
+                HostPresence { device_id: host.id.clone(), name: "box".into(), paired: false, online: false };
+            assert_eq!(next_frame(&mut link).await, LinkFrame::PresenceChanged { host: forgotten });
+            assert_eq!(answer(&mut link, 3).await, Ok(Reply::Forgotten { device_id: host.id.clone() }));
+            assert_eq!(next_close(&mut host_link).await.0, CloseCode::Revoked.code());
+        }
+        send(&mut link, &LinkFrame::Ping { t: 9 }).await;
+        assert_eq!(next_frame(&mut link).await, LinkFrame::Pong { t: 9 }, "the {role}'s link goes on");
+    }
 }

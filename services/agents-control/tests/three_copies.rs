@@ -3,7 +3,8 @@
 //! devices run as `agents-control device pair|connect`. What is proved: the pin and the
 //! server's proof are checked; a host and a client on different copies talk; a stream survives
 //! its host's or client's copy dying (SIGKILL or SIGTERM) with every message delivered exactly
-//! once, in order; a device forgotten through one copy is cut off on another; and a bucket
+//! once, in order; a device forgotten through one copy, or with the command line, is cut off on
+//! every copy within a second and is at once unknown to clients on any copy; and a bucket
 //! outage stops pairing and readiness but neither relaying nor reconnecting.
 
 use hyperhive_testkit::Signal;
@@ -234,7 +235,7 @@ async fn a_stream_survives_its_client_s_copy_killed_with_sigkill() {
 async fn a_client_forgotten_through_another_copy_is_cut_off_at_once_and_cannot_come_back() {
     let mut cluster = Cluster::start().await;
     let forgotten = cluster.pair("--client", "old-phone").await;
-    let forgetter = cluster.pair("--client", "window").await;
+    let forgetter = pair_admin(&cluster, "window").await;
     cluster.wait_peers(2).await;
     let mut forgotten_link = cluster.connect_on(&forgotten, 0, Input::Closed).await;
     let mut forgetter_link = cluster.connect_on(&forgetter, 1, Input::Commands).await;
@@ -254,6 +255,109 @@ async fn a_client_forgotten_through_another_copy_is_cut_off_at_once_and_cannot_c
     let (_, status) = again.exit(EVENT_WITHIN).await;
     assert!(!status.success());
     assert!(again.stderr().contains("4001"), "{}", again.stderr());
+}
+
+/// A client whose code gave it the admin role: only an admin may forget devices.
+async fn pair_admin(cluster: &Cluster, name: &str) -> Device {
+    let code = cluster.code("--client", &["--role", "admin"]).await;
+    Device::pair(&code, name, cluster.dir()).await.unwrap_or_else(|stderr| panic!("pairing {name}: {stderr}"))
+}
+
+/// Pairs a host named `name`. Every device here comes through Caddy from one address, whose
+/// share of the copies' lookup budget (5 a second) twenty quick pairings outrun: a refusal
+/// (429) is followed as a real device follows it, by asking again after its `Retry-After`.
+async fn pair_host(cluster: &Cluster, name: &str) -> Device {
+    const RETRY_AFTER: Duration = Duration::from_secs(2);
+    let code = cluster.code("--host", &[]).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match Device::pair(&code, name, cluster.dir()).await {
+            Ok(device) => return device,
+            Err(stderr) if stderr.contains("(429)") && Instant::now() < deadline => {
+                tokio::time::sleep(RETRY_AFTER).await;
+            }
+            Err(stderr) => panic!("pairing {name}: {stderr}"),
+        }
+    }
+}
+
+/// How a device is forgotten in [`a_forgotten_host_is_cut_everywhere_within_a_second_and_unknown_at_once`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum ForgetBy {
+    /// `agents-control forget`: it writes the store, then asks every running copy to recheck.
+    CommandLine,
+    /// An admin client's `forget_device`, served by a copy that holds neither device.
+    Request,
+}
+
+/// Forgets a host ten times each way (the command line, an admin's request on copy 1) while
+/// it is connected to copy 0 and a client on copy 2 is ready to write to it. Each time the
+/// host's link must be cut (4004) within a second of the forget, and the client's next message
+/// to it must be answered at once with `unknown` (the device does not exist any more), not
+/// `offline`, whatever the copies' registry refreshes were doing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forgotten_host_is_cut_everywhere_within_a_second_and_unknown_at_once() {
+    const RUNS: usize = 10;
+    const WITHIN: Duration = Duration::from_secs(1);
+    let mut cluster = Cluster::start().await;
+    let client = cluster.pair("--client", "window").await;
+    let admin = pair_admin(&cluster, "console").await;
+    cluster.wait_peers(2).await;
+    let mut client_link = cluster.connect_on(&client, 2, Input::Commands).await;
+    let mut admin_link = cluster.connect_on(&admin, 1, Input::Commands).await;
+
+    let mut figures: Vec<(ForgetBy, Duration, Duration)> = Vec::new();
+    for run in 0..2 * RUNS {
+        let by = if run % 2 == 0 { ForgetBy::CommandLine } else { ForgetBy::Request };
+        let host = pair_host(&cluster, &format!("box{run}")).await;
+        let mut host_link = cluster.connect_on(&host, 0, Input::Closed).await;
+        wait_host_online(&mut client_link, &host.id).await;
+
+        let started = Instant::now();
+        match by {
+            ForgetBy::CommandLine => {
+                let (ok, _, stderr) = cluster.cli(&["forget", &host.id]).await;
+                assert!(ok, "{stderr}");
+                assert!(stderr.contains("cut now on 3 of 3 running copies"), "{stderr}");
+            }
+            ForgetBy::Request => {
+                let request = json!({"op": "forget_device", "device_id": host.id});
+                admin_link.command(json!({"command": "request", "id": run, "request": request})).await;
+                let (_, reply) = admin_link.event("reply").await;
+                assert_eq!(reply["reply"], json!({"op": "forgotten", "device_id": host.id}), "{reply}");
+            }
+        }
+        let asked = Instant::now();
+        client_link.command(json!({"command": "send", "to": host.id, "body": {"run": run}})).await;
+        // Both watched at once, so each is timed when it happens.
+        let ((answered, answer), (cut, status)) =
+            tokio::join!(client_link.event("undeliverable"), host_link.exit(EVENT_WITHIN));
+        assert_eq!(
+            (answer["to"].as_str(), answer["reason"].as_str()),
+            (Some(host.id.as_str()), Some("unknown")),
+            "run {run} ({by:?}): {answer}"
+        );
+        let answer_took = answered - asked;
+        assert!(!status.success());
+        assert!(host_link.stderr().contains("4004"), "run {run} ({by:?}): {}", host_link.stderr());
+        figures.push((by, cut.saturating_duration_since(started), answer_took));
+    }
+    for by in [ForgetBy::CommandLine, ForgetBy::Request] {
+        let runs: Vec<_> = figures.iter().filter(|f| f.0 == by).collect();
+        let cuts: Vec<Duration> = runs.iter().map(|f| f.1).collect();
+        let answers: Vec<Duration> = runs.iter().map(|f| f.2).collect();
+        eprintln!(
+            "forgotten by {by:?}: host cut after {:?} (max {:?}); the client told unknown after {:?} (max {:?})",
+            cuts,
+            cuts.iter().max().unwrap(),
+            answers,
+            answers.iter().max().unwrap()
+        );
+    }
+    for (run, (by, cut, answer)) in figures.iter().enumerate() {
+        assert!(*cut < WITHIN, "run {run} ({by:?}): the forgotten host's link lasted {cut:?}");
+        assert!(*answer < WITHIN, "run {run} ({by:?}): the client was told unknown after {answer:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

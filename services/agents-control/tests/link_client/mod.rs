@@ -79,6 +79,15 @@ impl ServedCopy {
         self.control.registry.refresh(self.store.as_ref()).await.unwrap();
         device
     }
+
+    /// Pairs a client whose code gave it `role`, and refreshes this copy's registry.
+    pub async fn pair_client_as(&self, role: hyperhive_control_proto::role::Role, name: &str) -> Device {
+        let device =
+            pair_as(self.store.as_ref(), self.clock.as_ref(), &self.control.key, DeviceKind::Client, name, Some(role))
+                .await;
+        self.control.registry.refresh(self.store.as_ref()).await.unwrap();
+        device
+    }
 }
 
 /// A paired device: its id, kind and key.
@@ -97,8 +106,19 @@ pub fn role_of(kind: DeviceKind) -> Option<hyperhive_control_proto::role::Role> 
 /// Makes a code and redeems it, as a copy serving `/v1/pair` would; a client's code gives it the
 /// operator role.
 pub async fn pair(store: &dyn Store, clock: &dyn Clock, key: &ControlKey, kind: DeviceKind, name: &str) -> Device {
+    pair_as(store, clock, key, kind, name, role_of(kind)).await
+}
+
+/// [`pair`] with the code giving `role` (a client's; `None` for a host).
+pub async fn pair_as(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    key: &ControlKey,
+    kind: DeviceKind,
+    name: &str,
+    role: Option<hyperhive_control_proto::role::Role>,
+) -> Device {
     let issuer = Issuer { key: key.clone(), control_url: "http://127.0.0.1:1".into(), pin: None };
-    let role = role_of(kind);
     let request = CodeRequest { kind, name: None, role, ttl: codes::DEFAULT_TTL, made_by: "test".into() };
     let code = codes::make_code(store, clock, &issuer, &request).await.unwrap();
     let device_key = SigningKey::from_bytes(&rand::random::<[u8; 32]>());
