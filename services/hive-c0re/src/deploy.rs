@@ -1,5 +1,6 @@
 //! The deploy consumer: the hive's durable pull consumer `hive-<hive>` on `DEPLOY`, filtered on
-//! `deploy.<hive>`. Each message is opened with the hive's xkey and applied through the
+//! `deploy.<hive>`, made by the swarm-controller (hive-c0re binds to it, waiting while it is not
+//! there yet). Each message is opened with the hive's xkey and applied through the
 //! registry, which saves it durably before it is acked. A refused message (a bad seal, another
 //! hive, malformed, a destroyed agent, an invalid spec) is terminated with one log line saying
 //! why; the line never holds a secret. Without an xkey (`HIVE_C0RE_XKEY_FILE`) the consumer does
@@ -8,11 +9,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, AckKind, consumer::pull, message::Message};
+use async_nats::jetstream::{self, AckKind, message::Message};
 use futures::StreamExt;
 use hyperhive_hive_proto::HiveName;
 use hyperhive_hive_proto::deploy::open;
-use hyperhive_nats_objects::{DEPLOY_STREAM, deploy_subject, hive_durable_name};
+use hyperhive_nats_objects::hive_deploy_consumer;
 use nkeys::XKey;
 use tokio::sync::Mutex;
 use tracing::{error, info, warn};
@@ -39,15 +40,8 @@ async fn consume<R: Runner>(
     key: &XKey,
     registry: &Mutex<Registry<R>>,
 ) -> anyhow::Result<()> {
-    let stream = js.get_stream_no_info(DEPLOY_STREAM).await?;
-    let consumer = stream
-        .create_consumer(pull::Config {
-            durable_name: Some(hive_durable_name(hive)),
-            filter_subject: deploy_subject(hive),
-            ack_policy: jetstream::consumer::AckPolicy::Explicit,
-            ..Default::default()
-        })
-        .await?;
+    // Bound, never created: the swarm-controller makes it (this credential may not).
+    let consumer = hive_deploy_consumer(hive).bind_when_made(js).await?;
     let mut messages = consumer.messages().await?;
     info!("consuming deploy messages");
     while let Some(message) = messages.next().await {
