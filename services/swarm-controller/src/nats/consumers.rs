@@ -5,7 +5,8 @@
 //! `hyperhive_nats_objects::consumers` (a wrong one replaced, a right one made by a tenant under
 //! an older build adopted):
 //! - when an agent's credential is minted or renewed (agent creation through the API, renewals;
-//!   see `provision/keys.rs`);
+//!   see `provision/keys.rs`), and when the roster takes a new agent from its hive's status
+//!   (`lifecycle/roster.rs`);
 //! - at start and on every reconcile pass, for every tenant the controller knows: each hive of the
 //!   hive directory, each agent and hive minted in `SWARM_NATS_DIR` (agents declared on a host are
 //!   minted there by `nats agent-creds`), and each agent on the roster.
