@@ -380,10 +380,11 @@ pub fn revoke_agent(from: &Path, agent: &AgentName) -> Result<Revocation, CredsE
 }
 
 /// Brings the grants of accounts made by an older build up to this one's: the swarm account's
-/// exports and each agent account's imports (a revoked agent keeps its revocation). Returns the
-/// account JWTs rewritten, for the running server; none when every account already grants what
-/// this build grants. The controller calls it at start, so an upgrade that adds a subject (an
-/// agent's turn history) reaches the agents that exist.
+/// exports and each agent's and hive's account imports (a revoked agent keeps its revocation, a
+/// hive the agents it imports). Returns the account JWTs rewritten, for the running server; none
+/// when every account already grants what this build grants. The controller calls it at start,
+/// so an upgrade that adds a subject (an agent's turn history) reaches the tenants that exist,
+/// and one that takes a subject away (consumer create) is taken from them.
 ///
 /// # Errors
 /// A directory not written by [`init`], or an I/O error.
@@ -404,22 +405,68 @@ pub fn refresh_grants(from: &Path) -> Result<Vec<AccountJwt>, CredsError> {
         changed.push(AccountJwt::from_token(&token)?);
     }
     let accounts_dir = from.join(files::ACCOUNTS_DIR);
-    let mut agents: Vec<AgentName> = fs::read_dir(&accounts_dir)
-        .map_err(CredsError::io("read directory", &accounts_dir))?
-        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
-        .filter_map(|file| AgentName::parse(file.strip_prefix("agent-")?.strip_suffix(".jwt")?).ok())
-        .collect();
-    agents.sort();
+    let (agents, hives) = account_files(from)?;
     for agent in agents {
         let tenant = agent_tenant(&agent);
         let path = accounts_dir.join(format!("{}.jwt", tenant.account_name));
         let (_, written) = tenant.write_account(from, &keys, revoked_before(&path)?)?;
         changed.extend(written);
     }
+    // A hive's account keeps the agents it imports; its consumer grants follow this build's.
+    for hive in hives {
+        let tenant = hive_tenant(&hive, &hive_agents(from, &hive)?);
+        let (_, written) = tenant.write_account(from, &keys, None)?;
+        changed.extend(written);
+    }
     if !changed.is_empty() {
         fragment::write(from)?;
     }
     Ok(changed)
+}
+
+/// The agents and hives that have an account in `from`, each sorted.
+fn account_files(from: &Path) -> Result<(Vec<AgentName>, Vec<HiveName>), CredsError> {
+    let accounts_dir = from.join(files::ACCOUNTS_DIR);
+    let files: Vec<String> = fs::read_dir(&accounts_dir)
+        .map_err(CredsError::io("read directory", &accounts_dir))?
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .collect();
+    let named = |prefix: &str| {
+        let prefix = prefix.to_owned();
+        files.iter().filter_map(move |file| Some(file.strip_prefix(&prefix)?.strip_suffix(".jwt")?.to_owned()))
+    };
+    let mut agents: Vec<AgentName> = named("agent-").filter_map(|n| AgentName::parse(&n).ok()).collect();
+    let mut hives: Vec<HiveName> = named("hive-").filter_map(|n| HiveName::parse(&n).ok()).collect();
+    agents.sort();
+    hives.sort();
+    Ok((agents, hives))
+}
+
+/// The tenants minted in a directory: every agent with an account that is not revoked, and
+/// every hive with an account. The controller makes each one's durable consumers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MintedTenants {
+    /// Agents whose credentials may connect.
+    pub agents: Vec<AgentName>,
+    /// Hives.
+    pub hives: Vec<HiveName>,
+}
+
+/// The tenants minted in `from` ([`MintedTenants`]).
+///
+/// # Errors
+/// A directory not written by [`init`], an account that cannot be read or does not verify.
+pub fn minted_tenants(from: &Path) -> Result<MintedTenants, CredsError> {
+    check_layout(from)?;
+    let (agents, hives) = account_files(from)?;
+    let accounts_dir = from.join(files::ACCOUNTS_DIR);
+    let mut live = Vec::new();
+    for agent in agents {
+        if revoked_before(&accounts_dir.join(format!("agent-{agent}.jwt")))?.is_none() {
+            live.push(agent);
+        }
+    }
+    Ok(MintedTenants { agents: live, hives })
 }
 
 /// When the account JWT at `path` revokes all its users, if it does (`None` also when absent).

@@ -21,8 +21,8 @@
 use hyperhive_nats_objects::{
     AGENT_SCHEDULES_BUCKET, AGENT_WANTED_BUCKET, DEPLOY_STREAM, HIVE_STATUS_BUCKET, TODO_STREAM, agent_cancel_subject,
     agent_durable_name, agent_inbox_prefix, agent_schedule_direct_get_subject, agent_terminal_subject,
-    agent_turn_subject, agent_turns_subject, deploy_subject, direct_get_subject, hive_durable_name, hive_inbox_prefix,
-    hive_status_subject, hive_wanted_filter, kv_key_subject, kv_stream, todo_subject,
+    agent_turn_subject, agent_turns_subject, direct_get_subject, hive_durable_name, hive_inbox_prefix,
+    hive_status_subject, kv_key_subject, kv_stream, todo_subject,
 };
 use hyperhive_schedule::{AgentName, HiveName};
 use serde::Serialize;
@@ -45,24 +45,26 @@ pub struct Permissions {
     pub subscribe_allow: Vec<String>,
 }
 
-/// The four subjects of one durable pull consumer: create it (only with this filter), inspect it,
-/// pull from it and ack what it delivered.
-fn pull_consumer(stream: &str, durable: &str, filter: &str) -> [String; 4] {
+/// The three subjects of a tenant's durable pull consumer: inspect it (binding to it, and the
+/// client's check after a reconnect), pull from it and ack what it delivered. Never create,
+/// update or delete: a tenant that could create its consumer could give it any configuration
+/// under its own name and filter (a push consumer delivering into the swarm account, a threshold
+/// that deletes it), so the controller makes it (`hyperhive_nats_objects::consumers`).
+fn pull_consumer(stream: &str, durable: &str) -> [String; 3] {
     [
-        format!("$JS.API.CONSUMER.CREATE.{stream}.{durable}.{filter}"),
         format!("$JS.API.CONSUMER.INFO.{stream}.{durable}"),
         format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"),
         format!("$JS.ACK.{stream}.{durable}.>"),
     ]
 }
 
-/// The swarm services `agent` imports: its own todo queue (add, consume, ack), its terminal and
-/// turn subjects, its own turn history (publish only), and the direct get of its own schedules. No KV watch: the consumer-create
-/// subject of a watch names no key.
+/// The swarm services `agent` imports: its own todo queue (add; consume and ack through the
+/// consumer the controller made), its terminal and turn subjects, its own turn history (publish
+/// only), and the direct get of its own schedules. No KV watch: that needs a consumer create.
 pub fn agent_imports(agent: &AgentName) -> Vec<String> {
     let queue = todo_subject(agent);
     let mut subjects = vec![queue.clone()];
-    subjects.extend(pull_consumer(TODO_STREAM, &agent_durable_name(agent), &queue));
+    subjects.extend(pull_consumer(TODO_STREAM, &agent_durable_name(agent)));
     subjects.extend([
         agent_terminal_subject(agent),
         agent_turn_subject(agent),
@@ -73,14 +75,14 @@ pub fn agent_imports(agent: &AgentName) -> Vec<String> {
 }
 
 /// The swarm services `hive` imports: its own status key, its own agents' wanted keys (read by
-/// direct get, watched through its own consumer filtered to its hive), its own deploy queue, and
-/// the todo queues of the agents it runs.
+/// direct get, watched through its own consumer filtered to its hive, which the controller made),
+/// its own deploy queue (likewise), and the todo queues of the agents it runs.
 pub fn hive_imports(hive: &HiveName, agents: &[AgentName]) -> Vec<String> {
     let durable = hive_durable_name(hive);
     let mut subjects = vec![hive_status_subject(hive), direct_get_subject(HIVE_STATUS_BUCKET, hive.as_str())];
     subjects.push(direct_get_subject(AGENT_WANTED_BUCKET, &format!("{hive}.*")));
-    subjects.extend(pull_consumer(&kv_stream(AGENT_WANTED_BUCKET), &durable, &hive_wanted_filter(hive)));
-    subjects.extend(pull_consumer(DEPLOY_STREAM, &durable, &deploy_subject(hive)));
+    subjects.extend(pull_consumer(&kv_stream(AGENT_WANTED_BUCKET), &durable));
+    subjects.extend(pull_consumer(DEPLOY_STREAM, &durable));
     subjects.extend(agents.iter().map(todo_subject));
     subjects
 }
@@ -90,9 +92,9 @@ pub fn hive_imports(hive: &HiveName, agents: &[AgentName]) -> Vec<String> {
 /// a public export reaches exactly the accounts the swarm's operator made for it.
 pub fn swarm_exports() -> Vec<ServiceExport> {
     let one = |subject: String| ServiceExport { subject, response: ResponseType::Singleton };
-    let consumers = |stream: &str, filter: &str| {
-        let [create, info, next, ack] = pull_consumer(stream, "*", filter);
-        [one(create), one(info), ServiceExport { subject: next, response: ResponseType::Stream }, one(ack)]
+    let consumers = |stream: &str| {
+        let [info, next, ack] = pull_consumer(stream, "*");
+        [one(info), ServiceExport { subject: next, response: ResponseType::Stream }, one(ack)]
     };
     let wanted = kv_stream(AGENT_WANTED_BUCKET);
     let mut exports = vec![
@@ -105,9 +107,9 @@ pub fn swarm_exports() -> Vec<ServiceExport> {
         one(direct_get_subject(HIVE_STATUS_BUCKET, "*")),
         one(direct_get_subject(AGENT_WANTED_BUCKET, "*.*")),
     ];
-    exports.extend(consumers(TODO_STREAM, "todo.*"));
-    exports.extend(consumers(&wanted, &kv_key_subject(AGENT_WANTED_BUCKET, "*.*")));
-    exports.extend(consumers(DEPLOY_STREAM, "deploy.*"));
+    exports.extend(consumers(TODO_STREAM));
+    exports.extend(consumers(&wanted));
+    exports.extend(consumers(DEPLOY_STREAM));
     exports
 }
 
@@ -182,7 +184,6 @@ mod tests {
             p.publish_allow,
             [
                 "todo.a",
-                "$JS.API.CONSUMER.CREATE.TODO.agent-a.todo.a",
                 "$JS.API.CONSUMER.INFO.TODO.agent-a",
                 "$JS.API.CONSUMER.MSG.NEXT.TODO.agent-a",
                 "$JS.ACK.TODO.agent-a.>",
@@ -204,11 +205,9 @@ mod tests {
                 "$KV.hive-status.h",
                 "$JS.API.DIRECT.GET.KV_hive-status.$KV.hive-status.h",
                 "$JS.API.DIRECT.GET.KV_agent-wanted.$KV.agent-wanted.h.*",
-                "$JS.API.CONSUMER.CREATE.KV_agent-wanted.hive-h.$KV.agent-wanted.h.*",
                 "$JS.API.CONSUMER.INFO.KV_agent-wanted.hive-h",
                 "$JS.API.CONSUMER.MSG.NEXT.KV_agent-wanted.hive-h",
                 "$JS.ACK.KV_agent-wanted.hive-h.>",
-                "$JS.API.CONSUMER.CREATE.DEPLOY.hive-h.deploy.h",
                 "$JS.API.CONSUMER.INFO.DEPLOY.hive-h",
                 "$JS.API.CONSUMER.MSG.NEXT.DEPLOY.hive-h",
                 "$JS.ACK.DEPLOY.hive-h.>",
@@ -217,6 +216,32 @@ mod tests {
         );
         assert_eq!(p.subscribe_allow, ["_INBOX_hive-h.>"]);
         assert_eq!(hive_imports(&HiveName::parse("h").unwrap(), &[agent("a")]).last().unwrap(), "todo.a");
+    }
+
+    /// A tenant that could create, update or delete its consumer could remake it as a push
+    /// consumer delivering into the swarm account: no grant, and no export, reaches those.
+    #[test]
+    fn no_tenant_creates_updates_or_deletes_a_consumer() {
+        let hive = HiveName::parse("h").unwrap();
+        let mut grants = agent_permissions(&agent("a")).publish_allow;
+        grants.extend(hive_permissions(&hive).publish_allow);
+        grants.extend(hive_imports(&hive, &[agent("a")]));
+        grants.extend(swarm_exports().into_iter().map(|e| e.subject));
+        for forbidden in [
+            "$JS.API.CONSUMER.CREATE.>",
+            "$JS.API.CONSUMER.DURABLE.CREATE.>",
+            "$JS.API.CONSUMER.DELETE.>",
+            "$JS.API.CONSUMER.PAUSE.>",
+            "$JS.API.CONSUMER.RESET.>",
+            "$JS.API.CONSUMER.UNPIN.>",
+        ] {
+            for grant in &grants {
+                assert!(
+                    !subject_within(grant, forbidden) && !subject_within(forbidden, grant),
+                    "{grant} reaches {forbidden}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! A real nats-server in JWT mode accepts what this crate makes, and enforces the agent grant:
 //! with agent `a`'s credential, `b`'s key, a watch on `agent-schedules`, a read of
 //! `schedule-definitions`, a publish to `todo.b` and a subscribe to `_INBOX.>` are all refused,
-//! while `a`'s own key, queue and consumer work.
+//! as is a create of its own consumer, while `a`'s own key, queue and consumer (made with the
+//! controller's credential) work.
 
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use async_nats::jetstream::{self, consumer, kv, stream};
 use async_nats::{ConnectOptions, Event};
 use futures::StreamExt;
 use hyperhive_nats_creds::{AgentName, Validity};
-use hyperhive_nats_objects::{agent_durable_name, agent_inbox_prefix, agent_schedule_direct_get_subject};
+use hyperhive_nats_objects::{agent_consumer, agent_inbox_prefix, agent_schedule_direct_get_subject};
 use hyperhive_testkit::NatsJwt;
 use tokio::sync::mpsc;
 
@@ -129,7 +130,7 @@ async fn agent_reads_its_own_key_and_nothing_else() {
 #[tokio::test]
 async fn agent_uses_its_own_queue_and_not_another_agents_consumer() {
     let server = NatsJwt::start().await.unwrap();
-    let _js = swarm_objects(controller(&server).await).await;
+    let js = swarm_objects(controller(&server).await).await;
     let (a, mut violations) = agent(&server, "a").await;
     let name_a = AgentName::parse("a").unwrap();
     let a_js = jetstream::new(a.clone());
@@ -137,13 +138,13 @@ async fn agent_uses_its_own_queue_and_not_another_agents_consumer() {
     let ack = a_js.publish("todo.a", "hello".into()).await.unwrap().await.unwrap();
     assert_eq!(ack.stream, "TODO");
 
+    // Its own consumer is the controller's to make; the agent may only bind to it.
     let queue = a_js.get_stream_no_info("TODO").await.unwrap();
-    let config = consumer::pull::Config {
-        durable_name: Some(agent_durable_name(&name_a)),
-        filter_subject: "todo.a".into(),
-        ..Default::default()
-    };
-    let own = queue.create_consumer(config.clone()).await.expect("its own durable consumer");
+    let own_consumer = agent_consumer(&name_a);
+    assert!(queue.create_consumer(own_consumer.config.clone()).await.is_err());
+    expect_violation(&mut violations, "creating its own consumer").await;
+    own_consumer.ensure(&js).await.unwrap();
+    let own = own_consumer.bind(&a_js).await.expect("its own durable consumer");
     let mut messages = own.messages().await.unwrap();
     let message = tokio::time::timeout(TIMEOUT, messages.next()).await.unwrap().unwrap().unwrap();
     assert_eq!(&message.payload[..], b"hello");

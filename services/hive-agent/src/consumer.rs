@@ -1,5 +1,7 @@
 //! The todo consumer: this agent's durable pull consumer `agent-<name>` on `TODO`,
-//! filtered on `todo.<name>`, one todo at a time (`max_ack_pending` 1). Each todo runs one turn,
+//! filtered on `todo.<name>`, one todo at a time (`max_ack_pending` 1). The swarm-controller
+//! makes it (`hyperhive_nats_objects::agent_consumer`); the agent binds to it, waiting while it
+//! is not there yet, and only fetches and acks. Each todo runs one turn,
 //! is recorded as finished, then acked; a redelivered finished todo is acked without a turn.
 //! A turn past its timeout is killed and its todo recorded as finished (failed) and acked like
 //! any other failed turn: a todo that hangs its turn would hang every retry too.
@@ -7,9 +9,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, AckKind, consumer::pull, message::Message};
+use async_nats::jetstream::{self, AckKind, message::Message};
 use futures::StreamExt;
-use hyperhive_nats_objects::{TODO_STREAM, agent_durable_name, todo_subject};
+use hyperhive_nats_objects::consumers::AGENT_ACK_WAIT;
+use hyperhive_nats_objects::{agent_consumer, agent_durable_name};
 use hyperhive_schedule::{AgentName, Todo};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
@@ -24,9 +27,9 @@ use crate::state::State;
 use crate::turn::{TurnEnd, TurnLimits, run_turn};
 use crate::turn_file::TurnReporter;
 
-/// How long the server waits for an ack before redelivering; a running turn keeps extending
-/// it with progress acks every third of it.
-const ACK_WAIT: Duration = Duration::from_secs(60);
+/// How long the server waits for an ack before redelivering (the consumer's, as the controller
+/// makes it); a running turn keeps extending it with progress acks every third of it.
+const ACK_WAIT: Duration = AGENT_ACK_WAIT;
 /// Each fetch (a pull request for one todo) lives this long, and the client gives up on it 5 s
 /// later; a new one follows, so a pull lost in a server restart is replaced within 10 s. Short,
 /// because a fetch is not watched by heartbeats (the client's fetch does not act on them), and
@@ -37,7 +40,7 @@ const RECONNECT_PATIENCE: Duration = Duration::from_secs(10);
 /// Acks tried before giving up on confirmation (the todo is then redelivered after `ACK_WAIT`
 /// and, being recorded as finished, acked without a turn).
 const ACK_ATTEMPTS: u32 = 20;
-/// Pause before re-creating the consumer or retrying an ack after an error (e.g. while NATS
+/// Pause before binding to the consumer again or retrying an ack after an error (e.g. while NATS
 /// restarts).
 const RETRY_DELAY: Duration = Duration::from_secs(1);
 
@@ -70,7 +73,7 @@ pub struct Consumer {
 }
 
 impl Consumer {
-    /// Consumes until told to stop, re-creating the consumer after errors.
+    /// Consumes until told to stop, binding to the consumer again after errors.
     pub async fn run(self) {
         let mut stop = self.stop.clone();
         loop {
@@ -85,22 +88,18 @@ impl Consumer {
     }
 
     async fn consume(&self) -> Result<(), LoopError> {
-        let stream = self.js.get_stream_no_info(TODO_STREAM).await.map_err(nats("opening the TODO stream"))?;
-        // Created through `$JS.API.CONSUMER.CREATE.TODO.<durable>.todo.<agent>`, the only
-        // consumer-create subject this agent's credential grants; idempotent with the same config.
-        let consumer = stream
-            .create_consumer(pull::Config {
-                durable_name: Some(agent_durable_name(&self.agent)),
-                filter_subject: todo_subject(&self.agent),
-                ack_policy: jetstream::consumer::AckPolicy::Explicit,
-                ack_wait: ACK_WAIT,
-                max_ack_pending: 1,
-                ..Default::default()
-            })
-            .await
-            .map_err(nats("creating its durable consumer"))?;
-        info!(consumer = %agent_durable_name(&self.agent), "consuming todos");
+        // Bound, never created: the swarm-controller makes it (this credential may not), and
+        // until it has, the agent waits here, saying so once.
         let mut stop = self.stop.clone();
+        let own = agent_consumer(&self.agent);
+        let consumer = tokio::select! {
+            biased;
+            () = stopped(&mut stop) => return Ok(()),
+            bound = own.bind_when_made(&self.js) => {
+                bound.map_err(nats("binding to its durable consumer"))?
+            }
+        };
+        info!(consumer = %agent_durable_name(&self.agent), "consuming todos");
         let mut renewed = self.renewed.clone();
         loop {
             // One fetch of one todo at a time, and only while not paused: a pull request left

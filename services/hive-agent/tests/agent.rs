@@ -44,7 +44,13 @@ impl Swarm {
         Self { server, js, schedules, dir: tempfile::tempdir().unwrap() }
     }
 
+    /// Makes `agent`'s todo consumer as swarm-controller makes it (the agent may not).
+    async fn make_consumer(&self, agent: &str) {
+        hyperhive_nats_objects::agent_consumer(&AgentName::parse(agent).unwrap()).ensure(&self.js).await.unwrap();
+    }
+
     async fn config(&self, agent: &str) -> Config {
+        self.make_consumer(agent).await;
         Config {
             name: AgentName::parse(agent).unwrap(),
             nats_url: self.server.url(),
@@ -80,6 +86,18 @@ impl Swarm {
 
     /// [`Swarm::start_binary_running`] logging with the filter `log` (`RUST_LOG`).
     async fn start_binary_with(&self, agent: &str, validity: Validity, turn_command: &str, log: &str) -> Process {
+        self.make_consumer(agent).await;
+        self.start_binary_before_its_consumer(agent, validity, turn_command, log).await
+    }
+
+    /// [`Swarm::start_binary_with`] without making the agent's consumer first.
+    async fn start_binary_before_its_consumer(
+        &self,
+        agent: &str,
+        validity: Validity,
+        turn_command: &str,
+        log: &str,
+    ) -> Process {
         let creds = self.server.mint_agent_with(agent, validity).await.unwrap();
         Process::builder(env!("CARGO_BIN_EXE_hive-agent"))
             .env("HIVE_AGENT_NAME", agent)
@@ -469,6 +487,33 @@ async fn a_stop_mid_turn_hands_the_todo_back_at_once() {
     std::fs::write(&go, "").unwrap();
     assert_eq!(wait_turns(&file, 3).await, ["work started", "work started", "work done"]);
     agent.stop().await;
+}
+
+/// The agent may not make its own consumer. Started before swarm-controller has made it, the
+/// binary says what it waits for (once), keeps running, and consumes as soon as it is made; its
+/// credential's attempt to make it itself is refused.
+#[tokio::test]
+async fn an_agent_started_before_its_consumer_waits_for_it_then_consumes() {
+    let swarm = Swarm::start().await;
+    let file = swarm.turns_file("a");
+    let mut agent = swarm
+        .start_binary_before_its_consumer("a", valid_from_until(0, 3600), &format!("cat >> {}", file.display()), "info")
+        .await;
+    agent.wait_for_log("consumer agent-a on stream TODO does not exist yet", TIMEOUT).await.unwrap();
+    publish_todo(&swarm, "t1", "queued before the consumer").await;
+
+    // The agent's own credential cannot make it either.
+    let a_js = jetstream::new(swarm.server.agent_client("a").await.unwrap());
+    let own = hyperhive_nats_objects::agent_consumer(&AgentName::parse("a").unwrap());
+    let refused = a_js.get_stream_no_info("TODO").await.unwrap().create_consumer(own.config.clone()).await;
+    assert!(refused.is_err(), "the agent made its own consumer: {refused:?}");
+
+    swarm.make_consumer("a").await;
+    agent.wait_for_log("consuming todos", TIMEOUT).await.unwrap();
+    wait_turns(&file, 1).await;
+    assert_eq!(turns(&file), ["queued before the consumer"]);
+    assert_eq!(agent.log().matches("does not exist yet").count(), 1, "one line while waiting: {}", agent.log());
+    assert!(!agent.has_exited(), "it waited rather than exiting: {}", agent.log());
 }
 
 #[tokio::test]

@@ -1,19 +1,21 @@
 //! The deploy consumer: the hive's durable pull consumer `hive-<hive>` on `DEPLOY`, filtered on
-//! `deploy.<hive>`. Each message's signature is checked against the controller keys the hive
-//! pins, then it is opened with the hive's xkey and applied through the registry, which saves it
+//! `deploy.<hive>`, made by the swarm-controller (hive-c0re binds to it, waiting while it is not
+//! there yet). Each message's signature is checked against the controller keys the hive pins,
+//! then it is opened with the hive's xkey and applied through the registry, which saves it
 //! durably before it is acked. A refused message (unsigned or signed by a key not pinned, a bad
 //! seal, another hive, malformed, a destroyed agent, an invalid spec) is terminated, so it is
-//! never redelivered, with one log line saying why and who sent it; the line never holds a secret. Without an xkey (`HIVE_C0RE_XKEY_FILE`) the consumer does
+//! never redelivered, with one log line saying why and who sent it; the line never holds a
+//! secret. Without an xkey (`HIVE_C0RE_XKEY_FILE`) the consumer does
 //! not run: messages wait in the stream until the hive has its key.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, AckKind, consumer::pull, message::Message};
+use async_nats::jetstream::{self, AckKind, message::Message};
 use futures::StreamExt;
 use hyperhive_hive_proto::HiveName;
 use hyperhive_hive_proto::deploy::open;
-use hyperhive_nats_objects::{DEPLOY_STREAM, deploy_subject, hive_durable_name};
+use hyperhive_nats_objects::hive_deploy_consumer;
 use tokio::sync::Mutex;
 use tracing::{error, info, warn};
 
@@ -45,15 +47,8 @@ async fn consume<R: Runner>(
     keys: &DeployKeys,
     registry: &Mutex<Registry<R>>,
 ) -> anyhow::Result<()> {
-    let stream = js.get_stream_no_info(DEPLOY_STREAM).await?;
-    let consumer = stream
-        .create_consumer(pull::Config {
-            durable_name: Some(hive_durable_name(hive)),
-            filter_subject: deploy_subject(hive),
-            ack_policy: jetstream::consumer::AckPolicy::Explicit,
-            ..Default::default()
-        })
-        .await?;
+    // Bound, never created: the swarm-controller makes it (this credential may not).
+    let consumer = hive_deploy_consumer(hive).bind_when_made(js).await?;
     let mut messages = consumer.messages().await?;
     info!("consuming deploy messages");
     while let Some(message) = messages.next().await {

@@ -1,8 +1,8 @@
 //! The NATS connection: the hive's credential, its own inbox prefix (the only subscribe subject
 //! it is granted), reconnects forever. Everything hive-c0re then does on NATS lies within
 //! `hive_imports` (crates/nats-creds/src/permissions.rs): no `STREAM.INFO` (streams are opened
-//! with `get_stream_no_info`), consumers created only as `hive-<hive>` with their one filter,
-//! direct gets of its own agents' wanted keys, and puts to its own status key.
+//! with `get_stream_no_info`), no consumer created (the controller makes `hive-<hive>` on each
+//! stream; hive-c0re reads its info, pulls and acks), direct gets of its own agents' wanted keys, and puts to its own status key.
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,16 +1,17 @@
 //! Watching the wanted state: the hive's durable pull consumer `hive-<hive>` on `KV_agent-wanted`,
-//! filtered on `$KV.agent-wanted.<hive>.*`, delivering the last value per key. Each value is
+//! filtered on `$KV.agent-wanted.<hive>.*`, delivering the last value per key, made by the
+//! swarm-controller (hive-c0re binds to it, waiting while it is not there yet). Each value is
 //! recorded locally (and converged to) before it is acked. At start every known agent's key is
 //! also read by direct get, so a hive whose local state was lost converges too.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, AckKind, consumer::pull, message::Message, stream::DirectGetErrorKind};
+use async_nats::jetstream::{self, AckKind, message::Message, stream::DirectGetErrorKind};
 use futures::StreamExt;
 use hyperhive_hive_proto::wanted::{Wanted, parse_wanted_key, wanted_key};
 use hyperhive_hive_proto::{AgentName, HiveName};
-use hyperhive_nats_objects::{AGENT_WANTED_BUCKET, hive_durable_name, hive_wanted_filter, kv_key_subject, kv_stream};
+use hyperhive_nats_objects::{AGENT_WANTED_BUCKET, hive_wanted_consumer, kv_key_subject, kv_stream};
 use tokio::sync::Mutex;
 use tracing::{error, info, warn};
 
@@ -85,16 +86,8 @@ async fn consume<R: Runner>(
     hive: &HiveName,
     registry: &Mutex<Registry<R>>,
 ) -> anyhow::Result<()> {
-    let stream = js.get_stream_no_info(stream_name()).await?;
-    let consumer = stream
-        .create_consumer(pull::Config {
-            durable_name: Some(hive_durable_name(hive)),
-            filter_subject: hive_wanted_filter(hive),
-            deliver_policy: jetstream::consumer::DeliverPolicy::LastPerSubject,
-            ack_policy: jetstream::consumer::AckPolicy::Explicit,
-            ..Default::default()
-        })
-        .await?;
+    // Bound, never created: the swarm-controller makes it (this credential may not).
+    let consumer = hive_wanted_consumer(hive).bind_when_made(js).await?;
     let mut messages = consumer.messages().await?;
     info!("watching wanted states");
     while let Some(message) = messages.next().await {

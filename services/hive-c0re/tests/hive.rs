@@ -60,6 +60,13 @@ impl Hive {
         let status = js.get_key_value("hive-status").await.unwrap();
         let names: Vec<&str> = declared.iter().map(|(n, _)| *n).collect();
         let hive_creds = nats.mint_hive(HIVE, &names).await.unwrap();
+        // The consumers the hive and its agents bind to, as swarm-controller makes them.
+        for consumer in hyperhive_nats_objects::hive_consumers(&HiveName::parse(HIVE).unwrap()) {
+            consumer.ensure(&js).await.unwrap();
+        }
+        for agent in &names {
+            make_agent_consumer(&js, agent).await;
+        }
         let public = hive_c0re::keygen::keygen(&dir.path().join("hive.xkey")).unwrap();
         let mut entries = serde_json::Map::new();
         for (agent, good) in declared {
@@ -237,6 +244,7 @@ impl Hive {
         env: BTreeMap<String, String>,
     ) -> Payload {
         let creds = std::fs::read_to_string(self.nats.mint_agent(agent).await.unwrap()).unwrap();
+        make_agent_consumer(&self.js, agent).await;
         Payload {
             kind,
             hive: HiveName::parse(hive).unwrap(),
@@ -279,6 +287,11 @@ fn spec_for(dir: &Path, agent: &str) -> AgentSpec {
         turn_timeout: None,
         env: BTreeMap::new(),
     }
+}
+
+/// Makes `agent`'s todo consumer as swarm-controller makes it when it mints the agent's credential.
+async fn make_agent_consumer(js: &jetstream::Context, agent: &str) {
+    hyperhive_nats_objects::agent_consumer(&AgentName::parse(agent).unwrap()).ensure(js).await.unwrap();
 }
 
 async fn controller_js(nats: &NatsJwt) -> jetstream::Context {

@@ -221,6 +221,8 @@ async fn main() {
         .env("SWARM_NATS_URL", nats.url())
         .env("SWARM_NATS_CREDS", nats.controller_creds())
         .env("SWARM_HIVES_FILE", &hives_file)
+        // The directory the agents were minted in: the controller makes their consumers at start.
+        .env("SWARM_NATS_DIR", nats.creds_dir())
         .env("RUST_LOG", "warn")
         .start("swarm-controller")
         .unwrap();

@@ -245,6 +245,10 @@ async fn main() {
     nats.publish_as_hive("h1", serde_json::to_vec(&status).unwrap()).await.unwrap();
     let starts = dir.path().join("starts");
     let creds = nats.mint_agent("bee").await.unwrap();
+    // Its consumer, as the controller makes it when it mints the agent (minted here instead).
+    let controller_js = async_nats::jetstream::new(nats.controller_client().await.unwrap());
+    let bee = hyperhive_nats_creds::AgentName::parse("bee").unwrap();
+    hyperhive_nats_objects::agent_consumer(&bee).ensure(&controller_js).await.unwrap();
     let mut agent = Process::builder(project_release_binary("hive-agent").unwrap())
         .env("HIVE_AGENT_NAME", "bee")
         .env("HIVE_AGENT_NATS_URL", nats.url())

@@ -67,6 +67,10 @@ async fn nats_floor(nats: &NatsJwt, n: usize) -> Vec<Duration> {
 
 async fn relay_latency(nats: &NatsJwt, socket: &Path, dir: &Path, lines: usize) -> Vec<Duration> {
     let creds = nats.mint_agent("bee").await.unwrap();
+    // Its consumer, as the controller makes it when it mints the agent (minted here instead).
+    let controller_js = async_nats::jetstream::new(nats.controller_client().await.unwrap());
+    let bee = hyperhive_nats_creds::AgentName::parse("bee").unwrap();
+    hyperhive_nats_objects::agent_consumer(&bee).ensure(&controller_js).await.unwrap();
     let command = format!("for i in $(seq {lines}); do date +%s%N; sleep 0.005; done");
     let mut agent = Process::builder(project_binary("hive-agent").unwrap())
         .env("HIVE_AGENT_NAME", "bee")

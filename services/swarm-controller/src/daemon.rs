@@ -1,8 +1,8 @@
 //! The daemon: connect to NATS, create what is missing, bind the socket, reconcile once, then
 //! serve the API, watch hive statuses into the roster and reconcile periodically until shutdown.
 //! It holds the job graph (`hyperhive-jobq`, in memory only) that `/api/jobq` serves.
-//! The periodic pass also syncs the roster from every status (repairing a missed watch event)
-//! and retries the revocation of every `destroyed` agent not yet revoked. With a forge it runs
+//! The periodic pass also syncs the roster from every status (repairing a missed watch event),
+//! makes every known tenant's durable consumers (also once at start, before serving) and retries the revocation of every `destroyed` agent not yet revoked. With a forge it runs
 //! the forge pass too (objects, config pull requests, issues; see [`crate::forge`]).
 //!
 //! Every background task runs on one [`Tasks`]; whatever way `run` returns (a stop, or a start
@@ -22,6 +22,7 @@ use hyperhive_jobq::Jobq;
 use hyperhive_nats_objects::{Buckets, SetupError};
 use hyperhive_provision::forge::ForgejoClient;
 
+use crate::nats::consumers::TenantConsumers;
 use crate::nats::tenants::Accounts;
 
 use crate::api::{self, App, AppParts, LinkReport};
@@ -288,7 +289,8 @@ async fn serve(
     let roster = Roster::new(js.clone(), buckets.agents).minted_in(config.settings.nats_dir.clone());
     let wanted = WantedStore::new(js.clone(), buckets.agent_wanted);
     // One `Accounts` for every account change, so changes reach the server in order.
-    let accounts = config.settings.nats_dir.map(|dir| Arc::new(Accounts::new(dir, config.settings.nats_url.clone())));
+    let accounts =
+        config.settings.nats_dir.clone().map(|dir| Arc::new(Accounts::new(dir, config.settings.nats_url.clone())));
     if let Some(accounts) = &accounts {
         // A failure here is not fatal: the accounts keep what they granted, and each agent's
         // next credential renewal rewrites its account anyway.
@@ -298,6 +300,17 @@ async fn serve(
             Err(e) => tracing::warn!("could not bring the accounts up to this build's grants: {e}"),
         }
     }
+    // Every known tenant's consumers, before the API serves: a tenant waiting for its consumer
+    // gets it now, and one a tenant remade under an older build is replaced now. Each reconcile
+    // pass makes them again.
+    let consumers = TenantConsumers {
+        js: js.clone(),
+        hives: hives.clone(),
+        roster: roster.clone(),
+        nats_dir: config.settings.nats_dir.clone(),
+    };
+    let made = consumers.pass().await;
+    tracing::info!(?made, "tenant consumers checked");
     let hub = Arc::new(ForgeHub {
         secret: config.webhook_secret,
         config_prs: ConfigPrs::new(buckets.config_prs),
@@ -367,6 +380,7 @@ async fn serve(
         wanted: wanted.clone(),
         revoker: revoker.clone(),
         clock: clock.clone(),
+        consumers: Some(consumers),
     };
     tasks.spawn(watch_statuses(buckets.hive_status, roster.clone(), hives.clone(), clock.clone()));
     let app = Arc::new(App::new(AppParts {

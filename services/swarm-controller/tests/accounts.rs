@@ -8,14 +8,14 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use async_nats::jetstream::{self, consumer};
+use async_nats::jetstream;
 use async_nats::{Client, ConnectOptions, Event};
 use futures::StreamExt;
 use hyperhive_nats_creds::jwt::{AccountSpec, ServiceImport, Validity, account_jwt};
 use hyperhive_nats_creds::{AccountJwt, AgentName, HiveName, files};
 use hyperhive_nats_objects::{
-    AGENT_SCHEDULES_BUCKET, TODO_STREAM, agent_durable_name, agent_inbox_prefix, agent_schedule_direct_get_subject,
-    hive_inbox_prefix,
+    AGENT_SCHEDULES_BUCKET, TODO_STREAM, agent_consumer, agent_durable_name, agent_inbox_prefix,
+    agent_schedule_direct_get_subject, hive_inbox_prefix,
 };
 use hyperhive_testkit::NatsJwt;
 use nkeys::KeyPair;
@@ -110,19 +110,15 @@ fn reloads(nats: &mut NatsJwt) -> usize {
     nats.nats().process().unwrap().log().matches("Reloaded server configuration").count()
 }
 
-/// The agent's own work: queue a todo, pull it through its own consumer and ack it, and read its
+/// The agent's own work: queue a todo, pull it through its own consumer (made by the
+/// controller's code, as the controller does when it mints the agent) and ack it, and read its
 /// own schedules by direct get.
-async fn works_as_agent(client: &Client, name: &str) {
+async fn works_as_agent(controller: &jetstream::Context, client: &Client, name: &str) {
     let me = agent(name);
     let js = jetstream::new(client.clone());
     js.publish(format!("todo.{name}"), "work".into()).await.unwrap().await.unwrap();
-    let config = consumer::pull::Config {
-        durable_name: Some(agent_durable_name(&me)),
-        filter_subject: format!("todo.{name}"),
-        ack_policy: consumer::AckPolicy::Explicit,
-        ..Default::default()
-    };
-    let consumer = js.get_stream_no_info(TODO_STREAM).await.unwrap().create_consumer(config).await.unwrap();
+    swarm_controller::nats::consumers::ensure_agent(controller, &me).await.unwrap();
+    let consumer = agent_consumer(&me).bind(&js).await.unwrap();
     let mut messages = consumer.fetch().max_messages(1).messages().await.unwrap();
     let todo = messages.next().await.expect("its todo").unwrap();
     assert_eq!(&todo.payload[..], b"work");
@@ -148,7 +144,7 @@ async fn an_agent_created_while_the_server_runs_works_at_once_without_a_reload()
     let made = accounts.create_agent(&hive("h1"), &agent("b"), TTL).await.unwrap();
     let (b, _) = connect(&nats, made.creds.expose(), agent_inbox_prefix(&agent("b"))).await.expect("b connects");
     eprintln!("from the mint to b's connection: {:?}", started.elapsed());
-    works_as_agent(&b, "b").await;
+    works_as_agent(&js, &b, "b").await;
     assert_eq!(reloads(&mut nats), reloads_before, "no reload");
     let names: Vec<&str> = made.accounts.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(names, ["agent-b", "hive-h1"]);
@@ -194,7 +190,7 @@ async fn a_pushed_account_survives_a_restart_with_a_fragment_that_predates_it() 
     nats.nats().stop();
     nats.nats().start_again().await.unwrap();
     let (b, _) = connect(&nats, made.creds.expose(), agent_inbox_prefix(&agent("b"))).await.expect("b after restart");
-    works_as_agent(&b, "b").await;
+    works_as_agent(&js, &b, "b").await;
     // The stale preload of h1 (without b) did not replace the newer JWT the server was given.
     let (h1, _) = connect_file(&nats, &h1_creds, hive_inbox_prefix(&hive("h1"))).await;
     jetstream::new(h1).publish("todo.b", "from h1".into()).await.unwrap().await.unwrap();
@@ -222,7 +218,7 @@ async fn a_failed_push_is_completed_by_calling_again() {
     nats.nats().start_again().await.unwrap();
     let made = accounts.create_agent(&hive("h1"), &agent("b"), TTL).await.unwrap();
     let (b, _) = connect(&nats, made.creds.expose(), agent_inbox_prefix(&agent("b"))).await.expect("b connects");
-    works_as_agent(&b, "b").await;
+    works_as_agent(&js, &b, "b").await;
 }
 
 #[tokio::test]

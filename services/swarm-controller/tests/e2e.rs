@@ -42,8 +42,11 @@ impl Swarm {
         let nats = NatsJwt::start().await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("run/controller.sock");
-        let controller =
-            common::daemon_process(&nats, &socket, &[("SWARM_RECONCILE_SECS", "1"), ("NO_COLOR", "1")]).await;
+        // With the NATS directory the agents are minted in: the controller makes each minted
+        // agent's consumer (at start and every pass), which the agent then binds to.
+        let nats_dir = nats.creds_dir().to_str().unwrap().to_owned();
+        let env = [("SWARM_RECONCILE_SECS", "1"), ("SWARM_NATS_DIR", nats_dir.as_str()), ("NO_COLOR", "1")];
+        let controller = common::daemon_process(&nats, &socket, &env).await;
         let mut swarm = Self { nats, dir, socket, _controller: controller, agents: Vec::new() };
         for agent in agents {
             swarm.start_agent(agent).await;

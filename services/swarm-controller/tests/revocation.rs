@@ -184,6 +184,7 @@ async fn the_pass_revokes_only_an_agent_the_roster_has_on_the_hive_its_destroyed
         wanted,
         revoker: Some(revoker.clone()),
         clock: Arc::new(swarm_controller::clock::SystemClock),
+        consumers: None,
     };
     pass.run().await;
     assert!(revoker.is_done(&agent("beta")).await, "beta is destroyed on its own hive: revoked");

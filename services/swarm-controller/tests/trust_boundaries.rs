@@ -6,7 +6,9 @@
 //!   there (a publish ack, a direct get, an API reply and an ack confirmation are each tried);
 //! - one agent must not exhaust the storage other agents need;
 //! - a hive must neither read, watch nor write another hive's objects, even through replies;
-//! - neither a hive nor an agent may write wanted state, not even its own hive's keys.
+//! - neither a hive nor an agent may write wanted state, not even its own hive's keys;
+//! - no tenant may make, change or delete a consumer, not even its own: the controller makes
+//!   them, and a tenant only binds to its own, pulls and acks.
 //!
 //! Each attack is followed by the same request with the attacker's own inbox as reply, and the
 //! check waits for that answer: the server has handled the attack by then.
@@ -19,9 +21,10 @@ use futures::StreamExt;
 use hyperhive_nats_creds::{AgentName, HiveName};
 use hyperhive_nats_objects::limits::{TODO_MAX_MSG_SIZE, TODO_MAX_MSGS_PER_AGENT};
 use hyperhive_nats_objects::{
-    AGENT_SCHEDULES_BUCKET, AGENT_WANTED_BUCKET, AUDIT_STREAM, AUDIT_SUBJECT, DEPLOY_STREAM, HIVE_STATUS_BUCKET,
-    SCHEDULE_DEFINITIONS_BUCKET, TODO_STREAM, TURNS_STREAM, agent_inbox_prefix, agent_schedule_direct_get_subject,
-    deploy_subject, hive_durable_name, hive_inbox_prefix, hive_status_subject, hive_wanted_filter,
+    AGENT_SCHEDULES_BUCKET, AGENT_WANTED_BUCKET, AUDIT_STREAM, AUDIT_SUBJECT, DEPLOY_STREAM, DurableConsumer, Ensured,
+    HIVE_STATUS_BUCKET, SCHEDULE_DEFINITIONS_BUCKET, TODO_STREAM, TURNS_STREAM, agent_consumer, agent_inbox_prefix,
+    agent_schedule_direct_get_subject, deploy_subject, hive_consumers, hive_deploy_consumer, hive_durable_name,
+    hive_inbox_prefix, hive_status_subject, hive_wanted_consumer, hive_wanted_filter,
 };
 use hyperhive_testkit::NatsJwt;
 
@@ -105,19 +108,19 @@ async fn attack(client: &Client, subject: &str, reply: &str, headers: HeaderMap,
     assert!(control.is_ok(), "the same request to {subject} with its own reply is answered: {control:?}");
 }
 
-/// The durable pull consumer a tenant may make on `stream`: its own name, its own filter.
+/// `consumer` as the tenant of `tenant_js` uses it: made by the controller's code, bound to by
+/// the tenant (which may not make it).
 async fn own_consumer(
-    js: &jetstream::Context,
-    stream: &str,
-    durable: &str,
-    filter: &str,
-) -> Result<consumer::Consumer<consumer::pull::Config>, jetstream::stream::ConsumerError> {
-    let config = consumer::pull::Config {
-        durable_name: Some(durable.into()),
-        filter_subject: filter.into(),
-        ..Default::default()
-    };
-    js.get_stream_no_info(stream).await.unwrap().create_consumer(config).await
+    swarm: &Swarm,
+    tenant_js: &jetstream::Context,
+    consumer: &DurableConsumer,
+) -> consumer::PullConsumer {
+    consumer.ensure(&swarm.js).await.unwrap();
+    consumer.bind(tenant_js).await.unwrap()
+}
+
+fn agent_named(name: &str) -> AgentName {
+    AgentName::parse(name).unwrap()
 }
 
 fn no_headers() -> HeaderMap {
@@ -160,16 +163,10 @@ async fn an_api_reply_aimed_at_another_agents_key_writes_nothing() {
     let swarm = Swarm::start().await;
     let a = swarm.agent("a").await;
     let b_key = swarm.entry(AGENT_SCHEDULES_BUCKET, "b").await;
-    let config = br#"{"stream_name":"TODO","config":{"durable_name":"agent-a","filter_subject":"todo.a","ack_policy":"explicit"}}"#;
+    agent_consumer(&agent_named("a")).ensure(&swarm.js).await.unwrap();
 
-    attack(
-        &a,
-        "$JS.API.CONSUMER.CREATE.TODO.agent-a.todo.a",
-        &format!("$KV.{AGENT_SCHEDULES_BUCKET}.b"),
-        no_headers(),
-        config,
-    )
-    .await;
+    attack(&a, "$JS.API.CONSUMER.INFO.TODO.agent-a", &format!("$KV.{AGENT_SCHEDULES_BUCKET}.b"), no_headers(), b"")
+        .await;
     attack(&a, "$JS.API.CONSUMER.INFO.TODO.agent-a", "todo.b", no_headers(), b"").await;
 
     assert_eq!(swarm.entry(AGENT_SCHEDULES_BUCKET, "b").await, b_key, "b's key is untouched");
@@ -184,22 +181,22 @@ async fn an_ack_confirmation_aimed_at_another_agents_queue_writes_nothing() {
     for _ in 0..2 {
         a_js.publish("todo.a", "work".into()).await.unwrap().await.unwrap();
     }
-    let consumer = own_consumer(&a_js, TODO_STREAM, "agent-a", "todo.a").await.unwrap();
-    let mut messages = consumer.fetch().max_messages(2).messages().await.unwrap();
-    let first = messages.next().await.unwrap().unwrap();
-    let second = messages.next().await.unwrap().unwrap();
+    let consumer = own_consumer(&swarm, &a_js, &agent_consumer(&agent_named("a"))).await;
     let b_key = swarm.entry(AGENT_SCHEDULES_BUCKET, "b").await;
 
-    // An ack with a reply asks the server to confirm it there.
-    let ack = |m: &jetstream::Message| m.reply.clone().unwrap().to_string();
-    a.publish_with_reply(ack(&first), format!("$KV.{AGENT_SCHEDULES_BUCKET}.b"), "+ACK".into()).await.unwrap();
-    a.publish_with_reply(ack(&second), "todo.b", "+ACK".into()).await.unwrap();
-    // Both acks took effect: a's queue is empty.
-    hyperhive_testkit::wait_until("a's two todos acked", ANSWER, || async {
-        (swarm.held(TODO_STREAM, "todo.a").await == 0).then_some(())
-    })
-    .await
-    .unwrap();
+    // An ack with a reply asks the server to confirm it there. One todo at a time: the agent's
+    // consumer hands out the next only once the one before is acked.
+    for (left, reply) in [(1, format!("$KV.{AGENT_SCHEDULES_BUCKET}.b")), (0, "todo.b".to_owned())] {
+        let mut messages = consumer.fetch().max_messages(1).messages().await.unwrap();
+        let todo = messages.next().await.unwrap().unwrap();
+        a.publish_with_reply(todo.reply.clone().unwrap().to_string(), reply, "+ACK".into()).await.unwrap();
+        // The ack took effect.
+        hyperhive_testkit::wait_until("a's todo acked", ANSWER, || async {
+            (swarm.held(TODO_STREAM, "todo.a").await == left).then_some(())
+        })
+        .await
+        .unwrap();
+    }
 
     assert_eq!(swarm.entry(AGENT_SCHEDULES_BUCKET, "b").await, b_key, "b's key is untouched");
     assert_eq!(swarm.held(TODO_STREAM, "todo.b").await, 0, "nothing was queued for b");
@@ -242,7 +239,7 @@ async fn one_agent_filling_its_queue_is_refused_while_others_keep_working() {
 
     // b is unaffected: it queues and consumes.
     b_js.publish("todo.b", "b's work".into()).await.unwrap().await.expect("b's queue still takes todos");
-    let consumer = own_consumer(&b_js, TODO_STREAM, "agent-b", "todo.b").await.unwrap();
+    let consumer = own_consumer(&swarm, &b_js, &agent_consumer(&agent_named("b"))).await;
     let mut messages = consumer.fetch().max_messages(1).messages().await.unwrap();
     let message = messages.next().await.unwrap().unwrap();
     assert_eq!(&message.payload[..], b"b's work");
@@ -288,13 +285,7 @@ async fn a_hive_reaches_its_own_objects_only() {
         ..Default::default()
     };
     let wanted_stream = format!("KV_{AGENT_WANTED_BUCKET}");
-    let own_watch = h1_js
-        .get_stream_no_info(&wanted_stream)
-        .await
-        .unwrap()
-        .create_consumer(watch(hive_durable_name(&h1_name), hive_wanted_filter(&h1_name)))
-        .await
-        .expect("h1 watches its own agents' wanted state");
+    let own_watch = own_consumer(&swarm, &h1_js, &hive_wanted_consumer(&h1_name)).await;
     let mut updates = own_watch.fetch().max_messages(1).messages().await.unwrap();
     let update = updates.next().await.unwrap().unwrap();
     assert_eq!((update.subject.as_str(), &update.payload[..]), ("$KV.agent-wanted.h1.a", &b"up"[..]));
@@ -318,9 +309,7 @@ async fn a_hive_reaches_its_own_objects_only() {
         .request(format!("$JS.API.CONSUMER.MSG.NEXT.{DEPLOY_STREAM}.{}", hive_durable_name(&h1_name)), "1".into())
         .await;
     assert!(pull.is_err(), "h2 pulls h1's deploy messages: {pull:?}");
-    let h1_deploy = own_consumer(&h1_js, DEPLOY_STREAM, &hive_durable_name(&h1_name), &deploy_subject(&h1_name))
-        .await
-        .expect("h1 consumes its own deploy queue");
+    let h1_deploy = own_consumer(&swarm, &h1_js, &hive_deploy_consumer(&h1_name)).await;
     let mut deploys = h1_deploy.fetch().max_messages(1).messages().await.unwrap();
     assert_eq!(&deploys.next().await.unwrap().unwrap().payload[..], b"sealed spec");
 
@@ -408,19 +397,11 @@ async fn neither_a_hive_nor_an_agent_writes_wanted_state_not_even_its_own() {
     )
     .await;
     let durable = hive_durable_name(&h1_name);
-    let filter = hive_wanted_filter(&h1_name);
-    let config = format!(
-        r#"{{"stream_name":"{stream}","config":{{"durable_name":"{durable}","filter_subject":"{filter}","deliver_policy":"last_per_subject","ack_policy":"explicit"}}}}"#
-    );
-    attack(
-        &h1,
-        &format!("$JS.API.CONSUMER.CREATE.{stream}.{durable}.{filter}"),
-        reply,
-        no_headers(),
-        config.as_bytes(),
-    )
-    .await;
+    for consumer in hive_consumers(&h1_name) {
+        consumer.ensure(&swarm.js).await.unwrap();
+    }
     attack(&h1, &format!("$JS.API.CONSUMER.INFO.{stream}.{durable}"), reply, no_headers(), b"").await;
+    attack(&h1, &format!("$JS.API.CONSUMER.INFO.{DEPLOY_STREAM}.{durable}"), reply, no_headers(), b"").await;
     // A pull whose message would be delivered at the key, then one delivered to h1's own inbox,
     // whose ack asks for its confirmation at the key.
     let next = format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}");
@@ -447,19 +428,12 @@ async fn neither_a_hive_nor_an_agent_writes_wanted_state_not_even_its_own() {
     })
     .await
     .unwrap();
-    let deploy = deploy_subject(&h1_name);
-    let config = format!(
-        r#"{{"stream_name":"{DEPLOY_STREAM}","config":{{"durable_name":"{durable}","filter_subject":"{deploy}","ack_policy":"explicit"}}}}"#
-    );
-    let create = format!("$JS.API.CONSUMER.CREATE.{DEPLOY_STREAM}.{durable}.{deploy}");
-    attack(&h1, &create, reply, no_headers(), config.as_bytes()).await;
 
     // The agent's own subjects with the key as reply: its todo publish ack, the direct get of its
     // schedules and its consumer's API.
+    agent_consumer(&agent_named("a")).ensure(&swarm.js).await.unwrap();
     attack(&a, "todo.a", reply, no_headers(), b"x").await;
     attack(&a, &own_schedules, reply, no_headers(), b"").await;
-    let config = br#"{"stream_name":"TODO","config":{"durable_name":"agent-a","filter_subject":"todo.a","ack_policy":"explicit"}}"#;
-    attack(&a, "$JS.API.CONSUMER.CREATE.TODO.agent-a.todo.a", reply, no_headers(), config).await;
     attack(&a, "$JS.API.CONSUMER.INFO.TODO.agent-a", reply, no_headers(), b"").await;
 
     assert_eq!(swarm.entry(AGENT_WANTED_BUCKET, "h1.a").await, destroyed, "h1.a is still destroyed, same revision");
@@ -526,4 +500,185 @@ async fn wait_until_heard(controller: &Client, subscription: &mut async_nats::Su
         }
     }
     panic!("a never heard its own cancel request");
+}
+
+/// The requests that would remake `consumer` from a tenant's connection: delete it, update it
+/// to delete itself once idle, and make it a push consumer delivering into the swarm account (on
+/// `forged.<durable>`), through both create APIs. Sent at once; each result is returned with the
+/// subject it was sent to.
+async fn remake(tenant: &Client, consumer: &DurableConsumer) -> Vec<(String, Result<async_nats::Message, String>)> {
+    use async_nats::jetstream::consumer::IntoConsumerConfig;
+    let (stream, durable) = (consumer.stream.as_str(), consumer.durable());
+    let filter = consumer.config.filter_subject.as_str();
+    let fixed = consumer.config.clone().into_consumer_config();
+    let idle = consumer::Config { inactive_threshold: Duration::from_millis(1), ..fixed.clone() };
+    let push = consumer::Config { deliver_subject: Some(format!("forged.{durable}")), max_waiting: 0, ..fixed };
+    let request = |config: &consumer::Config| {
+        serde_json::to_vec(&serde_json::json!({"stream_name": stream, "config": config})).unwrap()
+    };
+    let attempts = [
+        (format!("$JS.API.CONSUMER.DELETE.{stream}.{durable}"), Vec::new()),
+        (format!("$JS.API.CONSUMER.CREATE.{stream}.{durable}.{filter}"), request(&idle)),
+        (format!("$JS.API.CONSUMER.CREATE.{stream}.{durable}.{filter}"), request(&push)),
+        (format!("$JS.API.CONSUMER.CREATE.{stream}.{durable}"), request(&push)),
+        (format!("$JS.API.CONSUMER.DURABLE.CREATE.{stream}.{durable}"), request(&push)),
+    ];
+    let sent = attempts.into_iter().map(|(subject, payload)| async move {
+        let answer = tenant.request(subject.clone(), payload.into()).await.map_err(|e| e.to_string());
+        (subject, answer)
+    });
+    futures::future::join_all(sent).await
+}
+
+/// Asserts that none of `attempts` was answered: refused before JetStream saw it.
+fn all_refused(who: &str, attempts: &[(String, Result<async_nats::Message, String>)]) {
+    for (subject, answer) in attempts {
+        let answered = answer.as_ref().map(|m| String::from_utf8_lossy(&m.payload).into_owned());
+        assert!(answered.is_err(), "{who}'s request on {subject} was answered: {answered:?}");
+    }
+}
+
+/// A tenant able to create its own consumer could delete it (by an idle threshold) and make it
+/// again as a push consumer delivering into the swarm account: a subscriber there received its
+/// forged messages, headers included, and its queue was broken for good. The controller makes
+/// every tenant consumer; an agent's and a hive's credential can neither make, change nor delete
+/// theirs, before it exists or after, and their queues keep working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_tenant_can_delete_or_remake_its_consumer_as_a_push_consumer() {
+    let swarm = Swarm::start().await;
+    let a = swarm.agent("a").await;
+    let h1 = swarm.hive("h1", &["a"]).await;
+    let h1_name = HiveName::parse("h1").unwrap();
+    let mut forged = swarm.js.client().subscribe("forged.>").await.unwrap();
+    swarm.js.client().flush().await.unwrap();
+    let [wanted, deploy] = hive_consumers(&h1_name);
+    let targets =
+        [(&a, "agent a", agent_consumer(&agent_named("a"))), (&h1, "hive h1", wanted), (&h1, "hive h1", deploy)];
+
+    for (tenant, who, consumer) in &targets {
+        let stream = swarm.js.get_stream_no_info(&consumer.stream).await.unwrap();
+        // Before the controller made it: the tenant cannot make it, in any shape.
+        all_refused(who, &remake(tenant, consumer).await);
+        let absent = stream.consumer_info(consumer.durable()).await;
+        assert!(absent.is_err(), "{who} made {}: {absent:?}", consumer.durable());
+
+        // Made by the controller: the tenant can neither delete nor change it.
+        assert_eq!(consumer.ensure(&swarm.js).await.unwrap(), Ensured::Created);
+        let made = stream.consumer_info(consumer.durable()).await.unwrap();
+        all_refused(who, &remake(tenant, consumer).await);
+        let now = stream.consumer_info(consumer.durable()).await.expect("the consumer is still there");
+        assert!(consumer.matches(&now.config), "{who} changed {}: {:?}", consumer.durable(), now.config);
+        assert_eq!((now.created, now.config.deliver_subject.clone()), (made.created, None), "the same pull consumer");
+    }
+
+    // Each queue still works through the tenant's own binding.
+    swarm.js.publish("todo.a", "a's work".into()).await.unwrap().await.unwrap();
+    swarm.bucket(AGENT_WANTED_BUCKET).await.put("h1.a", "up".into()).await.unwrap();
+    swarm.js.publish(deploy_subject(&h1_name), "sealed spec".into()).await.unwrap().await.unwrap();
+    for ((tenant, who, consumer), expected) in targets.iter().zip(["a's work", "up", "sealed spec"]) {
+        let bound = consumer.bind(&jetstream::new((*tenant).clone())).await.unwrap();
+        let mut messages = bound.fetch().max_messages(1).messages().await.unwrap();
+        let message = messages.next().await.expect("a message").unwrap();
+        assert_eq!(&message.payload[..], expected.as_bytes(), "{who} reads {}", consumer.durable());
+        message.double_ack().await.unwrap();
+    }
+    assert!(
+        futures::FutureExt::now_or_never(forged.next()).is_none(),
+        "something was delivered into the swarm account"
+    );
+}
+
+/// One tenant cannot reach another's consumer in any way: not inspect, pull, make or delete it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_tenants_consumer_is_out_of_reach() {
+    let swarm = Swarm::start().await;
+    let b = swarm.agent("b").await;
+    let h2 = swarm.hive("h2", &["b"]).await;
+    let h1_name = HiveName::parse("h1").unwrap();
+    let mut victims = vec![agent_consumer(&agent_named("a"))];
+    victims.extend(hive_consumers(&h1_name));
+    for victim in &victims {
+        victim.ensure(&swarm.js).await.unwrap();
+    }
+    // Every attempt at once: each refused one takes the whole answer timeout.
+    let attackers = [(&b, "agent b"), (&h2, "hive h2")];
+    let tries = attackers.iter().flat_map(|&(attacker, who)| victims.iter().map(move |victim| (attacker, who, victim)));
+    let results = futures::future::join_all(tries.map(|(attacker, who, victim)| async move {
+        let (stream, durable) = (victim.stream.as_str(), victim.durable());
+        let read = [
+            format!("$JS.API.CONSUMER.INFO.{stream}.{durable}"),
+            format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"),
+        ]
+        .map(|subject| async move {
+            let answer = attacker.request(subject.clone(), "".into()).await.map_err(|e| e.to_string());
+            (subject, answer)
+        });
+        let (mut attempts, read) = futures::join!(remake(attacker, victim), futures::future::join_all(read));
+        attempts.extend(read);
+        (who, attempts)
+    }))
+    .await;
+    for (who, attempts) in &results {
+        all_refused(who, attempts);
+    }
+    for victim in &victims {
+        let stream = swarm.js.get_stream_no_info(&victim.stream).await.unwrap();
+        let info = stream.consumer_info(victim.durable()).await.unwrap();
+        assert!(victim.matches(&info.config), "{} was changed", victim.durable());
+    }
+}
+
+/// The controller makes the consumer of every tenant it knows (the hive directory's hives, the
+/// agents and hives minted in its NATS directory), adopts one a tenant made under an older build
+/// with the right configuration, and replaces one remade as a push consumer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_makes_every_known_tenants_consumer_and_replaces_a_remade_one() {
+    use swarm_controller::lifecycle::roster::Roster;
+    use swarm_controller::nats::consumers::{PassReport, TenantConsumers};
+    let swarm = Swarm::start().await;
+    swarm.nats.mint_agent("a").await.unwrap();
+    swarm.nats.mint_hive("h1", &["a"]).await.unwrap();
+    let (h1, h2) = (HiveName::parse("h1").unwrap(), HiveName::parse("h2").unwrap());
+    let entry = hyperhive_hive_proto::directory::HiveEntry {
+        description: String::new(),
+        labels: Default::default(),
+        xkey: None,
+    };
+    let consumers = TenantConsumers {
+        js: swarm.js.clone(),
+        hives: std::sync::Arc::new([(h2.clone(), entry)].into_iter().collect()),
+        roster: Roster::new(swarm.js.clone(), swarm.bucket(hyperhive_nats_objects::AGENTS_BUCKET).await),
+        nats_dir: Some(swarm.nats.creds_dir().to_path_buf()),
+    };
+    // An older build's tenants made their own: h1's deploy consumer as hive-c0re made it (the
+    // right configuration), and agent a's remade as a push consumer.
+    let deploy = hyperhive_nats_objects::hive_deploy_consumer(&h1);
+    let old_deploy = consumer::pull::Config {
+        durable_name: Some(deploy.durable().to_owned()),
+        filter_subject: deploy_subject(&h1),
+        ack_policy: consumer::AckPolicy::Explicit,
+        ..Default::default()
+    };
+    let deploys = swarm.js.get_stream_no_info(DEPLOY_STREAM).await.unwrap();
+    let adopted = deploys.create_consumer(old_deploy).await.unwrap().cached_info().created;
+    let todo = swarm.js.get_stream_no_info(TODO_STREAM).await.unwrap();
+    let push = consumer::push::Config {
+        durable_name: Some("agent-a".into()),
+        filter_subject: "todo.a".into(),
+        deliver_subject: "forged.agent-a".into(),
+        ..Default::default()
+    };
+    todo.create_consumer(push).await.unwrap();
+
+    let report = consumers.pass().await;
+    // Made: h1's wanted-state consumer, h2's two. Replaced: a's. Kept: h1's deploy consumer.
+    assert_eq!(report, PassReport { created: 3, replaced: 1, failed: 0 });
+    let all = [agent_consumer(&agent_named("a"))].into_iter().chain(hive_consumers(&h1)).chain(hive_consumers(&h2));
+    for wanted in all {
+        let stream = swarm.js.get_stream_no_info(&wanted.stream).await.unwrap();
+        let info = stream.consumer_info(wanted.durable()).await.unwrap();
+        assert!(wanted.matches(&info.config), "{} on {}: {:?}", wanted.durable(), wanted.stream, info.config);
+    }
+    assert_eq!(deploys.consumer_info(deploy.durable()).await.unwrap().created, adopted, "adopted, not made again");
+    assert_eq!(consumers.pass().await, PassReport::default(), "a second pass changes nothing");
 }

@@ -1,5 +1,6 @@
 //! The periodic hive pass: adds to the roster every agent of every hive status (repairing a
-//! missed watch event), and revokes every `destroyed` agent whose revocation is not done yet and
+//! missed watch event), makes every known tenant's durable consumers (see
+//! [`crate::nats::consumers`]), and revokes every `destroyed` agent whose revocation is not done yet and
 //! whom the roster has on the hive the wanted state names.
 //! Failures are logged and retried at the next pass.
 
@@ -13,6 +14,7 @@ use crate::lifecycle::hives::read_all;
 use crate::lifecycle::revoke::Revoker;
 use crate::lifecycle::roster::Roster;
 use crate::lifecycle::wanted::WantedStore;
+use crate::nats::consumers::{PassReport, TenantConsumers};
 
 /// What the pass reads and repairs.
 #[derive(Debug, Clone)]
@@ -29,6 +31,8 @@ pub struct HivePass {
     pub revoker: Option<Arc<Revoker>>,
     /// A new roster entry's creation time.
     pub clock: Arc<dyn Clock>,
+    /// Makes the tenants' consumers; `None`: this pass makes none.
+    pub consumers: Option<TenantConsumers>,
 }
 
 impl HivePass {
@@ -41,6 +45,15 @@ impl HivePass {
                 Err(err) => tracing::warn!(%err, "roster pass failed; retrying at the next tick"),
             },
             Err(err) => tracing::warn!(%err, "reading hive statuses failed; retrying at the next tick"),
+        }
+        // After the roster sync, so an agent a status just added gets its consumer in this pass.
+        if let Some(consumers) = &self.consumers {
+            let report = consumers.pass().await;
+            if report == PassReport::default() {
+                tracing::debug!("tenant consumers: all as configured");
+            } else {
+                tracing::info!(?report, "tenant consumers made or replaced");
+            }
         }
         let Some(revoker) = &self.revoker else { return };
         let wanted = match self.wanted.list().await {

@@ -166,7 +166,8 @@ impl Roster {
 
     /// Adds every agent of `status` that is not on the roster yet, if its hive is in `directory`
     /// and, with a signing directory, its credential was minted for that agent (a hive cannot put
-    /// names on the roster it does not run, nor squat the name of an agent to be created).
+    /// names on the roster it does not run, nor squat the name of an agent to be created), and
+    /// makes each added agent's consumer.
     ///
     /// # Errors
     /// NATS errors, as text; entries added before the error stay.
@@ -202,6 +203,11 @@ impl Roster {
                 Ok(_) => {
                     tracing::info!(%agent, hive = %status.hive, origin = ?entry.origin, "agent added to the roster");
                     report.added += 1;
+                    // Its consumer at once, not at the next reconcile pass: the agent is running
+                    // and waits for it (the pass makes it if this fails).
+                    if let Err(err) = crate::nats::consumers::ensure_agent(&self.js, agent).await {
+                        tracing::warn!(%agent, %err, "the agent's consumer was not made; the reconcile pass retries");
+                    }
                 }
                 Err(err) if err.kind() == kv::CreateErrorKind::AlreadyExists => {
                     if let Some(existing) = self.get(agent).await?

@@ -1,6 +1,7 @@
 //! The controller's NATS: its connection, what a failed write means, and reading a whole KV
 //! bucket in one pass ([`scan_bucket`]); the tenants' accounts it changes while the swarm runs
-//! ([`tenants`]) and how the running server learns them ([`claims`]). The streams and buckets
+//! ([`tenants`]), how the running server learns them ([`claims`]), and the tenants' durable
+//! consumers it makes ([`consumers`]). The streams and buckets
 //! themselves are named and made by `hyperhive_nats_objects`.
 
 use std::path::Path;
@@ -12,6 +13,7 @@ use futures::StreamExt;
 use hyperhive_nats_objects::{SetupError, kv_key_subject, kv_stream};
 
 pub mod claims;
+pub mod consumers;
 pub mod tenants;
 
 /// A NATS step that failed; the message says which and why.

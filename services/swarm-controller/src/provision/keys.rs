@@ -1,5 +1,5 @@
 //! The steps that issue an agent's keys: its store certificate (from the swarm's store CA) and
-//! its NATS user credential. Neither is an account someone else could hold, so "looking before
+//! its NATS user credential (with the durable consumers it and its hive bind to). Neither is an account someone else could hold, so "looking before
 //! creating" means: a stored one that is not due for renewal is kept; otherwise a new one is
 //! issued (an unused older one simply expires).
 
@@ -70,6 +70,12 @@ impl Provisioner {
     /// stores it, and returns the identities to record.
     pub(super) async fn mint_queue_creds(&self, agent: &AgentName, hive: &HiveName) -> Result<Identities, StepError> {
         let credential = self.accounts.create_agent(hive, agent, self.settings.queue_creds_lifetime).await?;
+        // The credential may bind to its consumer, never make it: the controller does, here, with
+        // its hive's (a hive that had no account until now has none yet).
+        let not_made =
+            |e: hyperhive_nats_objects::SetupError| StepError::retryable(format!("the agent's NATS consumers: {e}"));
+        crate::nats::consumers::ensure_agent(&self.js, agent).await.map_err(not_made)?;
+        crate::nats::consumers::ensure_hive(&self.js, hive).await.map_err(not_made)?;
         self.vault.put(agent, Kind::QueueCreds, &Secret::new(credential.creds.expose())).await?;
         let out_of_range = || {
             StepError::permanent(format!(

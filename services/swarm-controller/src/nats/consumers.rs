@@ -1,0 +1,113 @@
+//! The tenants' durable consumers, which the controller makes because no tenant may: a tenant
+//! able to create its own consumer could remake it as a push consumer delivering into the swarm
+//! account. Each agent's `agent-<agent>` on `TODO` and each hive's `hive-<hive>` on
+//! `KV_agent-wanted` and `DEPLOY` are made with the one configuration of
+//! `hyperhive_nats_objects::consumers` (a wrong one replaced, a right one made by a tenant under
+//! an older build adopted):
+//! - when an agent's credential is minted or renewed (agent creation through the API, renewals;
+//!   see `provision/keys.rs`), and when the roster takes a new agent from its hive's status
+//!   (`lifecycle/roster.rs`);
+//! - at start and on every reconcile pass, for every tenant the controller knows: each hive of the
+//!   hive directory, each agent and hive minted in `SWARM_NATS_DIR` (agents declared on a host are
+//!   minted there by `nats agent-creds`), and each agent on the roster.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_nats::jetstream;
+use hyperhive_hive_proto::directory::HiveDirectory;
+use hyperhive_nats_creds::{AgentName, HiveName};
+use hyperhive_nats_objects::{DurableConsumer, Ensured, SetupError, agent_consumer, hive_consumers};
+
+use crate::lifecycle::roster::Roster;
+
+/// Makes `agent`'s todo consumer as the swarm configures it.
+///
+/// # Errors
+/// [`SetupError`] naming the consumer.
+pub async fn ensure_agent(js: &jetstream::Context, agent: &AgentName) -> Result<Ensured, SetupError> {
+    agent_consumer(agent).ensure(js).await
+}
+
+/// Makes both of `hive`'s consumers as the swarm configures them.
+///
+/// # Errors
+/// [`SetupError`] naming the first consumer that could not be made.
+pub async fn ensure_hive(js: &jetstream::Context, hive: &HiveName) -> Result<(), SetupError> {
+    for consumer in hive_consumers(hive) {
+        consumer.ensure(js).await?;
+    }
+    Ok(())
+}
+
+/// What one pass over every known tenant did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PassReport {
+    /// Consumers made where there was none.
+    pub created: usize,
+    /// Consumers replaced because their configuration differed.
+    pub replaced: usize,
+    /// Consumers that could not be checked or made (logged; tried again next pass).
+    pub failed: usize,
+}
+
+/// Every tenant the controller knows, and their consumers.
+#[derive(Debug, Clone)]
+pub struct TenantConsumers {
+    /// The controller's JetStream.
+    pub js: jetstream::Context,
+    /// The hive directory.
+    pub hives: Arc<HiveDirectory>,
+    /// The roster's agents.
+    pub roster: Roster,
+    /// `SWARM_NATS_DIR`: the tenants minted there.
+    pub nats_dir: Option<PathBuf>,
+}
+
+impl TenantConsumers {
+    /// The agents and hives the controller knows now. A source that cannot be read is logged
+    /// and left out of this pass.
+    async fn known(&self) -> (BTreeSet<AgentName>, BTreeSet<HiveName>) {
+        let mut hives: BTreeSet<HiveName> = self.hives.keys().cloned().collect();
+        let mut agents = BTreeSet::new();
+        if let Some(dir) = self.nats_dir.clone() {
+            match tokio::task::spawn_blocking(move || hyperhive_nats_creds::minted_tenants(&dir)).await {
+                Ok(Ok(minted)) => {
+                    agents.extend(minted.agents);
+                    hives.extend(minted.hives);
+                }
+                Ok(Err(e)) => tracing::warn!("cannot read the tenants minted in SWARM_NATS_DIR: {e}"),
+                Err(e) => tracing::warn!("reading the tenants minted in SWARM_NATS_DIR failed: {e}"),
+            }
+        }
+        match self.roster.list().await {
+            Ok(roster) => agents.extend(roster.into_keys()),
+            Err(e) => tracing::warn!("cannot read the roster for its agents' consumers: {e}"),
+        }
+        (agents, hives)
+    }
+
+    /// Makes every known tenant's consumers as the swarm configures them.
+    pub async fn pass(&self) -> PassReport {
+        let (agents, hives) = self.known().await;
+        let wanted = agents.iter().map(agent_consumer).chain(hives.iter().flat_map(hive_consumers));
+        let mut report = PassReport::default();
+        for consumer in wanted {
+            self.ensure_one(&consumer, &mut report).await;
+        }
+        report
+    }
+
+    async fn ensure_one(&self, consumer: &DurableConsumer, report: &mut PassReport) {
+        match consumer.ensure(&self.js).await {
+            Ok(Ensured::Kept) => {}
+            Ok(Ensured::Created) => report.created += 1,
+            Ok(Ensured::Replaced) => report.replaced += 1,
+            Err(e) => {
+                report.failed += 1;
+                tracing::warn!("tenant consumer not made; retrying at the next pass: {e}");
+            }
+        }
+    }
+}
