@@ -2,7 +2,7 @@
 //! init` makes every key and credential into a directory (modes, the printed public keys, NATS
 //! credentials a real nats-server running the written fragment accepts, never overwriting,
 //! refusing bad names without writing), and `swarmctl doctor` checks a running swarm (all well,
-//! then a hive gone stale).
+//! then a hive gone stale, then NATS gone).
 //!
 //! The doctor tests need `cargo build -p hive-agent -p hive-c0re -p swarmctl`.
 
@@ -270,6 +270,20 @@ async fn doctor_says_all_is_well_then_names_the_stale_hive_and_fails() {
     let line = String::from_utf8(text.stdout).unwrap().lines().find(|l| l.contains("hives")).unwrap().to_owned();
     assert!(line.starts_with("PROBLEM") && line.contains("h1 is stale"), "{line}");
     assert!(String::from_utf8_lossy(&text.stderr).contains("1 check(s) found a problem"));
+
+    // NATS goes away: the controller still answers, and says so.
+    swarm.nats.nats().stop();
+    let all = wait_until("doctor to see NATS down", SOON, || async {
+        let all = checks(&doctor(&swarm.socket, &["--json"]));
+        (all["nats"].0 == "problem").then_some(all)
+    })
+    .await
+    .unwrap();
+    assert_eq!(all["controller"].0, "ok");
+    assert!(all["nats"].1.contains("NATS connection is"), "{:?}", all["nats"]);
+    for unknown in ["hives", "agents", "secret store", "deploy key", "control link"] {
+        assert_eq!(all[unknown].0, "skipped", "{unknown}: {:?}", all[unknown]);
+    }
 }
 
 #[tokio::test]

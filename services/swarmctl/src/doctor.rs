@@ -93,8 +93,14 @@ pub async fn diagnose(api: &Api, shown: &str) -> Report {
         }
     };
 
-    checks.push(hives(api).await);
-    checks.push(agents(api).await);
+    if health.is_some() {
+        checks.push(hives(api).await);
+        checks.push(agents(api).await);
+    } else {
+        // Both read NATS through the controller: they would only wait for its timeouts.
+        checks.push(check("hives", Outcome::Skipped, "the controller is not connected to NATS"));
+        checks.push(check("agents", Outcome::Skipped, "the controller is not connected to NATS"));
+    }
     let configured = health.as_ref().map(|h| &h["configured"]);
     checks.push(configured_check(
         configured,
