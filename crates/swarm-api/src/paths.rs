@@ -29,6 +29,10 @@ pub const SCHEDULES: &str = "/api/schedules";
 pub const HIVES: &str = "/api/hives";
 /// `GET /api/hives/status`.
 pub const HIVE_STATUSES: &str = "/api/hives/status";
+/// `GET /healthz`.
+pub const HEALTHZ: &str = "/healthz";
+/// `GET /api/agents/status`.
+pub const AGENTS_STATUS: &str = "/api/agents/status";
 /// `GET`, `POST /api/agents`.
 pub const AGENTS: &str = "/api/agents";
 /// `POST /api/todos`.

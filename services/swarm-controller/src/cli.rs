@@ -47,6 +47,33 @@ pub struct Cli {
 pub enum Command {
     /// Run the daemon (the default).
     Serve,
+    /// Make every key, credential and secret a new swarm needs, in one directory: the NATS
+    /// operator and accounts (nats/, with controller.creds and nats-server.conf), the secret
+    /// store's key, the deploy key, the store CA and the SSO bridge's token (controller/), and per
+    /// hive its NATS credential, its xkey and its agents' credentials (hives/HIVE/). Secrets are
+    /// 0600, directories 0700. It prints (and writes to README.txt and layout.json) which host and
+    /// which NixOS option or variable takes each file, and the public keys to pin. Refuses to
+    /// overwrite: when any entry it would write exists, nothing is written.
+    Init {
+        /// The directory to write (created if absent; may exist if it holds none of nats/,
+        /// controller/, hives/, README.txt, layout.json).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// A hive and the agents it runs, e.g. `--hive hive1:alice,bob` (repeat for each hive;
+        /// `--hive hive2` for a hive with no agents yet). Names match ^[a-z][a-z0-9-]{0,31}$ and an
+        /// agent belongs to one hive.
+        #[arg(long = "hive", value_name = "HIVE[:AGENT,AGENT...]", required = true)]
+        hives: Vec<String>,
+        /// Where nats-server keeps the account JWTs it is given, on the NATS host (absolute).
+        #[arg(long, value_name = "PATH", default_value = hyperhive_nats_creds::DEFAULT_RESOLVER_DIR)]
+        resolver_dir: PathBuf,
+        /// How long the hives' and agents' NATS credentials are valid, e.g. 30d, 12h, 90m.
+        #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = parse_ttl)]
+        ttl: Duration,
+        /// The store CA certificate's common name.
+        #[arg(long, value_name = "NAME", default_value = "hyperhive store CA")]
+        ca_name: String,
+    },
     /// Make NATS credentials for the swarm.
     #[command(subcommand)]
     Nats(NatsCommand),
@@ -96,6 +123,24 @@ pub enum Command {
         #[arg(long, value_name = "NAME", default_value = "hyperhive store CA")]
         name: String,
     },
+}
+
+/// Runs `swarm-controller init`: what went where on standard output, the same in DIR/README.txt.
+///
+/// # Errors
+/// One line: a bad name, an entry that exists (nothing written), or the step that failed.
+pub fn init(
+    out: PathBuf,
+    hives: &[String],
+    resolver_dir: PathBuf,
+    ttl: Duration,
+    ca_name: String,
+) -> Result<(), String> {
+    let hives = crate::init::parse_hives(hives)?;
+    let request = crate::init::InitRequest { out, hives, resolver_dir, ttl, ca_name };
+    let layout = crate::init::run(&request)?;
+    print!("{}", crate::init::describe(&layout, &request.out));
+    Ok(())
 }
 
 /// Runs `swarm-controller store-ca --out-dir DIR`.

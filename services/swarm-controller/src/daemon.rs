@@ -334,6 +334,11 @@ async fn serve(
             tasks.spawn(forge::run_passes(hub.clone(), Arc::new(client), settings, clock.clone()));
         }
     }
+    let configured = api::Configured {
+        secret_store: config.secrets_key.is_some(),
+        deploy_key: config.deploy_key.is_some(),
+        nats_dir: accounts.is_some(),
+    };
     let provisioner = match (config.secrets_key, &accounts, config.deploy_key) {
         (Some(key), Some(accounts), Some(deploy_key)) => {
             let adapters = Adapters::from_settings(&config.provisioning).map_err(StartError::Provisioning)?;
@@ -401,6 +406,7 @@ async fn serve(
         quick_links: Arc::new(config.quick_links),
         provisioner: provisioner.clone(),
         forge: hub,
+        configured,
     }));
     let link = config.remote.map(|remote| {
         let link = Link::start(remote.identity, app.clone(), remote.rate);

@@ -24,7 +24,7 @@
 //! - [`audit`]: the log of every state-changing request; [`api`]: the HTTP routes; [`remote`]:
 //!   the controller as a host of the control plane.
 //! - [`daemon`]: wires them together ([`daemon::run`]); [`cli`]: the `swarm-controller`
-//!   command line.
+//!   command line; [`init`]: every key and credential of a new swarm at once.
 pub mod api;
 pub mod audit;
 pub mod cli;
@@ -34,6 +34,7 @@ pub mod daemon;
 pub mod definition;
 pub mod feeds;
 pub mod forge;
+pub mod init;
 pub mod lifecycle;
 pub mod linked;
 pub mod nats;

@@ -13,6 +13,9 @@ fn main() -> ExitCode {
     hyperhive_logging::init("info");
     let outcome = match cli.command {
         None | Some(Command::Serve) => serve(),
+        Some(Command::Init { out, hives, resolver_dir, ttl, ca_name }) => {
+            swarm_controller::cli::init(out, &hives, resolver_dir, ttl, ca_name).map_err(|e| vec![e])
+        }
         Some(Command::Nats(command)) => command.run().map_err(|e| vec![e]),
         Some(Command::SecretsKey { out }) => swarm_controller::cli::write_secrets_key(&out).map_err(|e| vec![e]),
         Some(Command::DeployKey { out, public }) => {

@@ -43,6 +43,14 @@ pub enum CtlError {
         /// What happened.
         message: String,
     },
+    /// `doctor` found a problem: swarmctl prints the report on standard output and exits 1.
+    #[error("{problems} check(s) found a problem")]
+    Unhealthy {
+        /// The whole report, as it is printed.
+        report: String,
+        /// How many checks failed.
+        problems: usize,
+    },
     /// Bad command-line input the parser could not catch.
     #[error("{0}")]
     Usage(String),

@@ -9,12 +9,14 @@
 //! - [`client`]: where requests go (the socket, or [`remote`] through the control plane) and
 //!   the one error type, [`CtlError`].
 //! - One module per family of commands: `schedule` here, `hives` (hives, agents, wanted
-//!   state), `accounts`, `secret`, `create`, `jobs`, `forge`, `terminal`; `format` writes their tables,
+//!   state), `accounts`, `secret`, `create`, `jobs`, `forge`, `terminal`, `doctor` (checks of a
+//!   running swarm); `format` writes their tables,
 //!   `sse` reads event streams.
 
 mod audit;
 pub mod client;
 mod create;
+mod doctor;
 mod error;
 mod forge;
 mod format;
@@ -98,6 +100,16 @@ pub enum Top {
     /// Scheduled prompts.
     #[command(subcommand)]
     Schedule(ScheduleCommand),
+    /// Check the running swarm and say what to fix, one line per check (ok, PROBLEM, skipped):
+    /// the controller answers, it is connected to NATS, every hive reports (a stale one is named
+    /// with the age of its last status), the agents' credentials are healthy, the secret store's
+    /// key and the deploy key are loaded, and the control link is up when paired. Exits 1 when a
+    /// check fails.
+    Doctor {
+        /// Print {"ok", "checks": [{"check", "outcome", "detail"}]} instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
     /// The hive directory (name, description, labels, xkey); `hives status` shows each hive's
     /// last status.
     Hives {
@@ -584,6 +596,13 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
             return hives::status(api, hive.as_ref(), json).await;
         }
         Top::Agents { json } => return hives::agents(api, json).await,
+        Top::Doctor { json } => {
+            let shown = match &cli.via {
+                None => cli.socket.display().to_string(),
+                Some(identity) => format!("the control plane (as {})", identity.display()),
+            };
+            return doctor::doctor(api, &shown, json).await;
+        }
         Top::Prompt { agents, body, id, wait, follow, json } => {
             let body = body
                 .read()?

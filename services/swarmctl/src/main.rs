@@ -25,6 +25,11 @@ fn main() -> ExitCode {
             eprintln!("swarmctl: {message}");
             ExitCode::from(code)
         }
+        Err(swarmctl::CtlError::Unhealthy { report, problems }) => {
+            let _ = std::io::stdout().write_all(report.as_bytes());
+            eprintln!("swarmctl: {problems} check(s) found a problem");
+            ExitCode::FAILURE
+        }
         Err(err) => {
             eprintln!("swarmctl: {err}");
             ExitCode::FAILURE

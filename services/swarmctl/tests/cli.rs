@@ -82,3 +82,20 @@ fn input_that_cannot_make_a_request_is_refused_before_connecting() {
         assert!(!err.contains("not running"), "{args:?} was sent: {err}");
     }
 }
+
+#[test]
+fn doctor_without_a_controller_names_it_skips_the_rest_and_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("controller.sock");
+    let out = swarmctl(&["--socket", socket.to_str().unwrap(), "doctor"]);
+    assert_eq!(failure(&out).trim_end(), "swarmctl: 1 check(s) found a problem");
+    let report = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = report.lines().collect();
+    assert_eq!(lines.len(), 7, "{report}");
+    assert!(lines[0].starts_with("PROBLEM") && lines[0].contains("is not running at"), "{report}");
+    assert!(lines[1..].iter().all(|l| l.starts_with("skipped")), "{report}");
+    let json = swarmctl(&["--socket", socket.to_str().unwrap(), "doctor", "--json"]);
+    assert_eq!(json.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!((report["ok"].as_bool(), report["checks"][0]["outcome"].as_str()), (Some(false), Some("problem")));
+}

@@ -56,7 +56,7 @@ vmTest "control-plane" ../control-plane.nix
 // docsExample
 // lib.optionalAttrs (docsDir != "") {
   # Two nats-servers, two units (hyperhive-nats.service and nats.service), each on its own
-  # directory and ports; the fragment is the docs example's, from `swarm-controller nats init`.
+  # directory and ports; the fragment is the docs example's, from `swarm-controller init`.
   "together/nats-beside-nixpkgs-nats" = evalMachine {
     hostName = "nats";
     modules = [
@@ -64,7 +64,7 @@ vmTest "control-plane" ../control-plane.nix
       {
         services.hyperhive.deploy.nats = {
           enable = true;
-          fragment = /. + docsDir + "/swarm-nats/nats-server.conf";
+          fragment = /. + docsDir + "/swarm/nats/nats-server.conf";
         };
         services.nats = {
           enable = true;

@@ -101,6 +101,8 @@ pub struct App {
     todos: TodosApi,
     turns: TurnsApi,
     secrets: SecretsApi,
+    /// Which of its keys the controller was given, for `/healthz`.
+    configured: Configured,
     /// The control link's state, when the controller is a host of a control plane (set once
     /// the link starts, after the app exists).
     pub control_link: std::sync::OnceLock<Arc<dyn LinkReport>>,
@@ -144,6 +146,20 @@ pub struct AppParts {
     pub quick_links: Arc<Vec<QuickLink>>,
     /// The webhook secret, `config-prs` and the issue report.
     pub forge: Arc<ForgeHub>,
+    /// Which of its keys the controller was given.
+    pub configured: Configured,
+}
+
+/// Which keys the controller was given at start, as `/healthz` reports them (whether, never
+/// what): `swarmctl doctor` says which one is missing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Configured {
+    /// The secret store's key (`SWARM_SECRETS_KEY_FILE`).
+    pub secret_store: bool,
+    /// The deploy key (`SWARM_DEPLOY_KEY_FILE`).
+    pub deploy_key: bool,
+    /// The NATS signing directory (`SWARM_NATS_DIR`).
+    pub nats_dir: bool,
 }
 
 impl App {
@@ -167,6 +183,7 @@ impl App {
             icons,
             quick_links,
             forge,
+            configured,
         } = parts;
         let state = StateChanger {
             hives: hives.clone(),
@@ -215,6 +232,7 @@ impl App {
             linked: LinkedApi { linked },
             forge: ForgeApi { forge, js: js.clone() },
             secrets: SecretsApi { secrets: env_secrets },
+            configured,
             control_link: std::sync::OnceLock::new(),
             audit: audit::AuditApi { log: AuditLog::new(js) },
         }
@@ -423,7 +441,15 @@ impl App {
             let link = self.control_link.get().map(|status| status.report());
             // On a cluster, which node this controller is connected to now.
             let server = self.client.server_info().server_name;
-            json(StatusCode::OK, &serde_json::json!({"status": "ok", "nats_server": server, "control_link": link}))
+            json(
+                StatusCode::OK,
+                &serde_json::json!({
+                    "status": "ok",
+                    "nats_server": server,
+                    "control_link": link,
+                    "configured": self.configured,
+                }),
+            )
         } else {
             ApiError::Unavailable(format!("NATS connection is {state}")).into_response()
         }

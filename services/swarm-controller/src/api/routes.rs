@@ -140,7 +140,8 @@ pub const ROUTES: &[Route] = &[
         Method::GET,
         "/healthz",
         RouteId::Health,
-        "200 while NATS is connected, else 503; names the NATS server and the control link's state",
+        "200 while NATS is connected, else 503; names the NATS server, the control link's state and which keys \
+         the controller was given",
     ),
     route(Method::GET, "/metrics", RouteId::Metrics, "Prometheus text: credential checks, renewals, failures, feeds"),
     route(Method::GET, "/api/schedules", RouteId::ListSchedules, "every schedule with its revision"),
