@@ -29,8 +29,11 @@ fn now() -> OffsetDateTime {
 
 /// The agent `name` in-process, on `clock`, each turn appending its todo id to `turns`.
 async fn start_agent(c: &Controller, name: &str, dir: &Path, clock: &FakeClock) -> Agent {
+    let agent = AgentName::parse(name).unwrap();
+    // The agent's consumer, as the controller makes it when it mints the agent's credential.
+    hyperhive_nats_objects::agent_consumer(&agent).ensure(&c.js).await.unwrap();
     let config = Config {
-        name: AgentName::parse(name).unwrap(),
+        name: agent,
         nats_url: c.nats.url(),
         creds: c.nats.mint_agent(name).await.unwrap(),
         state_dir: dir.join(name),
