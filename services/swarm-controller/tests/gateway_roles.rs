@@ -107,11 +107,6 @@ impl Gateway {
     }
 }
 
-/// Every route's path with `x` for each `{...}` segment.
-fn example(path: &str) -> String {
-    path.split('/').map(|s| if s.starts_with('{') { "x" } else { s }).collect::<Vec<_>>().join("/")
-}
-
 /// Every test here runs nginx and curl as `nobody`, which the Nix build sandbox cannot
 /// (nix/packages.nix leaves `needs_root::` out of `cargo-tests`).
 mod needs_root {
@@ -127,7 +122,7 @@ mod needs_root {
             [("vera", Some(Role::Viewer)), ("otto", Some(Role::Operator)), ("ada", Some(Role::Admin)), ("eve", None)];
         for (user, role) in sso_users {
             for route in ROUTES {
-                let (method, path) = (route.method.as_str(), example(route.path));
+                let (method, path) = (route.method.as_str(), common::route_example(route.path));
                 let (status, body) = gateway.send(Some(user), method, &path, &[]).await;
                 let needs = needed(route.id);
                 let what = format!("{method} {path} as {user} ({role:?})");

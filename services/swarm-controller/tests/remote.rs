@@ -24,11 +24,14 @@ use base64::engine::general_purpose::STANDARD;
 use common::one_hive::{OneHive, printing_turn};
 use common::pair;
 use hyper::http::Method;
+use hyperhive_swarm_api::roles::Role;
 use hyperhive_testkit::control_plane::Cluster;
 use hyperhive_testkit::control_plane::device::{Device, Input, Linked};
 use hyperhive_testkit::wait_until;
 use serde_json::{Value, json};
-use swarmctl::{Api, client};
+use swarm_controller::api::routes::{ROUTES, needed};
+use swarmctl::remote::RemoteApi;
+use swarmctl::{Api, CtlError, client};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 const SOON: Duration = Duration::from_secs(30);
@@ -496,4 +499,38 @@ async fn bad_requests_through_the_control_plane_are_refused_and_change_nothing()
         remote.schedules().await.iter().map(|s| s["name"].as_str().unwrap().to_owned()).collect();
     names.sort();
     assert_eq!(names, ["in-pieces", "twice"]);
+}
+
+/// Each paired client's role, from its code, against every route of the table through the
+/// control plane: a 403 naming the role needed and the client's exactly when its role is below
+/// the route's, anything else otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_role_reaches_exactly_the_routes_it_allows_through_the_control_plane() {
+    let remote = Remote::start(&["bee"], &[]).await;
+    for role in Role::ALL {
+        let code = remote.cluster.code("--client", &["--role", &role.to_string()]).await;
+        let device = Device::pair(&code, &format!("{role}-client"), remote.cluster.dir()).await.unwrap();
+        let api = Api::Remote(RemoteApi::connect(&device.identity, None).await.unwrap());
+        let mut refused = 0;
+        for route in ROUTES {
+            let path = common::route_example(route.path);
+            let what = format!("{} {path} as {role}", route.method);
+            let needs = needed(route.id);
+            let answer = tokio::time::timeout(SOON, client::request(&api, route.method.clone(), &path, None, None))
+                .await
+                .unwrap_or_else(|_| panic!("{what}: no answer within {SOON:?}"));
+            match answer {
+                Err(CtlError::Api { status, message, .. }) if status == 403 => {
+                    assert!(role < needs, "{what}: refused at or above the route's role: {message}");
+                    let said = format!("needs the {needs} role; {} has {role}", device.id);
+                    assert!(message.contains(&said), "{what}: {message}");
+                    refused += 1;
+                }
+                other => assert!(role >= needs, "{what}: not refused: {other:?}"),
+            }
+        }
+        let below = ROUTES.iter().filter(|route| role < needed(route.id)).count();
+        assert_eq!(refused, below, "{role}: every route above its role refused");
+        assert!(role == Role::Admin || refused > 0, "{role}: some route is above it");
+    }
 }

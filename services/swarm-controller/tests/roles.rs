@@ -34,8 +34,7 @@ mod needs_root {
             let mut daemon = controller(&nats, dir.path(), &format!("nogroup={role}")).await;
             let socket = dir.path().join("run/controller.sock");
             for route in ROUTES {
-                let path = route.path.split('/').map(|s| if s.starts_with('{') { "x" } else { s }).collect::<Vec<_>>();
-                let (method, path) = (route.method.as_str(), path.join("/"));
+                let (method, path) = (route.method.as_str(), common::route_example(route.path));
                 let (status, body) = request(&socket, NOBODY, method, &path);
                 let needs = needed(route.id);
                 if role < needs {

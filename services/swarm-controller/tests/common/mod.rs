@@ -208,6 +208,12 @@ impl Drop for Controller {
 
 /// A valid create request for `agents`, under a name no other call gives (names are unique),
 /// allowing agents that are not on the roster (these tests run no hive).
+/// A route's path from the route table with `x` for each `{...}` segment: a request every role
+/// test sends, naming nothing that exists.
+pub fn route_example(path: &str) -> String {
+    path.split('/').map(|s| if s.starts_with('{') { "x" } else { s }).collect::<Vec<_>>().join("/")
+}
+
 pub fn new_schedule(agents: &[&str]) -> Value {
     static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
