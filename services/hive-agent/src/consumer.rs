@@ -116,6 +116,15 @@ impl Consumer {
                 renewed.borrow_and_update();
                 self.reconnect().await;
             }
+            // Only on a live connection: a pull made without one waits in the client and goes
+            // out on the next connection, after its fetch has given up. A server other than the
+            // consumer's leader (a cluster) may still hand that pull the next todo, which nobody
+            // then reads, and with one todo in flight the queue stalls for the whole ack wait.
+            tokio::select! {
+                biased;
+                () = stopped(&mut stop) => return Ok(()),
+                () = connected(&self.client) => {}
+            }
             let mut batch = consumer
                 .fetch()
                 .max_messages(1)
@@ -263,6 +272,16 @@ impl Consumer {
 
 /// Resolves once the agent is stopping. (The read guard `wait_for` returns is dropped here, so
 /// the futures that select on this stay `Send`.)
+/// How often [`connected`] looks at the connection.
+const CONNECTED_POLL: Duration = Duration::from_millis(100);
+
+/// Returns once the client is connected (at once when it is).
+async fn connected(client: &async_nats::Client) {
+    while client.connection_state() != async_nats::connection::State::Connected {
+        tokio::time::sleep(CONNECTED_POLL).await;
+    }
+}
+
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|stop| *stop).await.map(drop);
 }

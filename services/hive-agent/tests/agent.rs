@@ -12,7 +12,7 @@ use hive_agent::config::Config;
 use hyperhive_hive_proto::agent_files::Turn;
 use hyperhive_nats_creds::Validity;
 use hyperhive_schedule::{AgentName, AgentSchedule, AgentSchedules, Todo};
-use hyperhive_testkit::{NatsJwt, Process, wait_until, wait_until_none_running};
+use hyperhive_testkit::{ChaosProxy, NatsJwt, Process, wait_until, wait_until_none_running};
 use nix::unistd::Pid;
 use time::OffsetDateTime;
 use time::macros::datetime;
@@ -337,6 +337,46 @@ async fn keeps_working_across_a_nats_restart() {
     clock.set(T0 + time::Duration::hours(1) + time::Duration::seconds(1));
     let lines = wait_turns(&file, 2).await;
     assert_eq!(lines[1], "before schedule:s1:a:2026-11-30T10:00:00Z");
+    agent.stop().await;
+}
+
+#[tokio::test]
+async fn a_connection_left_mute_by_a_partition_is_redialled_and_the_latest_missed_slot_fires_once() {
+    let swarm = Swarm::start().await;
+    let file = swarm.turns_file("a");
+    let nats_port: u16 = swarm.server.url().rsplit(':').next().unwrap().parse().unwrap();
+    let proxy = ChaosProxy::start(([127, 0, 0, 1], nats_port).into()).await.unwrap();
+    let mut config = swarm.config("a").await;
+    config.nats_url = format!("nats://{}", proxy.addr());
+    let clock = FakeClock::new(T0 + time::Duration::seconds(1));
+    swarm.put_schedules("a", vec![hourly("s1", "hourly")]).await;
+    let agent = Agent::start(config, Arc::new(clock.clone())).await.unwrap();
+    wait_turns(&file, 1).await;
+
+    // The partition: nothing crosses. The 10:00 slot falls due, and a tick cannot fire it.
+    proxy.stall();
+    clock.set(T0 + time::Duration::hours(1) + time::Duration::seconds(1));
+    let ticks = agent.ticks();
+    let start = *ticks.borrow();
+    wait_until("a tick during the partition", TIMEOUT, || async { (*ticks.borrow() > start).then_some(()) })
+        .await
+        .unwrap();
+    // 11:00 falls due too; then the network is back, but the connection from before it stays
+    // mute, as a TCP connection does while its retransmissions back off (up to two minutes).
+    clock.set(T0 + time::Duration::hours(2) + time::Duration::seconds(1));
+    proxy.strand();
+    // Three unanswered pings drop it (hive_agent::connect::PING_INTERVAL, 10 s), and the agent
+    // fires from a new connection; with the client's default ping (60 s) this took three minutes.
+    let back_within = hive_agent::connect::PING_INTERVAL * 4;
+    let lines = wait_until("a turn from a new connection", back_within, || async {
+        let lines = turns(&file);
+        (lines.len() >= 2).then_some(lines)
+    })
+    .await
+    .unwrap();
+    assert_eq!(lines[1], "hourly schedule:s1:a:2026-11-30T11:00:00Z", "the latest missed slot fires");
+    settle(&swarm, &agent, 3).await;
+    assert_eq!(turns(&file).len(), 2, "the 10:00 slot, missed in the partition, never fires: {:?}", turns(&file));
     agent.stop().await;
 }
 

@@ -16,6 +16,11 @@ use tracing::{info, warn};
 /// timeout.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How often the client pings the server: a connection that answers no ping for three in a row
+/// is dropped and dialled again, so a connection left mute by a network partition (its TCP
+/// retransmissions backing off) costs at most about 30 s, not the client's default three minutes.
+pub const PING_INTERVAL: Duration = Duration::from_secs(10);
+
 /// Connects (retrying in the background until the server answers).
 ///
 /// # Errors
@@ -27,6 +32,7 @@ pub async fn connect(hive: &HiveName, url: &str, creds: &Path) -> anyhow::Result
         .name(format!("hive-c0re {hive}"))
         .custom_inbox_prefix(hive_inbox_prefix(hive))
         .request_timeout(Some(REQUEST_TIMEOUT))
+        .ping_interval(PING_INTERVAL)
         .retry_on_initial_connect()
         .max_reconnects(None)
         .reconnect_delay_callback(|attempts| {
