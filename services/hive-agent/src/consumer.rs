@@ -270,8 +270,6 @@ impl Consumer {
     }
 }
 
-/// Resolves once the agent is stopping. (The read guard `wait_for` returns is dropped here, so
-/// the futures that select on this stay `Send`.)
 /// How often [`connected`] looks at the connection.
 const CONNECTED_POLL: Duration = Duration::from_millis(100);
 
@@ -282,6 +280,8 @@ async fn connected(client: &async_nats::Client) {
     }
 }
 
+/// Resolves once the agent is stopping. (The read guard `wait_for` returns is dropped here, so
+/// the futures that select on this stay `Send`.)
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|stop| *stop).await.map(drop);
 }
