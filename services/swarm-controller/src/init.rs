@@ -10,8 +10,7 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -192,10 +191,7 @@ fn private_dir(path: &Path) -> Result<(), String> {
 
 /// Writes `text` to a new file with `mode`.
 fn new_file(path: &Path, text: &str, mode: u32) -> Result<(), String> {
-    let write = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
-    let mut file = fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(path).map_err(write)?;
-    file.write_all(text.as_bytes()).map_err(write)?;
-    file.sync_all().map_err(write)
+    crate::files::create_new(path, text.as_bytes(), mode).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 fn write_all(request: &InitRequest) -> Result<Layout, String> {

@@ -33,6 +33,7 @@ pub mod config;
 pub mod daemon;
 pub mod definition;
 pub mod feeds;
+pub mod files;
 pub mod forge;
 pub mod init;
 pub mod lifecycle;

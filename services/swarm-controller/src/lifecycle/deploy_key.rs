@@ -4,8 +4,7 @@
 //! hive: it is refused when others can read it, and never replaced once written.
 
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use hyperhive_hive_proto::signing::DeploySigner;
@@ -44,9 +43,7 @@ pub fn write_new(path: &Path) -> Result<String, String> {
         ),
         _ => format!("cannot write {}: {e}", path.display()),
     };
-    let mut file = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).map_err(write_error)?;
-    file.write_all(format!("{seed}\n").as_bytes()).map_err(write_error)?;
-    file.sync_all().map_err(write_error)?;
+    crate::files::create_new(path, format!("{seed}\n").as_bytes(), 0o600).map_err(write_error)?;
     Ok(signer.public_key())
 }
 

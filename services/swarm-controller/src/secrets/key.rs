@@ -4,8 +4,7 @@
 
 use std::fmt;
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use base64::Engine;
@@ -100,9 +99,7 @@ impl SecretsKey {
     /// [`KeyFileError::Write`], also when the file exists.
     pub fn write_new(&self, path: &Path) -> Result<(), KeyFileError> {
         let write = |source| KeyFileError::Write { path: path.display().to_string(), source };
-        let mut file = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).map_err(write)?;
-        file.write_all(format!("{}\n", STANDARD.encode(self.0)).as_bytes()).map_err(write)?;
-        file.sync_all().map_err(write)
+        crate::files::create_new(path, format!("{}\n", STANDARD.encode(self.0)).as_bytes(), 0o600).map_err(write)
     }
 }
 
