@@ -185,6 +185,9 @@ impl Consumer {
         }
         info!(todo = %todo.id, source = %todo.source, "turn started");
         self.reporter.working(&todo);
+        // The header leaves before the turn's processes are created, which blocks the (one)
+        // runtime thread for a while: whoever watches sees the turn start when it does.
+        tokio::task::yield_now().await;
         let result = self.run_turn_of(&message, &todo).await;
         self.reporter.finished(matches!(result, Ok(true)));
         result.map(drop)

@@ -27,7 +27,11 @@ enum Command {
     Run(Settings),
 }
 
-#[tokio::main]
+// One thread: an agent's work is one turn at a time and a few NATS messages, and a wake-up
+// handed from thread to thread (the todo from the connection to the consumer, the header from the
+// consumer to the feed) costs more than the work itself. It also keeps a hive of hundreds of
+// agents at one runtime thread each.
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     // async-nats reports through the event callback, which `connect` logs once in words an
     // operator can act on; its own lines would repeat them per attempt.

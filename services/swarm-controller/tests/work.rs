@@ -375,4 +375,18 @@ async fn bad_prompts_and_queries_are_refused_and_queue_nothing() {
     assert!(!two.status.success() && String::from_utf8_lossy(&two.stderr).contains("one agent"), "{two:?}");
     assert!(queue(&swarm).await.is_empty(), "nothing was queued");
     assert_eq!(swarm.turns("bee"), "", "nothing ran");
+
+    // The controller remembers the agents it found; an entry deleted by hand is forgotten as
+    // soon as the controller sees the delete, though a prompt found it before.
+    let roster = swarm.js.get_key_value(hyperhive_nats_objects::AGENTS_BUCKET).await.unwrap();
+    roster.put("moth", roster.get("bee").await.unwrap().unwrap()).await.unwrap();
+    let to_moth = || call(&swarm, Method::POST, "/api/agents/moth/todos", Some(json!({"body": "x", "id": "m"})));
+    assert_eq!(to_moth().await.0, StatusCode::ACCEPTED);
+    assert_eq!(to_moth().await.0, StatusCode::ACCEPTED, "remembered");
+    roster.delete("moth").await.unwrap();
+    wait_until("moth unknown once its delete is seen", SOON, || async {
+        (to_moth().await.0 == StatusCode::NOT_FOUND).then_some(())
+    })
+    .await
+    .unwrap();
 }

@@ -21,9 +21,10 @@ use crate::ui::quick_links::QuickLink;
 /// The agent on the roster named `name` (400 malformed, 404 unknown).
 pub(super) async fn known_agent(roster: &Roster, name: &str) -> Result<AgentName, ApiError> {
     let agent = AgentName::parse(name).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    match roster.get(&agent).await.map_err(ApiError::Unavailable)? {
-        Some(_) => Ok(agent),
-        None => Err(ApiError::NotFound(format!("no agent {agent} on the roster (see GET /api/agents)"))),
+    if roster.contains(&agent).await.map_err(ApiError::Unavailable)? {
+        Ok(agent)
+    } else {
+        Err(ApiError::NotFound(format!("no agent {agent} on the roster (see GET /api/agents)")))
     }
 }
 

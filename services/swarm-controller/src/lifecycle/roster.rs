@@ -21,6 +21,7 @@ use hyperhive_schedule::instant::format_instant;
 
 use crate::clock::Clock;
 use crate::lifecycle::hives::parse_status;
+use crate::lifecycle::roster_names::SeenNames;
 use crate::nats::{NatsError, scan_bucket};
 
 /// How often [`Roster::update`] rereads after losing a race.
@@ -50,6 +51,8 @@ pub struct Roster {
     /// Each hive's minted agents, with the modification time of the account they were read
     /// from: a status comes every few seconds, the account changes when an agent is minted.
     minted: Arc<std::sync::Mutex<BTreeMap<HiveName, MintedAt>>>,
+    /// Names found on the roster, while [`Roster::watch_deletes`] runs.
+    seen: SeenNames,
 }
 
 /// A hive's minted agents and the modification time of the account they were read from.
@@ -58,7 +61,7 @@ type MintedAt = (std::time::SystemTime, BTreeSet<AgentName>);
 impl Roster {
     /// Wraps the bucket made by [`hyperhive_nats_objects::ensure_objects`].
     pub fn new(js: jetstream::Context, kv: kv::Store) -> Self {
-        Self { js, kv, nats_dir: None, minted: Arc::default() }
+        Self { js, kv, nats_dir: None, minted: Arc::default(), seen: SeenNames::default() }
     }
 
     /// The roster taking from each hive's status only the agents the hive was minted for, as
@@ -125,6 +128,28 @@ impl Roster {
         Ok(serde_json::from_slice(&entry.value)
             .inspect_err(|err| tracing::error!(%agent, %err, "an unreadable roster entry; treated as absent"))
             .ok())
+    }
+
+    /// Whether `agent` is on the roster: from memory when a read found it before (while
+    /// [`Roster::watch_deletes`] runs), else read.
+    ///
+    /// # Errors
+    /// NATS errors, as text.
+    pub async fn contains(&self, agent: &AgentName) -> Result<bool, String> {
+        if self.seen.contains(agent) {
+            return Ok(true);
+        }
+        let found = self.get(agent).await?.is_some();
+        if found {
+            self.seen.saw(agent);
+        }
+        Ok(found)
+    }
+
+    /// Keeps [`Roster::contains`]'s memory true: forgets names deleted from the bucket, for as
+    /// long as it runs.
+    pub async fn watch_deletes(self) {
+        self.seen.clone().watch_deletes(self.kv.clone()).await;
     }
 
     /// Adds `entry` for `agent` unless the roster has it: `Ok(false)` when it does.
