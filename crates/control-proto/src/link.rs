@@ -262,6 +262,13 @@ pub enum PeerFrame {
     Revoked {
         device_id: String,
     },
+    /// A device paired through the sending copy: its record as the store now holds it (JSON,
+    /// docs/control-plane/store.md) and the store's version of it, so the receiver knows the
+    /// device at once instead of at its next refresh of the registry.
+    Paired {
+        record: String,
+        version: String,
+    },
     Ping {
         t: u64,
     },

@@ -243,6 +243,21 @@ impl Registry {
         Ok(record.forgotten_at.is_none().then_some(record))
     }
 
+    /// Holds a record this copy just wrote, or a peer did (`paired`), as if it had been read
+    /// from the store at `version`: the device is known here at once, not at the next refresh.
+    /// A forget held here is never undone. Returns whether the device was not known as paired
+    /// before.
+    pub fn hold(&self, record: DeviceRecord, version: String) -> bool {
+        let mut held = self.devices.write().expect("registry lock");
+        if held.by_id.get(&record.id).is_some_and(|entry| entry.record.forgotten_at.is_some()) {
+            return false;
+        }
+        let read = held.next_read();
+        let key = records::device_key(&record.id);
+        let entry = Entry { key, version, record: record.clone(), read };
+        held.by_id.insert(record.id, entry).is_none_or(|before| before.record.forgotten_at.is_some())
+    }
+
     /// Records a forget this copy learned of before its next refresh (from a request it served,
     /// or a peer's `revoked`), so the device is refused at once.
     pub fn mark_forgotten(&self, id: &str, at: &str) {
