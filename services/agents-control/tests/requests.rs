@@ -134,6 +134,9 @@ async fn a_code_made_over_the_link_pairs_a_new_device_once() {
     let identity = pair_client::pair(&token, DeviceName::Chosen("box")).await.unwrap();
     assert_eq!(identity.kind, DeviceKind::Host);
     let host = Device { id: identity.device_id.clone(), kind: DeviceKind::Host, key: identity.device_key().clone() };
+    // Clients hear of a new host as soon as it pairs, then again when it connects.
+    let paired = HostPresence { device_id: host.id.clone(), name: "box".into(), paired: true, online: false };
+    assert_eq!(next_frame(&mut link).await, LinkFrame::PresenceChanged { host: paired });
     let _host_link = copy.connect(&host).await;
     let online = HostPresence { device_id: host.id.clone(), name: "box".into(), paired: true, online: true };
     assert_eq!(next_frame(&mut link).await, LinkFrame::PresenceChanged { host: online });
