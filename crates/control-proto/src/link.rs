@@ -1014,7 +1014,8 @@ mod tests {
                 peer_proof_message(PeerRole::Dialer, &t),
                 peer_proof_message(PeerRole::Acceptor, &u),
                 crate::pair::device_statement(&fields[0], DeviceKind::Host, &fields[1]),
-                crate::pair::proof_message(&fields[0], &fields[1], &fields[2]),
+                crate::pair::proof_message(&fields[0], &fields[1], &fields[2], false),
+                crate::pair::proof_message(&fields[0], &fields[1], &fields[2], true),
             ];
             for (i, a) in messages.iter().enumerate() {
                 for b in &messages[i + 1..] {

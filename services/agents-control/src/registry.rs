@@ -537,6 +537,29 @@ mod tests {
         assert!(registry.active(&record.id).is_none(), "a change missed for want of a version");
     }
 
+    /// A record held as written (a pairing here or a peer's `paired`) is known at once, is not
+    /// read again by the next refresh (its version is the store's), and never revives a forget.
+    #[tokio::test]
+    async fn a_held_record_is_known_at_once_costs_no_read_and_revives_no_forget() {
+        let dir = tempfile::tempdir().unwrap();
+        let metrics = Arc::new(Metrics::default());
+        let store = MeteredStore::wrap(Arc::new(FileStore::open(dir.path()).unwrap()), metrics.clone());
+        let registry = Registry::default();
+        registry.refresh(store.as_ref()).await.unwrap();
+        let record = device(1);
+        let version = store.create(&records::device_key(&record.id), records::encode(&record)).await.unwrap();
+        assert!(registry.hold(record.clone(), version.clone()), "a new device");
+        assert!(!registry.hold(record.clone(), version.clone()), "known already");
+        assert_eq!(registry.active(&record.id).as_ref(), Some(&record));
+        let mut requests = Requests { metrics, seen: (0, 0) };
+        requests.since_last();
+        registry.refresh(store.as_ref()).await.unwrap();
+        assert_eq!(requests.since_last(), (1, 0), "the held record is not read again");
+        registry.mark_forgotten(&record.id, "2026-01-01T00:00:00Z");
+        assert!(!registry.hold(record.clone(), version));
+        assert!(registry.active(&record.id).is_none(), "a forget held here stays");
+    }
+
     #[tokio::test]
     async fn a_forget_marked_before_the_refresh_stays_until_the_tombstone_is_read() {
         let dir = tempfile::tempdir().unwrap();

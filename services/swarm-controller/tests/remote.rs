@@ -265,6 +265,7 @@ async fn swarmctl_via_the_control_plane_drives_the_swarm_and_survives_its_copy_d
         let asked = std::time::Instant::now();
         let (ok, listed, err) = remote.run(Some(&remote.phone.identity), &["schedule", "list"]).await;
         let took = asked.elapsed();
+        eprintln!("a command beside the followed terminal answered in {took:?}");
         assert!(ok && listed.contains("from-afar"), "a command beside the followed terminal: {err}");
         assert!(took < Duration::from_secs(5), "a command beside the followed terminal took {took:?}");
     }

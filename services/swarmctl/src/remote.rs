@@ -398,11 +398,20 @@ async fn join(
     let mut why: String;
     loop {
         match UnixStream::connect(&socket).await {
+            // Whoever listens there hears every request: it must be this user's own agent (a
+            // directory others may write to could hold someone else's socket by that name).
+            Ok(stream) if stream.peer_cred().map(|c| c.uid()).ok() != Some(nix::unistd::getuid().as_raw()) => {
+                return Err(CtlError::Remote(format!(
+                    "--via: {} is served by another user; remove it, and keep the identity in a directory only \
+                     you can write to",
+                    socket.display()
+                )));
+            }
             Ok(stream) => {
                 let (read, writer) = stream.into_split();
                 let mut lines = BufReader::new(read).lines();
-                match lines.next_line().await {
-                    Ok(Some(first)) if matches!(serde_json::from_str(&first), Ok(Shared::Joined)) => {
+                match tokio::time::timeout_at(deadline, lines.next_line()).await {
+                    Ok(Ok(Some(first))) if matches!(serde_json::from_str(&first), Ok(Shared::Joined)) => {
                         return Ok((lines, writer, agent));
                     }
                     _ => why = "the agent closed without taking this swarmctl".into(),
