@@ -58,12 +58,13 @@ impl Remote {
         let nowhere = pair(&client_code, &[]);
         assert!(String::from_utf8_lossy(&nowhere.stderr).contains("set SWARM_STATE_DIR"), "{nowhere:?}");
         assert!(!identity.exists(), "a refused pairing writes nothing");
-        let code = cluster.code("--host", &[]).await;
+        // Without --name the controller takes the name its code suggests.
+        let code = cluster.code("--host", &["--name", "swarm"]).await;
         let shown = identity.to_str().unwrap();
-        let paired = pair(&code, &["--name", "swarm", "--identity", shown]);
+        let paired = pair(&code, &["--identity", shown]);
         let said = String::from_utf8_lossy(&paired.stdout).into_owned();
         assert!(paired.status.success(), "pair: {}", String::from_utf8_lossy(&paired.stderr));
-        assert!(said.contains("paired as host d") && said.contains("mode 0600"), "{said}");
+        assert!(said.contains("paired as host d") && said.contains("(swarm)") && said.contains("mode 0600"), "{said}");
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(std::fs::metadata(&identity).unwrap().permissions().mode() & 0o777, 0o600);
         let again = pair(&cluster.code("--host", &[]).await, &["--identity", shown]);
