@@ -342,6 +342,16 @@ async fn swarmctl_via_the_control_plane_drives_the_swarm_and_survives_its_copy_d
     let (ok, _, err) = remote.run(Some(&laptop), &["schedule", "list"]).await;
     assert!(!ok);
     assert!(err.contains("no hosts") || err.contains("no host"), "{err}");
+
+    // The agent sharing the laptop's link leaves once no command has used it for a while.
+    let socket = swarmctl::shared_link::socket_path(&laptop);
+    assert!(socket.exists(), "the laptop's commands shared a link");
+    let left_within = swarmctl::shared_link::IDLE_EXIT + Duration::from_secs(5);
+    wait_until("the laptop's link agent to leave once unused", left_within, || async {
+        (!socket.exists()).then_some(())
+    })
+    .await
+    .unwrap();
 }
 
 /// The raw device client (JSON lines) linked to the control plane.
