@@ -138,7 +138,8 @@ struct Known {
     hosts: Option<Vec<HostPresence>>,
     trouble: Option<String>,
     joiners: HashMap<u64, mpsc::Sender<String>>,
-    next: u64,
+    /// The last joiner's number.
+    last_joiner: u64,
 }
 
 impl Known {
@@ -196,13 +197,13 @@ pub async fn serve(identity: Identity, listener: UnixListener, idle: Option<Dura
                 if stream.peer_cred().map(|c| c.uid()).ok() != Some(me) {
                     continue; // the socket is 0600; anyone else got in during its making
                 }
-                let queue = join(&known);
+                let (joiner, lines) = join(&known);
                 joined_tx.send_modify(|n| *n += 1);
                 let (commands, joined_tx) = (commands.clone(), joined_tx.clone());
                 let known = known.clone();
                 tokio::spawn(async move {
-                    serve_joiner(stream, queue.1, commands).await;
-                    known.lock().expect("never poisoned").joiners.remove(&queue.0);
+                    serve_joiner(stream, lines, commands).await;
+                    known.lock().expect("never poisoned").joiners.remove(&joiner);
                     joined_tx.send_modify(|n| *n -= 1);
                 });
             }
@@ -225,10 +226,10 @@ fn join(known: &Mutex<Known>) -> (u64, mpsc::Receiver<String>) {
     for line in first {
         let _ = queue.try_send(serde_json::to_string(&line).expect("shared lines serialize"));
     }
-    known.next += 1;
-    let id = known.next;
-    known.joiners.insert(id, queue);
-    (id, lines)
+    known.last_joiner += 1;
+    let joiner = known.last_joiner;
+    known.joiners.insert(joiner, queue);
+    (joiner, lines)
 }
 
 /// Resolves once nobody has been joined for `idle`.
