@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use hyperhive_control_proto::code::{Code, CodeError};
-use hyperhive_control_proto::pair::{PairRequest, PairResponse, validate_name};
+use hyperhive_control_proto::pair::{DeviceName, PairRequest, PairResponse, validate_name};
 use hyperhive_control_proto::{DeviceKind, encoding};
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
@@ -110,17 +110,17 @@ pub struct PendingPairing {
 /// When the code or the name is malformed (the messages say how to fix it).
 pub fn start_pairing(
     code_token: &str,
-    name: &str,
+    name: DeviceName<'_>,
     rng: &mut impl RngCore,
 ) -> Result<(PairRequest, PendingPairing), IdentityError> {
     let code = Code::parse(code_token)?;
-    validate_name(name).map_err(IdentityError::Name)?;
+    validate_name(name.as_str()).map_err(IdentityError::Name)?;
     let mut seed = [0u8; 32];
     rng.fill_bytes(&mut seed);
     let device_key = SigningKey::from_bytes(&seed);
-    let request = PairRequest::sign(code_token, &device_key, name);
+    let request = PairRequest::sign_as(code_token, &device_key, name);
     let public_key = request.public_key.clone();
-    Ok((request, PendingPairing { code, name: name.to_owned(), device_key, public_key }))
+    Ok((request, PendingPairing { code, name: name.as_str().to_owned(), device_key, public_key }))
 }
 
 impl PendingPairing {
@@ -138,10 +138,13 @@ impl PendingPairing {
             return Err(IdentityError::WrongKind { expected: self.code.kind, got: response.kind });
         }
         let pin = self.code.pin.as_deref().map(str::parse).transpose().map_err(IdentityError::Pin)?;
+        // The control plane names the device (the code's suggestion may have replaced a default
+        // name); the name sent stands in only for an answer whose name is not a valid one.
+        let name = if validate_name(&response.name).is_ok() { response.name.clone() } else { self.name };
         Ok(Identity {
             device_id: response.device_id.clone(),
             kind: response.kind,
-            name: self.name,
+            name,
             control_url: self.code.control_url.clone(),
             control_key,
             pin,
@@ -260,7 +263,8 @@ mod tests {
 
     fn paired(pin: Option<String>) -> Identity {
         let (request, pending) =
-            start_pairing(&code(DeviceKind::Host, pin), "box", &mut StdRng::seed_from_u64(1)).unwrap();
+            start_pairing(&code(DeviceKind::Host, pin), DeviceName::Chosen("box"), &mut StdRng::seed_from_u64(1))
+                .unwrap();
         pending.finish(&answer(&request, DeviceKind::Host, &control())).unwrap()
     }
 
@@ -272,12 +276,14 @@ mod tests {
         assert_eq!(identity.pin.unwrap().to_string(), encoding::encode(&[8; 32]));
 
         let (request, pending) =
-            start_pairing(&code(DeviceKind::Host, None), "box", &mut StdRng::seed_from_u64(1)).unwrap();
+            start_pairing(&code(DeviceKind::Host, None), DeviceName::Chosen("box"), &mut StdRng::seed_from_u64(1))
+                .unwrap();
         let impostor = answer(&request, DeviceKind::Host, &SigningKey::from_bytes(&[4; 32]));
         assert!(matches!(pending.finish(&impostor), Err(IdentityError::ResponseNotSigned)));
 
         let (request, pending) =
-            start_pairing(&code(DeviceKind::Host, None), "box", &mut StdRng::seed_from_u64(1)).unwrap();
+            start_pairing(&code(DeviceKind::Host, None), DeviceName::Chosen("box"), &mut StdRng::seed_from_u64(1))
+                .unwrap();
         let client = answer(&request, DeviceKind::Client, &control());
         assert!(matches!(pending.finish(&client), Err(IdentityError::WrongKind { .. })));
     }
@@ -285,8 +291,11 @@ mod tests {
     #[test]
     fn bad_codes_and_names_are_refused_before_anything_is_sent() {
         let rng = &mut StdRng::seed_from_u64(1);
-        assert!(matches!(start_pairing("hello", "box", rng), Err(IdentityError::Code(_))));
-        assert!(matches!(start_pairing(&code(DeviceKind::Client, None), " ", rng), Err(IdentityError::Name(_))));
+        assert!(matches!(start_pairing("hello", DeviceName::Chosen("box"), rng), Err(IdentityError::Code(_))));
+        assert!(matches!(
+            start_pairing(&code(DeviceKind::Client, None), DeviceName::Chosen(" "), rng),
+            Err(IdentityError::Name(_))
+        ));
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub mod websocket;
 
 pub use backoff::Backoff;
 pub use handshake::{AwaitingWelcome, HandshakeError};
+pub use hyperhive_control_proto::pair::DeviceName;
 pub use identity::{Identity, IdentityError, PendingPairing, start_pairing};
 pub use inbox::{Inbox, Receipt};
 pub use outbox::{NotPushed, Outbox};

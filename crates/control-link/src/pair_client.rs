@@ -9,7 +9,7 @@ use hyper::Request;
 use hyper_util::rt::TokioIo;
 use hyperhive_control_proto::ErrorBody;
 use hyperhive_control_proto::code::Code;
-use hyperhive_control_proto::pair::PairResponse;
+use hyperhive_control_proto::pair::{DeviceName, PairResponse};
 use std::time::Duration;
 use tokio::time::timeout;
 
@@ -46,13 +46,18 @@ pub enum PairError {
     TimedOut { url: String, what: &'static str, after: Duration },
 }
 
-/// Pairs this device with the code and returns its identity (not yet saved).
-pub async fn pair(code_token: &str, name: &str) -> Result<Identity, PairError> {
+/// Pairs this device with the code and returns its identity (not yet saved), named as the
+/// control plane answered: `name`, or the code's suggested name when `name` is a default.
+pub async fn pair(code_token: &str, name: DeviceName<'_>) -> Result<Identity, PairError> {
     pair_within(code_token, name, PairTimeouts::default()).await
 }
 
 /// [`pair`], waiting at most `timeouts`.
-pub async fn pair_within(code_token: &str, name: &str, timeouts: PairTimeouts) -> Result<Identity, PairError> {
+pub async fn pair_within(
+    code_token: &str,
+    name: DeviceName<'_>,
+    timeouts: PairTimeouts,
+) -> Result<Identity, PairError> {
     let (request, pending) = start_pairing(code_token, name, &mut rand::rng())?;
     let code = Code::parse(code_token).map_err(IdentityError::Code)?;
     let pin: Option<Pin> = code.pin.as_deref().map(str::parse).transpose().map_err(IdentityError::Pin)?;
@@ -119,7 +124,7 @@ mod tests {
         };
         let timeouts = PairTimeouts { connect: Duration::from_secs(5), answer: Duration::from_millis(300) };
         let started = std::time::Instant::now();
-        let error = pair_within(&code.to_token(), "box", timeouts).await.unwrap_err();
+        let error = pair_within(&code.to_token(), DeviceName::Chosen("box"), timeouts).await.unwrap_err();
         assert!(started.elapsed() < Duration::from_secs(5), "waited {:?}", started.elapsed());
         let message = error.to_string();
         assert!(matches!(error, PairError::TimedOut { .. }), "{message}");

@@ -262,6 +262,13 @@ pub enum PeerFrame {
     Revoked {
         device_id: String,
     },
+    /// A device paired through the sending copy: its record as the store now holds it (JSON,
+    /// docs/control-plane/store.md) and the store's version of it, so the receiver knows the
+    /// device at once instead of at its next refresh of the registry.
+    Paired {
+        record: String,
+        version: String,
+    },
     Ping {
         t: u64,
     },
@@ -1007,7 +1014,8 @@ mod tests {
                 peer_proof_message(PeerRole::Dialer, &t),
                 peer_proof_message(PeerRole::Acceptor, &u),
                 crate::pair::device_statement(&fields[0], DeviceKind::Host, &fields[1]),
-                crate::pair::proof_message(&fields[0], &fields[1], &fields[2]),
+                crate::pair::proof_message(&fields[0], &fields[1], &fields[2], false),
+                crate::pair::proof_message(&fields[0], &fields[1], &fields[2], true),
             ];
             for (i, a) in messages.iter().enumerate() {
                 for b in &messages[i + 1..] {

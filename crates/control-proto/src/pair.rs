@@ -1,7 +1,9 @@
 //! `POST /v1/pair`: a device redeems a code and registers its own Ed25519 public key.
 //!
 //! The device proves it holds the private key by signing [`proof_message`] (which binds the code,
-//! the key and the name, so a proof cannot be replayed with another code or name). The control
+//! the key and the name, so a proof cannot be replayed with another code or name). A device that
+//! was given no name sends its own default ([`DeviceName::Default`]): the name the code suggests
+//! (`agents-control code --name`), when it has one, is then the device's name. The control
 //! plane answers with the device id and its signature over [`device_statement`], which the device
 //! checks against the control public key the code carried.
 
@@ -23,6 +25,10 @@ pub struct PairRequest {
     pub public_key: String,
     /// The name shown for this device, 1 to 64 characters, no control characters.
     pub name: String,
+    /// `name` is only the device's own default (its hostname): the code's suggested name wins
+    /// when it has one. Absent means `false`: `name` is the name.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub name_is_default: bool,
     /// The device key's signature over [`proof_message`], base64url.
     pub proof: String,
 }
@@ -47,6 +53,30 @@ pub struct VerifiedPairRequest {
     pub code: Code,
     pub public_key: VerifyingKey,
     pub name: String,
+    /// See [`PairRequest::name_is_default`].
+    pub name_is_default: bool,
+}
+
+/// The name a device asks to be paired under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceName<'a> {
+    /// Chosen for this device (`--name`): it is the device's name.
+    Chosen(&'a str),
+    /// The device's own default (its hostname): the name the code suggests wins when it has one.
+    Default(&'a str),
+}
+
+impl<'a> DeviceName<'a> {
+    /// The name the device sends.
+    pub fn as_str(&self) -> &'a str {
+        match self {
+            DeviceName::Chosen(name) | DeviceName::Default(name) => name,
+        }
+    }
+
+    fn is_default(&self) -> bool {
+        matches!(self, DeviceName::Default(_))
+    }
 }
 
 /// Why a pair request is refused before the store is consulted.
@@ -62,9 +92,11 @@ pub enum PairRequestError {
     Proof(String),
 }
 
-/// The bytes a device signs to prove it holds its key.
-pub fn proof_message(code_token: &str, public_key: &str, name: &str) -> Vec<u8> {
-    format!("hyperhive pair v1\n{}\n{public_key}\n{name}", code_token.trim()).into_bytes()
+/// The bytes a device signs to prove it holds its key. A default name adds a last line, so a
+/// proof for a chosen name cannot be replayed to take the code's suggestion instead.
+pub fn proof_message(code_token: &str, public_key: &str, name: &str, name_is_default: bool) -> Vec<u8> {
+    let default = if name_is_default { "\ndefault" } else { "" };
+    format!("hyperhive pair v1\n{}\n{public_key}\n{name}{default}", code_token.trim()).into_bytes()
 }
 
 /// The bytes the control plane signs to vouch for a paired device.
@@ -88,14 +120,20 @@ pub fn validate_name(name: &str) -> Result<(), String> {
 }
 
 impl PairRequest {
-    /// What a device sends: signs the proof with its key.
+    /// What a device given the name `name` sends: signs the proof with its key.
     pub fn sign(code_token: &str, device_key: &SigningKey, name: &str) -> PairRequest {
+        PairRequest::sign_as(code_token, device_key, DeviceName::Chosen(name))
+    }
+
+    /// What a device sends for a chosen or a default name: signs the proof with its key.
+    pub fn sign_as(code_token: &str, device_key: &SigningKey, name: DeviceName<'_>) -> PairRequest {
         let public_key = encoding::encode(device_key.verifying_key().as_bytes());
-        let proof = device_key.sign(&proof_message(code_token, &public_key, name));
+        let proof = device_key.sign(&proof_message(code_token, &public_key, name.as_str(), name.is_default()));
         PairRequest {
             code: code_token.trim().to_owned(),
             public_key,
-            name: name.to_owned(),
+            name: name.as_str().to_owned(),
+            name_is_default: name.is_default(),
             proof: encoding::encode(&proof.to_bytes()),
         }
     }
@@ -109,9 +147,12 @@ impl PairRequest {
         validate_name(&self.name).map_err(PairRequestError::Name)?;
         let proof = encoding::decode_exact::<64>(&self.proof).map_err(PairRequestError::Proof)?;
         public_key
-            .verify_strict(&proof_message(&self.code, &self.public_key, &self.name), &Signature::from_bytes(&proof))
+            .verify_strict(
+                &proof_message(&self.code, &self.public_key, &self.name, self.name_is_default),
+                &Signature::from_bytes(&proof),
+            )
             .map_err(|_| PairRequestError::Proof("does not verify against public_key".into()))?;
-        Ok(VerifiedPairRequest { code, public_key, name: self.name.clone() })
+        Ok(VerifiedPairRequest { code, public_key, name: self.name.clone(), name_is_default: self.name_is_default })
     }
 }
 
@@ -163,6 +204,21 @@ mod tests {
         let mut request = PairRequest::sign(&code_token(), &key, "laptop");
         request.public_key = encoding::encode(SigningKey::from_bytes(&[6; 32]).verifying_key().as_bytes());
         assert!(matches!(request.verify(), Err(PairRequestError::Proof(_))));
+    }
+
+    #[test]
+    fn a_default_name_is_signed_as_one_and_cannot_be_flipped() {
+        let key = SigningKey::from_bytes(&[4; 32]);
+        let request = PairRequest::sign_as(&code_token(), &key, DeviceName::Default("box"));
+        assert!(request.verify().unwrap().name_is_default);
+        let mut flipped = request.clone();
+        flipped.name_is_default = false;
+        assert!(matches!(flipped.verify(), Err(PairRequestError::Proof(_))));
+        let mut flipped = PairRequest::sign(&code_token(), &key, "box");
+        flipped.name_is_default = true;
+        assert!(matches!(flipped.verify(), Err(PairRequestError::Proof(_))));
+        let chosen = serde_json::to_value(PairRequest::sign(&code_token(), &key, "box")).unwrap();
+        assert!(chosen.get("name_is_default").is_none(), "a chosen name's body is as before: {chosen}");
     }
 
     #[test]

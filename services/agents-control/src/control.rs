@@ -5,6 +5,7 @@ use crate::codes::Issuer;
 use crate::key::ControlKey;
 use crate::limits::{Guards, Limits};
 use crate::metrics::{MeteredStore, Metrics};
+use crate::records::{DeviceRecord, RecordError};
 use crate::registry::Registry;
 use crate::sessions::Sessions;
 use hyperhive_control_proto::DeviceKind;
@@ -109,6 +110,38 @@ impl Control {
     pub fn revoked_by_peer(&self, device_id: &str) {
         let host = self.paired_host_name(device_id);
         self.cut(device_id, host.as_deref());
+    }
+
+    /// A device paired through this copy: known here at once, and told to the peers (`paired`),
+    /// so every linked copy knows it at once too instead of at its next refresh (a client there
+    /// reaching for the host finds it, and hears of it in its presence).
+    pub fn paired(&self, record: &DeviceRecord, version: &str) {
+        self.learn_paired(record.clone(), version.to_owned());
+        let text = String::from_utf8(crate::records::encode(record)).expect("records are JSON, so UTF-8");
+        self.sessions.broadcast(&PeerFrame::Paired { record: text, version: version.to_owned() });
+    }
+
+    /// A peer says a device paired through it: the same here, without telling the peers again.
+    ///
+    /// # Errors
+    /// The record is not one this build reads (a peer of another version): this copy learns of
+    /// the device at its next refresh instead.
+    pub fn paired_by_peer(&self, record: &str, version: &str) -> Result<(), RecordError> {
+        let record: DeviceRecord = crate::records::decode("a peer's paired record", record.as_bytes())?;
+        if !crate::records::is_device_id(&record.id) {
+            return Err(RecordError::Malformed { key: record.id, reason: "not a device id".into() });
+        }
+        self.learn_paired(record, version.to_owned());
+        Ok(())
+    }
+
+    fn learn_paired(&self, record: DeviceRecord, version: String) {
+        let host = (record.kind == DeviceKind::Host).then(|| (record.id.clone(), record.name.clone()));
+        if self.registry.hold(record, version)
+            && let Some((id, name)) = host
+        {
+            self.sessions.host_paired(&id, &name);
+        }
     }
 
     /// The name of a host the registry holds as paired (before a forget is marked in it).

@@ -144,9 +144,12 @@ async fn pair(control: &Control, body: &[u8], from: Option<std::net::IpAddr>) ->
         return warp::reply::with_header(busy, "retry-after", "2").into_response();
     }
     match pairing::redeem(control.store.as_ref(), control.clock.as_ref(), &control.key, &request).await {
-        Ok(response) => {
+        Ok(redeemed) => {
             control.metrics.devices_paired.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let response = PairResponse { control_name: control.name.clone(), ..response };
+            // Before the answer: by the time the device uses its pairing, every linked copy
+            // knows it.
+            control.paired(&redeemed.record, &redeemed.version);
+            let response = PairResponse { control_name: control.name.clone(), ..redeemed.response };
             warp::reply::json(&response).into_response()
         }
         Err(error) => {

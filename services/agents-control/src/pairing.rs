@@ -50,13 +50,22 @@ impl From<StoreError> for PairError {
     }
 }
 
+/// A pairing that succeeded: the answer for the device, and its record as the store holds it.
+#[derive(Debug)]
+pub struct Redeemed {
+    pub response: PairResponse,
+    pub record: DeviceRecord,
+    /// The store's version of the record.
+    pub version: String,
+}
+
 /// Redeems the code in `request` and registers the device.
 pub async fn redeem(
     store: &dyn Store,
     clock: &dyn Clock,
     key: &ControlKey,
     request: &PairRequest,
-) -> Result<PairResponse, PairError> {
+) -> Result<Redeemed, PairError> {
     let verified = request.verify()?;
     if verified.code.control_public_key != key.public_key() {
         return Err(PairError::OtherControlPlane);
@@ -66,13 +75,13 @@ pub async fn redeem(
     let device_key = records::device_key(&device_id);
 
     if let Some(object) = store.get(&device_key).await? {
-        return already_paired(key, request, &device_key, &object.bytes);
+        return already_paired(key, request, &device_key, object);
     }
     let code_key = records::code_key(&hash);
     let Some(code_object) = store.get(&code_key).await? else {
         // A racing copy may have redeemed the code and tidied its record away since we looked.
         return match store.get(&device_key).await? {
-            Some(object) => already_paired(key, request, &device_key, &object.bytes),
+            Some(object) => already_paired(key, request, &device_key, object),
             None => Err(PairError::Unknown),
         };
     };
@@ -82,11 +91,16 @@ pub async fn redeem(
         return Err(PairError::Expired(code.expires_at));
     }
 
+    // A default name (the device's hostname) gives way to the one the code suggests.
+    let name = match (verified.name_is_default, code.name) {
+        (true, Some(suggested)) => suggested,
+        _ => verified.name,
+    };
     let record = DeviceRecord {
         schema: SCHEMA,
         id: device_id.clone(),
         kind: code.kind,
-        name: verified.name.clone(),
+        name,
         public_key: request.public_key.clone(),
         paired_at: records::timestamp(now),
         code: hash,
@@ -94,23 +108,23 @@ pub async fn redeem(
         role: code.role,
         write_id: records::write_id(),
     };
-    match store.create(&device_key, records::encode(&record)).await {
-        Ok(_) => {}
+    let version = match store.create(&device_key, records::encode(&record)).await {
+        Ok(version) => version,
         Err(StoreError::AlreadyExists { .. }) => {
             // Another copy won the race, or an earlier attempt of this same request landed.
             return match store.get(&device_key).await? {
-                Some(object) => already_paired(key, request, &device_key, &object.bytes),
+                Some(object) => already_paired(key, request, &device_key, object),
                 None => Err(PairError::AlreadyUsed),
             };
         }
         Err(other) => return Err(other.into()),
-    }
-    tracing::info!(device = %device_id, kind = %code.kind, name = %verified.name, "paired a device");
+    };
+    tracing::info!(device = %device_id, kind = %record.kind, name = %record.name, "paired a device");
     // Tidying only: the device record already makes the code used.
     if let Err(error) = store.delete(&code_key, &code_object.version).await {
         tracing::debug!(%error, "left the used code record for the sweeper");
     }
-    Ok(response(key, &record))
+    Ok(Redeemed { response: response(key, &record), record, version })
 }
 
 fn response(key: &ControlKey, record: &DeviceRecord) -> PairResponse {
@@ -130,12 +144,12 @@ fn already_paired(
     key: &ControlKey,
     request: &PairRequest,
     device_key: &str,
-    stored: &[u8],
-) -> Result<PairResponse, PairError> {
-    let record: DeviceRecord = records::decode(device_key, stored)?;
+    stored: hyperhive_object_store::Object,
+) -> Result<Redeemed, PairError> {
+    let record: DeviceRecord = records::decode(device_key, &stored.bytes)?;
     if record.public_key == request.public_key && record.forgotten_at.is_none() {
         tracing::info!(device = %record.id, "a pairing retried after its record was written: answered again");
-        return Ok(response(key, &record));
+        return Ok(Redeemed { response: response(key, &record), record, version: stored.version });
     }
     Err(PairError::AlreadyUsed)
 }

@@ -342,6 +342,15 @@ fn on_frame(control: &Control, peer: &str, frame: PeerFrame) -> Option<PeerFrame
             control.revoked_by_peer(&device_id);
             None
         }
+        PeerFrame::Paired { record, version } => {
+            if let Err(error) = control.paired_by_peer(&record, &version) {
+                tracing::warn!(%peer, %error, "a peer's paired device is not one this copy reads; it waits for the refresh");
+            }
+            None
+        }
+        // A frame a newer peer sends that this build does not know: what it tells, the
+        // refresh of the registry tells later.
+        PeerFrame::Unknown => None,
         PeerFrame::Ping { t } => Some(PeerFrame::Pong { t }),
         PeerFrame::Pong { .. } => None,
         PeerFrame::Error { code, message } => {

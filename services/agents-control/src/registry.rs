@@ -243,6 +243,21 @@ impl Registry {
         Ok(record.forgotten_at.is_none().then_some(record))
     }
 
+    /// Holds a record this copy just wrote, or a peer did (`paired`), as if it had been read
+    /// from the store at `version`: the device is known here at once, not at the next refresh.
+    /// A forget held here is never undone. Returns whether the device was not known as paired
+    /// before.
+    pub fn hold(&self, record: DeviceRecord, version: String) -> bool {
+        let mut held = self.devices.write().expect("registry lock");
+        if held.by_id.get(&record.id).is_some_and(|entry| entry.record.forgotten_at.is_some()) {
+            return false;
+        }
+        let read = held.next_read();
+        let key = records::device_key(&record.id);
+        let entry = Entry { key, version, record: record.clone(), read };
+        held.by_id.insert(record.id, entry).is_none_or(|before| before.record.forgotten_at.is_some())
+    }
+
     /// Records a forget this copy learned of before its next refresh (from a request it served,
     /// or a peer's `revoked`), so the device is refused at once.
     pub fn mark_forgotten(&self, id: &str, at: &str) {
@@ -520,6 +535,29 @@ mod tests {
         forget(&store.inner, &SystemClock, &record.id).await.unwrap();
         registry.refresh(&store).await.unwrap();
         assert!(registry.active(&record.id).is_none(), "a change missed for want of a version");
+    }
+
+    /// A record held as written (a pairing here or a peer's `paired`) is known at once, is not
+    /// read again by the next refresh (its version is the store's), and never revives a forget.
+    #[tokio::test]
+    async fn a_held_record_is_known_at_once_costs_no_read_and_revives_no_forget() {
+        let dir = tempfile::tempdir().unwrap();
+        let metrics = Arc::new(Metrics::default());
+        let store = MeteredStore::wrap(Arc::new(FileStore::open(dir.path()).unwrap()), metrics.clone());
+        let registry = Registry::default();
+        registry.refresh(store.as_ref()).await.unwrap();
+        let record = device(1);
+        let version = store.create(&records::device_key(&record.id), records::encode(&record)).await.unwrap();
+        assert!(registry.hold(record.clone(), version.clone()), "a new device");
+        assert!(!registry.hold(record.clone(), version.clone()), "known already");
+        assert_eq!(registry.active(&record.id).as_ref(), Some(&record));
+        let mut requests = Requests { metrics, seen: (0, 0) };
+        requests.since_last();
+        registry.refresh(store.as_ref()).await.unwrap();
+        assert_eq!(requests.since_last(), (1, 0), "the held record is not read again");
+        registry.mark_forgotten(&record.id, "2026-01-01T00:00:00Z");
+        assert!(!registry.hold(record.clone(), version));
+        assert!(registry.active(&record.id).is_none(), "a forget held here stays");
     }
 
     #[tokio::test]

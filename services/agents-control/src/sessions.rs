@@ -291,6 +291,15 @@ impl Sessions {
         presence
     }
 
+    /// A host just paired (here or on a peer): clients hear of it at once, offline until it
+    /// connects (a host already connected somewhere was heard of when it connected).
+    pub fn host_paired(&self, device_id: &str, name: &str) {
+        let state = self.lock();
+        if !state.is_online(device_id) {
+            state.tell_clients(host_presence(device_id, name, true, false));
+        }
+    }
+
     /// Closes the sessions of devices the registry no longer holds as paired (forgotten, or
     /// their record gone) with [`CloseCode::Revoked`]; returns how many were closed.
     /// (Sessions on peers are theirs to close: each copy runs this after its own refresh.)

@@ -216,7 +216,8 @@ async fn clients_hosts_and_forget_show_what_the_store_holds() {
         &PairRequest::sign(&token, &device, "my phone"),
     )
     .await
-    .unwrap();
+    .unwrap()
+    .response;
 
     let table = text(&agents_control(dir.path(), &["clients"]).stdout);
     assert!(table.starts_with("ID") && table.contains("PAIRED AT"), "{table}");

@@ -84,7 +84,7 @@ async fn a_long_code_sweep_holds_up_neither_forgets_nor_heartbeats() {
     let token = codes::make_code(&files, &SystemClock, &issuer, &request).await.unwrap().to_token();
     let device = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
     let request = hyperhive_control_proto::pair::PairRequest::sign(&token, &device, "phone");
-    let paired = agents_control::pairing::redeem(&files, &SystemClock, &key, &request).await.unwrap();
+    let paired = agents_control::pairing::redeem(&files, &SystemClock, &key, &request).await.unwrap().response;
 
     let store =
         Arc::new(SlowCodeReads { inner: FileStore::open(dir.path()).unwrap(), code_reads: AtomicUsize::new(0) });

@@ -1,6 +1,7 @@
 //! `agents-control device pair|connect`, the real binary, through Caddy terminating TLS with a
 //! self-signed certificate made here and pinned in the codes: a host and a client pair, connect
-//! and exchange messages both ways with acks; a device given a wrong pin cannot pair.
+//! and exchange messages both ways with acks; a device is named as the code suggests unless
+//! `--name` says otherwise; a device given a wrong pin cannot pair.
 
 use agents_control::clock::SystemClock;
 use agents_control::codes::{self, CodeRequest, Issuer};
@@ -64,7 +65,13 @@ async fn setup() -> Setup {
 
 impl Setup {
     async fn code(&self, kind: DeviceKind, issuer: &Issuer) -> String {
-        let request = CodeRequest { kind, name: None, role: None, ttl: codes::DEFAULT_TTL, made_by: "test".into() };
+        self.code_named(kind, issuer, None).await
+    }
+
+    /// A code suggesting `name` for the device (`agents-control code --name`).
+    async fn code_named(&self, kind: DeviceKind, issuer: &Issuer, name: Option<&str>) -> String {
+        let name = name.map(str::to_owned);
+        let request = CodeRequest { kind, name, role: None, ttl: codes::DEFAULT_TTL, made_by: "test".into() };
         codes::make_code(self.store.as_ref(), &SystemClock, issuer, &request).await.unwrap().to_token()
     }
 
@@ -196,6 +203,40 @@ async fn a_large_message_arrives_as_written_and_one_over_the_limit_is_refused_at
     assert_eq!(host.event("message").await["body"], "after");
     assert_eq!(client.event("acked").await["seq"], 2, "the refused message took no seq");
     assert_eq!((client.reconnects, host.reconnects), (0, 0), "both links stayed up");
+}
+
+/// `device pair` without `--name` takes the code's suggested name (and the machine's hostname
+/// when the code suggests none); `--name` wins over the suggestion. The name is the one the
+/// store records (what `agents-control hosts` and every peer list), the one printed, and the one
+/// in the identity file.
+#[tokio::test]
+async fn a_pairing_keeps_the_name_the_code_suggests_unless_given_another() {
+    let setup = setup().await;
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_owned();
+    let cases = [
+        ("suggested", Some("kitchen"), None, "kitchen"),
+        ("overridden", Some("kitchen"), Some("mine"), "mine"),
+        ("unsuggested", None, None, hostname.as_str()),
+    ];
+    for (file, suggested, flag, expected) in cases {
+        let code = setup.code_named(DeviceKind::Host, &setup.issuer, suggested).await;
+        let identity = setup.dir.path().join(format!("{file}.json"));
+        let mut command = agents_control(&["device", "pair", &code, "--identity"]);
+        command.arg(&identity);
+        if let Some(name) = flag {
+            command.args(["--name", name]);
+        }
+        let output = command.output().await.unwrap();
+        assert!(output.status.success(), "{file}: {}", String::from_utf8_lossy(&output.stderr));
+        let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(answer["name"], expected, "{file}: printed {answer}");
+        let id = answer["device_id"].as_str().unwrap();
+        let stored = agents_control::registry::list(setup.store.as_ref(), DeviceKind::Host).await.unwrap();
+        let record = stored.iter().find(|d| d.id == id).expect("the store holds the device");
+        assert_eq!(record.name, expected, "{file}: the name the store records");
+        let saved = hyperhive_control_link::Identity::load(&identity).unwrap();
+        assert_eq!(saved.name, expected, "{file}: the name in the identity file");
+    }
 }
 
 #[tokio::test]

@@ -180,7 +180,7 @@ async fn a_cut_at_any_step_of_pairing_pairs_at_most_once_and_a_retry_completes_i
         let retry = pairing::redeem(&direct, &SystemClock, &bench.key, &request).await;
         let retry = retry.unwrap_or_else(|error| panic!("cut at {cut_at}: the retry failed: {error}"));
         if let Ok(first) = &first {
-            assert_eq!(first.device_id, retry.device_id);
+            assert_eq!(first.response.device_id, retry.response.device_id);
         }
         let (devices, _) = check_invariants(&direct).await;
         assert_eq!(devices.len(), 1, "cut at {cut_at}");
@@ -199,7 +199,7 @@ async fn a_cut_during_forgetting_leaves_the_device_whole_and_a_retry_forgets_it(
         let direct = bench.direct(&prefix);
         let token = bench.make_code(&direct).await.unwrap();
         let request = PairRequest::sign(&token, &SigningKey::from_bytes(&[0x33; 32]), "box");
-        let paired = pairing::redeem(&direct, &SystemClock, &bench.key, &request).await.unwrap();
+        let paired = pairing::redeem(&direct, &SystemClock, &bench.key, &request).await.unwrap().response;
         let faulty = bench.faulty(&prefix, cut_at);
         let first = registry::forget(&faulty, &SystemClock, &paired.device_id).await;
         bench.proxy.pass();

@@ -285,11 +285,11 @@ async fn a_pairing_retried_after_a_landed_write_was_reported_unavailable_succeed
     let first = agents_control::pairing::redeem(&store, &clock, &key, &request).await.unwrap_err();
     assert_eq!(first.status(), 503, "{first}");
     assert_eq!(store.inner.list(records::DEVICES).await.unwrap().len(), 1, "the write landed");
-    let retried = agents_control::pairing::redeem(&store, &clock, &key, &request).await.unwrap();
+    let retried = agents_control::pairing::redeem(&store, &clock, &key, &request).await.unwrap().response;
     let public = hyperhive_control_proto::encoding::encode(device.verifying_key().as_bytes());
     assert!(retried.verify(&SigningKey::from_bytes(&[7; 32]).verifying_key(), &public));
     assert_eq!(retried.name, "laptop");
-    let again = agents_control::pairing::redeem(&store, &clock, &key, &request).await.unwrap();
+    let again = agents_control::pairing::redeem(&store, &clock, &key, &request).await.unwrap().response;
     assert_eq!(again.device_id, retried.device_id);
     assert_eq!(store.inner.list(records::DEVICES).await.unwrap().len(), 1);
     // The used code record is the sweeper's to remove (it sees the device in the registry).

@@ -10,6 +10,7 @@ use agents_control::control::Control;
 use agents_control::records::{self, CodeRecord, DeviceRecord};
 use agents_control::registry;
 use futures::SinkExt;
+use hyperhive_control_link::DeviceName;
 use hyperhive_control_link::handshake;
 use hyperhive_control_link::pair_client::{self, PairError};
 use hyperhive_control_proto::DeviceKind;
@@ -130,13 +131,16 @@ async fn a_code_made_over_the_link_pairs_a_new_device_once() {
     assert_eq!(record.expires_at, expires_at);
 
     // The new device pairs as a real one does: POST /v1/pair to the URL the code carries.
-    let identity = pair_client::pair(&token, "box").await.unwrap();
+    let identity = pair_client::pair(&token, DeviceName::Chosen("box")).await.unwrap();
     assert_eq!(identity.kind, DeviceKind::Host);
     let host = Device { id: identity.device_id.clone(), kind: DeviceKind::Host, key: identity.device_key().clone() };
+    // Clients hear of a new host as soon as it pairs, then again when it connects.
+    let paired = HostPresence { device_id: host.id.clone(), name: "box".into(), paired: true, online: false };
+    assert_eq!(next_frame(&mut link).await, LinkFrame::PresenceChanged { host: paired });
     let _host_link = copy.connect(&host).await;
     let online = HostPresence { device_id: host.id.clone(), name: "box".into(), paired: true, online: true };
     assert_eq!(next_frame(&mut link).await, LinkFrame::PresenceChanged { host: online });
-    match pair_client::pair(&token, "box again").await {
+    match pair_client::pair(&token, DeviceName::Chosen("box again")).await {
         Err(PairError::Refused { status: 409, error }) => assert!(error.contains("already used"), "{error}"),
         other => panic!("a second pairing with the code must be refused, got {other:?}"),
     }

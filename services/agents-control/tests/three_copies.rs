@@ -3,7 +3,8 @@
 //! devices run as `agents-control device pair|connect`. What is proved: the pin and the
 //! server's proof are checked; a host and a client on different copies talk; a stream survives
 //! its host's or client's copy dying (SIGKILL or SIGTERM) with every message delivered exactly
-//! once, in order; a device forgotten through one copy, or with the command line, is cut off on
+//! once, in order; a host paired through any copy is listed by every copy at once; a device
+//! forgotten through one copy, or with the command line, is cut off on
 //! every copy within a second and is at once unknown to clients on any copy; and a bucket
 //! outage stops pairing and readiness but neither relaying nor reconnecting.
 
@@ -279,6 +280,82 @@ async fn pair_host(cluster: &Cluster, name: &str) -> Device {
             Err(stderr) => panic!("pairing {name}: {stderr}"),
         }
     }
+}
+
+/// A host paired through whichever copy Caddy picks is known to every copy at once (the peer
+/// links carry it, `paired`), not at the copies' next refresh of the registry (every 2 s): a
+/// client on each copy hears of it (paired, offline) well within that; a client connecting
+/// right after the pairing lists it in its very first presence, wherever it lands; and once the
+/// host connects, the first message a client on another copy sends it is acked, never answered
+/// `undeliverable`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_paired_through_any_copy_is_known_to_every_copy_at_once() {
+    const RUNS: usize = 6;
+    /// Well under the 2 s refresh that was the only way before.
+    const WITHIN: Duration = Duration::from_millis(500);
+    let mut cluster = Cluster::start().await;
+    let mut watchers = Vec::new();
+    for index in 0..3 {
+        watchers.push(cluster.pair("--client", &format!("watcher{index}")).await);
+    }
+    let late = cluster.pair("--client", "late").await;
+    cluster.wait_peers(2).await;
+    let mut links = Vec::new();
+    for (index, watcher) in watchers.iter().enumerate() {
+        let mut link = cluster.connect_on(watcher, index, Input::Commands).await;
+        link.event("presence").await; // the list at connect
+        links.push(link);
+    }
+    let mut heard_after = Vec::new();
+    for run in 0..RUNS {
+        let host = pair_host(&cluster, &format!("new{run}")).await;
+        let paired = Instant::now();
+        for (index, link) in links.iter_mut().enumerate() {
+            // Earlier runs' hosts going offline may come first.
+            let (at, listed) = loop {
+                let (at, presence) = link.event("presence").await;
+                if let Some(listed) =
+                    presence["hosts"].as_array().unwrap().iter().find(|h| h["device_id"] == host.id.as_str())
+                {
+                    break (at, listed.clone());
+                }
+            };
+            assert_eq!(
+                (listed["paired"].as_bool(), listed["online"].as_bool()),
+                (Some(true), Some(false)),
+                "run {run}, the client on copy {index}: {listed}"
+            );
+            heard_after.push(at.saturating_duration_since(paired));
+        }
+        let mut fresh = Linked::start(&late.identity, Input::Closed);
+        let copy = fresh.connected().await;
+        let (_, first) = fresh.event("presence").await;
+        let hosts = first["hosts"].as_array().unwrap();
+        assert!(
+            hosts.iter().any(|h| h["device_id"] == host.id.as_str() && h["name"] == host.name.as_str()),
+            "run {run}: a client that connected to {copy} right after the pairing does not list it: {first}"
+        );
+        fresh.kill().await;
+
+        // Wherever the host lands, a client on the next copy sends to it.
+        let mut host_link = Linked::start(&host.identity, Input::Closed);
+        let host_copy = host_link.connected().await;
+        let at = cluster.copies.iter().position(|c| c.name == host_copy).unwrap();
+        let sender = &mut links[(at + 1) % 3];
+        wait_host_online(sender, &host.id).await;
+        let sent = sender.seen.len();
+        sender.command(json!({"command": "send", "to": host.id, "body": {"run": run}})).await;
+        let (_, acked) = sender.event("acked").await;
+        assert_eq!(acked["to"], host.id.as_str(), "run {run}: {acked}");
+        let since = &sender.seen[sent..];
+        assert!(
+            !since.iter().any(|(_, event)| event["event"] == "undeliverable"),
+            "run {run}: the first message to the new host was not delivered at once: {since:?}"
+        );
+        host_link.kill().await;
+    }
+    eprintln!("clients on every copy heard of a new host after {heard_after:?}");
+    assert!(heard_after.iter().all(|took| *took < WITHIN), "{heard_after:?}");
 }
 
 /// How a device is forgotten in [`a_forgotten_host_is_cut_everywhere_within_a_second_and_unknown_at_once`].

@@ -105,9 +105,11 @@ pub enum Command {
     Pair {
         /// The host code.
         code: String,
-        /// The name clients see for this host.
-        #[arg(long, default_value = "swarm-controller")]
-        name: String,
+        /// The name clients see for this host (`swarmctl --via ... --host NAME`). Absent: the
+        /// name the code suggests (`agents-control code --host --name NAME`), else
+        /// "swarm-controller".
+        #[arg(long)]
+        name: Option<String>,
         /// Where to write the identity (must not exist).
         #[arg(long, value_name = "FILE")]
         identity: Option<PathBuf>,
@@ -339,13 +341,17 @@ fn parse_ttl(s: &str) -> Result<Duration, String> {
 ///
 /// # Errors
 /// A line saying what is wrong (no place for the identity, a client code, a refused pairing).
-pub fn pair(code: &str, name: &str, identity: Option<&std::path::Path>) -> Result<(), String> {
+pub fn pair(code: &str, name: Option<&str>, identity: Option<&std::path::Path>) -> Result<(), String> {
     let lookup = |name: &str| std::env::var(name).ok();
     let path = crate::remote::pair::identity_path(identity, lookup)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("starting tokio: {e}"))?;
+    let name = match name {
+        Some(name) => hyperhive_control_link::DeviceName::Chosen(name),
+        None => hyperhive_control_link::DeviceName::Default(crate::remote::pair::DEFAULT_NAME),
+    };
     let paired = runtime.block_on(crate::remote::pair::pair(code, name, &path))?;
     println!(
         "paired as host {} ({}) with {}; wrote {} (mode 0600). Start (or restart) the daemon: it holds the link \

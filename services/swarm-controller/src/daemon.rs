@@ -625,8 +625,12 @@ mod tests {
             kind,
             secret: [1; hyperhive_control_proto::code::SECRET_LEN],
         };
-        let (request, pending) =
-            hyperhive_control_link::start_pairing(&code.to_token(), "c", &mut rand::rng()).unwrap();
+        let (request, pending) = hyperhive_control_link::start_pairing(
+            &code.to_token(),
+            hyperhive_control_link::DeviceName::Chosen("c"),
+            &mut rand::rng(),
+        )
+        .unwrap();
         let statement = hyperhive_control_proto::pair::device_statement("d0", kind, &request.public_key);
         let response = hyperhive_control_proto::pair::PairResponse {
             device_id: "d0".into(),

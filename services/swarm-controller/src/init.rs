@@ -2,7 +2,10 @@
 //! into one directory, with a note of which host and which NixOS option (or variable) takes each
 //! file. It calls the same library functions as the single-purpose commands (`nats init`,
 //! `nats agent-creds`, `nats hive-creds`, `secrets-key`, `deploy-key`, `store-ca`, hive-c0re's
-//! `keygen`), so what it makes is what they make.
+//! `keygen`), so what it makes is what they make. It also makes the control plane's key (what
+//! agents-control's copies share, for reaching the swarm from afar); the rest of the control
+//! plane's setup needs it running (the bucket's keys come from the bucket's provider, and the
+//! controller pairs with a code only a running copy makes).
 //!
 //! Nothing is ever overwritten: every top-level entry it would write is checked before anything
 //! is written, and when a step fails after writing began, what it wrote is removed again, so a
@@ -36,9 +39,13 @@ pub const SECRETS_KEY: &str = "swarm-secrets.key";
 pub const DEPLOY_KEY: &str = "swarm-deploy.key";
 /// The SSO bridge's bearer token, in [`CONTROLLER_DIR`].
 pub const SSO_TOKEN: &str = "sso-bridge.token";
+/// The control plane's own files, below the output directory.
+pub const CONTROL_PLANE_DIR: &str = "control-plane";
+/// The control key every agents-control copy shares (32 raw bytes), in [`CONTROL_PLANE_DIR`].
+pub const CONTROL_KEY: &str = "agents-control.key";
 
 /// Every top-level entry a run writes: all of them must be absent before it starts.
-const TOP_LEVEL: [&str; 5] = [NATS_DIR, CONTROLLER_DIR, HIVES_DIR, README, LAYOUT];
+const TOP_LEVEL: [&str; 6] = [NATS_DIR, CONTROLLER_DIR, CONTROL_PLANE_DIR, HIVES_DIR, README, LAYOUT];
 
 /// One hive of the new swarm and the agents it runs (static agents, with credentials made now).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,7 +89,8 @@ pub fn parse_hives(values: &[String]) -> Result<Vec<HiveSpec>, String> {
 pub struct Placement {
     /// The path, relative to the output directory.
     pub path: String,
-    /// The host it goes to: `controller host`, `NATS host`, `SSO host` or `hive <name>`.
+    /// The host it goes to: `controller host`, `NATS host`, `SSO host`, `every control-plane
+    /// host` or `hive <name>`.
     pub host: String,
     /// The NixOS option that takes it.
     pub option: String,
@@ -272,6 +280,22 @@ fn write_all(request: &InitRequest) -> Result<Layout, String> {
         true,
     );
 
+    // The control plane's key: the Ed25519 seed every agents-control copy signs with.
+    let control_plane = out.join(CONTROL_PLANE_DIR);
+    private_dir(&control_plane)?;
+    let mut control_key = [0u8; 32];
+    rand::rng().fill_bytes(&mut control_key);
+    let key_path = control_plane.join(CONTROL_KEY);
+    crate::files::create_new(&key_path, &control_key, 0o600)
+        .map_err(|e| format!("cannot write {}: {e}", key_path.display()))?;
+    place(
+        format!("{CONTROL_PLANE_DIR}/{CONTROL_KEY}"),
+        "every control-plane host",
+        "services.hyperhive.deploy.agents-control.keyFile",
+        "AGENTS_CONTROL_KEY_FILE",
+        true,
+    );
+
     // Each hive: its directory, its agents' credentials, its own credential and its xkey.
     let hives_dir = out.join(HIVES_DIR);
     private_dir(&hives_dir)?;
@@ -373,7 +397,10 @@ pub fn describe(layout: &Layout, out: &Path) -> String {
     }
     text.push_str(&format!(
         "\nThe agents' and hives' NATS credentials are valid for {}; give the NATS host nats/nats-server.conf \
-         (it preloads every account). Then check the running swarm with `swarmctl doctor`.\n",
+         (it preloads every account). Then check the running swarm with `swarmctl doctor`.\n\nTo reach the swarm \
+         from afar, run agents-control (docs/control-plane/README.md) with control-plane/agents-control.key on \
+         every copy, then pair the controller: `swarm-controller pair CODE` with a code from `agents-control code \
+         --host --name swarm`, and each operator's machine with a code from `agents-control code --client`.\n",
         humantime::format_duration(Duration::from_secs(layout.credential_ttl_secs))
     ));
     text

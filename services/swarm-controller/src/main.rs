@@ -22,7 +22,7 @@ fn main() -> ExitCode {
             swarm_controller::cli::deploy_key(out.as_deref(), public.as_deref()).map_err(|e| vec![e])
         }
         Some(Command::Pair { code, name, identity }) => {
-            swarm_controller::cli::pair(&code, &name, identity.as_deref()).map_err(|e| vec![e])
+            swarm_controller::cli::pair(&code, name.as_deref(), identity.as_deref()).map_err(|e| vec![e])
         }
         Some(Command::StoreCa { out_dir, name }) => {
             swarm_controller::cli::write_store_ca(&out_dir, &name).map_err(|e| vec![e])

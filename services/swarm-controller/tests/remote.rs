@@ -42,8 +42,8 @@ struct Remote {
     cluster: Cluster,
     /// The controller's device id.
     controller: String,
-    /// Clients linked straight to a copy other than the controller's (two, since a device holds
-    /// one link at a time: the terminal follows on the phone while the laptop runs commands).
+    /// Clients linked straight to a copy other than the controller's: the terminal follows on
+    /// the phone (whose other commands share its link) while the laptop runs commands.
     laptop: Device,
     phone: Device,
 }
@@ -58,12 +58,13 @@ impl Remote {
         let nowhere = pair(&client_code, &[]);
         assert!(String::from_utf8_lossy(&nowhere.stderr).contains("set SWARM_STATE_DIR"), "{nowhere:?}");
         assert!(!identity.exists(), "a refused pairing writes nothing");
-        let code = cluster.code("--host", &[]).await;
+        // Without --name the controller takes the name its code suggests.
+        let code = cluster.code("--host", &["--name", "swarm"]).await;
         let shown = identity.to_str().unwrap();
-        let paired = pair(&code, &["--name", "swarm", "--identity", shown]);
+        let paired = pair(&code, &["--identity", shown]);
         let said = String::from_utf8_lossy(&paired.stdout).into_owned();
         assert!(paired.status.success(), "pair: {}", String::from_utf8_lossy(&paired.stderr));
-        assert!(said.contains("paired as host d") && said.contains("mode 0600"), "{said}");
+        assert!(said.contains("paired as host d") && said.contains("(swarm)") && said.contains("mode 0600"), "{said}");
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(std::fs::metadata(&identity).unwrap().permissions().mode() & 0o777, 0o600);
         let again = pair(&cluster.code("--host", &[]).await, &["--identity", shown]);
@@ -133,7 +134,7 @@ async fn health(socket: &Path) -> Value {
 
 /// A running `swarmctl terminal --json`, its lines collected as they come.
 struct Follow {
-    _child: tokio::process::Child,
+    child: tokio::process::Child,
     lines: Arc<Mutex<Vec<Value>>>,
 }
 
@@ -149,7 +150,12 @@ impl Follow {
                 kept.lock().unwrap().push(serde_json::from_str(&line).unwrap_or(Value::String(line)));
             }
         });
-        Follow { _child: child, lines }
+        Follow { child, lines }
+    }
+
+    /// Whether `swarmctl terminal` still runs.
+    fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
     }
 
     /// The terminal's text so far.
@@ -247,15 +253,24 @@ async fn swarmctl_via_the_control_plane_drives_the_swarm_and_survives_its_copy_d
     .unwrap();
 
     // Follow wasp's terminal from afar while a turn prints 30 lines, 0.1 s apart.
-    let follow = Follow::start(remote.swarmctl(Some(&remote.phone.identity), &["terminal", "wasp", "--json"]));
+    let mut follow = Follow::start(remote.swarmctl(Some(&remote.phone.identity), &["terminal", "wasp", "--json"]));
     queue(&remote.swarm, "wasp", "t1").await;
     wait_until("the followed terminal to show the turn", SOON, || async {
         (!follow.numbers_of("t1").is_empty()).then_some(())
     })
     .await
     .unwrap();
-    let (ok, _, err) = remote.run(Some(&remote.phone.identity), &["schedule", "list"]).await;
-    assert!(!ok && err.contains("another swarmctl is using"), "one identity, one link: {err}");
+    // Other commands on the same identity share its link with the open terminal: each answers
+    // at once, and the terminal keeps following (every line of the turn arrives: below).
+    for _ in 0..3 {
+        let asked = std::time::Instant::now();
+        let (ok, listed, err) = remote.run(Some(&remote.phone.identity), &["schedule", "list"]).await;
+        let took = asked.elapsed();
+        eprintln!("a command beside the followed terminal answered in {took:?}");
+        assert!(ok && listed.contains("from-afar"), "a command beside the followed terminal: {err}");
+        assert!(took < Duration::from_secs(5), "a command beside the followed terminal took {took:?}");
+    }
+    assert!(follow.running(), "the followed terminal goes on when the commands beside it end");
 
     // Kill -9 the controller's copy while a `schedule add` is inside the controller: its NATS
     // is held, so the request has arrived and its answer has not left.
@@ -327,6 +342,16 @@ async fn swarmctl_via_the_control_plane_drives_the_swarm_and_survives_its_copy_d
     let (ok, _, err) = remote.run(Some(&laptop), &["schedule", "list"]).await;
     assert!(!ok);
     assert!(err.contains("no hosts") || err.contains("no host"), "{err}");
+
+    // The agent sharing the laptop's link leaves once no command has used it for a while.
+    let socket = swarmctl::shared_link::socket_path(&laptop);
+    assert!(socket.exists(), "the laptop's commands shared a link");
+    let left_within = swarmctl::shared_link::IDLE_EXIT + Duration::from_secs(5);
+    wait_until("the laptop's link agent to leave once unused", left_within, || async {
+        (!socket.exists()).then_some(())
+    })
+    .await
+    .unwrap();
 }
 
 /// The raw device client (JSON lines) linked to the control plane.

@@ -80,7 +80,7 @@ async fn init_makes_every_key_privately_says_where_each_goes_and_never_overwrite
 
     // Every file the layout names is there: secrets 0600, their directories 0700.
     let layout: Value = serde_json::from_slice(&std::fs::read(out.join("layout.json")).unwrap()).unwrap();
-    for dir in ["", "nats", "controller", "hives", "hives/h1", "hives/h2"] {
+    for dir in ["", "nats", "controller", "control-plane", "hives", "hives/h1", "hives/h2"] {
         assert_eq!(mode(&out.join(dir)), 0o700, "{dir}");
     }
     let files = layout["files"].as_array().unwrap();
@@ -105,6 +105,7 @@ async fn init_makes_every_key_privately_says_where_each_goes_and_never_overwrite
         "controller/store-ca.key",
         "controller/store-ca.pem",
         "controller/sso-bridge.token",
+        "control-plane/agents-control.key",
         "hives/h1/h1.creds",
         "hives/h1/h1.xk",
         "hives/h1/agent-alice.creds",
@@ -135,6 +136,21 @@ async fn init_makes_every_key_privately_says_where_each_goes_and_never_overwrite
         assert!(!printed.contains(text.trim()), "{secret} was printed");
     }
     SecretsKey::load(&out.join("controller/swarm-secrets.key")).unwrap();
+    // agents-control takes its key as made: it signs a code with it.
+    let key = out.join("control-plane/agents-control.key");
+    assert_eq!(std::fs::read(&key).unwrap().len(), 32);
+    std::fs::create_dir(tmp.path().join("bucket")).unwrap();
+    let code = Command::new(hyperhive_testkit::control_plane::agents_control_binary())
+        .args(["code", "--host", "--name", "swarm", "--control-url", "https://control.example", "--store"])
+        .arg(format!("file://{}", tmp.path().join("bucket").display()))
+        .arg("--key-file")
+        .arg(&key)
+        .env_clear()
+        .output()
+        .unwrap();
+    assert!(code.status.success(), "agents-control code with init's key: {}", String::from_utf8_lossy(&code.stderr));
+    assert!(String::from_utf8_lossy(&code.stdout).starts_with("hhcode1"), "{code:?}");
+    assert!(printed.contains("agents-control code --host --name swarm"), "how to pair the controller: {printed}");
 
     // The NATS credentials work on a nats-server running the fragment init wrote.
     let fragment = std::fs::read_to_string(out.join("nats/nats-server.conf")).unwrap();

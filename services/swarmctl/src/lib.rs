@@ -25,6 +25,7 @@ mod jobs;
 mod linked;
 pub mod remote;
 mod secrets;
+pub mod shared_link;
 mod sse;
 mod terminal;
 mod untrusted;
@@ -100,6 +101,10 @@ pub enum Top {
     /// Scheduled prompts.
     #[command(subcommand)]
     Schedule(ScheduleCommand),
+    /// Serve the --via identity's shared link to every swarmctl using it (started by swarmctl
+    /// itself; see docs/swarm/remote.md).
+    #[command(hide = true)]
+    LinkAgent,
     /// Check the running swarm and say what to fix, one line per check (ok, PROBLEM, skipped):
     /// the controller answers, it is connected to NATS, every hive reports (a stale one is named
     /// with the age of its last status), the agents' credentials are healthy, the secret store's
@@ -584,7 +589,14 @@ fn printed(view: &ScheduleView, json: bool, now: OffsetDateTime) -> String {
 pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
     let api = match &cli.via {
         None => Api::Socket(cli.socket.clone()),
-        Some(identity) => Api::Remote(remote::RemoteApi::connect(identity, cli.host.as_deref()).await?),
+        Some(identity) if matches!(cli.command, Top::LinkAgent) => {
+            shared_link::serve_detached(identity).await?;
+            return Ok(String::new());
+        }
+        Some(identity) => {
+            let home = remote::AgentHome::of_this_program();
+            Api::Remote(remote::RemoteApi::connect_from(identity, cli.host.as_deref(), &home).await?)
+        }
     };
     let api = &api;
     // Whole seconds, as the controller stamps its instants.
@@ -596,6 +608,7 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
             return hives::status(api, hive.as_ref(), json).await;
         }
         Top::Agents { json } => return hives::agents(api, json).await,
+        Top::LinkAgent => return Err(CtlError::Remote("link-agent serves an identity's link: give --via FILE".into())),
         Top::Doctor { json } => {
             let shown = match &cli.via {
                 None => cli.socket.display().to_string(),

@@ -1,7 +1,9 @@
-//! `swarmctl --via IDENTITY`: the API through the control plane. swarmctl holds a link as a
-//! paired client, picks the controller among the hosts (`--host`, by id or name; the only host
-//! when there is one), and sends each request as messages ([`hyperhive_swarm_api::remote`]); the
-//! link resends what a dying copy lost, so a request sent once is answered once.
+//! `swarmctl --via IDENTITY`: the API through the control plane. swarmctl joins the identity's
+//! link as a paired client (one link per identity, shared by every swarmctl using it:
+//! [`crate::shared_link`]), picks the controller among the hosts (`--host`, by id or name; the
+//! only host when there is one), and sends each request as messages
+//! ([`hyperhive_swarm_api::remote`]); the link resends what a dying copy lost, so a request sent
+//! once is answered once.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -13,21 +15,31 @@ use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper::http::StatusCode;
 use hyperhive_control_link::Identity;
-use hyperhive_control_link::connect::{self, Command, Event};
 use hyperhive_control_proto::DeviceKind;
-use hyperhive_control_proto::link::{Body, HostPresence};
+use hyperhive_control_proto::link::HostPresence;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, watch};
 
 use hyperhive_swarm_api::remote::{self as frames, FromController, PIECE_BYTES, RequestFrame, ToController};
 
 use super::error::CtlError;
+use super::shared_link::{self, Outgoing, Shared};
+
+/// How long swarmctl waits for the identity's shared link to take it (an agent starting, or one
+/// leaving as this swarmctl arrived).
+const JOIN_WITHIN: Duration = Duration::from_secs(5);
+/// How often it knocks meanwhile.
+const JOIN_EVERY: Duration = Duration::from_millis(50);
 
 /// How long swarmctl waits for the control plane to let it in and list the hosts.
 const CONNECT_WITHIN: Duration = Duration::from_secs(20);
 
 /// How long swarmctl waits for the host it wants to be listed once the control plane let it in:
-/// a copy learns of a host paired (or connected) through another copy from its peers or at its
-/// next refresh of the registry, a few seconds later.
+/// every copy hears of a host paired or connected through another at once over its peer links;
+/// a copy whose peer link is down learns of it at its next refresh of the registry, a few
+/// seconds later.
 const HOST_LISTED_WITHIN: Duration = Duration::from_secs(10);
 
 /// How long swarmctl waits for the chosen host to come online when it is listed offline: long
@@ -50,12 +62,46 @@ struct LinkState {
     stopped: bool,
 }
 
+/// Where the agent serving an identity's shared link runs when none does yet.
+#[derive(Debug, Clone)]
+pub enum AgentHome {
+    /// A process of its own, this program run as `PROGRAM --via FILE link-agent`: it outlives
+    /// the command that started it, so other commands keep their link when that one ends.
+    Process(std::path::PathBuf),
+    /// A task of this process, for as long as the [`RemoteApi`] lives (a program using swarmctl
+    /// as a library).
+    InProcess,
+}
+
+impl AgentHome {
+    /// [`AgentHome::Process`] when this program is swarmctl, else [`AgentHome::InProcess`].
+    pub fn of_this_program() -> AgentHome {
+        match std::env::current_exe() {
+            Ok(exe) if exe.file_name().is_some_and(|name| name == "swarmctl") => AgentHome::Process(exe),
+            _ => AgentHome::InProcess,
+        }
+    }
+}
+
+/// An agent served from this process; stopped when dropped.
+#[derive(Debug)]
+struct InProcessAgent {
+    _lock: nix::fcntl::Flock<std::fs::File>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for InProcessAgent {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// A link to the control plane, pointed at one host.
 #[derive(Debug)]
 pub struct RemoteApi {
-    /// Held while the link is: see [`lock_identity`].
-    _lock: nix::fcntl::Flock<std::fs::File>,
-    commands: mpsc::Sender<Command>,
+    /// The agent, when this process serves it.
+    _agent: Option<InProcessAgent>,
+    commands: mpsc::Sender<Outgoing>,
     host: HostPresence,
     pending: Pending,
     state: watch::Receiver<LinkState>,
@@ -70,13 +116,21 @@ impl Drop for RemoteApi {
 
 impl RemoteApi {
     /// Connects with the client identity at `path` and picks the host `host` (an id or a
-    /// name), or the only host.
+    /// name), or the only host; the identity's shared link is served from this process when
+    /// none serves it yet ([`AgentHome::InProcess`]).
     ///
     /// # Errors
     /// [`CtlError::Remote`] saying what failed: the identity, the control plane, the host.
     pub async fn connect(path: &Path, host: Option<&str>) -> Result<Self, CtlError> {
+        Self::connect_from(path, host, &AgentHome::InProcess).await
+    }
+
+    /// [`RemoteApi::connect`], starting the shared link's agent in `home` when none serves it.
+    ///
+    /// # Errors
+    /// As [`RemoteApi::connect`].
+    pub async fn connect_from(path: &Path, host: Option<&str>, home: &AgentHome) -> Result<Self, CtlError> {
         let identity = Identity::load(path).map_err(|e| CtlError::Remote(format!("--via: {e}")))?;
-        let lock = lock_identity(path)?;
         if identity.kind != DeviceKind::Client {
             return Err(CtlError::Remote(format!(
                 "--via {} is a host's identity; swarmctl needs a client's: `agents-control device pair CODE \
@@ -85,13 +139,13 @@ impl RemoteApi {
             )));
         }
         let control = identity.control_url.clone();
+        let (lines, writer, agent) = join(path, identity, home).await?;
         let (commands, command_rx) = mpsc::channel(256);
-        let (event_tx, events) = mpsc::channel(1024);
         let (state_tx, mut state) = watch::channel(LinkState::default());
         let pending: Pending = Arc::default();
-        let task = tokio::spawn(hold(identity, command_rx, event_tx, events, state_tx, pending.clone()));
+        let task = tokio::spawn(follow(lines, writer, command_rx, state_tx, pending.clone()));
         let mut api = RemoteApi {
-            _lock: lock,
+            _agent: agent,
             commands,
             host: HostPresence { device_id: String::new(), name: String::new(), paired: true, online: false },
             pending,
@@ -191,37 +245,10 @@ impl RemoteApi {
     }
 }
 
-/// Takes `<identity>.lock`. A device holds one link at a time (the control plane keeps a
-/// device's newest session and closes the older), so two swarmctl processes with one identity
-/// would keep replacing each other and take each other's answers. The second is refused at
-/// once, saying so.
-fn lock_identity(identity: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, CtlError> {
-    use nix::fcntl::{Flock, FlockArg};
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut name = identity.as_os_str().to_owned();
-    name.push(".lock");
-    let path = std::path::PathBuf::from(name);
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(|e| CtlError::Remote(format!("--via: cannot open the lock file {}: {e}", path.display())))?;
-    Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|_| {
-        CtlError::Remote(format!(
-            "another swarmctl is using {} (a device holds one link at a time); wait for it to finish, or pair \
-             another client (`agents-control device pair`) for commands that run side by side",
-            identity.display()
-        ))
-    })
-}
-
-async fn send_to(commands: &mpsc::Sender<Command>, host: &str, frame: &ToController) -> Result<(), CtlError> {
-    let text = serde_json::to_string(frame).expect("frames serialize");
-    let body = Body::parse(&text).expect("serde_json writes JSON");
+async fn send_to(commands: &mpsc::Sender<Outgoing>, host: &str, frame: &ToController) -> Result<(), CtlError> {
+    let body = serde_json::to_string(frame).expect("frames serialize");
     commands
-        .send(Command::Send { to: host.to_owned(), body })
+        .send(Outgoing { to: host.to_owned(), body })
         .await
         .map_err(|_| CtlError::Remote("the link to the control plane stopped".into()))
 }
@@ -271,7 +298,7 @@ fn choose(hosts: &[HostPresence], wanted: Option<&str>) -> Result<HostPresence, 
 pub struct RemoteBody {
     id: String,
     rx: mpsc::UnboundedReceiver<FromController>,
-    commands: mpsc::Sender<Command>,
+    commands: mpsc::Sender<Outgoing>,
     host: HostPresence,
     pending: Pending,
     state: watch::Receiver<LinkState>,
@@ -347,53 +374,144 @@ impl Drop for RemoteBody {
         if !self.ended {
             // Stop the controller's side of a stream no one reads any more.
             let cancel = ToController::Cancel { id: self.id.clone() };
-            let text = serde_json::to_string(&cancel).expect("frames serialize");
-            let body = Body::parse(&text).expect("serde_json writes JSON");
-            let _ = self.commands.try_send(Command::Send { to: self.host.device_id.clone(), body });
+            let body = serde_json::to_string(&cancel).expect("frames serialize");
+            let _ = self.commands.try_send(Outgoing { to: self.host.device_id.clone(), body });
         }
     }
 }
 
-/// Holds the link and routes what arrives.
-async fn hold(
+/// Joins the identity's shared link: knocks on its agent's socket, starting the agent in `home`
+/// when nobody answers, until the agent says it serves this swarmctl (an agent that was leaving
+/// as this one knocked closes without a word, and a new one is started).
+///
+/// # Errors
+/// No agent took this swarmctl within [`JOIN_WITHIN`].
+async fn join(
+    path: &Path,
     identity: Identity,
-    command_rx: mpsc::Receiver<Command>,
-    event_tx: mpsc::Sender<Event>,
-    mut events: mpsc::Receiver<Event>,
+    home: &AgentHome,
+) -> Result<(Lines<BufReader<OwnedReadHalf>>, OwnedWriteHalf, Option<InProcessAgent>), CtlError> {
+    let socket = shared_link::socket_path(path);
+    let deadline = tokio::time::Instant::now() + JOIN_WITHIN;
+    let mut identity = Some(identity);
+    let mut agent = None;
+    let mut why: String;
+    loop {
+        match UnixStream::connect(&socket).await {
+            // Whoever listens there hears every request: it must be this user's own agent (a
+            // directory others may write to could hold someone else's socket by that name).
+            Ok(stream) if stream.peer_cred().map(|c| c.uid()).ok() != Some(nix::unistd::getuid().as_raw()) => {
+                return Err(CtlError::Remote(format!(
+                    "--via: {} is served by another user; remove it, and keep the identity in a directory only \
+                     you can write to",
+                    socket.display()
+                )));
+            }
+            Ok(stream) => {
+                let (read, writer) = stream.into_split();
+                let mut lines = BufReader::new(read).lines();
+                match tokio::time::timeout_at(deadline, lines.next_line()).await {
+                    Ok(Ok(Some(first))) if matches!(serde_json::from_str(&first), Ok(Shared::Joined)) => {
+                        return Ok((lines, writer, agent));
+                    }
+                    _ => why = "the agent closed without taking this swarmctl".into(),
+                }
+            }
+            Err(error) => why = error.to_string(),
+        }
+        if agent.is_none() && identity.is_some() {
+            match home {
+                AgentHome::Process(program) => {
+                    identity = None; // started once; it takes the lock, or another agent has it
+                    start_process(program, path)?;
+                }
+                AgentHome::InProcess => {
+                    if let Some(lock) = shared_link::lock(path)? {
+                        let listener = shared_link::bind(path)?;
+                        let identity = identity.take().expect("checked above");
+                        let task = tokio::spawn(shared_link::serve(identity, listener, None));
+                        agent = Some(InProcessAgent { _lock: lock, task });
+                    }
+                }
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(CtlError::Remote(format!(
+                "--via: the shared link of {} did not take this swarmctl within {}s ({why}); its agent is \
+                 `swarmctl --via {} link-agent` (see docs/swarm/remote.md)",
+                path.display(),
+                JOIN_WITHIN.as_secs(),
+                path.display()
+            )));
+        }
+        tokio::time::sleep(JOIN_EVERY).await;
+    }
+}
+
+/// Starts the agent as a process of its own, in its own process group (a Ctrl-C meant for this
+/// command does not stop the link other commands use), its output nowhere.
+fn start_process(program: &Path, identity: &Path) -> Result<(), CtlError> {
+    use std::os::unix::process::CommandExt;
+    let mut child = std::process::Command::new(program)
+        .arg("--via")
+        .arg(identity)
+        .arg("link-agent")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| CtlError::Remote(format!("--via: cannot start the shared link's agent: {e}")))?;
+    // Reaped if it ends while this command runs; it usually outlives it.
+    std::thread::spawn(move || child.wait());
+    Ok(())
+}
+
+/// Reads what the agent tells, into the link's state and the requests waiting; writes this
+/// swarmctl's messages to it.
+async fn follow(
+    mut lines: Lines<BufReader<OwnedReadHalf>>,
+    mut writer: OwnedWriteHalf,
+    mut outgoing: mpsc::Receiver<Outgoing>,
     state: watch::Sender<LinkState>,
     pending: Pending,
 ) {
-    let link = connect::run(&identity, command_rx, event_tx);
-    let route = async {
-        while let Some(event) = events.recv().await {
-            match event {
-                Event::Presence { hosts, changed: false } => state.send_modify(|s| s.hosts = Some(hosts)),
-                Event::Presence { hosts, changed: true } => state.send_modify(|s| {
-                    let known = s.hosts.get_or_insert_with(Vec::new);
-                    for host in hosts {
-                        known.retain(|h| h.device_id != host.device_id);
-                        if host.paired {
-                            known.push(host);
-                        }
-                    }
-                }),
-                Event::Reconnecting { reason, .. } => state.send_modify(|s| s.trouble = Some(reason)),
-                Event::Message { body, .. } => route_message(&pending, body.get()),
-                Event::Undeliverable { reason, .. } => {
-                    state.send_modify(|s| {
-                        s.trouble = Some(format!("the controller cannot be reached now ({reason:?})"))
-                    });
-                }
-                Event::Error { message } => state.send_modify(|s| s.trouble = Some(message)),
-                Event::Connected { .. } | Event::Acked { .. } | Event::Reply { .. } | Event::RequestFailed { .. } => {}
+    let write = async {
+        while let Some(message) = outgoing.recv().await {
+            let line = serde_json::to_string(&message).expect("outgoing lines serialize") + "\n";
+            if writer.write_all(line.as_bytes()).await.is_err() {
+                return;
             }
         }
     };
-    let (stopped, ()) = tokio::join!(link, route);
-    let reason = stopped.err().map_or_else(|| "the link ended".to_owned(), |e| e.to_string());
+    let read = async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            match serde_json::from_str::<Shared>(&line) {
+                Ok(Shared::Hosts { hosts, changed }) => {
+                    state.send_modify(|s| shared_link::apply_hosts(&mut s.hosts, hosts, changed));
+                }
+                Ok(Shared::Trouble { reason }) => state.send_modify(|s| s.trouble = Some(reason)),
+                Ok(Shared::Message { body }) => route_message(&pending, &body),
+                Ok(Shared::Stopped { reason }) => state.send_modify(|s| {
+                    s.stopped = true;
+                    s.trouble = Some(reason);
+                }),
+                Ok(Shared::Joined) | Err(_) => {}
+            }
+        }
+    };
+    tokio::select! {
+        () = read => {}
+        () = write => {}
+    }
     state.send_modify(|s| {
-        s.stopped = true;
-        s.trouble = Some(reason);
+        if !s.stopped {
+            s.stopped = true;
+            s.trouble = Some(s.trouble.take().map_or_else(
+                || "the shared link's agent left".to_owned(),
+                |why| format!("the shared link's agent left ({why})"),
+            ));
+        }
     });
 }
 

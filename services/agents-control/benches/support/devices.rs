@@ -13,7 +13,7 @@ use agents_control::key::ControlKey;
 use agents_control::pairing;
 use futures::StreamExt;
 use hyperhive_control_link::connect::{self, Command, Event};
-use hyperhive_control_link::{Identity, start_pairing};
+use hyperhive_control_link::{DeviceName, Identity, start_pairing};
 use hyperhive_control_proto::DeviceKind;
 use hyperhive_object_store::Store;
 use std::time::Instant;
@@ -25,8 +25,9 @@ pub async fn pair(store: &dyn Store, control_url: &str, kind: DeviceKind, name: 
     let issuer = Issuer { key: key.clone(), control_url: control_url.to_owned(), pin: None };
     let request = CodeRequest { kind, name: None, role: None, ttl: codes::DEFAULT_TTL, made_by: "bench".into() };
     let code = codes::make_code(store, &SystemClock, &issuer, &request).await.expect("the store takes the code");
-    let (request, pending) = start_pairing(&code.to_token(), name, &mut rand::rng()).expect("a well-formed code");
-    let response = pairing::redeem(store, &SystemClock, &key, &request).await.expect("the code redeems");
+    let (request, pending) =
+        start_pairing(&code.to_token(), DeviceName::Chosen(name), &mut rand::rng()).expect("a well-formed code");
+    let response = pairing::redeem(store, &SystemClock, &key, &request).await.expect("the code redeems").response;
     pending.finish(&response).expect("the answer is signed by the control key")
 }
 

@@ -4,8 +4,8 @@
 
 use super::Failure;
 use clap::{Args, Subcommand};
-use hyperhive_control_link::Identity;
 use hyperhive_control_link::connect::{self, Command, Event};
+use hyperhive_control_link::{DeviceName, Identity};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -32,7 +32,8 @@ pub struct PairArgs {
     /// Where to write the device identity (JSON holding the device key, mode 0600).
     #[arg(long, value_name = "FILE")]
     identity: PathBuf,
-    /// The device's name as others see it; this machine's hostname when absent.
+    /// The device's name as others see it. Absent: the name the code suggests (`code --name`),
+    /// else this machine's hostname.
     #[arg(long)]
     name: Option<String>,
 }
@@ -58,8 +59,12 @@ async fn pair(args: PairArgs) -> Result<ExitCode, Failure> {
             args.identity.display()
         )));
     }
-    let name = args.name.unwrap_or_else(super::hostname);
-    let identity = hyperhive_control_link::pair_client::pair(args.code.trim(), &name).await?;
+    let hostname = super::hostname();
+    let name = match &args.name {
+        Some(name) => DeviceName::Chosen(name),
+        None => DeviceName::Default(&hostname),
+    };
+    let identity = hyperhive_control_link::pair_client::pair(args.code.trim(), name).await?;
     identity.save(&args.identity)?;
     let mut paired = serde_json::json!({"device_id": identity.device_id, "kind": identity.kind, "name": identity.name});
     if let Some(control_name) = &identity.control_name {

@@ -123,7 +123,7 @@ pub async fn pair_as(
     let code = codes::make_code(store, clock, &issuer, &request).await.unwrap();
     let device_key = SigningKey::from_bytes(&rand::random::<[u8; 32]>());
     let request = PairRequest::sign(&code.to_token(), &device_key, name);
-    let response = pairing::redeem(store, clock, key, &request).await.unwrap();
+    let response = pairing::redeem(store, clock, key, &request).await.unwrap().response;
     Device { id: response.device_id, kind, key: device_key }
 }
 

@@ -3,9 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
-use hyperhive_control_link::{Identity, pair_client};
+use hyperhive_control_link::{DeviceName, Identity, pair_client};
 use hyperhive_control_proto::DeviceKind;
 use hyperhive_control_proto::code::Code;
+
+/// The host's name when neither `--name` nor the code gives one.
+pub const DEFAULT_NAME: &str = "swarm-controller";
 
 /// The identity's file name in the state directory.
 pub const IDENTITY_FILE: &str = "control-identity.json";
@@ -31,12 +34,12 @@ pub fn identity_path(flag: Option<&Path>, lookup: impl Fn(&str) -> Option<String
     }
 }
 
-/// Redeems the host code `code` as `name` and writes the identity to `path` (which must not
+/// Redeems the host code `code` as `name` (see [`DeviceName`]) and writes the identity to `path` (which must not
 /// exist). Returns the identity written.
 ///
 /// # Errors
 /// A line saying what is wrong: a client code, an existing file, a refused or failed pairing.
-pub async fn pair(code: &str, name: &str, path: &Path) -> Result<Identity, String> {
+pub async fn pair(code: &str, name: DeviceName<'_>, path: &Path) -> Result<Identity, String> {
     let code = code.trim();
     let parsed = Code::parse(code).map_err(|e| format!("that is not a pairing code: {e}"))?;
     if parsed.kind != DeviceKind::Host {
