@@ -135,10 +135,9 @@ impl Dialers {
     /// Starts a dialer for every live copy this one should dial and stops those whose copy is
     /// gone (or moved). Returns how many dialers run.
     pub async fn refresh(&self, control: &Arc<Control>, reachable: bool) -> Result<usize, StoreError> {
-        let wanted: HashMap<String, String> = self
-            .members
-            .live_members(control)
-            .await?
+        let live = self.members.live_members(control).await?;
+        control.metrics.live_members.store(live.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        let wanted: HashMap<String, String> = live
             .into_iter()
             .filter(|m| should_dial(&control.copy_name, &m.copy_id, reachable))
             .filter_map(|m| m.peer_url.map(|url| (m.copy_id, url)))
