@@ -41,7 +41,7 @@ pub struct Metrics {
     pub requests_timed_out: AtomicU64,
     /// Device records the last registry refresh could not read (skipped).
     pub unreadable_records: AtomicU64,
-    /// Other copies the membership holds live, as this copy last judged them.
+    /// Other copies this copy holds live: linked to it, or their membership record changed within 24 s.
     pub live_members: AtomicU64,
     /// Codes refused to a client that had as many waiting as it may.
     pub codes_refused: AtomicU64,
@@ -169,7 +169,7 @@ impl Metrics {
         );
         let _ = writeln!(
             out,
-            "# HELP agents_control_members Other copies the membership holds live, as this copy last judged them.\n\
+            "# HELP agents_control_members Other copies this copy holds live: linked to it, or their membership record changed within 24 s.\n\
              # TYPE agents_control_members gauge\nagents_control_members {}",
             self.live_members.load(Ordering::Relaxed)
         );
