@@ -1,6 +1,6 @@
 //! This copy's membership record (`members/<copy id>.json`): written at start,
 //! refreshed as a heartbeat, removed on a clean shutdown. The other copies list these records
-//! to find this one; a record that stopped changing belongs to a copy that died
+//! to find this one; a copy not linked to them whose record stopped changing died
 //! ([`crate::peers::MemberCache`]).
 
 use crate::clock::Clock;
@@ -19,7 +19,8 @@ pub struct Membership {
 
 impl Membership {
     pub fn new(name: String, peer_url: Option<String>) -> Membership {
-        Membership { copy_id: format!("{:016x}", rand::random::<u64>()), name, peer_url, version: Mutex::new(None) }
+        let copy_id = copy_id_at(time::OffsetDateTime::now_utc(), rand::random());
+        Membership { copy_id, name, peer_url, version: Mutex::new(None) }
     }
 
     pub fn copy_id(&self) -> &str {
@@ -84,6 +85,18 @@ impl Membership {
     }
 }
 
+/// A copy id for a copy started at `started`: 12 hex digits that count down with the start time
+/// in milliseconds, then 8 random ones. The younger of two copies has the smaller id, so it is the
+/// one that dials ([`crate::peers::should_dial`]): a starting copy links to every running copy
+/// itself, and running copies need not list `members/` often to find it. (Clocks minutes apart
+/// can invert the order; the older copy then finds the younger at its next listing,
+/// [`crate::peers::MEMBERS_LISTED_EVERY`].)
+fn copy_id_at(started: time::OffsetDateTime, random: u32) -> String {
+    const MILLIS: i128 = 0xffff_ffff_ffff;
+    let millis = (started.unix_timestamp_nanos() / 1_000_000).clamp(0, MILLIS);
+    format!("{:012x}{random:08x}", MILLIS - millis)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,6 +105,16 @@ mod tests {
     use hyperhive_object_store::file::FileStore;
     use hyperhive_object_store::{Listed, Object, StoreResult};
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    #[test]
+    fn a_younger_copy_has_the_smaller_id() {
+        let at = time::macros::datetime!(2026-12-05 14:00 UTC);
+        let older = copy_id_at(at, u32::MAX);
+        let younger = copy_id_at(at + time::Duration::milliseconds(1), 0);
+        assert!(younger < older, "{younger} {older}");
+        assert_eq!(older.len(), 20);
+        assert_ne!(copy_id_at(at, 1), copy_id_at(at, 2), "copies started in one millisecond differ");
+    }
 
     #[tokio::test]
     async fn join_beat_and_leave() {

@@ -41,6 +41,8 @@ pub struct Metrics {
     pub requests_timed_out: AtomicU64,
     /// Device records the last registry refresh could not read (skipped).
     pub unreadable_records: AtomicU64,
+    /// Other copies this copy holds live: linked to it, or their membership record changed within 24 s.
+    pub live_members: AtomicU64,
     /// Codes refused to a client that had as many waiting as it may.
     pub codes_refused: AtomicU64,
     /// Sealed peer frames that did not open: changed, injected or replayed on the path between
@@ -164,6 +166,12 @@ impl Metrics {
             "# HELP agents_control_unreadable_records Device records skipped at the last refresh: this build cannot read them.\n\
              # TYPE agents_control_unreadable_records gauge\nagents_control_unreadable_records {}",
             self.unreadable_records.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP agents_control_members Other copies this copy holds live: linked to it, or their membership record changed within 24 s.\n\
+             # TYPE agents_control_members gauge\nagents_control_members {}",
+            self.live_members.load(Ordering::Relaxed)
         );
         out.push_str(
             "# HELP agents_control_connections_refused_total Connections closed at once, by the limit they met.\n",

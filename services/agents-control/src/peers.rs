@@ -1,7 +1,8 @@
 //! Finding the other copies and keeping one link to each (`docs/control-plane/link-protocol.md`):
-//! every refresh reads the membership records, and for each live copy this one should dial, a
-//! task keeps a [`peer_link::dial`] running, redialing with backoff after a failure. Of two copies that both
-//! have a peer URL, the one with the smaller id dials, so each pair has one link.
+//! every refresh judges which copies are live (linked, or their membership record changing;
+//! [`MemberCache`]), and for each live copy this one should dial, a task keeps a
+//! [`peer_link::dial`] running, redialing with backoff after a failure. Of two copies that both
+//! have a peer URL, the one with the smaller id (the younger) dials, so each pair has one link.
 
 use crate::control::Control;
 use crate::peer_link;
@@ -9,21 +10,35 @@ use crate::records::{self, MemberRecord};
 use hyperhive_control_link::Backoff;
 use hyperhive_object_store::StoreError;
 use rand::SeedableRng;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use time::OffsetDateTime;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-/// A membership record that has not changed for this long belongs to a copy that died
-/// (heartbeats are written every [`crate::serve::HEARTBEAT_EVERY`]).
-pub const MEMBER_STALE_AFTER: Duration = Duration::from_secs(30);
+/// A copy not linked to this one whose membership record has not changed for this long is
+/// dead: two heartbeats ([`crate::serve::HEARTBEAT_EVERY`]) missed, with two refreshes of slack.
+/// A linked copy is live whatever its record says: the link's keepalive proves it.
+pub const MEMBER_STALE_AFTER: Duration =
+    Duration::from_secs(2 * crate::serve::HEARTBEAT_EVERY.as_secs() + 2 * crate::serve::REFRESH_EVERY.as_secs());
 
 /// A membership record that has not changed for this long is removed (a copy killed without
 /// leaving; each start of a copy makes a new id, so they would pile up). The delete is
 /// conditional on the version read, so a copy that just beat again keeps its record.
 pub const MEMBER_REMOVED_AFTER: Duration = Duration::from_secs(600);
+
+/// How often `members/` is listed while every live copy is linked to this one. Links prove
+/// liveness and a starting copy dials the others itself ([`crate::membership`]: the youngest
+/// copy has the smallest id), so this listing only finds a copy that could not dial this one
+/// and removes long-dead records. While a live copy is not linked (it died, or cannot be
+/// reached), `members/` is listed at every refresh instead, until it is linked or dead.
+pub const MEMBERS_LISTED_EVERY: Duration = Duration::from_secs(60);
+
+/// For this long after its first listing a copy lists `members/` at every refresh: a copy
+/// started at about the same moment may have written its record just after that listing, and
+/// it is this copy, if the younger, that must dial it.
+pub const MEMBERS_STARTING: Duration = Duration::from_secs(10);
 
 /// A link that stayed up this long resets the redial backoff.
 const STEADY_LINK: Duration = Duration::from_secs(10);
@@ -33,11 +48,15 @@ const STEADY_LINK: Duration = Duration::from_secs(10);
 struct Seen {
     /// The version it was listed at.
     version: String,
+    /// Read once, when its key first appeared: a copy writes the same id, name and peer URL in
+    /// every heartbeat, so a new version is a beat, not news.
     record: MemberRecord,
     /// When this copy first saw this write of it, by this copy's clock. Liveness is judged by
     /// this rather than by the record's `heartbeat_at`, which the writer's clock wrote: copies'
     /// clocks may be minutes apart.
     changed_at: OffsetDateTime,
+    /// Whether the last judgement held it live.
+    live: bool,
 }
 
 impl Seen {
@@ -46,32 +65,77 @@ impl Seen {
     }
 }
 
-/// The membership records as last read, by key: a record whose listed version is unchanged is
-/// not read again (heartbeats change each record only every few refreshes, so most refreshes
-/// cost the LIST alone), and each remembers when this copy saw it change.
+/// The membership records as last read, by key, and when `members/` was last listed. A record
+/// is read (GET) only when its key is new; a heartbeat shows as a new listed version, so an
+/// idle copy's membership costs one LIST per [`MEMBERS_LISTED_EVERY`] however many copies run.
 #[derive(Debug, Default)]
 pub struct MemberCache {
     read: Mutex<HashMap<String, Seen>>,
+    /// When `members/` was first and last listed, by this copy's clock.
+    listed: Mutex<Option<(OffsetDateTime, OffsetDateTime)>>,
 }
 
 impl MemberCache {
-    /// The live copies in the store, this one excluded.
+    /// The live copies, this one excluded: those linked to this one, and those whose record
+    /// changed within [`MEMBER_STALE_AFTER`]. Lists `members/` first when a listing is due.
     pub async fn live_members(&self, control: &Control) -> Result<Vec<MemberRecord>, StoreError> {
-        let store = control.store.as_ref();
         let now = control.clock.now();
+        let linked = control.sessions.linked_peers();
+        if self.listing_due(now, &linked) {
+            self.list(control, now, &linked).await?;
+        }
+        let mut read = self.read.lock().expect("members lock");
+        let mut live = Vec::new();
+        for seen in read.values_mut() {
+            seen.live = seen.record.copy_id != control.copy_name
+                && (linked.contains(&seen.record.copy_id) || !seen.unchanged_for_over(MEMBER_STALE_AFTER, now));
+            if seen.live {
+                live.push(seen.record.clone());
+            }
+        }
+        Ok(live)
+    }
+
+    /// Never listed, still starting ([`MEMBERS_STARTING`]), the last listing
+    /// [`MEMBERS_LISTED_EVERY`] ago, or a copy held live is not linked (its record must be
+    /// watched to tell whether it died).
+    fn listing_due(&self, now: OffsetDateTime, linked: &HashSet<String>) -> bool {
+        let listed = *self.listed.lock().expect("members lock");
+        let Some((first, last)) = listed else { return true };
+        let since = |at: OffsetDateTime| Duration::try_from(now - at).unwrap_or(Duration::ZERO);
+        since(first) < MEMBERS_STARTING
+            || since(last) >= MEMBERS_LISTED_EVERY
+            || self
+                .read
+                .lock()
+                .expect("members lock")
+                .values()
+                .any(|seen| seen.live && !linked.contains(&seen.record.copy_id))
+    }
+
+    async fn list(&self, control: &Control, now: OffsetDateTime, linked: &HashSet<String>) -> Result<(), StoreError> {
+        let store = control.store.as_ref();
         let listed = store.list_versions(records::MEMBERS).await?;
         let mut fresh = HashMap::new();
-        for item in listed {
+        let own = records::member_key(&control.copy_name);
+        // This copy's own record is not read: it knows what it wrote.
+        for item in listed.into_iter().filter(|item| item.key != own) {
             let known = self.read.lock().expect("members lock").remove(&item.key);
             let seen = match known {
-                Some(seen) if !item.version.is_empty() && seen.version == item.version => Some(seen),
+                Some(mut seen) if !item.version.is_empty() => {
+                    if seen.version != item.version {
+                        seen.version = item.version.clone();
+                        seen.changed_at = now;
+                    }
+                    Some(seen)
+                }
                 known => read_member(store, &item.key).await?.map(|record| {
                     // A store that lists no versions: the write id tells whether it changed.
-                    let changed_at = match known {
-                        Some(seen) if seen.record.write_id == record.write_id => seen.changed_at,
-                        _ => now,
+                    let (changed_at, live) = match known {
+                        Some(seen) if seen.record.write_id == record.write_id => (seen.changed_at, seen.live),
+                        _ => (now, true),
                     };
-                    Seen { version: item.version.clone(), record, changed_at }
+                    Seen { version: item.version.clone(), record, changed_at, live }
                 }),
             };
             if let Some(seen) = seen {
@@ -80,7 +144,9 @@ impl MemberCache {
         }
         let long_dead: Vec<(String, String)> = fresh
             .iter()
-            .filter(|(_, seen)| seen.unchanged_for_over(MEMBER_REMOVED_AFTER, now))
+            .filter(|(_, seen)| {
+                !linked.contains(&seen.record.copy_id) && seen.unchanged_for_over(MEMBER_REMOVED_AFTER, now)
+            })
             .map(|(key, seen)| (key.clone(), seen.version.clone()))
             .collect();
         for (key, version) in long_dead {
@@ -92,15 +158,10 @@ impl MemberCache {
                 Err(error) => tracing::debug!(%key, %error, "left a stale membership record (changed or unreachable)"),
             }
         }
-        let live = fresh
-            .values()
-            .filter(|seen| {
-                seen.record.copy_id != control.copy_name && !seen.unchanged_for_over(MEMBER_STALE_AFTER, now)
-            })
-            .map(|seen| seen.record.clone())
-            .collect();
         *self.read.lock().expect("members lock") = fresh;
-        Ok(live)
+        let mut listed = self.listed.lock().expect("members lock");
+        *listed = Some((listed.map_or(now, |(first, _)| first), now));
+        Ok(())
     }
 }
 
@@ -135,10 +196,9 @@ impl Dialers {
     /// Starts a dialer for every live copy this one should dial and stops those whose copy is
     /// gone (or moved). Returns how many dialers run.
     pub async fn refresh(&self, control: &Arc<Control>, reachable: bool) -> Result<usize, StoreError> {
-        let wanted: HashMap<String, String> = self
-            .members
-            .live_members(control)
-            .await?
+        let live = self.members.live_members(control).await?;
+        control.metrics.live_members.store(live.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        let wanted: HashMap<String, String> = live
             .into_iter()
             .filter(|m| should_dial(&control.copy_name, &m.copy_id, reachable))
             .filter_map(|m| m.peer_url.map(|url| (m.copy_id, url)))
@@ -185,6 +245,11 @@ async fn dial_forever(control: Arc<Control>, peer: String, url: String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::FakeClock;
+    use crate::key::ControlKey;
+    use crate::membership::Membership;
+    use crate::serve::{HEARTBEAT_EVERY, REFRESH_EVERY};
+    use hyperhive_object_store::file::FileStore;
 
     #[test]
     fn each_pair_of_copies_has_exactly_one_dialer() {
@@ -192,6 +257,12 @@ mod tests {
             assert_ne!(should_dial(a, b, true), should_dial(b, a, true), "{a} {b}");
         }
         assert!(should_dial("ff", "00", false), "an unreachable copy must dial");
+    }
+
+    fn control_at(dir: &std::path::Path, now: OffsetDateTime) -> (Control, Arc<FakeClock>) {
+        let store = Arc::new(FileStore::open(dir).unwrap());
+        let clock = Arc::new(FakeClock::at(now));
+        (Control::new(store, ControlKey::from_seed([1; 32]), clock.clone()).with_copy_name("me"), clock)
     }
 
     /// The names of the live members, sorted.
@@ -205,16 +276,9 @@ mod tests {
     /// judged by when this copy saw their records change.
     #[tokio::test]
     async fn liveness_holds_whatever_the_writers_clocks_say() {
-        use crate::clock::FakeClock;
-        use crate::key::ControlKey;
-        use crate::membership::Membership;
-        use hyperhive_object_store::file::FileStore;
-
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(FileStore::open(dir.path()).unwrap());
         let now = time::macros::datetime!(2026-11-30 06:00 UTC);
-        let clock = Arc::new(FakeClock::at(now));
-        let control = Control::new(store, ControlKey::from_seed([1; 32]), clock.clone()).with_copy_name("me");
+        let (control, clock) = control_at(dir.path(), now);
         let behind = (Membership::new("behind".into(), None), FakeClock::at(now - time::Duration::minutes(7)));
         let ahead = (Membership::new("ahead".into(), None), FakeClock::at(now + time::Duration::minutes(7)));
         let members = [behind, ahead];
@@ -237,9 +301,9 @@ mod tests {
             assert_eq!(live_names(&cache, &control).await, ["ahead", "behind"], "both beat every 10 s");
         }
         // Both stop beating: both go stale after MEMBER_STALE_AFTER, then are removed.
-        clock.advance(Duration::from_secs(20));
+        clock.advance(MEMBER_STALE_AFTER);
         assert_eq!(live_names(&cache, &control).await, ["ahead", "behind"]);
-        clock.advance(Duration::from_secs(11));
+        clock.advance(Duration::from_secs(1));
         assert!(live_names(&cache, &control).await.is_empty(), "a stopped copy is stale whatever its clock said");
         clock.advance(MEMBER_REMOVED_AFTER);
         assert!(live_names(&cache, &control).await.is_empty());
@@ -247,17 +311,9 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn membership_records_are_read_again_only_when_they_change() {
-        use crate::clock::FakeClock;
-        use crate::control::Control;
-        use crate::key::ControlKey;
-        use crate::membership::Membership;
-        use hyperhive_object_store::file::FileStore;
-
+    async fn a_membership_record_is_read_once_whatever_its_heartbeats() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(FileStore::open(dir.path()).unwrap());
-        let clock = Arc::new(FakeClock::at(time::macros::datetime!(2026-11-30 06:00 UTC)));
-        let control = Control::new(store, ControlKey::from_seed([1; 32]), clock.clone()).with_copy_name("me");
+        let (control, clock) = control_at(dir.path(), time::macros::datetime!(2026-11-30 06:00 UTC));
         let (a, b) = (Membership::new("a".into(), None), Membership::new("b".into(), None));
         for member in [&a, &b] {
             member.heartbeat(control.store.as_ref(), clock.as_ref()).await.unwrap();
@@ -266,14 +322,17 @@ mod tests {
         let cache = MemberCache::default();
         assert_eq!(cache.live_members(&control).await.unwrap().len(), 2);
         assert_eq!(gets(), 2);
-        assert_eq!(cache.live_members(&control).await.unwrap().len(), 2);
-        assert_eq!(gets(), 2, "unchanged records are not read again");
-        clock.advance(Duration::from_secs(20));
+        for _ in 0..2 {
+            clock.advance(Duration::from_secs(10));
+            a.heartbeat(control.store.as_ref(), clock.as_ref()).await.unwrap();
+            assert_eq!(cache.live_members(&control).await.unwrap().len(), 2);
+        }
+        assert_eq!(gets(), 2, "a heartbeat is seen in the listing, not read");
+        // b stopped beating 30 s ago (and is not linked): dead.
+        clock.advance(Duration::from_secs(10));
         a.heartbeat(control.store.as_ref(), clock.as_ref()).await.unwrap();
-        clock.advance(Duration::from_secs(15));
         let live = cache.live_members(&control).await.unwrap();
-        assert_eq!(gets(), 3, "only the changed record is read");
-        assert_eq!(live.iter().map(|m| m.copy_id.as_str()).collect::<Vec<_>>(), [a.copy_id()], "b's beat is 35 s old");
+        assert_eq!(live.iter().map(|m| m.copy_id.as_str()).collect::<Vec<_>>(), [a.copy_id()], "b's beat is 30 s old");
         // b is long gone (killed, never left): its record is removed; a beats again and stays.
         clock.advance(MEMBER_REMOVED_AFTER);
         a.heartbeat(control.store.as_ref(), clock.as_ref()).await.unwrap();
@@ -281,5 +340,136 @@ mod tests {
         assert_eq!(control.store.list(records::MEMBERS).await.unwrap(), [records::member_key(a.copy_id())]);
         a.leave(control.store.as_ref()).await;
         assert!(cache.live_members(&control).await.unwrap().is_empty());
+        assert_eq!(gets(), 2);
+    }
+
+    /// A copy ("me") and `others` copies linked to it, all beating every 10 s, and the refresh
+    /// judging membership every 2 s, on a fake clock.
+    struct Fleet {
+        control: Control,
+        clock: Arc<FakeClock>,
+        cache: MemberCache,
+        me: Membership,
+        /// Each other copy, its link number (`None` once unlinked), and whether it still beats.
+        others: Vec<(Membership, Option<u64>, bool)>,
+        /// Keeps the links' queues open.
+        _queues: Vec<tokio::sync::mpsc::Receiver<crate::sessions::Outgoing<hyperhive_control_proto::link::PeerFrame>>>,
+        /// Seconds since the start.
+        t: u64,
+    }
+
+    impl Fleet {
+        async fn start(dir: &std::path::Path, others: usize) -> Fleet {
+            let (control, clock) = control_at(dir, time::macros::datetime!(2026-12-05 14:00 UTC));
+            let me = Membership::new("me".into(), Some("http://me".into()));
+            let control = control.with_copy_name(me.copy_id());
+            let mut fleet = Fleet {
+                control,
+                clock,
+                cache: MemberCache::default(),
+                me,
+                others: Vec::new(),
+                _queues: Vec::new(),
+                t: 0,
+            };
+            for n in 0..others {
+                let member = Membership::new(Fleet::name(n), Some(format!("http://{}", Fleet::name(n))));
+                let (link, queue) = fleet.control.sessions.attach_peer(member.copy_id());
+                fleet._queues.push(queue);
+                fleet.others.push((member, Some(link), true));
+            }
+            fleet.beat_all().await;
+            fleet
+        }
+
+        async fn beat_all(&self) {
+            let store = self.control.store.as_ref();
+            self.me.heartbeat(store, self.clock.as_ref()).await.unwrap();
+            for (member, _, beating) in &self.others {
+                if *beating {
+                    member.heartbeat(store, self.clock.as_ref()).await.unwrap();
+                }
+            }
+        }
+
+        /// One refresh: the live copies' names; every 10 s the heartbeats first.
+        async fn tick(&mut self) -> Vec<String> {
+            if self.t.is_multiple_of(HEARTBEAT_EVERY.as_secs()) {
+                self.beat_all().await;
+            }
+            let names = live_names(&self.cache, &self.control).await;
+            self.clock.advance(REFRESH_EVERY);
+            self.t += REFRESH_EVERY.as_secs();
+            names
+        }
+
+        /// The copy stops beating and its link ends (a SIGKILL), or only its link ends.
+        fn unlink(&mut self, index: usize, and_stop: bool) {
+            let (member, link, beating) = &mut self.others[index];
+            self.control.sessions.detach_peer(member.copy_id(), link.take().unwrap());
+            *beating = !and_stop;
+        }
+
+        fn name(index: usize) -> String {
+            format!("copy{index}")
+        }
+    }
+
+    /// The request bound: an idle copy whose peers are all linked lists `members/` once a minute
+    /// and reads each record once, with 0, 2 or 4 peers alike.
+    #[tokio::test]
+    async fn an_idle_copy_lists_members_once_a_minute_however_many_copies_run() {
+        for others in [0, 2, 4] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut fleet = Fleet::start(dir.path(), others).await;
+            // Starting, a copy lists at every refresh; the first listing reads every record.
+            while fleet.t < MEMBERS_STARTING.as_secs() {
+                fleet.tick().await;
+            }
+            let ops = |op| fleet.control.metrics.store_operations(op);
+            let (lists, gets) = (ops("list"), ops("get"));
+            assert_eq!(gets, others as u64, "{others} peers: the first listing reads the others' records");
+            let minutes = 10;
+            let end = fleet.t + 60 * minutes;
+            while fleet.t < end {
+                assert_eq!(fleet.tick().await.len(), others, "every linked copy stays live");
+            }
+            let ops = |op| fleet.control.metrics.store_operations(op);
+            assert_eq!(ops("list") - lists, minutes, "{others} peers: one LIST a minute");
+            assert_eq!(ops("get") - gets, 0, "{others} peers: no record read again");
+        }
+    }
+
+    /// A killed copy (link gone, heartbeats stopped) is dead within MEMBER_STALE_AFTER and two
+    /// refreshes of its link ending, whatever the phase of its heartbeat; a copy whose link
+    /// ended but that still beats stays live. Listing only once a minute, it would take up to a
+    /// minute more.
+    #[tokio::test]
+    async fn a_killed_copy_is_noticed_within_the_bound_and_a_cut_off_one_is_not_taken_for_dead() {
+        let bound = MEMBER_STALE_AFTER + 2 * REFRESH_EVERY;
+        // Listings once a minute fall at 68 s, 128 s, ...: kills at every phase of a heartbeat,
+        // and just before and after a listing.
+        for kill_at in [90, 92, 94, 96, 98, 126, 128, 130, 150] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut fleet = Fleet::start(dir.path(), 3).await;
+            let (killed, cut_off) = (Fleet::name(0), Fleet::name(1));
+            while fleet.t < kill_at {
+                assert_eq!(fleet.tick().await.len(), 3);
+            }
+            fleet.unlink(0, true);
+            fleet.unlink(1, false);
+            let killed_at = fleet.t;
+            let noticed = loop {
+                let at = fleet.t;
+                let live = fleet.tick().await;
+                assert!(live.contains(&cut_off), "a copy that still beats is live without its link");
+                if !live.contains(&killed) {
+                    break Duration::from_secs(at - killed_at);
+                }
+                assert!(Duration::from_secs(at - killed_at) < bound, "killed at {kill_at} s: still live at {at} s");
+            };
+            assert!(noticed <= bound, "killed at {kill_at} s: dead after {noticed:?}");
+            assert!(noticed >= MEMBER_STALE_AFTER - HEARTBEAT_EVERY, "killed at {kill_at} s: dead after {noticed:?}");
+        }
     }
 }

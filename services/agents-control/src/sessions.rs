@@ -17,7 +17,7 @@ use hyperhive_control_proto::DeviceKind;
 use hyperhive_control_proto::link::{
     CloseCode, HostPresence, LinkFrame, PeerFrame, SESSIONS_PER_FRAME, SessionInfo, UndeliverableReason,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use tokio::sync::mpsc;
 
@@ -342,6 +342,11 @@ impl Sessions {
             tell_close(&older.queue, CloseCode::Replaced, "a newer link to this copy");
         }
         (link, receiver)
+    }
+
+    /// The copies this one has a link up with (the link's keepalive proves them alive).
+    pub fn linked_peers(&self) -> HashSet<String> {
+        self.lock().peers.keys().cloned().collect()
     }
 
     /// Ends the peer link if it is still the current one: the devices it held are offline

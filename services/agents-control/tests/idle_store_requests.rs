@@ -1,7 +1,12 @@
-//! A measurement, not run by default: the store requests an idle copy makes per minute, with 0,
-//! 100 and 1,000 paired devices, on the file store and on the real S3 server from the test kit.
-//! The copy is the real `serve::run` (what `agents-control serve` runs), counted by the
-//! `/metrics` store-operation counters. The figures go in docs/benchmarks.md.
+//! Measurements, not run by default (the figures go in docs/benchmarks.md), both counted by the
+//! `/metrics` store-operation counters:
+//!
+//! - the store requests an idle copy makes per minute, with 0, 100 and 1,000 paired devices, on
+//!   the file store and on the real S3 server from the test kit (the real `serve::run`, in
+//!   process);
+//! - the store requests per copy and minute of 1, 3 and 5 idle `agents-control serve` processes
+//!   linked to each other on SeaweedFS, and how long the survivors' membership takes to notice a
+//!   copy killed with SIGKILL.
 //!
 //! cargo test -p agents-control --test idle_store_requests -- --ignored --nocapture
 
@@ -9,16 +14,21 @@ use agents_control::clock::SystemClock;
 use agents_control::control::Control;
 use agents_control::key::ControlKey;
 use agents_control::membership::Membership;
+use agents_control::peers;
 use agents_control::records::{self, DeviceRecord};
 use agents_control::serve;
 use futures::StreamExt;
 use hyperhive_control_proto::DeviceKind;
+use hyperhive_control_proto::encoding;
 use hyperhive_object_store::Store;
 use hyperhive_object_store::file::FileStore;
 use hyperhive_object_store::s3::S3Store;
-use hyperhive_testkit::{S3, S3Server, wait_until};
+use hyperhive_testkit::process::http_get_ok;
+use hyperhive_testkit::{Process, S3, S3Server, free_port, wait_until};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// Scaled to a minute; a multiple of the sweep period (30 s) so each window holds one sweep.
 const WINDOW: Duration = Duration::from_secs(30);
@@ -115,4 +125,164 @@ async fn an_idle_copy_makes_as_many_store_requests_whatever_the_number_of_device
         // The same requests whatever the count (give or take a heartbeat falling at a window's edge).
         assert!(totals.iter().max().unwrap() - totals.iter().min().unwrap() <= 4, "{backend}: {totals:?}");
     }
+}
+
+/// A copy run as its own process, with its address (for `/metrics`).
+struct Served {
+    process: Process,
+    addr: SocketAddr,
+}
+
+/// The counters and gauges of a copy's `/metrics`.
+struct Scraped(String);
+
+impl Scraped {
+    async fn of(copy: &Served) -> Scraped {
+        Scraped(http_get_ok(copy.addr, "/metrics").await.unwrap_or_default())
+    }
+
+    /// The sum of every sample whose name and labels start with `prefix`.
+    fn sum(&self, prefix: &str) -> u64 {
+        self.0
+            .lines()
+            .filter(|line| line.starts_with(prefix))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    fn store_requests(&self) -> Vec<u64> {
+        OPERATIONS
+            .iter()
+            .map(|op| self.sum(&format!("agents_control_store_operations_total{{operation=\"{op}\"")))
+            .collect()
+    }
+}
+
+/// Starts `n` copies on `prefix` of the bucket, each with its own peer URL, and waits until each
+/// is linked to every other.
+async fn start_copies(s3: &S3, prefix: &str, n: usize) -> Vec<Served> {
+    let mut copies = Vec::new();
+    for index in 0..n {
+        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let mut env = s3.env();
+        env.extend([
+            ("AGENTS_STORE".to_string(), s3.store_url(prefix)),
+            ("AGENTS_CONTROL_KEY".to_string(), encoding::encode(&[7; 32])),
+            ("AGENTS_CONTROL_URL".to_string(), "https://agents.example.com".to_string()),
+            ("AGENTS_CONTROL_PEER_URL".to_string(), format!("http://{addr}")),
+            ("RUST_LOG".to_string(), "info".to_string()),
+        ]);
+        let mut process = Process::builder(env!("CARGO_BIN_EXE_agents-control"))
+            .args(["serve", "--listen", &addr.to_string(), "--drain", "0s"])
+            .envs(env)
+            .start(&format!("{prefix}-{index}"))
+            .unwrap();
+        process.wait_for_http_ok(addr, "/readyz", Duration::from_secs(30)).await.unwrap();
+        copies.push(Served { process, addr });
+    }
+    let linked = (n - 1) as u64;
+    wait_until(&format!("{n} copies linked to each other"), Duration::from_secs(90), || async {
+        for copy in &copies {
+            if Scraped::of(copy).await.sum("agents_control_peers ") != linked {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await
+    .unwrap();
+    copies
+}
+
+/// Store requests per minute by operation, of each copy, over `window`.
+async fn requests_per_minute(copies: &[Served], window: Duration) -> Vec<Vec<u64>> {
+    let mut before = Vec::new();
+    for copy in copies {
+        before.push(Scraped::of(copy).await.store_requests());
+    }
+    // The window is what is measured, not a wait for something to happen.
+    tokio::time::sleep(window).await;
+    let mut rates = Vec::new();
+    for (copy, before) in copies.iter().zip(before) {
+        let after = Scraped::of(copy).await.store_requests();
+        rates.push(after.iter().zip(before).map(|(a, b)| (a - b) * 60 / window.as_secs()).collect());
+    }
+    rates
+}
+
+/// Kills the last copy and returns how long each survivor took to hold one member fewer live.
+async fn time_to_notice_a_kill(copies: &mut Vec<Served>) -> Vec<Duration> {
+    // Every copy counts every other live first (a copy may find a younger one only at its
+    // once-a-minute listing, when that one dialed it).
+    let live_before = (copies.len() - 1) as u64;
+    wait_until("every copy to count the others live", Duration::from_secs(90), || async {
+        for copy in copies.iter() {
+            if Scraped::of(copy).await.sum("agents_control_members ") != live_before {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await
+    .unwrap();
+    let mut dead = copies.pop().unwrap();
+    let live_after = live_before - 1;
+    let killed = Instant::now();
+    dead.process.kill();
+    let noticed = std::sync::Mutex::new(vec![None; copies.len()]);
+    wait_until("every survivor to notice the killed copy", Duration::from_secs(120), || async {
+        for (index, copy) in copies.iter().enumerate() {
+            let live = Scraped::of(copy).await.sum("agents_control_members ");
+            let mut noticed = noticed.lock().unwrap();
+            if noticed[index].is_none() && live == live_after {
+                noticed[index] = Some(killed.elapsed());
+            }
+        }
+        noticed.lock().unwrap().iter().all(Option::is_some).then_some(())
+    })
+    .await
+    .unwrap();
+    noticed.into_inner().unwrap().into_iter().flatten().collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement of about 10 minutes: run with --ignored --nocapture"]
+async fn idle_copies_make_as_many_store_requests_whatever_their_number_and_notice_a_killed_one() {
+    // Two minutes: each periodic request (every 2 s, 10 s, 30 s, 60 s) may fall at both edges of
+    // a window; over two minutes that adds at most half a request a minute each.
+    const WINDOW: Duration = Duration::from_secs(120);
+    const BOUND: u64 = 40;
+    let s3 = S3::start(S3Server::SeaweedFs).await.unwrap();
+    println!("| copies | requests per minute, each copy | by operation, first copy |\n|---|---|---|");
+    let mut most = Vec::new();
+    let mut survivors = Vec::new();
+    for n in [1, 3, 5] {
+        let copies = start_copies(&s3, &format!("copies{n}"), n).await;
+        // Start-up (the probe, the first reads, the first seconds of listing the membership at
+        // every refresh) is not idle: a measured pause, not a wait for a condition.
+        tokio::time::sleep(peers::MEMBERS_STARTING + Duration::from_secs(2)).await;
+        let rates = requests_per_minute(&copies, WINDOW).await;
+        let totals: Vec<u64> = rates.iter().map(|r| r.iter().sum()).collect();
+        let by_op: Vec<String> =
+            OPERATIONS.iter().zip(&rates[0]).filter(|(_, n)| **n > 0).map(|(op, n)| format!("{op} {n}")).collect();
+        let each: Vec<String> = totals.iter().map(u64::to_string).collect();
+        println!("| {n} | {} | {} |", each.join(" / "), by_op.join(", "));
+        most.push(*totals.iter().max().unwrap());
+        survivors = copies;
+    }
+    println!("\n| kill | copies before | each survivor noticed it after |\n|---|---|---|");
+    let mut slowest = Duration::ZERO;
+    for kill in 1..=3 {
+        let before = survivors.len();
+        let times = time_to_notice_a_kill(&mut survivors).await;
+        let shown: Vec<String> = times.iter().map(|t| format!("{:.1} s", t.as_secs_f64())).collect();
+        println!("| {kill} | {before} | {} |", shown.join(" / "));
+        slowest = slowest.max(times.into_iter().max().unwrap());
+    }
+    println!("\nslowest notice: {:.1} s", slowest.as_secs_f64());
+    assert!(most.iter().all(|n| *n <= BOUND), "an idle copy made more than {BOUND} requests a minute: {most:?}");
+    // The bound of peers.rs (the record unchanged for MEMBER_STALE_AFTER, two refreshes), and
+    // one more refresh for the gauge to be read.
+    let notice_bound = peers::MEMBER_STALE_AFTER + 3 * serve::REFRESH_EVERY;
+    assert!(slowest <= notice_bound, "a killed copy was noticed after {slowest:?}, over {notice_bound:?}");
 }
