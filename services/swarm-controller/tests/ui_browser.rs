@@ -1,12 +1,14 @@
 //! The swarm UI in a real headless Chromium, through a real nginx in front of the controller's
 //! socket (and a proxy the test can cut), with real NATS, the controller, a hive-c0re and its
-//! agent: the pages load without errors, pausing in the UI reaches `hive-status`, a schedule added
-//! in the UI fires, a running turn's output shows in the terminal view, and a browser whose
-//! connection was cut resumes the terminal with nothing missed or doubled, a prompt typed on the
-//! agent page runs and is listed with its result, and a running turn is cancelled from the page.
-//! Screenshots of the main
-//! pages go to `target/ui-screenshots/`, or to `HYPERHIVE_SCREENSHOT_DIR` when set (a run whose
-//! user cannot write the checkout's `target/`).
+//! agent: every page, at a desktop's and a phone's width, loads without a single console error
+//! and without an API path or a variable name in its text, and is usable at 390 px; the overview
+//! follows the swarm live; the agents list filters; pausing in the UI reaches `hive-status`; a
+//! schedule added in the UI fires, is shown done, is edited and removed after a confirmation; a
+//! running turn's output shows in the terminal view, between turn separators, and a browser
+//! whose connection was cut resumes the terminal with nothing missed or doubled; a prompt typed
+//! on the agent page runs and is listed with its result, and a running turn is cancelled from the
+//! page. Screenshots of every page at both widths go to `target/ui-screenshots/`, or to
+//! `HYPERHIVE_SCREENSHOT_DIR` when set (docs/ui holds a run's).
 //!
 //! Needs `cargo build -p hive-agent -p hive-c0re` and scripts/setup (chromium, chromedriver, nginx).
 
@@ -48,15 +50,104 @@ fn screenshot_path(name: &str) -> PathBuf {
     dir.join(format!("{name}.png"))
 }
 
-/// Console errors other than the failed loads of the routes a controller without a forge or a
-/// secret store answers with 404 or 503 (the page says what is not there; Chromium logs the load).
-async fn page_errors(browser: &Browser) -> Vec<String> {
-    let optional = ["linked-accounts", "config-pr", "config-prs", "/api/issues"];
-    let errors = browser.console_errors().await.unwrap();
-    errors
-        .into_iter()
-        .filter(|e| !(e.contains("Failed to load resource") && optional.iter().any(|o| e.contains(o))))
-        .collect()
+/// The widths every page is looked at: a desktop's window and a phone's.
+const WIDTHS: [(&str, u32, u32); 2] = [("desktop", 1400, 900), ("phone", 390, 844)];
+
+/// Every page of the UI, by its route.
+const PAGES: [&str; 11] = [
+    "overview",
+    "agents",
+    "agents/bee",
+    "hives",
+    "hives/h1",
+    "jobs",
+    "schedules",
+    "create",
+    "config-prs",
+    "issues",
+    "links",
+];
+
+/// Text a person should never be shown: the API's routes, the controller's variables.
+fn shows_internals(text: &str) -> bool {
+    text.contains("/api/") || text.contains("SWARM_")
+}
+
+/// What overflows the window sideways (cut off on a phone): each element's tag and text.
+async fn cut_off(browser: &Browser) -> Vec<String> {
+    let found = browser
+        .run(
+            "const width = document.documentElement.clientWidth; return [...document.querySelectorAll('main *, header *')]\
+             .filter((e) => e.offsetParent !== null && e.getBoundingClientRect().right > width + 1)\
+             .map((e) => `${e.tagName} ${e.textContent.slice(0, 40)}`).slice(0, 5);",
+            json!([]),
+        )
+        .await
+        .unwrap();
+    serde_json::from_value(found).unwrap()
+}
+
+/// Loads every page at both widths: no console error at all, nothing internal in the text,
+/// nothing cut off on a phone, the navigation folded behind its button there; a screenshot of
+/// each.
+async fn every_page_at_every_width(stack: &Stack, browser: &Browser) {
+    for (width_name, width, height) in WIDTHS {
+        browser.set_window_size(width, height).await.unwrap();
+        for page in PAGES {
+            show(stack, browser, page).await;
+            browser.text_when("main h1", SOON, |t| !t.is_empty() && t != "Unavailable").await.unwrap();
+            if page == "agents/bee" {
+                browser.text_when("#turn-header", SOON, |t| !t.contains("waiting for")).await.unwrap();
+            }
+            let text = browser.text_when("main", SOON, |_| true).await.unwrap();
+            let banner = browser.text_when("#banner", SOON, |_| true).await.unwrap();
+            assert!(!shows_internals(&text) && !shows_internals(&banner), "{page}: {text} {banner}");
+            let errors = browser.console_errors().await.unwrap();
+            assert_eq!(errors, Vec::<String>::new(), "console errors on {page} at {width_name} width");
+            if width_name == "phone" {
+                assert_eq!(cut_off(browser).await, Vec::<String>::new(), "{page} cut off at {width} px");
+            }
+            browser.screenshot(&screenshot_path(&format!("{}-{width_name}", page.replace('/', "-")))).await.unwrap();
+        }
+    }
+    // On a phone the navigation opens from its button.
+    let nav_shown = "return document.getElementById('nav').offsetHeight > 0;";
+    assert_eq!(browser.run(nav_shown, json!([])).await.unwrap(), json!(false), "the navigation folded on a phone");
+    browser.click("#menu", SOON).await.unwrap();
+    assert_eq!(browser.run(nav_shown, json!([])).await.unwrap(), json!(true), "the menu button shows the navigation");
+    browser.click(r##"nav a[href="#/agents"]"##, SOON).await.unwrap();
+    browser.text_when("main h1", SOON, |t| t == "Agents").await.unwrap();
+    browser.set_window_size(1400, 900).await.unwrap();
+}
+
+/// Opens `page` and waits until it is drawn (a change of the hash alone leaves the previous
+/// page's elements in place for a moment).
+async fn show(stack: &Stack, browser: &Browser, page: &str) {
+    browser.open(&stack.url(page)).await.unwrap();
+    let view = match page.split_once('/') {
+        Some((kind, _)) => format!("{kind}/item"),
+        None => page.to_owned(),
+    };
+    wait_until(&format!("{page} drawn"), SOON, || async {
+        let drawn =
+            browser.run("return document.getElementById('main').dataset.view || null;", json!([])).await.ok()?;
+        (drawn.as_str() == Some(view.as_str())).then_some(())
+    })
+    .await
+    .unwrap();
+}
+
+/// Runs `expression` in the page and returns its value.
+async fn eval(browser: &Browser, expression: &str) -> serde_json::Value {
+    browser.run(&format!("return {expression};"), json!([])).await.unwrap()
+}
+
+/// The number shown for `key` on the overview's card `card`.
+async fn count_on(browser: &Browser, card: &str, key: &str, patience: Duration, want: &str) {
+    browser
+        .text_when(&format!(r#"#{card} [data-count="{key}"] dd"#), patience, |t| t == want)
+        .await
+        .unwrap_or_else(|e| panic!("{card} {key} never {want}: {e}"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,22 +155,62 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
     let stack = Stack::start().await;
     let browser = Browser::start().await.unwrap();
 
-    // Agents: bee listed, running.
-    browser.open(&stack.url("agents")).await.unwrap();
-    browser.text_when("main", SOON, |t| t.contains("bee") && t.contains("running")).await.unwrap();
-    browser.screenshot(&screenshot_path("agents")).await.unwrap();
-    for route in ["hives", "jobs", "schedules", "config-prs", "issues", "links", "create"] {
-        browser.open(&stack.url(route)).await.unwrap();
-        browser.text_when("main h1", SOON, |t| !t.is_empty() && t != "Unavailable").await.unwrap();
-        if route == "hives" {
-            browser.text_when("main", SOON, |t| t.contains("h1") && t.contains("fresh")).await.unwrap();
-            browser.screenshot(&screenshot_path("hives")).await.unwrap();
-        }
-    }
-    assert_eq!(page_errors(&browser).await, Vec::<String>::new(), "console errors while loading the pages");
+    // The agents list: bee running and idle, its queue empty, on its hive's link.
+    show(&stack, &browser, "agents").await;
+    let row = browser
+        .text_when("#agent-list", SOON, |t| t.contains("bee") && t.contains("running") && t.contains("idle"))
+        .await
+        .unwrap();
+    assert!(row.contains("h1"), "{row}");
+    assert_eq!(
+        eval(&browser, "document.querySelector('#agent-list a[href=\"#/hives/h1\"]') !== null").await,
+        json!(true)
+    );
+    every_page_at_every_width(&stack, &browser).await;
+
+    // The list filters by a search (name, hive, state...) and by hive and state.
+    show(&stack, &browser, "agents").await;
+    browser.type_into("#agent-search", "nobody", SOON).await.unwrap();
+    browser.text_when("#agent-list", SOON, |t| !t.contains("bee")).await.unwrap();
+    let set = |css: &str, value: &str| {
+        format!(
+            "const e = document.querySelector('{css}'); e.value = '{value}'; e.dispatchEvent(new Event('input')); return true;"
+        )
+    };
+    browser.run(&set("#agent-search", "h1 idle"), json!([])).await.unwrap();
+    browser.text_when("#agent-list", SOON, |t| t.contains("bee")).await.unwrap();
+    browser.run(&set("#agent-state", "paused"), json!([])).await.unwrap();
+    browser.text_when("#agent-list", SOON, |t| !t.contains("bee")).await.unwrap();
+    browser.run(&set("#agent-state", ""), json!([])).await.unwrap();
+    browser.run(&set("#agent-hive", "h1"), json!([])).await.unwrap();
+    browser.text_when("#agent-list", SOON, |t| t.contains("bee")).await.unwrap();
+    // A stale hive's agent is shown as of its last report, and an unapplied wanted state as
+    // pending.
+    let shown = eval(
+        &browser,
+        "reportedState({actual: {actual: 'running', wanted: 'up'}, wanted: {state: 'paused'}}, {stale: true, age_secs: 54}).textContent",
+    )
+    .await;
+    assert_eq!(shown, json!("running, as of 54 s ago; hive not reporting pending: paused"));
+
+    // The overview counts bee idle on a fresh hive, and follows a pause without a reload.
+    show(&stack, &browser, "overview").await;
+    count_on(&browser, "agents-doing", "idle", SOON, "1").await;
+    count_on(&browser, "hives-fresh", "fresh", SOON, "1").await;
+    count_on(&browser, "hives-fresh", "stale", SOON, "0").await;
+    let pause = "fetch('/api/hives/h1/agents/bee/state', {method: 'PUT', headers: {'content-type': 'application/json'}, body: JSON.stringify({state: arguments[0]})}); return true;";
+    browser.run(pause, json!(["paused"])).await.unwrap();
+    count_on(&browser, "agents-doing", "paused", SOON, "1").await;
+    browser.run(pause, json!(["up"])).await.unwrap();
+    count_on(&browser, "agents-doing", "idle", SOON, "1").await;
+
+    // The hive page: its version, its last report and its agents.
+    show(&stack, &browser, "hives/h1").await;
+    let hive = browser.text_when("main", SOON, |t| t.contains("bee") && t.contains("Version")).await.unwrap();
+    assert!(hive.contains("fresh") && hive.contains("s ago"), "{hive}");
 
     // Pause in the UI: the hive reports bee paused; then up again.
-    browser.open(&stack.url("agents")).await.unwrap();
+    show(&stack, &browser, "agents").await;
     browser.click(r#"button[data-agent="bee"][data-state="paused"]"#, SOON).await.unwrap();
     wait_until("bee paused in hive-status", SOON, || async {
         (stack.swarm.actual_in_hive_status("bee").await.as_deref() == Some("paused")).then_some(())
@@ -93,38 +224,94 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
     .await
     .unwrap();
 
-    // A schedule added in the UI (once, five seconds from now) fires.
-    browser.open(&stack.url("schedules")).await.unwrap();
+    // A schedule added in the UI (once, five seconds from now, bee picked from the roster)
+    // fires, and is then shown done, without a Pause button.
+    show(&stack, &browser, "schedules").await;
     browser.type_into(r#"#schedule-form input[name="name"]"#, "from-the-ui", SOON).await.unwrap();
-    browser.type_into(r#"#schedule-form input[name="agents"]"#, "bee", SOON).await.unwrap();
+    browser.click(r#"#schedule-form input[name="agents"][value="bee"]"#, SOON).await.unwrap();
     browser.type_into(r#"#schedule-form textarea[name="body"]"#, "a prompt typed in the UI", SOON).await.unwrap();
     browser.click("#schedule-form button[type=submit]", SOON).await.unwrap();
-    browser.text_when("main table", SOON, |t| t.contains("from-the-ui")).await.unwrap();
-    browser.screenshot(&screenshot_path("schedules")).await.unwrap();
+    browser.text_when("#schedules", SOON, |t| t.contains("from-the-ui") && t.contains("up")).await.unwrap();
     wait_until("the UI's schedule fired", SOON, || async {
         stack.swarm.turns("bee").contains("a prompt typed in the UI").then_some(())
     })
     .await
     .unwrap();
+    browser.text_when("#schedules", SOON, |t| t.contains("done")).await.unwrap();
+    let buttons = browser.text_when(r#"[data-schedule="from-the-ui"]"#, SOON, |_| true).await.unwrap();
+    assert!(!buttons.contains("Pause"), "a fired one-shot has nothing to pause: {buttons}");
+    // Edited in its form: every hour, in the CLI's syntax; times in the viewer's zone, UTC on
+    // hover.
+    browser.click(r#"[data-schedule="from-the-ui"] button.edit"#, SOON).await.unwrap();
+    browser.click(r#"#schedule-form input[name="kind"][value="every"]"#, SOON).await.unwrap();
+    browser.type_into(r#"#schedule-form input[name="every"]"#, "1h", SOON).await.unwrap();
+    browser.click("#schedule-form button[type=submit]", SOON).await.unwrap();
+    browser.text_when("#schedules", SOON, |t| t.contains("every 1h") && t.contains("up")).await.unwrap();
+    let hover = eval(&browser, "document.querySelector('#schedules td[data-label=\"Next fire\"] time').title").await;
+    assert!(hover.as_str().unwrap().ends_with("(UTC)"), "{hover}");
+    browser.screenshot(&screenshot_path("schedules")).await.unwrap();
+    show(&stack, &browser, "overview").await;
+    browser.text_when("#next-fires", SOON, |t| t.contains("from-the-ui")).await.unwrap();
+    browser.screenshot(&screenshot_path("overview")).await.unwrap();
+    // Remove asks first: cancelled, the schedule stays; confirmed, it is gone.
+    show(&stack, &browser, "schedules").await;
+    browser.click(r#"[data-schedule="from-the-ui"] button.remove"#, SOON).await.unwrap();
+    browser.click(r#"#confirm button[value="cancel"]"#, SOON).await.unwrap();
+    browser.text_when("#schedules", SOON, |t| t.contains("from-the-ui")).await.unwrap();
+    browser.click(r#"[data-schedule="from-the-ui"] button.remove"#, SOON).await.unwrap();
+    browser.click("#confirm-ok", SOON).await.unwrap();
+    browser.text_when("main", SOON, |t| !t.contains("from-the-ui") && t.contains("Add schedule")).await.unwrap();
 
-    // Creating an agent on a controller without a secret store: the page says why, with the
-    // API's own words, and nothing is created.
-    browser.open(&stack.url("create")).await.unwrap();
-    browser.type_into(r#"#create-form input[name="name"]"#, "gamma", SOON).await.unwrap();
-    browser.type_into(r#"#create-form input[name="turn_command"]"#, "cat", SOON).await.unwrap();
-    browser.click("#create-form button[type=submit]", SOON).await.unwrap();
-    browser.text_when("#banner", SOON, |t| t.contains("SWARM_SECRETS_KEY_FILE")).await.unwrap();
+    // The create form on a controller without a secret store: it says so in plain words; its
+    // name pattern is checked by the browser (an invalid one would be dropped); the turn command
+    // is empty, its example only a placeholder; the notice a create shows links to the agent.
+    show(&stack, &browser, "create").await;
+    browser.text_when("#create-unavailable", SOON, |t| t.contains("cannot create agents")).await.unwrap();
+    browser.type_into(r#"#create-form input[name="name"]"#, "Not_valid", SOON).await.unwrap();
+    let name = "document.querySelector('#create-form input[name=name]')";
+    assert_eq!(eval(&browser, &format!("{name}.validity.patternMismatch")).await, json!(true));
+    browser.run(&format!("{name}.value = 'gamma-2'; return true;"), json!([])).await.unwrap();
+    assert_eq!(eval(&browser, &format!("{name}.validity.valid")).await, json!(true));
+    let command = "document.querySelector('#create-form input[name=turn_command]')";
+    assert_eq!(
+        eval(&browser, &format!("[{command}.value, {command}.placeholder]")).await,
+        json!(["", "e.g. claude -p"])
+    );
+    let notice = eval(
+        &browser,
+        "[createdNotice('gamma', 'h1').textContent, createdNotice('gamma', 'h1').querySelector('a').hash]",
+    )
+    .await;
+    assert!(notice[0].as_str().unwrap().contains("starts paused"), "{notice}");
+    assert_eq!(notice[1], json!("#/agents/gamma"));
 
-    // The terminal view shows a running turn's output as it comes.
-    browser.open(&stack.url("agents/bee")).await.unwrap();
+    // The agent page: labelled states, the icon that uploads, a running turn's output as it
+    // comes, by who asked, with a live elapsed time.
+    show(&stack, &browser, "agents/bee").await;
+    let states = browser.text_when("#agent-states", SOON, |t| !t.is_empty()).await.unwrap();
+    assert!(states.contains("wanted") && states.contains("on its hive"), "{states}");
+    assert_eq!(eval(&browser, "document.querySelector('label.icon-upload img') !== null && document.querySelector('label.icon-upload input[type=file]').offsetWidth <= 1").await, json!(true));
     browser.find("#terminal", SOON).await.unwrap();
     let todo = json!({"id": "t-ui", "source": "ui test", "body": "watch me"}).to_string();
     stack.swarm.js.publish("todo.bee", todo.into()).await.unwrap().await.unwrap();
     browser.text_when("#terminal", SOON, |t| t.contains("line 1 of t-ui")).await.unwrap();
-    let header = browser.text_when("#turn-header", SOON, |t| t.contains("working")).await.unwrap();
-    assert!(header.contains("t-ui"), "{header}");
+    // The header and its elapsed time read at once: the turn may end between two reads.
+    let (header, started) = wait_until("the working header", SOON, || async {
+        let read = "const e = document.getElementById('turn-elapsed'); return e ? [document.getElementById('turn-header').textContent, e.dataset.elapsed] : null;";
+        let both = browser.run(read, json!([])).await.ok()?;
+        Some((both[0].as_str()?.to_owned(), both[1].as_str()?.to_owned()))
+    })
+    .await
+    .unwrap();
+    assert!(header.contains("working") && header.contains("ui test (t-ui)"), "{header}");
     let so_far = browser.text_when("#terminal", SOON, |_| true).await.unwrap();
     assert!(!so_far.contains("line 8 of t-ui"), "the first line showed only once the turn ended: {so_far}");
+    // The turn's elapsed time counts from its start, kept current by the page's ticker (shown
+    // on an element of its own: the turn may end before a second passes).
+    assert!(time::OffsetDateTime::parse(&started, &time::format_description::well_known::Rfc3339).is_ok(), "{started}");
+    let tick = "const e = document.createElement('span'); e.id = 'tick'; e.dataset.elapsed = new Date(Date.now() - 65000).toISOString(); document.body.append(e); return true;";
+    browser.run(tick, json!([])).await.unwrap();
+    browser.text_when("#tick", SOON, |t| t == "1 min 5 s" || t == "1 min 6 s").await.unwrap();
     browser.screenshot(&screenshot_path("agent")).await.unwrap();
 
     // The browser's connection is cut mid-turn; it reconnects by itself and resumes.
@@ -148,7 +335,7 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
     browser.text_when("#turn-header", SOON, |t| t.contains("idle")).await.unwrap();
 
     // A prompt typed into the agent page runs, and its turn is listed with its result; a second
-    // one is cancelled from the page while it runs.
+    // one, shown by who asked, is cancelled from the page while it runs.
     browser.type_into("#prompt-form textarea[name=body]", "a prompt from the agent page", SOON).await.unwrap();
     browser.click("#prompt-form button[type=submit]", SOON).await.unwrap();
     browser.text_when("#prompt-form output", SOON, |t| t.starts_with("queued prompt-")).await.unwrap();
@@ -161,19 +348,41 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
     browser.type_into("#prompt-form textarea[name=body]", "a prompt to cancel", SOON).await.unwrap();
     browser.click("#prompt-form button[type=submit]", SOON).await.unwrap();
     browser.text_when("#terminal", SOON, |t| t.matches("line 1 of prompt-").count() == 2).await.unwrap();
+    browser.text_when("#turn-header", SOON, |t| t.contains("working") && t.contains("operator:")).await.unwrap();
     browser.click("#cancel-turn", SOON).await.unwrap();
     browser.text_when("#turns", SOON, |t| t.contains("cancelled")).await.unwrap();
+    // Each turn began under a separator naming who asked.
+    let separators =
+        eval(&browser, "[...document.querySelectorAll('#terminal .turn-separator')].map((s) => s.textContent)").await;
+    let separators: Vec<String> = serde_json::from_value(separators).unwrap();
+    assert!(separators.len() >= 2 && separators.iter().any(|s| s.contains("operator:")), "{separators:?}");
+    assert_eq!(eval(&browser, "turnSource('schedule:s1', {s1: 'nightly'})").await, json!("schedule nightly"));
+    // Follow can be stopped and started again; the terminal downloads as text.
+    browser.click("#follow", SOON).await.unwrap();
+    assert_eq!(
+        eval(
+            &browser,
+            "[document.getElementById('follow').textContent, document.getElementById('terminal').dataset.follow]"
+        )
+        .await,
+        json!(["Follow", "off"])
+    );
+    browser.click("#follow", SOON).await.unwrap();
+    assert_eq!(eval(&browser, "document.getElementById('terminal').dataset.follow").await, json!("on"));
+    browser.click("#download", SOON).await.unwrap();
+    assert!(eval(&browser, "document.getElementById('download').href").await.as_str().unwrap().starts_with("blob:"));
     browser.screenshot(&screenshot_path("agent-turns")).await.unwrap();
-    // What the steps above made on purpose: the refused create (503) and the streams the cut ended.
-    let expected = [
-        "/api/agents - Failed to load resource: the server responded with a status of 503",
-        "ERR_INCOMPLETE_CHUNKED_ENCODING",
-    ];
-    let errors: Vec<String> =
-        page_errors(&browser).await.into_iter().filter(|e| !expected.iter().any(|x| e.contains(x))).collect();
+    // What the steps above made on purpose: the streams the cut ended.
+    let errors: Vec<String> = browser
+        .console_errors()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| !e.contains("ERR_INCOMPLETE_CHUNKED_ENCODING"))
+        .collect();
     assert_eq!(errors, Vec::<String>::new(), "console errors while driving the pages");
-    // Pages left, streams closed by the browser or cut by the proxy, a refused create: nothing
-    // the controller should call an error of its own.
+    // Pages left, streams closed by the browser or cut by the proxy: nothing the controller
+    // should call an error of its own.
     let log = stack.swarm.controller.log();
     let logged: Vec<&str> = log.lines().filter(|l| l.contains(" ERROR ")).collect();
     assert_eq!(logged, Vec::<&str>::new(), "the controller logged errors while the browser drove it");
