@@ -498,12 +498,22 @@ async function agentView(name) {
     try { await api("POST", `/api/agents/${name}/turn/cancel`); showError(""); } catch (error) { showError(`${name}: ${error.message}`); }
   };
   const term = terminalSection(name);
-  follow(`/api/agents/${name}/turn`, (h) => {
+  const showHeader = (h) => {
     const who = turnSource(h.source, names);
     term.onTurn(h, who);
     header.replaceChildren(state(h.state), " ",
       ...(h.state === "working" ? [`${who} (${h.todo_id}), for `, el("span", { "data-elapsed": h.started_at, id: "turn-elapsed" }, elapsedText(h.started_at)), " ",
         el("button", { class: "danger", id: "cancel-turn", onclick: cancel }, "Cancel turn")] : []));
+  };
+  // Headers are shown in their order; one from a schedule made after the page was opened waits
+  // for its name to be looked up.
+  let shown = Promise.resolve();
+  follow(`/api/agents/${name}/turn`, (h) => {
+    shown = shown.then(async () => {
+      const id = h.source && h.source.startsWith("schedule:") ? h.source.slice("schedule:".length) : null;
+      if (id && !names[id]) Object.assign(names, await scheduleNames());
+      showHeader(h);
+    });
   }, "turn");
   const work = workSections(name, names);
   const sections = [
