@@ -78,7 +78,7 @@ async fn cut_off(browser: &Browser) -> Vec<String> {
     let found = browser
         .run(
             "const width = document.documentElement.clientWidth; return [...document.querySelectorAll('main *, header *')]\
-             .filter((e) => e.offsetParent !== null && e.getBoundingClientRect().right > width + 1)\
+             .filter((e) => e.offsetParent !== null && !e.parentElement.closest('.scroll') && e.getBoundingClientRect().right > width + 1)\
              .map((e) => `${e.tagName} ${e.textContent.slice(0, 40)}`).slice(0, 5);",
             json!([]),
         )
@@ -136,6 +136,24 @@ async fn show(stack: &Stack, browser: &Browser, page: &str) {
     .await
     .unwrap();
 }
+
+/// Draws an example graph (alpha's three provisioning steps, one failed and one blocked behind
+/// it; beta's one step, done an hour ago) on the page and reads back what was drawn.
+const JOB_GRAPH: &str = r#"(() => {
+  const hour_ago = new Date(Date.now() - 3600000).toISOString();
+  const node = (id, agent, state, extra = {}) => ({id, kind: id.split('.')[1], agent, state, attempts: 1, last_error: null,
+    next_attempt_at: null, created_at: hour_ago, started_at: hour_ago, finished_at: hour_ago, ...extra});
+  const view = graphView({generation: 1, nodes: [
+    node('alpha.sso', 'alpha', 'succeeded'), node('alpha.forge-user', 'alpha', 'failed', {attempts: 5, last_error: 'the forge answered 500'}),
+    node('alpha.deploy', 'alpha', 'blocked'), node('beta.sso', 'beta', 'succeeded')],
+    edges: [{from: 'alpha.sso', to: 'alpha.forge-user'}, {from: 'alpha.forge-user', to: 'alpha.deploy'}]}, () => {});
+  document.getElementById('main').append(view);
+  const alpha = view.querySelector('[data-agent=alpha]');
+  const x = (id) => Number(alpha.querySelector(`g[data-job="${id}"] rect`).getAttribute('x'));
+  return [alpha.querySelectorAll('g.node').length, alpha.querySelectorAll('path.edge').length, alpha.open,
+    view.querySelector('[data-agent=beta]').open, x('alpha.sso') < x('alpha.forge-user') && x('alpha.forge-user') < x('alpha.deploy'),
+    alpha.querySelector('button.retry').dataset.job, alpha.querySelector('g[data-job="alpha.deploy"]').getAttribute('class')];
+})()"#;
 
 /// Runs `expression` in the page and returns its value.
 async fn eval(browser: &Browser, expression: &str) -> serde_json::Value {
@@ -284,6 +302,13 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
     .await;
     assert!(notice[0].as_str().unwrap().contains("starts paused"), "{notice}");
     assert_eq!(notice[1], json!("#/agents/gamma"));
+
+    // The job graph is drawn: a column per dependency level, an arrow per edge, a state per
+    // box, Retry beside a failed job; an agent whose jobs all succeeded long ago is folded.
+    show(&stack, &browser, "jobs").await;
+    let drawn = eval(&browser, JOB_GRAPH).await;
+    assert_eq!(drawn, json!([3, 2, true, false, true, "alpha.forge-user", "node blocked"]));
+    browser.screenshot(&screenshot_path("jobs-graph")).await.unwrap();
 
     // The agent page: labelled states, the icon that uploads, a running turn's output as it
     // comes, by who asked, with a live elapsed time.

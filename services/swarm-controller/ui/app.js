@@ -578,14 +578,102 @@ function confirmTyped(text, word) {
   });
 }
 
-function graphTable(graph) {
-  return table(["Job", "Kind", "Agent", "State", "Attempts", "Last error"], graph.nodes.map((n) =>
-    [n.id, n.kind, n.agent || "-", state(n.state), String(n.attempts), n.last_error || ""]));
+// ---- the job graph ----
+
+const SVG = "http://www.w3.org/2000/svg";
+// A node's box and the room around it, in SVG units.
+const NODE = { width: 200, height: 46, across: 240, down: 58 };
+// A group whose jobs all succeeded this long ago is folded to one line.
+const FOLD_AFTER_MS = 10 * 60 * 1000;
+
+function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, value);
+  node.append(...children);
+  return node;
+}
+
+// Each job's column: how many dependencies deep it is within its group.
+function depths(nodes, edges) {
+  const ids = new Set(nodes.map((n) => n.id));
+  const from = {};
+  for (const e of edges) if (ids.has(e.from) && ids.has(e.to)) (from[e.to] = from[e.to] || []).push(e.from);
+  const depth = {};
+  const of = (id, seen = new Set()) => {
+    if (depth[id] !== undefined) return depth[id];
+    if (seen.has(id)) return 0;
+    seen.add(id);
+    depth[id] = Math.max(-1, ...(from[id] || []).map((f) => of(f, seen))) + 1;
+    return depth[id];
+  };
+  for (const n of nodes) of(n.id);
+  return depth;
+}
+
+// One group's jobs drawn left to right by dependency, each edge an arrow from a dependency
+// to the job waiting on it; a failed job has its Retry button beside the drawing.
+function drawGroup(nodes, edges, onRetry) {
+  const depth = depths(nodes, edges);
+  const rows = {};
+  const place = {};
+  for (const n of nodes) {
+    const column = depth[n.id];
+    rows[column] = (rows[column] || 0) + 1;
+    place[n.id] = { x: column * NODE.across + 4, y: (rows[column] - 1) * NODE.down + 4 };
+  }
+  const width = (Math.max(...Object.keys(rows).map(Number)) + 1) * NODE.across;
+  const height = Math.max(...Object.values(rows)) * NODE.down + 4;
+  const picture = svg("svg", { class: "graph", width, height, viewBox: `0 0 ${width} ${height}`, role: "img" },
+    svg("defs", {}, svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 6, markerHeight: 6, orient: "auto" }, svg("path", { d: "M0,0 L10,5 L0,10 z", class: "arrow" }))));
+  for (const e of edges) {
+    const a = place[e.from];
+    const b = place[e.to];
+    if (!a || !b) continue;
+    const [x1, y1, x2, y2] = [a.x + NODE.width, a.y + NODE.height / 2, b.x, b.y + NODE.height / 2];
+    const bend = (x2 - x1) / 2;
+    picture.append(svg("path", { class: "edge", d: `M${x1},${y1} C${x1 + bend},${y1} ${x2 - bend},${y2} ${x2},${y2}`, "marker-end": "url(#arrow)", "data-from": e.from, "data-to": e.to }));
+  }
+  for (const n of nodes) {
+    const { x, y } = place[n.id];
+    const title = svg("title");
+    title.textContent = `${n.id}: ${n.state}${n.attempts ? `, ${n.attempts} attempt(s)` : ""}${n.last_error ? `\n${n.last_error}` : ""}`;
+    const kind = svg("text", { x: x + 10, y: y + 19, class: "kind" });
+    kind.textContent = n.kind.length > 26 ? `${n.kind.slice(0, 25)}…` : n.kind;
+    const words = svg("text", { x: x + 10, y: y + 36, class: "words" });
+    words.textContent = n.state + (n.attempts > 1 ? ` · ${n.attempts} attempts` : "");
+    picture.append(svg("g", { class: `node ${n.state}`, "data-job": n.id }, title,
+      svg("rect", { x, y, width: NODE.width, height: NODE.height, rx: 8 }), kind, words));
+  }
+  const failed = nodes.filter((n) => n.state === "failed");
+  return [el("div", { class: "scroll" }, picture),
+    failed.map((n) => el("p", { class: "job-error" }, state("failed"), ` ${n.kind}: ${n.last_error || "no error recorded"} `,
+      el("button", { class: "retry", "data-job": n.id, onclick: () => onRetry(n) }, "Retry")))];
+}
+
+// The graph by agent (jobs for no agent last); an agent's graph whose every job succeeded a
+// while ago is folded to one line, so the page stays short however long the controller runs.
+function graphView(graph, onRetry) {
+  if (graph.nodes.length === 0) return el("p", { class: "empty" }, "No jobs.");
+  const groups = {};
+  for (const n of graph.nodes) (groups[n.agent || ""] = groups[n.agent || ""] || []).push(n);
+  const names = Object.keys(groups).sort((a, b) => (a === "") - (b === "") || a.localeCompare(b));
+  return el("div", { class: "job-graph" }, names.map((name) => {
+    const nodes = groups[name];
+    const done = nodes.every((n) => n.state === "succeeded" && n.finished_at && Date.now() - Date.parse(n.finished_at) > FOLD_AFTER_MS);
+    const ended = nodes.map((n) => n.finished_at).filter(Boolean).sort().pop();
+    const summary = el("summary", {}, el("b", {}, name || "not for an agent"), ` · ${nodes.length} job${nodes.length === 1 ? "" : "s"} · `,
+      Object.entries(countBy(nodes, (n) => n.state)).map(([k, c]) => [state(`${c} ${k}`, k), " "]), done && ended ? ["all done ", since(ended)] : "");
+    return el("details", { class: "job-group", "data-agent": name, open: !done }, summary, drawGroup(nodes, graph.edges, onRetry));
+  }));
 }
 
 // Redraws `container` with the graph every second while the view is shown.
 function liveGraph(path, container) {
-  poll(1, () => api("GET", path), graphTable, container);
+  const retry = async (n) => {
+    try { await api("POST", `/api/jobq/jobs/${encodeURIComponent(n.id)}/retry`); showError(""); } catch (error) { showError(`${n.kind}: ${error.message}`); }
+  };
+  // The generation changes with every change of the graph: an unchanged one is not redrawn.
+  poll(1, () => api("GET", path), (graph) => graphView(graph, retry), container);
 }
 
 // What a successful create says: the agent starts paused, and where to find it.
