@@ -18,8 +18,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use common::one_hive::{OneHive, printing_turn};
-use hyperhive_testkit::{Browser, ChaosProxy, Nginx, wait_until, workspace_root};
-use serde_json::json;
+use hyperhive_testkit::{Browser, ChaosProxy, NatsJwt, Nginx, wait_until, workspace_root};
+use serde_json::{Value, json};
+use swarm_controller::secrets::SecretsKey;
 
 const SOON: Duration = Duration::from_secs(30);
 
@@ -29,14 +30,23 @@ struct Stack {
     swarm: OneHive,
     _nginx: Nginx,
     proxy: ChaosProxy,
+    _keys: tempfile::TempDir,
 }
 
 impl Stack {
     async fn start() -> Stack {
-        let swarm = OneHive::start(&["bee"], |turns| printing_turn(turns, 8, "0.4"), &[]).await;
+        let nats = NatsJwt::start().await.unwrap();
+        // A secret store and the NATS signing keys, so agents can be created; no SSO, forge,
+        // Matrix or store CA, so their provisioning steps are skipped.
+        let keys = tempfile::tempdir().unwrap();
+        let key = keys.path().join("secrets.key");
+        SecretsKey::generate().write_new(&key).unwrap();
+        let nats_dir = nats.creds_dir().display().to_string();
+        let env = [("SWARM_SECRETS_KEY_FILE", key.to_str().unwrap()), ("SWARM_NATS_DIR", nats_dir.as_str())];
+        let swarm = OneHive::start_on(nats, None, &["bee"], |turns| printing_turn(turns, 8, "0.4"), &env).await;
         let nginx = Nginx::in_front_of(&swarm.socket).await.unwrap();
         let proxy = ChaosProxy::start(([127, 0, 0, 1], nginx.port()).into()).await.unwrap();
-        Stack { swarm, _nginx: nginx, proxy }
+        Stack { swarm, _nginx: nginx, proxy, _keys: keys }
     }
 
     fn url(&self, route: &str) -> String {
@@ -154,6 +164,14 @@ const JOB_GRAPH: &str = r#"(() => {
     view.querySelector('[data-agent=beta]').open, x('alpha.sso') < x('alpha.forge-user') && x('alpha.forge-user') < x('alpha.deploy'),
     alpha.querySelector('button.retry').dataset.job, alpha.querySelector('g[data-job="alpha.deploy"]').getAttribute('class')];
 })()"#;
+
+/// `GET path` on the controller's socket, as JSON.
+async fn api_get(stack: &Stack, path: &str) -> Value {
+    let request = hyper::Request::builder().uri(path).body(http_body_util::Full::new(bytes::Bytes::new())).unwrap();
+    let (status, body) = swarmctl::client::send(&stack.swarm.socket, request).await.unwrap();
+    assert!(status.is_success(), "{path}: {status}");
+    serde_json::from_slice(&body).unwrap()
+}
 
 /// Runs `expression` in the page and returns its value.
 async fn eval(browser: &Browser, expression: &str) -> serde_json::Value {
@@ -280,28 +298,53 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
     browser.click("#confirm-ok", SOON).await.unwrap();
     browser.text_when("main", SOON, |t| !t.contains("from-the-ui") && t.contains("Add schedule")).await.unwrap();
 
-    // The create form on a controller without a secret store: it says so in plain words; its
-    // name pattern is checked by the browser (an invalid one would be dropped); the turn command
-    // is empty, its example only a placeholder; the notice a create shows links to the agent.
+    // Creating an agent: the browser checks the name's pattern (an invalid pattern would be
+    // dropped); the turn command is empty, its example only a placeholder; after the create a
+    // notice says the agent starts paused and links to it, and its jobs are drawn as they run:
+    // the steps of the systems this controller was not given are `skipped`, not `succeeded`.
     show(&stack, &browser, "create").await;
-    browser.text_when("#create-unavailable", SOON, |t| t.contains("cannot create agents")).await.unwrap();
     browser.type_into(r#"#create-form input[name="name"]"#, "Not_valid", SOON).await.unwrap();
     let name = "document.querySelector('#create-form input[name=name]')";
     assert_eq!(eval(&browser, &format!("{name}.validity.patternMismatch")).await, json!(true));
-    browser.run(&format!("{name}.value = 'gamma-2'; return true;"), json!([])).await.unwrap();
-    assert_eq!(eval(&browser, &format!("{name}.validity.valid")).await, json!(true));
+    browser.run(&format!("{name}.value = ''; return true;"), json!([])).await.unwrap();
     let command = "document.querySelector('#create-form input[name=turn_command]')";
     assert_eq!(
         eval(&browser, &format!("[{command}.value, {command}.placeholder]")).await,
         json!(["", "e.g. claude -p"])
     );
-    let notice = eval(
-        &browser,
-        "[createdNotice('gamma', 'h1').textContent, createdNotice('gamma', 'h1').querySelector('a').hash]",
-    )
-    .await;
-    assert!(notice[0].as_str().unwrap().contains("starts paused"), "{notice}");
-    assert_eq!(notice[1], json!("#/agents/gamma"));
+    browser.type_into(r#"#create-form input[name="name"]"#, "gamma", SOON).await.unwrap();
+    assert_eq!(eval(&browser, &format!("{name}.validity.valid")).await, json!(true));
+    browser.type_into(r#"#create-form input[name="turn_command"]"#, "cat", SOON).await.unwrap();
+    browser.click("#create-form button[type=submit]", SOON).await.unwrap();
+    let notice = browser.text_when("#created", SOON, |t| t.contains("gamma")).await.unwrap();
+    assert!(notice.contains("starts paused"), "{notice}");
+    assert_eq!(eval(&browser, "document.querySelector('#created a').hash").await, json!("#/agents/gamma"));
+    let graph = wait_until("gamma's jobs settled", Duration::from_secs(60), || async {
+        let graph = api_get(&stack, "/api/jobq/graph?agent=gamma").await;
+        let nodes = graph["nodes"].as_array()?;
+        let settled = ["succeeded", "skipped", "failed", "blocked", "cancelled"];
+        (!nodes.is_empty() && nodes.iter().all(|n| settled.contains(&n["state"].as_str().unwrap_or(""))))
+            .then_some(graph)
+    })
+    .await
+    .unwrap();
+    let state_of = |id: &str| graph["nodes"].as_array().unwrap().iter().find(|n| n["id"] == id).unwrap().clone();
+    let sso = state_of("gamma.sso");
+    assert_eq!(sso["state"], "skipped", "{graph}");
+    assert!(sso["skipped_because"].as_str().unwrap().contains("is not set"), "{sso}");
+    assert_eq!(state_of("gamma.deploy")["state"], "succeeded", "{graph}");
+    assert!(state_of("gamma.deploy").get("skipped_because").is_none());
+    browser.text_when(r#"#create-graph g[data-job="gamma.sso"]"#, SOON, |t| t.contains("skipped")).await.unwrap();
+    browser.text_when(r#"#create-graph g[data-job="gamma.deploy"]"#, SOON, |t| t.contains("succeeded")).await.unwrap();
+    browser.screenshot(&screenshot_path("created")).await.unwrap();
+    // A controller that cannot create agents says so in plain words above the form.
+    browser.run("configured = Promise.resolve({}); route(); return true;", json!([])).await.unwrap();
+    let unable = browser.text_when("#create-unavailable", SOON, |t| !t.is_empty()).await.unwrap();
+    assert!(unable.contains("cannot create agents") && !shows_internals(&unable), "{unable}");
+    assert_eq!(
+        eval(&browser, "document.querySelector('#create-form button[type=submit]').disabled").await,
+        json!(true)
+    );
 
     // The job graph is drawn: a column per dependency level, an arrow per edge, a state per
     // box, Retry beside a failed job; an agent whose jobs all succeeded long ago is folded.

@@ -583,7 +583,7 @@ function confirmTyped(text, word) {
 const SVG = "http://www.w3.org/2000/svg";
 // A node's box and the room around it, in SVG units.
 const NODE = { width: 200, height: 46, across: 240, down: 58 };
-// A group whose jobs all succeeded this long ago is folded to one line.
+// A group whose jobs all succeeded (or were skipped) this long ago is folded to one line.
 const FOLD_AFTER_MS = 10 * 60 * 1000;
 
 function svg(tag, attrs = {}, ...children) {
@@ -636,7 +636,8 @@ function drawGroup(nodes, edges, onRetry) {
   for (const n of nodes) {
     const { x, y } = place[n.id];
     const title = svg("title");
-    title.textContent = `${n.id}: ${n.state}${n.attempts ? `, ${n.attempts} attempt(s)` : ""}${n.last_error ? `\n${n.last_error}` : ""}`;
+    const why = n.state === "skipped" ? "\nnothing to do: its system is not configured on this controller" : (n.last_error ? `\n${n.last_error}` : "");
+    title.textContent = `${n.id}: ${n.state}${n.attempts ? `, ${n.attempts} attempt(s)` : ""}${why}`;
     const kind = svg("text", { x: x + 10, y: y + 19, class: "kind" });
     kind.textContent = n.kind.length > 26 ? `${n.kind.slice(0, 25)}…` : n.kind;
     const words = svg("text", { x: x + 10, y: y + 36, class: "words" });
@@ -650,8 +651,8 @@ function drawGroup(nodes, edges, onRetry) {
       el("button", { class: "retry", "data-job": n.id, onclick: () => onRetry(n) }, "Retry")))];
 }
 
-// The graph by agent (jobs for no agent last); an agent's graph whose every job succeeded a
-// while ago is folded to one line, so the page stays short however long the controller runs.
+// The graph by agent (jobs for no agent last); an agent's graph whose every job succeeded (or
+// was skipped) a while ago is folded to one line, so the page stays short however long the controller runs.
 function graphView(graph, onRetry) {
   if (graph.nodes.length === 0) return el("p", { class: "empty" }, "No jobs.");
   const groups = {};
@@ -659,7 +660,7 @@ function graphView(graph, onRetry) {
   const names = Object.keys(groups).sort((a, b) => (a === "") - (b === "") || a.localeCompare(b));
   return el("div", { class: "job-graph" }, names.map((name) => {
     const nodes = groups[name];
-    const done = nodes.every((n) => n.state === "succeeded" && n.finished_at && Date.now() - Date.parse(n.finished_at) > FOLD_AFTER_MS);
+    const done = nodes.every((n) => ["succeeded", "skipped"].includes(n.state) && n.finished_at && Date.now() - Date.parse(n.finished_at) > FOLD_AFTER_MS);
     const ended = nodes.map((n) => n.finished_at).filter(Boolean).sort().pop();
     const summary = el("summary", {}, el("b", {}, name || "not for an agent"), ` · ${nodes.length} job${nodes.length === 1 ? "" : "s"} · `,
       Object.entries(countBy(nodes, (n) => n.state)).map(([k, c]) => [state(`${c} ${k}`, k), " "]), done && ended ? ["all done ", since(ended)] : "");
@@ -678,7 +679,7 @@ function liveGraph(path, container) {
 
 // What a successful create says: the agent starts paused, and where to find it.
 function createdNotice(name, hive) {
-  return el("p", { id: "created", class: "notice" }, "Created ", agentLink(name), ` on ${hive}. It starts paused: once its jobs below have succeeded, open its page and press Up.`);
+  return el("p", { id: "created", class: "notice" }, "Created ", agentLink(name), ` on ${hive}. It starts paused: once its jobs below have finished, open its page and press Up.`);
 }
 
 async function createView() {
