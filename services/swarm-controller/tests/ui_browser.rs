@@ -14,6 +14,8 @@
 
 mod common;
 
+use common::PNG;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -30,7 +32,8 @@ struct Stack {
     swarm: OneHive,
     _nginx: Nginx,
     proxy: ChaosProxy,
-    _keys: tempfile::TempDir,
+    /// The secret store's key and files the browser uploads.
+    files: tempfile::TempDir,
 }
 
 impl Stack {
@@ -46,7 +49,7 @@ impl Stack {
         let swarm = OneHive::start_on(nats, None, &["bee"], |turns| printing_turn(turns, 8, "0.4"), &env).await;
         let nginx = Nginx::in_front_of(&swarm.socket).await.unwrap();
         let proxy = ChaosProxy::start(([127, 0, 0, 1], nginx.port()).into()).await.unwrap();
-        Stack { swarm, _nginx: nginx, proxy, _keys: keys }
+        Stack { swarm, _nginx: nginx, proxy, files: keys }
     }
 
     fn url(&self, route: &str) -> String {
@@ -359,6 +362,21 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
     let states = browser.text_when("#agent-states", SOON, |t| !t.is_empty()).await.unwrap();
     assert!(states.contains("wanted") && states.contains("on its hive"), "{states}");
     assert_eq!(eval(&browser, "document.querySelector('label.icon-upload img') !== null && document.querySelector('label.icon-upload input[type=file]').offsetWidth <= 1").await, json!(true));
+    // A PNG chosen through the icon's hidden file input becomes bee's icon.
+    let png = stack.files.path().join("bee.png");
+    std::fs::write(&png, PNG).unwrap();
+    browser.type_into("#icon-file", png.to_str().unwrap(), SOON).await.unwrap();
+    wait_until("bee's uploaded icon", SOON, || async {
+        let request = hyper::Request::builder()
+            .uri("/api/agents/bee/icon")
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .unwrap();
+        let (_, body) = swarmctl::client::send(&stack.swarm.socket, request).await.ok()?;
+        (body.as_ref() == PNG).then_some(())
+    })
+    .await
+    .unwrap();
+    show(&stack, &browser, "agents/bee").await;
     browser.find("#terminal", SOON).await.unwrap();
     let todo = json!({"id": "t-ui", "source": "ui test", "body": "watch me"}).to_string();
     stack.swarm.js.publish("todo.bee", todo.into()).await.unwrap().await.unwrap();
