@@ -300,6 +300,21 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
     browser.click(r#"[data-schedule="from-the-ui"] button.remove"#, SOON).await.unwrap();
     browser.click("#confirm-ok", SOON).await.unwrap();
     browser.text_when("main", SOON, |t| !t.contains("from-the-ui") && t.contains("Add schedule")).await.unwrap();
+    // A calendar schedule in a zone: its next fire is the controller's reading of the calendar
+    // in that zone (09:00 on 1 January in Berlin is 08:00 UTC).
+    browser.type_into(r#"#schedule-form input[name="name"]"#, "new-year", SOON).await.unwrap();
+    browser.click(r#"#schedule-form input[name="agents"][value="bee"]"#, SOON).await.unwrap();
+    browser.type_into(r#"#schedule-form textarea[name="body"]"#, "a happy new year", SOON).await.unwrap();
+    browser.click(r#"#schedule-form input[name="kind"][value="calendar"]"#, SOON).await.unwrap();
+    browser.type_into(r#"#schedule-form input[name="calendar"]"#, "0 9 1 1 *", SOON).await.unwrap();
+    browser.type_into(r#"#schedule-form input[name="tz"]"#, "Europe/Berlin", SOON).await.unwrap();
+    browser.click("#schedule-form button[type=submit]", SOON).await.unwrap();
+    browser.text_when("#schedules", SOON, |t| t.contains("0 9 1 1 * (Europe/Berlin)")).await.unwrap();
+    let hover = eval(&browser, "document.querySelector('#schedules td[data-label=\"Next fire\"] time').title").await;
+    assert!(hover.as_str().unwrap().ends_with("-01-01T08:00:00Z (UTC)"), "{hover}");
+    browser.click(r#"[data-schedule="new-year"] button.remove"#, SOON).await.unwrap();
+    browser.click("#confirm-ok", SOON).await.unwrap();
+    browser.text_when("main", SOON, |t| !t.contains("new-year") && t.contains("Add schedule")).await.unwrap();
 
     // Creating an agent: the browser checks the name's pattern (an invalid pattern would be
     // dropped); the turn command is empty, its example only a placeholder; after the create a

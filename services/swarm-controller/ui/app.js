@@ -734,14 +734,9 @@ function parseEvery(text) {
   return parts.reduce((sum, [, n, unit]) => sum + Number(n) * units[unit], 0);
 }
 
+// When the schedule fires next, as the controller computed it (calendars in their zone's rules).
 function nextFire(schedule) {
-  if (schedule.paused || schedule.calendar) return null;
-  const anchor = Date.parse(schedule.anchor);
-  const now = Date.now();
-  if (now < anchor) return new Date(anchor);
-  if (!schedule.interval) return null;
-  const step = schedule.interval * 1000;
-  return new Date(anchor + (Math.floor((now - anchor) / step) + 1) * step);
+  return schedule.next_fire ? new Date(schedule.next_fire) : null;
 }
 
 // A one-shot whose time has passed has fired: it is done, not "up".
@@ -825,7 +820,7 @@ async function schedulesView() {
   const load = async () => (await api("GET", "/api/schedules")).map((s) => ({ ...s, done: isDone(s) }));
   await poll(3, load, (schedules) => table(["Name", "Agents", "When", "Next fire", "State", ""], schedules.map(row), { id: "schedules" }), list);
   return [el("h1", {}, "Schedules"), list,
-    el("p", { class: "muted" }, "Times are in your time zone; hover one for UTC. A calendar schedule's next fire: swarmctl schedule show."), editor];
+    el("p", { class: "muted" }, "Times are in your time zone; hover one for UTC."), editor];
 }
 
 // ---- forge and links ----
