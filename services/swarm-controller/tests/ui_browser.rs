@@ -247,6 +247,17 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
     show(&stack, &browser, "hives/h1").await;
     let hive = browser.text_when("main", SOON, |t| t.contains("bee") && t.contains("Version")).await.unwrap();
     assert!(hive.contains("fresh") && hive.contains("s ago"), "{hive}");
+    // Each report redraws the hive's facts, never its agents' rows (a button under the pointer
+    // stays where it is).
+    let mark = "document.querySelector('#hive dl').dataset.mark = 'old'; document.querySelector('#hive-agents table').dataset.mark = 'old'; return true;";
+    browser.run(mark, json!([])).await.unwrap();
+    let facts_redrawn = "return document.querySelector('#hive dl').dataset.mark === undefined ? true : null;";
+    wait_until("the hive's next report drawn", SOON, || async {
+        browser.run(facts_redrawn, json!([])).await.ok()?.as_bool().map(|_| ())
+    })
+    .await
+    .unwrap();
+    assert_eq!(eval(&browser, "document.querySelector('#hive-agents table').dataset.mark").await, json!("old"));
 
     // Pause in the UI: the hive reports bee paused; then up again.
     show(&stack, &browser, "agents").await;
@@ -462,8 +473,15 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
     browser.click("#prompt-form button[type=submit]", SOON).await.unwrap();
     browser.text_when("#terminal", SOON, |t| t.matches("line 1 of prompt-").count() == 2).await.unwrap();
     browser.text_when("#turn-header", SOON, |t| t.contains("working") && t.contains("operator:")).await.unwrap();
+    // A third prompt waits in the queue behind the running turn, and is removed from it.
+    browser.type_into("#prompt-form textarea[name=body]", "a prompt to remove", SOON).await.unwrap();
+    browser.click("#prompt-form button[type=submit]", SOON).await.unwrap();
+    browser.text_when("#queue", SOON, |t| t.contains("waiting") && t.contains("a prompt to remove")).await.unwrap();
+    browser.click("#queue button.danger", SOON).await.unwrap();
+    browser.text_when("#queue", SOON, |t| !t.contains("a prompt to remove")).await.unwrap();
     browser.click("#cancel-turn", SOON).await.unwrap();
     browser.text_when("#turns", SOON, |t| t.contains("cancelled")).await.unwrap();
+    assert!(!stack.swarm.turns("bee").contains("a prompt to remove"), "the removed prompt never ran");
     // Each turn began under a separator naming who asked.
     let separators =
         eval(&browser, "[...document.querySelectorAll('#terminal .turn-separator')].map((s) => s.textContent)").await;

@@ -240,17 +240,21 @@ const AGENT_HEADERS = ["", "Agent", "Hive", "State", "Doing", "Last turn", "Queu
 
 // Loads with `load` every `seconds` while the view is shown and redraws `container` with
 // `render` when what was loaded changed (a redraw under the pointer would lose a click); an
-// error shows in place.
-function poll(seconds, load, render, container) {
+// error shows in place; `keyOf` says what of the data counts as a change. Resolves after the
+// first draw; its `refresh()` loads again at once.
+function poll(seconds, load, render, container, keyOf = JSON.stringify) {
   let stopped = false;
   let timer = null;
   let shown = null;
+  let latest = 0;
   const again = async () => {
+    const run = ++latest;
+    clearTimeout(timer);
     if (stopped) return;
     try {
       const data = await load();
-      const key = JSON.stringify(data);
-      if (key !== shown && !stopped) {
+      const key = keyOf(data);
+      if (key !== shown && !stopped && run === latest) {
         shown = key;
         container.replaceChildren(...[render(data)].flat());
       }
@@ -258,10 +262,13 @@ function poll(seconds, load, render, container) {
       shown = null;
       container.replaceChildren(el("p", { class: "empty" }, forPeople(error.message)));
     }
-    if (!stopped) timer = setTimeout(again, seconds * 1000);
+    // Only the latest run keeps the loop going: a refresh does not start a second one.
+    if (!stopped && run === latest) timer = setTimeout(again, seconds * 1000);
   };
   live.push(() => { stopped = true; clearTimeout(timer); });
-  return again();
+  const first = again();
+  first.refresh = again;
+  return first;
 }
 
 // ---- views ----
@@ -323,28 +330,35 @@ async function hiveView(name) {
   const hives = await api("GET", "/api/hives");
   const hive = hives.find((h) => h.name === name);
   if (!hive) throw new Error(`There is no hive ${name}.`);
-  const body = el("div", { id: "hive" });
-  const load = async () => {
-    const [statuses, agents] = await Promise.all([hiveStatuses(), api("GET", "/api/agents")]);
-    const own = agents.filter((a) => a.hive === name).map(listed);
+  // The facts change with every report; the agents (and their buttons) only when one of them
+  // does, so they are redrawn apart.
+  const facts = el("div", { id: "hive" });
+  const agents = el("div", { id: "hive-agents" });
+  const loadAgents = async () => {
+    const [statuses, all] = await Promise.all([hiveStatuses(true), api("GET", "/api/agents")]);
+    const own = all.filter((a) => a.hive === name).map(listed);
     return { statuses, own, queues: await queueLengths(own) };
   };
-  await poll(3, load, ({ statuses, own, queues }) => {
-    const s = statuses[name] || {};
-    const problems = own.filter((a) => a.actual && (a.actual.problem || a.actual.last_exit));
-    return [
-      el("dl", { class: "facts" },
+  await Promise.all([
+    poll(3, hiveStatuses, (statuses) => {
+      const s = statuses[name] || {};
+      return el("dl", { class: "facts" },
         fact("Status", state(s.status ? (s.stale ? "stale" : "fresh") : "never")),
         fact("Version", s.status ? s.status.version : "-"),
         fact("Load", s.status ? s.status.load.map((l) => l.toFixed(2)).join(" ") : "-"),
         fact("Last report", s.status ? since(s.status.published_at) : "never"),
-        fact("Running since", s.status ? at(s.status.started_at) : "-"),
-        fact("Last error", problems.length ? problems.map((a) => el("div", {}, `${a.name}: `, a.actual.problem || exitText(a.actual.last_exit))) : "none")),
-      el("h2", {}, "Agents"),
-      table(AGENT_HEADERS, agentRows(own, statuses, queues)),
-    ];
-  }, body);
-  return [el("h1", {}, `Hive ${name}`), el("p", { class: "muted" }, hive.description || ""), body];
+        fact("Running since", s.status ? at(s.status.started_at) : "-"));
+    }, facts),
+    poll(3, loadAgents, ({ statuses, own, queues }) => {
+      const problems = own.filter((a) => a.actual && (a.actual.problem || a.actual.last_exit));
+      return [
+        el("dl", { class: "facts" }, fact("Last error", problems.length ? problems.map((a) => el("div", {}, `${a.name}: `, a.actual.problem || exitText(a.actual.last_exit))) : "none")),
+        el("h2", {}, "Agents"),
+        table(AGENT_HEADERS, agentRows(own, statuses, queues)),
+      ];
+    }, agents),
+  ]);
+  return [el("h1", {}, `Hive ${name}`), el("p", { class: "muted" }, hive.description || ""), facts, agents];
 }
 
 function exitText(exit) {
@@ -397,24 +411,20 @@ function workSections(name, names) {
   const queue = el("div", { id: "queue" });
   const turns = el("div", { id: "turns" });
   const shown = el("pre", { id: "turn-output", class: "terminal", hidden: true });
-  const refresh = async () => {
-    try {
-      const [waiting, page] = await Promise.all([api("GET", `/api/agents/${name}/todos`), api("GET", `/api/agents/${name}/turns?limit=20`)]);
-      queue.replaceChildren(table(["Todo", "State", "Asked by", "Waiting", "Prompt", ""], waiting.map((t) => [t.id, state(t.state), turnSource(t.source, names), `${t.age_seconds} s`, t.preview,
-        t.state === "waiting" ? el("button", { class: "danger", onclick: async () => {
-          try { await api("DELETE", `/api/agents/${name}/todos/${encodeURIComponent(t.id)}`); showError(""); } catch (error) { showError(error.message); }
-          refresh();
-        } }, "Remove") : ""])));
-      turns.replaceChildren(table(["Started", "Asked by", "Result", "Took", ""], page.turns.map((t) => [since(t.started_at),
-        t.schedule_name ? `schedule ${t.schedule_name}` : turnSource(t.source, names), outcome(t), `${(t.duration_ms / 1000).toFixed(1)} s`,
-        el("button", { onclick: () => { shown.hidden = false; shown.textContent = `${t.prompt}\n---\n${t.output}`; } }, "Output")])));
-    } catch (error) {
-      queue.replaceChildren(el("p", { class: "empty" }, error.message));
-    }
-  };
-  const timer = setInterval(refresh, 2000);
-  live.push(() => clearInterval(timer));
-  refresh();
+  const waiting = poll(2, () => api("GET", `/api/agents/${name}/todos`), (todos) =>
+    table(["Todo", "State", "Asked by", "Queued", "Prompt", ""], todos.map((t) => [t.id, state(t.state), turnSource(t.source, names),
+      since(new Date(Date.now() - t.age_seconds * 1000).toISOString()), t.preview,
+      t.state === "waiting" ? el("button", { class: "danger", onclick: async () => {
+        try { await api("DELETE", `/api/agents/${name}/todos/${encodeURIComponent(t.id)}`); showError(""); } catch (error) { showError(error.message); }
+        waiting.refresh();
+      } }, "Remove") : ""])), queue,
+  // Its age grows with every read; the page's ticker keeps it current, so it is no change.
+  (todos) => JSON.stringify(todos.map(({ age_seconds: _, ...rest }) => rest)));
+  const history = poll(2, () => api("GET", `/api/agents/${name}/turns?limit=20`), (page) =>
+    table(["Started", "Asked by", "Result", "Took", ""], page.turns.map((t) => [since(t.started_at),
+      t.schedule_name ? `schedule ${t.schedule_name}` : turnSource(t.source, names), outcome(t), `${(t.duration_ms / 1000).toFixed(1)} s`,
+      el("button", { onclick: () => { shown.hidden = false; shown.textContent = `${t.prompt}\n---\n${t.output}`; } }, "Output")])), turns);
+  const refresh = () => { waiting.refresh(); history.refresh(); };
   const form = el("form", { class: "stack", id: "prompt-form", onsubmit: async (event) => {
     event.preventDefault();
     const body = new FormData(form).get("body");
