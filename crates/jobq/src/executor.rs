@@ -20,7 +20,7 @@ use crate::clock::Clock;
 use crate::config::JobqConfig;
 use crate::error::AttemptError;
 use crate::graph::{Ended, Graph, Now};
-use crate::job::{JobId, Work};
+use crate::job::{Done, JobId, Work};
 
 /// What handles and the executor share.
 pub(crate) struct Shared {
@@ -81,7 +81,7 @@ impl Shared {
 /// Runs until a stop is asked for; then cancels every job not settled and abandons the attempts
 /// in flight.
 pub(crate) async fn run(shared: Arc<Shared>, mut rng: StdRng) {
-    let mut attempts: JoinSet<Result<(), AttemptError>> = JoinSet::new();
+    let mut attempts: JoinSet<Result<Done, AttemptError>> = JoinSet::new();
     let mut in_flight: HashMap<Id, (JobId, u32)> = HashMap::new();
     loop {
         let next_due = {
@@ -131,7 +131,7 @@ async fn sleep_until(due: Option<Instant>) {
 
 /// One attempt, stopped after `timeout`. The work is called inside the task, so a panic while
 /// making the future is caught too.
-async fn run_attempt(work: Work, timeout: std::time::Duration) -> Result<(), AttemptError> {
+async fn run_attempt(work: Work, timeout: std::time::Duration) -> Result<Done, AttemptError> {
     match tokio::time::timeout(timeout, async move { work().await }).await {
         Ok(outcome) => outcome,
         Err(_) => Err(AttemptError::retryable(format!(
@@ -151,7 +151,7 @@ fn describe(err: &JoinError) -> AttemptError {
     })
 }
 
-fn finish(shared: &Shared, id: &JobId, attempt: u32, outcome: Result<(), AttemptError>, rng: &mut StdRng) {
+fn finish(shared: &Shared, id: &JobId, attempt: u32, outcome: Result<Done, AttemptError>, rng: &mut StdRng) {
     let now = shared.now();
     let error = outcome.as_ref().err().cloned();
     let permanent = error.as_ref().is_some_and(AttemptError::is_permanent);
@@ -164,6 +164,7 @@ fn finish(shared: &Shared, id: &JobId, attempt: u32, outcome: Result<(), Attempt
     let error = error.as_ref().map_or("", AttemptError::message);
     match ended {
         Some(Ended::Succeeded) => tracing::info!(job = %id, attempt, "job succeeded"),
+        Some(Ended::Skipped) => tracing::info!(job = %id, attempt, "job skipped: nothing to do here"),
         Some(Ended::Retrying(wait)) => {
             tracing::warn!(job = %id, attempt, error, retry_in = ?wait, "job attempt failed; retrying");
         }

@@ -27,7 +27,7 @@ use tokio::time::Instant;
 
 use crate::clock::truncate_to_millis;
 use crate::error::AttemptError;
-use crate::job::{InvalidName, JobId, JobSpec, JobState, check_label};
+use crate::job::{Done, InvalidName, JobId, JobSpec, JobState, check_label};
 use crate::snapshot::{Edge, GraphSnapshot, Node as NodeView};
 
 /// The longest `last_error` kept: a snapshot of thousands of jobs stays small, and a server
@@ -101,8 +101,8 @@ pub enum CancelError {
     /// No such job.
     #[error("no job {0} in the graph")]
     UnknownJob(JobId),
-    /// Its work is done; there is nothing to cancel.
-    #[error("job {0} has succeeded; there is nothing to cancel")]
+    /// Its work is done (or had nothing to do); there is nothing to cancel.
+    #[error("job {0} has succeeded or was skipped; there is nothing to cancel")]
     Succeeded(JobId),
 }
 
@@ -113,7 +113,9 @@ pub enum RemoveError {
     #[error("no job {0} in the graph")]
     UnknownJob(JobId),
     /// Only a settled job may go.
-    #[error("job {job} is {state}; only a settled job (succeeded, failed, blocked or cancelled) can be removed")]
+    #[error(
+        "job {job} is {state}; only a settled job (succeeded, skipped, failed, blocked or cancelled) can be removed"
+    )]
     NotSettled {
         /// The job.
         job: JobId,
@@ -135,6 +137,8 @@ pub enum RemoveError {
 pub(crate) enum Ended {
     /// Succeeded.
     Succeeded,
+    /// Had nothing to do.
+    Skipped,
     /// Retrying after this wait.
     Retrying(Duration),
     /// Failed: the error was permanent, or no attempt is left.
@@ -153,6 +157,8 @@ struct Node<W> {
     state: JobState,
     attempts: u32,
     last_error: Option<String>,
+    /// When `skipped`: why.
+    skipped_because: Option<String>,
     /// When `retrying`: when it becomes ready (tokio's clock) and the same on the wall clock.
     due: Option<Instant>,
     next_attempt_at: Option<OffsetDateTime>,
@@ -241,6 +247,7 @@ impl<W: Clone> Graph<W> {
                 state,
                 attempts: 0,
                 last_error: None,
+                skipped_because: None,
                 due: None,
                 next_attempt_at: None,
                 created_at: now.wall,
@@ -262,7 +269,7 @@ impl<W: Clone> Graph<W> {
         for s in states {
             match s {
                 JobState::Failed | JobState::Blocked => return JobState::Blocked,
-                JobState::Succeeded => {}
+                JobState::Succeeded | JobState::Skipped => {}
                 _ => all_succeeded = false,
             }
         }
@@ -318,7 +325,7 @@ impl<W: Clone> Graph<W> {
     pub fn finish(
         &mut self,
         id: &JobId,
-        outcome: Result<(), AttemptError>,
+        outcome: Result<Done, AttemptError>,
         now: Now,
         wait: impl FnOnce(u32) -> Duration,
     ) -> Option<Ended> {
@@ -336,8 +343,13 @@ impl<W: Clone> Graph<W> {
             return Some(Ended::Cancelled);
         }
         match outcome {
-            Ok(()) => {
-                node.state = JobState::Succeeded;
+            Ok(done) => {
+                let (state, ended, skipped_because) = match done {
+                    Done::Succeeded => (JobState::Succeeded, Ended::Succeeded, None),
+                    Done::Skipped(reason) => (JobState::Skipped, Ended::Skipped, Some(truncate(&reason))),
+                };
+                node.state = state;
+                node.skipped_because = skipped_because;
                 node.last_error = None;
                 node.finished_at = Some(now.wall);
                 let dependents = node.dependents.clone();
@@ -350,7 +362,7 @@ impl<W: Clone> Graph<W> {
                         self.ready.push_back((node.seq, d));
                     }
                 }
-                Some(Ended::Succeeded)
+                Some(ended)
             }
             Err(error) if !error.is_permanent() && node.attempts < max_attempts => {
                 let wait = wait(node.attempts);
@@ -392,7 +404,7 @@ impl<W: Clone> Graph<W> {
         while let Some(d) = stack.pop() {
             let node = self.nodes.get_mut(&d).expect("a dependent is in the graph");
             match node.state {
-                JobState::Cancelled | JobState::Succeeded => continue,
+                JobState::Cancelled | JobState::Succeeded | JobState::Skipped => continue,
                 JobState::Running => node.cancel_requested = true,
                 _ => self.cancel_node(&d, now),
             }
@@ -454,7 +466,7 @@ impl<W: Clone> Graph<W> {
     pub fn cancel(&mut self, id: &JobId, now: Now) -> Result<(), CancelError> {
         let node = self.nodes.get_mut(id).ok_or_else(|| CancelError::UnknownJob(id.clone()))?;
         match node.state {
-            JobState::Succeeded => return Err(CancelError::Succeeded(id.clone())),
+            JobState::Succeeded | JobState::Skipped => return Err(CancelError::Succeeded(id.clone())),
             JobState::Cancelled => return Ok(()),
             JobState::Running => node.cancel_requested = true,
             _ => self.cancel_node(id, now),
@@ -531,6 +543,7 @@ impl<W> Node<W> {
             created_at: self.created_at,
             started_at: self.started_at,
             finished_at: self.finished_at,
+            skipped_because: self.skipped_because.clone(),
         }
     }
 }
@@ -597,6 +610,10 @@ mod tests {
         }
 
         fn end_with(&mut self, s: &str, outcome: Result<(), AttemptError>) -> Option<Ended> {
+            self.end_done(s, outcome.map(Done::from))
+        }
+
+        fn end_done(&mut self, s: &str, outcome: Result<Done, AttemptError>) -> Option<Ended> {
             let now = self.now();
             self.g.finish(&id(s), outcome, now, |n| Duration::from_secs(10 * u64::from(n)))
         }
@@ -673,6 +690,27 @@ mod tests {
         f.end("a", Ok(()));
         assert_eq!(f.state("b"), Ready);
         assert_eq!(f.g.ready.len(), 1);
+    }
+
+    #[test]
+    fn a_skipped_job_lets_its_dependents_run_and_says_why_it_did_nothing() {
+        let mut f = Fixture::new(1);
+        f.add("forge", &[]).unwrap();
+        f.add("deploy", &["forge"]).unwrap();
+        f.start();
+        let ended = f.end_done("forge", Ok(Done::Skipped("SWARM_FORGE_URL is not set".into())));
+        assert_eq!(ended, Some(Ended::Skipped));
+        assert_eq!(f.states(&["forge", "deploy"]), [Skipped, Ready], "as good as succeeded for its dependents");
+        let view = f.g.view(&id("forge")).unwrap();
+        assert_eq!((view.skipped_because.as_deref(), view.last_error), (Some("SWARM_FORGE_URL is not set"), None));
+        assert!(view.finished_at.is_some() && Skipped.is_settled());
+        let now = f.now();
+        assert_eq!(f.g.cancel(&id("forge"), now), Err(CancelError::Succeeded(id("forge"))), "nothing to cancel");
+        f.add("later", &["forge"]).unwrap();
+        assert_eq!(f.state("later"), Ready, "a job added after a skipped dependency runs at once");
+        let shown = serde_json::to_value(f.g.snapshot(0)).unwrap();
+        assert_eq!(shown["nodes"][0]["state"], "skipped");
+        assert!(shown["nodes"][1].get("skipped_because").is_none(), "only a skipped job says why");
     }
 
     #[test]

@@ -151,7 +151,8 @@ impl JobSpec {
     }
 }
 
-/// Where a job is in its life. `succeeded`, `failed`, `blocked` and `cancelled` are *settled*:
+/// Where a job is in its life. `succeeded`, `skipped`, `failed`, `blocked` and `cancelled` are
+/// *settled*:
 /// nothing happens to the job any more unless someone retries a failed job (which also wakes the
 /// jobs it blocked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -165,6 +166,9 @@ pub enum JobState {
     Running,
     /// An attempt succeeded.
     Succeeded,
+    /// Its work had nothing to do here (its system is not configured): as good as succeeded
+    /// for the jobs waiting on it, but shown apart, so nobody believes the work was done.
+    Skipped,
     /// Every allowed attempt failed; `retry` gives it a fresh set.
     Failed,
     /// An attempt failed; the next starts at `next_attempt_at`.
@@ -178,12 +182,13 @@ pub enum JobState {
 
 impl JobState {
     /// Every state, in the order of a job's life.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::Waiting,
         Self::Ready,
         Self::Running,
         Self::Retrying,
         Self::Succeeded,
+        Self::Skipped,
         Self::Failed,
         Self::Blocked,
         Self::Cancelled,
@@ -191,7 +196,12 @@ impl JobState {
 
     /// Whether nothing happens to the job any more by itself.
     pub fn is_settled(self) -> bool {
-        matches!(self, Self::Succeeded | Self::Failed | Self::Blocked | Self::Cancelled)
+        matches!(self, Self::Succeeded | Self::Skipped | Self::Failed | Self::Blocked | Self::Cancelled)
+    }
+
+    /// Whether the jobs waiting on it may run: it succeeded, or had nothing to do.
+    pub fn lets_dependents_run(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Skipped)
     }
 
     /// The name used in JSON and tables.
@@ -201,6 +211,7 @@ impl JobState {
             Self::Ready => "ready",
             Self::Running => "running",
             Self::Succeeded => "succeeded",
+            Self::Skipped => "skipped",
             Self::Failed => "failed",
             Self::Retrying => "retrying",
             Self::Blocked => "blocked",
@@ -215,22 +226,44 @@ impl fmt::Display for JobState {
     }
 }
 
+/// How an attempt that did not fail ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Done {
+    /// The work was done.
+    Succeeded,
+    /// There was nothing to do here: the work's system is not configured. The reason (which
+    /// setting would enable it) is shown with the job, so it must be fit to show.
+    Skipped(String),
+}
+
+/// Work that returns `Ok(())` succeeded.
+impl From<()> for Done {
+    fn from((): ()) -> Self {
+        Self::Succeeded
+    }
+}
+
 /// One attempt of a job's work. The error says whether a retry can help and is shown as the
 /// job's `last_error`, so it must already be fit to show: never a secret.
-pub type Attempt = Pin<Box<dyn Future<Output = Result<(), AttemptError>> + Send + 'static>>;
+pub type Attempt = Pin<Box<dyn Future<Output = Result<Done, AttemptError>> + Send + 'static>>;
 
 /// A job's work: called afresh for every attempt. It must be idempotent: an attempt may have
 /// done its work and still be reported failed (a timeout, a lost answer), and a job whose
 /// attempt is cut short by a shutdown runs again when the graph is rebuilt.
 pub type Work = Arc<dyn Fn() -> Attempt + Send + Sync>;
 
-/// `Work` from an async closure: `work(move || async move { ... Ok(()) })`.
-pub fn work<F, Fut>(f: F) -> Work
+/// `Work` from an async closure: `work(move || async move { ... Ok(()) })`, or ending with
+/// `Ok(Done::Skipped(reason))` when there is nothing to do.
+pub fn work<F, Fut, T>(f: F) -> Work
 where
     F: Fn() -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<(), AttemptError>> + Send + 'static,
+    Fut: Future<Output = Result<T, AttemptError>> + Send + 'static,
+    T: Into<Done> + 'static,
 {
-    Arc::new(move || Box::pin(f()) as Attempt)
+    Arc::new(move || {
+        let attempt = f();
+        Box::pin(async move { attempt.await.map(Into::into) }) as Attempt
+    })
 }
 
 #[cfg(test)]
@@ -275,7 +308,7 @@ mod tests {
     }
 
     #[test]
-    fn states_serialize_lowercase_and_four_are_settled() {
+    fn states_serialize_lowercase_and_five_are_settled() {
         let names: Vec<String> = JobState::ALL.iter().map(|s| serde_json::to_string(s).unwrap()).collect();
         assert_eq!(
             names,
@@ -285,13 +318,17 @@ mod tests {
                 "\"running\"",
                 "\"retrying\"",
                 "\"succeeded\"",
+                "\"skipped\"",
                 "\"failed\"",
                 "\"blocked\"",
                 "\"cancelled\""
             ]
         );
         let settled: Vec<JobState> = JobState::ALL.into_iter().filter(|s| s.is_settled()).collect();
-        assert_eq!(settled, [JobState::Succeeded, JobState::Failed, JobState::Blocked, JobState::Cancelled]);
+        assert_eq!(
+            settled,
+            [JobState::Succeeded, JobState::Skipped, JobState::Failed, JobState::Blocked, JobState::Cancelled]
+        );
         for s in JobState::ALL {
             assert_eq!(s.to_string(), s.as_str());
         }

@@ -1,7 +1,7 @@
 //! `hyperhive-jobq`: the swarm's job graph. An in-memory DAG of jobs, each with a kind, the agent it
 //! works for, its dependencies, a state, its attempts, its last error and its timings. Jobs run
-//! once every dependency has succeeded, at most `max_concurrency` attempts at once. An attempt
-//! fails with an [`AttemptError`] that says whether a retry can help: a retryable failure is
+//! once every dependency has succeeded (or was skipped: its work had nothing to do here, see
+//! [`Done`]), at most `max_concurrency` attempts at once. An attempt fails with an [`AttemptError`] that says whether a retry can help: a retryable failure is
 //! retried after a jittered exponential backoff until `max_attempts` have failed; a permanent one
 //! fails the job at once.
 //! The graph lives in memory only: its owner rebuilds it after a restart, which is why every
@@ -9,14 +9,14 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use hyperhive_jobq::{AttemptError, JobId, JobSpec, Jobq, JobqConfig, work};
+//! use hyperhive_jobq::{AttemptError, Done, JobId, JobSpec, Jobq, JobqConfig, work};
 //!
 //! let jobq = Jobq::new(JobqConfig::default())?;
 //! let sso = JobId::parse("alpha.sso")?;
 //! let forge = JobId::parse("alpha.forge-user")?;
 //! jobq.add(JobSpec::new(sso.clone(), "sso").agent("alpha"), work(|| async { Ok(()) }))?;
 //! jobq.add(JobSpec::new(forge.clone(), "forge-user").agent("alpha").after(sso), work(|| async {
-//!     Err(AttemptError::retryable("forge answered 502"))
+//!     Err::<Done, _>(AttemptError::retryable("forge answered 502"))
 //! }))?;
 //! let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
 //! let states = jobq.wait_settled(&[forge], deadline).await?;
@@ -53,6 +53,6 @@ pub use clock::{Clock, SystemClock};
 pub use config::{ConfigError, Jitter, JobqConfig, MAX_ATTEMPTS, MAX_CONCURRENCY};
 pub use error::{AttemptError, ErrorKind};
 pub use graph::{AddError, CancelError, MAX_ERROR_LEN, RemoveError, RetryError};
-pub use job::{Attempt, InvalidName, JobId, JobSpec, JobState, Work, work};
+pub use job::{Attempt, Done, InvalidName, JobId, JobSpec, JobState, Work, work};
 pub use queue::{Builder, Jobq, WaitError};
 pub use snapshot::{Edge, GraphSnapshot, Node};

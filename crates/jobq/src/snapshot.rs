@@ -62,9 +62,13 @@ pub struct Node {
     /// When its latest attempt started.
     #[serde(with = "rfc3339::option")]
     pub started_at: Option<OffsetDateTime>,
-    /// When it settled (succeeded, failed, blocked or cancelled); cleared when it wakes again.
+    /// When it settled (succeeded, skipped, failed, blocked or cancelled); cleared when it
+    /// wakes again.
     #[serde(with = "rfc3339::option")]
     pub finished_at: Option<OffsetDateTime>,
+    /// When `skipped`: why there was nothing to do (which setting would enable its work).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped_because: Option<String>,
 }
 
 /// `to` runs only after `from` succeeded.
@@ -111,6 +115,7 @@ mod tests {
             created_at: datetime!(2026-11-30 12:00:00 UTC),
             started_at: None,
             finished_at: None,
+            skipped_because: None,
         }
     }
 

@@ -36,7 +36,7 @@ fn ok() -> Work {
 }
 
 fn failing(message: &'static str) -> Work {
-    work(move || async move { Err(AttemptError::retryable(message)) })
+    work(move || async move { Err::<(), _>(AttemptError::retryable(message)) })
 }
 
 /// Work whose every attempt succeeds once `gate` is notified.
@@ -116,7 +116,7 @@ async fn failed_attempts_back_off_exponentially_to_the_maximum_then_fail() {
         JobSpec::new(id("flaky"), "k"),
         work(move || {
             recorded.lock().unwrap().push(t0.elapsed().as_secs());
-            async { Err(AttemptError::retryable("forge answered 502")) }
+            async { Err::<(), _>(AttemptError::retryable("forge answered 502")) }
         }),
     )
     .unwrap();
@@ -146,7 +146,7 @@ async fn a_permanent_error_fails_the_job_after_one_attempt_and_blocks_its_depend
         JobSpec::new(id("a.forge-user"), "forge-user"),
         work(move || {
             counted.fetch_add(1, Ordering::SeqCst);
-            async move { Err(AttemptError::permanent(refusal)) }
+            async move { Err::<(), _>(AttemptError::permanent(refusal)) }
         }),
     )
     .unwrap();
@@ -233,7 +233,7 @@ async fn a_panic_in_the_work_or_in_making_its_future_is_a_failed_attempt() {
         JobSpec::new(id("in-future"), "k"),
         work(move || {
             counted.fetch_add(1, Ordering::SeqCst);
-            async { panic!("jobq test: a panic inside the attempt") }
+            async { panic!("jobq test: a panic inside the attempt") as Result<(), AttemptError> }
         }),
     )
     .unwrap();

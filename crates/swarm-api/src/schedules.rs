@@ -82,6 +82,26 @@ pub struct ScheduleView {
     /// `destroyed` (its wanted state). Empty when the roster could not be read.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub agent_status: BTreeMap<AgentName, AgentStatus>,
+    /// When it fires next, as the controller saw it when answering (calendar schedules in
+    /// their zone's rules); absent when paused, for a one-shot whose time has passed, or for a
+    /// calendar this build cannot evaluate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_fire: Option<Stamp>,
+}
+
+impl ScheduleDefinition {
+    /// When it fires next after `now`: `None` when paused, for a one-shot whose time has
+    /// passed, or for a calendar this build cannot evaluate.
+    pub fn next_fire(&self, now: OffsetDateTime) -> Option<OffsetDateTime> {
+        if self.paused {
+            return None;
+        }
+        let calendar = match &self.calendar {
+            Some(line) => Some(hyperhive_schedule::Calendar::parse(line, self.tz.as_deref().unwrap_or("UTC")).ok()?),
+            None => None,
+        };
+        hyperhive_schedule::next_fire_after(self.anchor.0, self.interval, calendar.as_ref(), now)
+    }
 }
 
 /// What the roster says of an agent a schedule names.
@@ -314,6 +334,32 @@ mod tests {
     }
 
     #[test]
+    fn the_next_fire_follows_the_interval_the_calendar_and_its_zone() {
+        let t = datetime!(2026-11-30 09:00:00 UTC);
+        let schedule = |interval, calendar: Option<&str>, tz: Option<&str>| ScheduleDefinition {
+            id: "s1".into(),
+            name: "standup".into(),
+            agents: vec![agent("a")],
+            body: "hi".into(),
+            anchor: Stamp(t),
+            interval,
+            calendar: calendar.map(Into::into),
+            tz: tz.map(Into::into),
+            paused: false,
+            allow_unknown_agents: false,
+            not_before: BTreeMap::new(),
+        };
+        let now = datetime!(2026-11-30 10:30:00 UTC);
+        assert_eq!(schedule(Some(3600), None, None).next_fire(now), Some(datetime!(2026-11-30 11:00:00 UTC)));
+        assert_eq!(schedule(None, None, None).next_fire(now), None, "a one-shot whose time passed");
+        assert_eq!(schedule(None, None, None).next_fire(t - time::Duration::hours(1)), Some(t));
+        let berlin = schedule(None, Some("0 9 * * *"), Some("Europe/Berlin"));
+        assert_eq!(berlin.next_fire(now), Some(datetime!(2026-12-01 08:00:00 UTC)), "09:00 in Berlin is 08:00 UTC");
+        assert_eq!(ScheduleDefinition { paused: true, ..berlin }.next_fire(now), None);
+        assert_eq!(schedule(None, Some("not a calendar"), None).next_fire(now), None);
+    }
+
+    #[test]
     fn a_view_is_the_document_with_its_revision_beside_it() {
         let t = datetime!(2026-11-30 09:00:00 UTC);
         let view = ScheduleView {
@@ -332,6 +378,7 @@ mod tests {
             },
             revision: 7,
             agent_status: BTreeMap::new(),
+            next_fire: None,
         };
         let wire = json!({
             "id": "s1", "name": "standup", "agents": ["a"], "body": "hi",
@@ -340,8 +387,10 @@ mod tests {
         });
         assert_eq!(serde_json::to_value(&view).unwrap(), wire);
         assert_eq!(serde_json::from_value::<ScheduleView>(wire).unwrap(), view);
-        let seen = ScheduleView { agent_status: [(agent("a"), AgentStatus::Destroyed)].into(), ..view };
+        let seen = ScheduleView { agent_status: [(agent("a"), AgentStatus::Destroyed)].into(), ..view.clone() };
         assert_eq!(serde_json::to_value(&seen).unwrap()["agent_status"], json!({"a": "destroyed"}));
+        let next = ScheduleView { next_fire: Some(Stamp(t)), ..seen.clone() };
+        assert_eq!(serde_json::to_value(&next).unwrap()["next_fire"], "2026-11-30T09:00:00Z");
         let deleted = ScheduleDeleted { id: "s1".into(), deleted: true };
         assert_eq!(serde_json::to_value(&deleted).unwrap(), json!({"id": "s1", "deleted": true}));
     }

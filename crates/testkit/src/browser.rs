@@ -91,6 +91,16 @@ impl Browser {
         self.command(reqwest::Method::POST, "/url", Some(json!({"url": url}))).await.map(drop)
     }
 
+    /// Resizes the window to `width` x `height` CSS pixels (a phone is 390 wide).
+    ///
+    /// # Errors
+    /// The driver refused.
+    pub async fn set_window_size(&self, width: u32, height: u32) -> anyhow::Result<()> {
+        self.command(reqwest::Method::POST, "/window/rect", Some(json!({"width": width, "height": height})))
+            .await
+            .map(drop)
+    }
+
     /// Runs `script` (a function body; `arguments` holds `args`) in the page and returns its value.
     ///
     /// # Errors

@@ -423,7 +423,7 @@ mod tests {
         assert!(d.not_before.values().all(|s| s.0 == T0));
         let back = ScheduleDefinition::from_bytes(&d.to_bytes()).unwrap();
         assert_eq!(back, d);
-        let view = ScheduleView { definition: d, revision: 7, agent_status: Default::default() };
+        let view = ScheduleView { definition: d, revision: 7, agent_status: Default::default(), next_fire: None };
         let json = serde_json::to_string(&view).unwrap();
         assert!(json.contains(r#""revision":7"#) && !json.contains("version\":1"), "{json}");
         assert_eq!(serde_json::from_str::<ScheduleView>(&json).unwrap(), view);

@@ -107,6 +107,16 @@ async fn a_cron_schedule_reaches_the_agents_key_and_the_agent_fires_it_on_its_ca
     assert_eq!(status, StatusCode::CREATED, "{night}");
     assert_eq!((minutely["tz"].as_str(), minutely["interval"].is_null()), (Some("UTC"), true), "{minutely}");
     assert_eq!(minutely["agent_status"], json!({"a": "unknown"}));
+    // Each answer says when it fires next, by its calendar in its zone: 02:30 in Berlin is
+    // 01:30 UTC in December.
+    let next = |v: &Value| parse_instant(v["next_fire"].as_str().unwrap()).unwrap();
+    let ahead = next(&night) - now();
+    assert!(night["next_fire"].as_str().unwrap().ends_with("T01:30:00Z"), "{night}");
+    assert!(ahead > time::Duration::ZERO && ahead <= time::Duration::days(1), "{night}");
+    assert!(next(&minutely) - now() <= time::Duration::minutes(1), "{minutely}");
+    let (_, listed) = c.json(Method::GET, "/api/schedules", &Value::Null).await;
+    let listed: Vec<&Value> = listed.as_array().unwrap().iter().collect();
+    assert!(listed.iter().all(|s| s["next_fire"].is_string()), "{listed:?}");
     let (minutely, night) = (minutely["id"].as_str().unwrap().to_owned(), night["id"].as_str().unwrap().to_owned());
 
     // The agent's key carries the calendar and its zone.

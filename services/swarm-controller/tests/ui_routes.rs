@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::PNG;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -18,9 +20,6 @@ use serde_json::Value;
 use swarmctl::client;
 
 const SOON: Duration = Duration::from_secs(20);
-
-/// A 1x1 PNG.
-const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89\x00\x00\x00\x0dIDATx\x9cc\xf8\x0f\x00\x00\x01\x01\x00\x05\x18\xd8N\x00\x00\x00\x00IEND\xaeB`\x82";
 
 struct Ui {
     nats: NatsJwt,

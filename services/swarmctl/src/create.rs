@@ -9,7 +9,7 @@ use hyper::http::Method;
 use hyperhive_hive_proto::spec::AgentSpec;
 use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_swarm_api::agents::{AgentCreated, CreateAgentRequest};
-use hyperhive_swarm_api::jobs::{GraphSnapshot, JobState};
+use hyperhive_swarm_api::jobs::GraphSnapshot;
 use hyperhive_swarm_api::paths;
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -111,7 +111,7 @@ pub async fn create(api: &Api, args: &CreateArgs, now: impl Fn() -> OffsetDateTi
     let unhappy: Vec<String> = graph
         .nodes
         .iter()
-        .filter(|n| ids.iter().any(|id| n.id.as_str() == id.as_str()) && n.state != JobState::Succeeded)
+        .filter(|n| ids.iter().any(|id| n.id.as_str() == id.as_str()) && !n.state.lets_dependents_run())
         .map(|n| format!("{} {}", n.id, n.state))
         .collect();
     let shown = if args.json { pretty(&raw) } else { format!("{accepted}{}", table(&graph, now())) };

@@ -260,6 +260,7 @@ mod tests {
                 (agent("c"), AgentStatus::Destroyed),
             ]
             .into(),
+            next_fire: None,
         }
     }
 

@@ -142,11 +142,13 @@ pub fn table(graph: &GraphSnapshot, now: OffsetDateTime) -> String {
     grid(["ID", "KIND", "AGENT", "STATE", "ATTEMPTS", "LAST ERROR", "AGE"], rows)
 }
 
-/// The state; a retrying job with the time left before its next attempt.
+/// The state; a retrying job with the time left before its next attempt, a skipped one with
+/// why it had nothing to do (so nobody takes it for work done).
 fn state(node: &Node, now: OffsetDateTime) -> String {
-    match (node.state, node.next_attempt_at) {
-        (JobState::Retrying, Some(at)) => format!("retrying in {}", span(at - now)),
-        (state, _) => state.to_string(),
+    match (node.state, node.next_attempt_at, &node.skipped_because) {
+        (JobState::Retrying, Some(at), _) => format!("retrying in {}", span(at - now)),
+        (JobState::Skipped, _, Some(reason)) => format!("skipped ({})", one_line(reason)),
+        (state, _, _) => state.to_string(),
     }
 }
 
@@ -195,6 +197,7 @@ mod tests {
             created_at: NOW - time::Duration::seconds(90),
             started_at: None,
             finished_at: None,
+            skipped_because: None,
         }
     }
 
@@ -207,15 +210,19 @@ mod tests {
         let mut orphan = node("cleanup", JobState::Waiting);
         orphan.agent = None;
         orphan.created_at = NOW - time::Duration::hours(50);
-        let graph = GraphSnapshot { generation: 1, nodes: vec![retrying, orphan], edges: vec![] };
+        let mut skipped = node("alpha.matrix", JobState::Skipped);
+        skipped.attempts = 1;
+        skipped.skipped_because = Some("SWARM_MATRIX_URL is not set".into());
+        let graph = GraphSnapshot { generation: 1, nodes: vec![retrying, orphan, skipped], edges: vec![] };
         let shown = table(&graph, NOW);
         let lines: Vec<&str> = shown.lines().collect();
         assert_eq!(
             lines,
             [
-                "ID                KIND        AGENT  STATE           ATTEMPTS  LAST ERROR                            AGE",
-                "alpha.forge-user  forge-user  alpha  retrying in 4s  2         forge answered 502:  [31mBad Gateway  1m",
-                "cleanup           forge-user  -      waiting         0         -                                     2d",
+                "ID                KIND        AGENT  STATE                                  ATTEMPTS  LAST ERROR                            AGE",
+                "alpha.forge-user  forge-user  alpha  retrying in 4s                         2         forge answered 502:  [31mBad Gateway  1m",
+                "cleanup           forge-user  -      waiting                                0         -                                     2d",
+                "alpha.matrix      forge-user  alpha  skipped (SWARM_MATRIX_URL is not set)  1         -                                     1m",
             ]
         );
     }

@@ -14,7 +14,8 @@ use warp::reply::Response;
 
 use hyperhive_hive_proto::wanted::WantedState;
 use hyperhive_schedule::AgentName;
-use hyperhive_swarm_api::schedules::{AgentStatus, ScheduleDeleted};
+use hyperhive_swarm_api::schedules::{AgentStatus, ScheduleDeleted, Stamp};
+use time::OffsetDateTime;
 
 use std::sync::Arc;
 
@@ -31,8 +32,10 @@ use crate::schedules::store::{Revisioned, StoreError, new_id};
 /// read and its write (only without `If-Match`; with it, the client decides).
 const CAS_ATTEMPTS: usize = 5;
 
-fn view(r: Revisioned) -> ScheduleView {
-    ScheduleView { definition: r.definition, revision: r.revision, agent_status: BTreeMap::new() }
+/// `r` as shown at `now`: its document, its revision and when it fires next.
+fn view(r: Revisioned, now: OffsetDateTime) -> ScheduleView {
+    let next_fire = r.definition.next_fire(now).map(Stamp);
+    ScheduleView { definition: r.definition, revision: r.revision, agent_status: BTreeMap::new(), next_fire }
 }
 
 /// What the roster says of every agent it has: destroyed (its wanted state) or known.
@@ -40,8 +43,8 @@ type RosterStatus = BTreeMap<AgentName, AgentStatus>;
 
 /// `r` as shown, each of its agents marked from `roster` (unknown when absent). With no roster
 /// (it could not be read) the marks are left out rather than guessed.
-fn marked(r: Revisioned, roster: Option<&RosterStatus>) -> ScheduleView {
-    let mut shown = view(r);
+fn marked(r: Revisioned, roster: Option<&RosterStatus>, now: OffsetDateTime) -> ScheduleView {
+    let mut shown = view(r, now);
     if let Some(roster) = roster {
         shown.agent_status = shown
             .definition
@@ -77,8 +80,9 @@ pub struct SchedulesApi {
 impl SchedulesApi {
     pub(super) async fn list(&self) -> Result<Response, ApiError> {
         let roster = self.roster_status().await;
+        let now = self.clock.now();
         let all: Vec<ScheduleView> =
-            self.definitions.list().await?.into_iter().map(|r| marked(r, roster.as_ref())).collect();
+            self.definitions.list().await?.into_iter().map(|r| marked(r, roster.as_ref(), now)).collect();
         Ok(json(StatusCode::OK, &all))
     }
 
@@ -166,12 +170,12 @@ impl SchedulesApi {
             };
             statuses.insert(agent.clone(), status);
         }
-        marked(r, Some(&statuses))
+        marked(r, Some(&statuses), self.clock.now())
     }
 
     fn unmarked(&self, r: Revisioned, err: &str) -> ScheduleView {
         tracing::warn!(%err, "reading the roster for a schedule view failed; showing no agent status");
-        view(r)
+        view(r, self.clock.now())
     }
 
     pub(super) async fn create(&self, body: &[u8]) -> Result<Response, ApiError> {

@@ -41,7 +41,7 @@ use hyperhive_hive_proto::AgentName;
 use hyperhive_hive_proto::directory::HiveDirectory;
 use hyperhive_hive_proto::roster::{Identities, Origin, RosterEntry, StepProgress};
 use hyperhive_hive_proto::signing::DeploySigner;
-use hyperhive_jobq::{AddError, JobId, JobSpec, Jobq, work};
+use hyperhive_jobq::{AddError, Done, JobId, JobSpec, Jobq, work};
 use hyperhive_provision::forge::{Forge, SwarmForge};
 use hyperhive_provision::matrix::Matrix;
 use hyperhive_provision::sso::Sso;
@@ -216,13 +216,17 @@ impl Provisioner {
             .ok_or_else(|| StepError::permanent(format!("agent {agent} is no longer on the roster")))
     }
 
-    /// Runs one step: nothing when the roster says it is finished, else the step, whose outcome
-    /// (or failure) is recorded in the roster. An agent no longer on the roster fails the step at
-    /// once: nothing is left to provision.
-    async fn run(&self, agent: &AgentName, step: Step) -> Result<(), StepError> {
+    /// Runs one step: nothing when the roster says it is finished (the job ends as the step
+    /// did: done or skipped), else the step, whose outcome (or failure) is recorded in the
+    /// roster. A step whose system is not configured ends its job `skipped`, not `succeeded`:
+    /// nobody is to believe its work was done. An agent no longer on the roster fails the step
+    /// at once: nothing is left to provision.
+    async fn run(&self, agent: &AgentName, step: Step) -> Result<Done, StepError> {
         let entry = self.roster_entry(agent).await?;
-        if entry.provisioning.get(step.name()).is_some_and(StepProgress::is_finished) {
-            return Ok(());
+        match entry.provisioning.get(step.name()) {
+            Some(StepProgress::Skipped { reason, .. }) => return Ok(Done::Skipped(reason.clone())),
+            Some(progress) if progress.is_finished() => return Ok(Done::Succeeded),
+            _ => {}
         }
         let since = format_instant(self.clock.now());
         self.roster
@@ -243,22 +247,25 @@ impl Provisioner {
             Step::Deploy => self.deploy(agent).await,
         };
         let at = format_instant(self.clock.now());
-        let (progress, result) = match outcome {
+        let (progress, change, result) = match outcome {
             Ok(Outcome::Done(identities)) => {
                 tracing::info!(%agent, step = step.name(), "provisioning step done");
-                (StepProgress::Done { at }, Ok(identities))
+                (StepProgress::Done { at }, identities, Ok(Done::Succeeded))
             }
             Ok(Outcome::Skipped(reason)) => {
                 tracing::info!(%agent, step = step.name(), %reason, "provisioning step skipped");
-                (StepProgress::Skipped { at, reason }, Ok(IdentityChange::none()))
+                (
+                    StepProgress::Skipped { at, reason: reason.clone() },
+                    IdentityChange::none(),
+                    Ok(Done::Skipped(reason)),
+                )
             }
             Err(error) => {
                 let permanent = error.is_permanent();
                 tracing::warn!(%agent, step = step.name(), %error, permanent, "provisioning step failed");
-                (StepProgress::Failed { at, error: error.to_string() }, Err(error))
+                (StepProgress::Failed { at, error: error.to_string() }, IdentityChange::none(), Err(error))
             }
         };
-        let change = result.as_ref().ok().cloned().unwrap_or_else(IdentityChange::none);
         self.roster
             .update(agent, |e| {
                 e.provisioning.insert(step.name().to_owned(), progress.clone());
@@ -266,7 +273,7 @@ impl Provisioner {
             })
             .await
             .map_err(StepError::retryable)?;
-        result.map(drop)
+        result
     }
 }
 

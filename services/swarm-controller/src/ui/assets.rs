@@ -42,7 +42,8 @@ mod tests {
         let index = asset("/").unwrap().body;
         assert!(index.contains(r#"src="app.js""#) && index.contains(r#"href="app.css""#));
         for file in ["/", "/app.js", "/app.css"] {
-            let body = asset(file).unwrap().body;
+            // The SVG namespace (the job graph's drawing) is a name, never fetched.
+            let body = asset(file).unwrap().body.replace("http://www.w3.org/2000/svg", "");
             assert!(!body.contains("http://") && !body.contains("https://"), "{file} refers to another origin");
         }
         let icon = asset("/favicon.svg").unwrap().body;

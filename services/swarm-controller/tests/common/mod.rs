@@ -357,3 +357,6 @@ pub fn this_user() -> String {
 pub fn swarmctl_binary() -> PathBuf {
     hyperhive_testkit::project_binary("swarmctl").unwrap_or_else(|e| panic!("{e:#}"))
 }
+
+/// A 1x1 PNG (an agent icon).
+pub const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89\x00\x00\x00\x0dIDATx\x9cc\xf8\x0f\x00\x00\x01\x01\x00\x05\x18\xd8N\x00\x00\x00\x00IEND\xaeB`\x82";
