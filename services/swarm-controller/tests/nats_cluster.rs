@@ -265,3 +265,76 @@ async fn existing_buckets_are_changed_to_the_replica_count_keeping_their_data() 
     let mut info = js.get_stream("KV_agents").await.unwrap();
     assert_eq!(info.info().await.unwrap().config.num_replicas, 1);
 }
+
+/// How many times the leader of `schedule-definitions` is killed with a write right behind it:
+/// the write nearly always lands inside the election (it did in every round here), and the test
+/// needs it to at least once.
+const ELECTION_ROUNDS: usize = 4;
+
+/// How long a JetStream write waits for its confirmation (async-nats' default).
+const ACK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Beyond the election itself, what the write may take: starting `swarmctl` and its request.
+const ANSWER_SLACK: Duration = Duration::from_secs(2);
+
+/// A write sent the moment the node leading its bucket is SIGKILLed (the quorum intact) is
+/// answered within the election (3 to 7 s here): taken (the election was over first) or refused
+/// saying that a leader is being elected and nothing was written (never the ack timeout's "may
+/// still take effect"); a refused one is absent once the cluster has settled, a taken one there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_during_an_election_is_answered_within_it_and_a_refused_one_writes_nothing() {
+    const STREAM: &str = "KV_schedule-definitions";
+    let mut swarm = Swarm::start().await;
+    let mut refused = 0;
+    for round in 0..ELECTION_ROUNDS {
+        let leader = swarm.hive.nats.stream_leader(&swarm.hive.js, STREAM).await.expect("a leader");
+        // The election is watched from a node that stays up, so the watch itself never waits
+        // for a reconnection.
+        let survivor =
+            async_nats::jetstream::new(swarm.hive.nats.controller_client_at((leader + 1) % 3).await.unwrap());
+        let name = format!("electing-{round}");
+        let args =
+            ["schedule", "add", "--allow-unknown-agent", "--name", &name, "--agent", "bee", "--body", "x", "--once"];
+        swarm.nats().stop_node(leader);
+        let killed = std::time::Instant::now();
+        let write = async {
+            let answer = swarm.swarmctl(&args).await;
+            (answer, killed.elapsed())
+        };
+        let election = async {
+            wait_until("a new leader of the definitions", SOON, || async {
+                // Unanswered while no node leads: a short wait keeps the figure close.
+                let ask = swarm.hive.nats.stream_leader(&survivor, STREAM);
+                let now = tokio::time::timeout(Duration::from_millis(300), ask).await.ok()??;
+                (now != leader).then_some(())
+            })
+            .await
+            .unwrap();
+            killed.elapsed()
+        };
+        let (((ok, _, err), answered), elected) = tokio::join!(write, election);
+        eprintln!(
+            "round {round}: killed n{leader}; the write answered in {answered:?} (taken: {ok}); a new leader in {elected:?}"
+        );
+        assert!(answered < elected + ANSWER_SLACK, "answered in {answered:?}, the election took {elected:?}: {err}");
+        if !ok {
+            refused += 1;
+            assert!(
+                err.contains("electing a leader") && err.contains("nothing was written") && err.contains("try again"),
+                "{err}"
+            );
+            assert!(!err.contains("did not confirm in time"), "{err}");
+            // Known at once (no responder), not after the ack timeout a confirmation waits for.
+            assert!(answered < ACK_TIMEOUT, "refused only after {answered:?}: {err}");
+        }
+        swarm.nats().start_node_again(leader).await.unwrap();
+        for stream in ["KV_agent-schedules", STREAM, "TODO"] {
+            swarm.wait_caught_up(stream).await;
+        }
+        assert_eq!(names(&list(&swarm).await).contains(&name), ok, "{name}: taken {ok}, and after the election");
+        if refused > 0 {
+            break;
+        }
+    }
+    assert!(refused > 0, "no write landed inside an election in {ELECTION_ROUNDS} rounds");
+}

@@ -77,8 +77,12 @@ impl Definitions {
     /// # Errors
     /// [`StoreError::Conflict`] when the id exists (the caller picks another), else NATS errors.
     pub async fn create(&self, definition: &ScheduleDefinition) -> Result<u64, StoreError> {
-        self.kv.create(&definition.id, definition.to_bytes().into()).await.map_err(|e| match e.kind() {
-            kv::CreateErrorKind::AlreadyExists => StoreError::Conflict { id: definition.id.clone(), expected: 0 },
+        // An update expecting no message under the key, rather than `kv::Store::create`: that
+        // one reads the key after any failed write (to take over a deleted key), and during an
+        // election the read waits out a second timeout and hides why the write failed. A deleted
+        // id is as used as a live one here: the caller draws another.
+        self.kv.update(&definition.id, definition.to_bytes().into(), 0).await.map_err(|e| match e.kind() {
+            kv::UpdateErrorKind::WrongLastRevision => StoreError::Conflict { id: definition.id.clone(), expected: 0 },
             _ => StoreError::Nats(e.to_string()),
         })
     }
