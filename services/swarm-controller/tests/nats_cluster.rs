@@ -5,6 +5,8 @@
 //! on firing every slot once, `swarmctl schedule add` works after the election, and the node
 //! catches up when it is back. With two nodes down writes are refused with a clear error and
 //! nothing is half written; with all back everything works again with no manual step.
+//! A write sent the moment its bucket's leader is killed is refused at once, saying a leader is
+//! being elected and nothing was written.
 //!
 //! Needs `cargo build -p hive-agent -p hive-c0re -p swarmctl` and scripts/setup (nats-server).
 
@@ -21,7 +23,7 @@ use hyperhive_testkit::{NatsJwt, wait_until};
 use serde_json::Value;
 use swarmctl::{Api, client};
 
-/// Well beyond an election after a SIGKILL (4.5 to 6.5 s here, longer on a loaded machine), so no
+/// Well beyond an election after a SIGKILL (3.5 to 8 s here, longer on a loaded machine), so no
 /// slot falls due while the todo stream has no leader (after an outage only the latest missed
 /// slot fires, by design).
 const INTERVAL_SECS: u64 = 15;

@@ -124,17 +124,12 @@ impl Definitions {
     /// # Errors
     /// [`StoreError::Conflict`] when it is not, else NATS errors.
     pub async fn delete(&self, id: &str, revision: u64) -> Result<(), StoreError> {
-        match self.kv.delete_expect_revision(id, Some(revision)).await {
-            Ok(()) => Ok(()),
-            // The delete error kinds do not single out a wrong revision; a re-read tells.
-            Err(err) => match self.get(id).await? {
-                Some(current) if current.revision != revision => {
-                    Err(StoreError::Conflict { id: id.to_owned(), expected: revision })
-                }
-                None => Err(StoreError::Conflict { id: id.to_owned(), expected: revision }),
-                Some(_) => Err(StoreError::Nats(err.to_string())),
-            },
-        }
+        // A failed delete is not followed by a read: during an election the read would wait out
+        // a timeout and answer with that instead of why the delete failed.
+        self.kv.delete_expect_revision(id, Some(revision)).await.map_err(|e| match e.kind() {
+            kv::DeleteErrorKind::WrongLastRevision => StoreError::Conflict { id: id.to_owned(), expected: revision },
+            _ => StoreError::Nats(e.to_string()),
+        })
     }
 
     /// Every definition, sorted by id. An unreadable document is logged and left out, so one
