@@ -89,6 +89,24 @@ impl Swarm {
         view["id"].as_str().unwrap().to_owned()
     }
 
+    /// Moves the leadership of `stream` to `node`: a stepdown of its leader naming `node` as the
+    /// one preferred, until `node` leads.
+    async fn lead_from(&self, stream: &str, node: usize) {
+        let nats = &self.hive.nats;
+        let subject = format!("$JS.API.STREAM.LEADER.STEPDOWN.{stream}");
+        let ask = serde_json::json!({"placement": {"preferred": nats.node_name(node)}}).to_string();
+        wait_until(&format!("n{node} to lead {stream}"), SOON, || async {
+            if nats.stream_leader(&self.hive.js, stream).await? == node {
+                return Some(());
+            }
+            // Refused while an election from the last one runs: asked again on the next poll.
+            let _ = self.hive.js.client().request(subject.clone(), ask.clone().into()).await;
+            None
+        })
+        .await
+        .unwrap();
+    }
+
     /// Waits until every replica of `stream` is current (a node that came back has caught up).
     async fn wait_caught_up(&self, stream: &str) {
         let js = &self.hive.js;
@@ -268,10 +286,10 @@ async fn existing_buckets_are_changed_to_the_replica_count_keeping_their_data() 
     assert_eq!(info.info().await.unwrap().config.num_replicas, 1);
 }
 
-/// How many times the leader of `schedule-definitions` is killed with a write right behind it:
-/// the write nearly always lands inside the election (it did in every round here), and the test
-/// needs it to at least once.
-const ELECTION_ROUNDS: usize = 4;
+/// How many times the leader of `schedule-definitions` is killed with a write right behind it,
+/// the controller's own node and another in turn: the write nearly always lands inside the
+/// election (it did in every round here), and the test needs it to at least once in each case.
+const ELECTION_ROUNDS: usize = 6;
 
 /// How long a JetStream write waits for its confirmation (async-nats' default).
 const ACK_TIMEOUT: Duration = Duration::from_secs(5);
@@ -279,17 +297,23 @@ const ACK_TIMEOUT: Duration = Duration::from_secs(5);
 /// Beyond the election itself, what the write may take: starting `swarmctl` and its request.
 const ANSWER_SLACK: Duration = Duration::from_secs(2);
 
-/// A write sent the moment the node leading its bucket is SIGKILLed (the quorum intact) is
-/// answered within the election (3 to 7 s here): taken (the election was over first) or refused
+/// A write sent the moment the node leading its bucket is SIGKILLed (the quorum intact), the
+/// node the controller is connected to or another, is answered within the election (3.5 to 8 s
+/// here): taken (the election was over first) or refused
 /// saying that a leader is being elected and nothing was written (never the ack timeout's "may
 /// still take effect"); a refused one is absent once the cluster has settled, a taken one there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_during_an_election_is_answered_within_it_and_a_refused_one_writes_nothing() {
     const STREAM: &str = "KV_schedule-definitions";
     let mut swarm = Swarm::start().await;
-    let mut refused = 0;
+    // Refusals with the controller on the killed node (it reconnects first) and elsewhere.
+    let mut refused = [0, 0];
     for round in 0..ELECTION_ROUNDS {
-        let leader = swarm.hive.nats.stream_leader(&swarm.hive.js, STREAM).await.expect("a leader");
+        let on_controller = round % 2 == 0;
+        let controller_node =
+            swarm.hive.nats.node_of_server_name(swarm.healthz().await["nats_server"].as_str().unwrap()).unwrap();
+        let leader = if on_controller { controller_node } else { (controller_node + 1) % 3 };
+        swarm.lead_from(STREAM, leader).await;
         // The election is watched from a node that stays up, so the watch itself never waits
         // for a reconnection.
         let survivor =
@@ -315,12 +339,18 @@ async fn a_write_during_an_election_is_answered_within_it_and_a_refused_one_writ
             killed.elapsed()
         };
         let (((ok, _, err), answered), elected) = tokio::join!(write, election);
+        if on_controller {
+            let now = swarm.healthz().await["nats_server"].as_str().unwrap().to_owned();
+            assert_ne!(now, swarm.hive.nats.node_name(leader), "the controller moved to a node left");
+        }
         eprintln!(
-            "round {round}: killed n{leader}; the write answered in {answered:?} (taken: {ok}); a new leader in {elected:?}"
+            "round {round}: killed n{leader} (the controller's: {on_controller}); the write answered in {answered:?} \
+             (taken: {ok}); a new leader in {elected:?}; {}",
+            err.trim()
         );
         assert!(answered < elected + ANSWER_SLACK, "answered in {answered:?}, the election took {elected:?}: {err}");
         if !ok {
-            refused += 1;
+            refused[usize::from(on_controller)] += 1;
             assert!(
                 err.contains("electing a leader") && err.contains("nothing was written") && err.contains("try again"),
                 "{err}"
@@ -334,9 +364,14 @@ async fn a_write_during_an_election_is_answered_within_it_and_a_refused_one_writ
             swarm.wait_caught_up(stream).await;
         }
         assert_eq!(names(&list(&swarm).await).contains(&name), ok, "{name}: taken {ok}, and after the election");
-        if refused > 0 {
+        if refused.iter().all(|&n| n > 0) {
             break;
         }
     }
-    assert!(refused > 0, "no write landed inside an election in {ELECTION_ROUNDS} rounds");
+    let [elsewhere, on_controller] = refused;
+    assert!(
+        on_controller > 0,
+        "no write landed inside an election of the controller's node in {ELECTION_ROUNDS} rounds"
+    );
+    assert!(elsewhere > 0, "no write landed inside an election of another node in {ELECTION_ROUNDS} rounds");
 }

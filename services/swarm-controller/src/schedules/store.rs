@@ -49,6 +49,14 @@ impl From<NatsError> for StoreError {
     }
 }
 
+/// A failed write, named as one: async-nats prints "failed getting entry" before the cause of
+/// every write error it does not single out (its text for reads), which would send the reader
+/// looking for a read.
+fn write_failed(err: &kv::UpdateError) -> StoreError {
+    let cause = std::error::Error::source(err).map_or_else(|| err.to_string(), ToString::to_string);
+    StoreError::Nats(format!("writing a schedule definition: {cause}"))
+}
+
 /// Schedule ids: 16 lowercase hex digits (64 random bits), a valid KV key and subject token.
 pub fn new_id() -> String {
     format!("{:016x}", rand::rng().random::<u64>())
@@ -83,7 +91,7 @@ impl Definitions {
         // id is as used as a live one here: the caller draws another.
         self.kv.update(&definition.id, definition.to_bytes().into(), 0).await.map_err(|e| match e.kind() {
             kv::UpdateErrorKind::WrongLastRevision => StoreError::Conflict { id: definition.id.clone(), expected: 0 },
-            _ => StoreError::Nats(e.to_string()),
+            _ => write_failed(&e),
         })
     }
 
@@ -115,7 +123,7 @@ impl Definitions {
             kv::UpdateErrorKind::WrongLastRevision => {
                 StoreError::Conflict { id: definition.id.clone(), expected: revision }
             }
-            _ => StoreError::Nats(e.to_string()),
+            _ => write_failed(&e),
         })
     }
 
@@ -128,7 +136,7 @@ impl Definitions {
         // a timeout and answer with that instead of why the delete failed.
         self.kv.delete_expect_revision(id, Some(revision)).await.map_err(|e| match e.kind() {
             kv::DeleteErrorKind::WrongLastRevision => StoreError::Conflict { id: id.to_owned(), expected: revision },
-            _ => StoreError::Nats(e.to_string()),
+            _ => write_failed(&e),
         })
     }
 
