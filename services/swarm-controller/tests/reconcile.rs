@@ -208,3 +208,27 @@ async fn start_sets_the_limits_on_streams_and_buckets_that_exist_already() {
     }
     assert_eq!(kept, ["second"], "only the current value is kept");
 }
+
+/// Every change of a definition is a compare-and-set, and losing one is a conflict (never a
+/// NATS error): creating under a used id (live or deleted), and changing or deleting from a
+/// revision that is no longer current.
+#[tokio::test]
+async fn a_used_id_or_a_stale_revision_is_a_conflict() {
+    use swarm_controller::definition::{DefinitionRules, NewSchedule, ScheduleDefinition};
+    use swarm_controller::schedules::store::{StoreError, new_id};
+
+    let c = Controller::start(3600).await;
+    let buckets = hyperhive_nats_objects::ensure_objects(&c.js).await.unwrap();
+    let definitions = Definitions::new(c.js.clone(), buckets.definitions);
+    let new = NewSchedule::from_json(new_schedule(&["a"]).to_string().as_bytes()).unwrap();
+    let first = ScheduleDefinition::create(new_id(), new, time::OffsetDateTime::now_utc());
+    let revision = definitions.create(&first).await.unwrap();
+    let conflict = |r: Result<_, StoreError>| matches!(r, Err(StoreError::Conflict { .. }));
+    assert!(conflict(definitions.create(&first).await.map(|_| ())), "a live id");
+    let changed = definitions.update(&first, revision).await.unwrap();
+    assert!(conflict(definitions.update(&first, revision).await.map(|_| ())), "a stale update");
+    assert!(conflict(definitions.delete(&first.id, revision).await), "a stale delete");
+    definitions.delete(&first.id, changed).await.unwrap();
+    assert!(definitions.get(&first.id).await.unwrap().is_none());
+    assert!(conflict(definitions.create(&first).await.map(|_| ())), "a deleted id");
+}

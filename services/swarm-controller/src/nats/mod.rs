@@ -48,9 +48,12 @@ pub enum NatsError {
 pub fn what_to_do(error: &str) -> String {
     let lower = error.to_ascii_lowercase();
     if lower.contains("no stream found") || lower.contains("no responders") {
+        // A publish to a stream with no leader has no responder at once, and so does one while
+        // the quorum is lost: the controller cannot tell them apart, so it names both.
         format!(
-            "{error}: no NATS server leads this bucket now (a cluster without a quorum, or NATS away); nothing was \
-             written; try again once NATS is back"
+            "{error}: no NATS server leads this bucket now: JetStream is electing a leader (a NATS node just stopped \
+             or came back), or the cluster has lost its quorum, or NATS is away; nothing was written; try again in \
+             a few seconds (if this goes on, bring the cluster's nodes back)"
         )
     } else if lower.contains("temporarily unavailable") {
         format!(
@@ -164,7 +167,13 @@ mod tests {
     #[test]
     fn a_failed_write_says_what_is_known() {
         let none = what_to_do("NATS: failed to put: no stream found for given subject");
-        assert!(none.contains("nothing was written") && none.contains("quorum"), "{none}");
+        assert!(
+            none.contains("electing a leader")
+                && none.contains("nothing was written")
+                && none.contains("try again in a few seconds")
+                && none.contains("quorum"),
+            "{none}"
+        );
         let unknown = what_to_do("NATS: timed out: didn't receive ack in time");
         assert!(unknown.contains("may still take effect") && unknown.contains("read the state"), "{unknown}");
         let electing = what_to_do("failed getting entry: JetStream system temporarily unavailable (code 503)");

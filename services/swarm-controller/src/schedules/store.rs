@@ -49,6 +49,14 @@ impl From<NatsError> for StoreError {
     }
 }
 
+/// A failed write, named as one: async-nats prints "failed getting entry" before the cause of
+/// every write error it does not single out (its text for reads), which would send the reader
+/// looking for a read.
+fn write_failed(err: &kv::UpdateError) -> StoreError {
+    let cause = std::error::Error::source(err).map_or_else(|| err.to_string(), ToString::to_string);
+    StoreError::Nats(format!("writing a schedule definition: {cause}"))
+}
+
 /// Schedule ids: 16 lowercase hex digits (64 random bits), a valid KV key and subject token.
 pub fn new_id() -> String {
     format!("{:016x}", rand::rng().random::<u64>())
@@ -77,9 +85,13 @@ impl Definitions {
     /// # Errors
     /// [`StoreError::Conflict`] when the id exists (the caller picks another), else NATS errors.
     pub async fn create(&self, definition: &ScheduleDefinition) -> Result<u64, StoreError> {
-        self.kv.create(&definition.id, definition.to_bytes().into()).await.map_err(|e| match e.kind() {
-            kv::CreateErrorKind::AlreadyExists => StoreError::Conflict { id: definition.id.clone(), expected: 0 },
-            _ => StoreError::Nats(e.to_string()),
+        // An update expecting no message under the key, rather than `kv::Store::create`: that
+        // one reads the key after any failed write (to take over a deleted key), and during an
+        // election the read waits out a second timeout and hides why the write failed. A deleted
+        // id is as used as a live one here: the caller draws another.
+        self.kv.update(&definition.id, definition.to_bytes().into(), 0).await.map_err(|e| match e.kind() {
+            kv::UpdateErrorKind::WrongLastRevision => StoreError::Conflict { id: definition.id.clone(), expected: 0 },
+            _ => write_failed(&e),
         })
     }
 
@@ -111,7 +123,7 @@ impl Definitions {
             kv::UpdateErrorKind::WrongLastRevision => {
                 StoreError::Conflict { id: definition.id.clone(), expected: revision }
             }
-            _ => StoreError::Nats(e.to_string()),
+            _ => write_failed(&e),
         })
     }
 
@@ -120,17 +132,12 @@ impl Definitions {
     /// # Errors
     /// [`StoreError::Conflict`] when it is not, else NATS errors.
     pub async fn delete(&self, id: &str, revision: u64) -> Result<(), StoreError> {
-        match self.kv.delete_expect_revision(id, Some(revision)).await {
-            Ok(()) => Ok(()),
-            // The delete error kinds do not single out a wrong revision; a re-read tells.
-            Err(err) => match self.get(id).await? {
-                Some(current) if current.revision != revision => {
-                    Err(StoreError::Conflict { id: id.to_owned(), expected: revision })
-                }
-                None => Err(StoreError::Conflict { id: id.to_owned(), expected: revision }),
-                Some(_) => Err(StoreError::Nats(err.to_string())),
-            },
-        }
+        // A failed delete is not followed by a read: during an election the read would wait out
+        // a timeout and answer with that instead of why the delete failed.
+        self.kv.delete_expect_revision(id, Some(revision)).await.map_err(|e| match e.kind() {
+            kv::DeleteErrorKind::WrongLastRevision => StoreError::Conflict { id: id.to_owned(), expected: revision },
+            _ => write_failed(&e),
+        })
     }
 
     /// Every definition, sorted by id. An unreadable document is logged and left out, so one
