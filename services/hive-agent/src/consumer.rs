@@ -22,6 +22,7 @@ use crate::clock::Clock;
 use crate::error::{LoopError, nats};
 use crate::feed::Feed;
 use crate::history::{Ended, History, OutputTail, record_of};
+use crate::lost_delivery::LostDeliveries;
 use crate::pause::Pause;
 use crate::state::State;
 use crate::turn::{TurnEnd, TurnLimits, run_turn};
@@ -101,6 +102,7 @@ impl Consumer {
         };
         info!(consumer = %agent_durable_name(&self.agent), "consuming todos");
         let mut renewed = self.renewed.clone();
+        let mut lost = LostDeliveries::new(self.agent.clone(), &self.client);
         loop {
             // One fetch of one todo at a time, and only while not paused: a pull request left
             // open across a pause would hand the agent a todo it must not take. Biased: once
@@ -125,6 +127,7 @@ impl Consumer {
                 () = stopped(&mut stop) => return Ok(()),
                 () = connected(&self.client) => {}
             }
+            lost.hand_back(&self.client, &consumer).await;
             let mut batch = consumer
                 .fetch()
                 .max_messages(1)

@@ -9,6 +9,7 @@
 //! - [`state`]: `state.db` (SQLite, WAL, migrations): fired slots, finished todos.
 //! - [`ticker`]: reads the agent's schedules by direct get and fires due slots.
 //! - [`consumer`]: the durable pull consumer, one todo at a time.
+//! - [`lost_delivery`]: a todo handed to a pull request from before a reconnect, handed back.
 //! - [`turn`]: runs the turn command.
 //! - [`turn_env`]: the turn's secret variables, read from the agent's env file at each turn.
 //! - [`feed`]: the turn's output and turn header, published for the agent's watchers.
@@ -29,6 +30,7 @@ pub mod creds_watch;
 pub mod error;
 pub mod feed;
 pub mod history;
+pub mod lost_delivery;
 pub mod pause;
 pub mod state;
 pub mod supervisor;

@@ -860,3 +860,38 @@ async fn a_malformed_credential_file_is_reported_and_the_current_credential_kept
     assert!(!log.contains(&seed) && !log.contains(&jwt), "a secret in the log: {log}");
     assert!(!agent.has_exited() && log.matches("hive-agent started").count() == 1, "{log}");
 }
+
+#[tokio::test]
+async fn a_todo_handed_to_a_pull_from_before_a_partition_comes_back_at_once() {
+    let swarm = Swarm::start().await;
+    let file = swarm.turns_file("a");
+    let nats_port: u16 = swarm.server.url().rsplit(':').next().unwrap().parse().unwrap();
+    let proxy = ChaosProxy::start(([127, 0, 0, 1], nats_port).into()).await.unwrap();
+    let mut config = swarm.config("a").await;
+    config.nats_url = format!("nats://{}", proxy.addr());
+    let agent = Agent::start(config, Arc::new(FakeClock::new(T0))).await.unwrap();
+    publish_todo(&swarm, "t0", "before").await;
+    wait_turns(&file, 1).await;
+    // A partition long enough for the agent to give its connection up (unanswered pings) while
+    // the pull requests it made meanwhile wait in that connection. When it ends, they reach the
+    // server (the proxy passes what it held, as TCP does with what it retransmits), and the
+    // server hands the next todo to one of them: to nobody.
+    proxy.stall();
+    tokio::time::sleep(hive_agent::connect::PING_INTERVAL * 4).await;
+    proxy.pass();
+    let healed = std::time::Instant::now();
+    publish_todo(&swarm, "t1", "after").await;
+    let handed_back_within = hive_agent::lost_delivery::WATCH_AFTER_RECONNECT.min(Duration::from_secs(20));
+    let waited = wait_until("the todo after the partition", Duration::from_secs(120), || async {
+        (turns(&file).len() >= 2).then(|| healed.elapsed())
+    })
+    .await
+    .unwrap();
+    assert!(
+        waited < handed_back_within,
+        "the todo ran {waited:?} after the partition ended: it waited out the ack wait ({:?})",
+        hyperhive_nats_objects::consumers::AGENT_ACK_WAIT
+    );
+    assert_eq!(turns(&file)[1], "after t1", "{:?}", turns(&file));
+    agent.stop().await;
+}
