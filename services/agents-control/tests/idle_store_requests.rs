@@ -245,6 +245,11 @@ async fn time_to_notice(copies: &mut Vec<Served>, loss: Loss) -> Vec<Duration> {
     })
     .await
     .unwrap();
+    // In a steady fleet the survivors last listed `members/` up to a minute ago and the copy
+    // lost beat since; right after the previous loss they listed at every refresh until it was
+    // dead, and would see no beat of it since. A measured pause restores the steady state (a
+    // heartbeat and two refreshes), not a wait for a condition.
+    tokio::time::sleep(serve::HEARTBEAT_EVERY + 2 * serve::REFRESH_EVERY).await;
     let mut lost = copies.pop().unwrap();
     let live_after = live_before - 1;
     let lost_at = Instant::now();
