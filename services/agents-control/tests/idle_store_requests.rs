@@ -62,8 +62,13 @@ async fn pair_many(store: &dyn Store, devices: usize) {
 
 /// Store requests per minute by operation, of a copy serving `store` with nobody connected.
 async fn idle_requests_per_minute(store: Arc<dyn Store>) -> Vec<(&'static str, u64)> {
-    let control = Arc::new(Control::new(store, ControlKey::from_seed([7; 32]), Arc::new(SystemClock)));
     let membership = Arc::new(Membership::new("idle".into(), None));
+    // Named as its membership record names it, as `agents-control serve` names it: otherwise
+    // the copy takes its own record for another copy's, live and never linked, and lists
+    // `members/` at every refresh to watch it.
+    let control = Arc::new(
+        Control::new(store, ControlKey::from_seed([7; 32]), Arc::new(SystemClock)).with_copy_name(membership.copy_id()),
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let copy = tokio::spawn(serve::run(
