@@ -277,12 +277,14 @@ async fn run(
     peer: String,
     (sealer, opener): LinkKeys,
 ) {
-    let (link, mut queue) = control.sessions.attach_peer(&peer);
+    let (link, mut queue) = control.sessions.attach_peer(&peer, control.clock.now());
     let _attached = Attached { control: control.clone(), peer: peer.clone(), link };
     tracing::info!(%peer, "peer link up");
     let mut sink = sealing(sink, sealer);
     let mut stream = opening(stream, opener, control.clone(), peer.clone());
     let answer = |text: String| {
+        // Every frame, pings and pongs included, is proof that the peer is alive now.
+        control.sessions.peer_heard(&peer, link, control.clock.now());
         std::future::ready(match PeerFrame::decode(&text) {
             Ok(frame) => on_frame(&control, &peer, frame),
             Err(error) => Some(PeerFrame::Error { code: error.error_code(), message: error.to_string() }),

@@ -1,6 +1,6 @@
 //! Finding the other copies and keeping one link to each (`docs/control-plane/link-protocol.md`):
-//! every refresh judges which copies are live (linked, or their membership record changing;
-//! [`MemberCache`]), and for each live copy this one should dial, a task keeps a
+//! every refresh judges which copies are live (linked and heard from, or their membership record
+//! changing; [`MemberCache`]), and for each live copy this one should dial, a task keeps a
 //! [`peer_link::dial`] running, redialing with backoff after a failure. Of two copies that both
 //! have a peer URL, the one with the smaller id (the younger) dials, so each pair has one link.
 
@@ -8,6 +8,7 @@ use crate::control::Control;
 use crate::peer_link;
 use crate::records::{self, MemberRecord};
 use hyperhive_control_link::Backoff;
+use hyperhive_control_proto::link::PING_INTERVAL;
 use hyperhive_object_store::StoreError;
 use rand::SeedableRng;
 use std::collections::{HashMap, HashSet};
@@ -17,9 +18,9 @@ use time::OffsetDateTime;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-/// A copy not linked to this one whose membership record has not changed for this long is
-/// dead: two heartbeats ([`crate::serve::HEARTBEAT_EVERY`]) missed, with two refreshes of slack.
-/// A linked copy is live whatever its record says: the link's keepalive proves it.
+/// A copy not proven alive by its link to this one whose membership record has not changed for
+/// this long is dead: two heartbeats ([`crate::serve::HEARTBEAT_EVERY`]) missed, with two refreshes of slack.
+/// A copy whose link heard from it within [`LINK_QUIET_AFTER`] is live whatever its record says.
 pub const MEMBER_STALE_AFTER: Duration =
     Duration::from_secs(2 * crate::serve::HEARTBEAT_EVERY.as_secs() + 2 * crate::serve::REFRESH_EVERY.as_secs());
 
@@ -39,6 +40,16 @@ pub const MEMBERS_LISTED_EVERY: Duration = Duration::from_secs(60);
 /// started at about the same moment may have written its record just after that listing, and
 /// it is this copy, if the younger, that must dial it.
 pub const MEMBERS_STARTING: Duration = Duration::from_secs(10);
+
+/// A link proves its copy alive only while it received something within this: both ends ping
+/// every [`PING_INTERVAL`], so a healthy link hears at least that often (a refresh of slack for a
+/// late timer). A link quiet for longer (the other copy's host vanished: its sockets stay open
+/// and silent until the link's own silence timeout, `DEAD_AFTER`) no longer counts, and the
+/// copy is judged by its membership record from then on, its last beat dated no later than the
+/// link last heard from it ([`MemberCache`]). So a vanished copy is noticed as soon as a killed
+/// one, well before its link times out.
+pub const LINK_QUIET_AFTER: Duration =
+    Duration::from_secs(PING_INTERVAL.as_secs() + crate::serve::REFRESH_EVERY.as_secs());
 
 /// A link that stayed up this long resets the redial backoff.
 const STEADY_LINK: Duration = Duration::from_secs(10);
@@ -68,6 +79,13 @@ impl Seen {
 /// The membership records as last read, by key, and when `members/` was last listed. A record
 /// is read (GET) only when its key is new; a heartbeat shows as a new listed version, so an
 /// idle copy's membership costs one LIST per [`MEMBERS_LISTED_EVERY`] however many copies run.
+///
+/// A new version is dated when it is listed, except the first listed after the copy's link fell
+/// quiet ([`LINK_QUIET_AFTER`]): that beat may be a minute old (listings are that far apart while
+/// the link proves the copy alive), and dating it now would hold a vanished copy live for
+/// [`MEMBER_STALE_AFTER`] past the moment its link stopped counting. It is dated when the link
+/// last heard from the copy instead: the copy was alive then. Had it beaten since, its next beat
+/// shows within a heartbeat and a refresh, well inside [`MEMBER_STALE_AFTER`].
 #[derive(Debug, Default)]
 pub struct MemberCache {
     read: Mutex<HashMap<String, Seen>>,
@@ -76,19 +94,23 @@ pub struct MemberCache {
 }
 
 impl MemberCache {
-    /// The live copies, this one excluded: those linked to this one, and those whose record
-    /// changed within [`MEMBER_STALE_AFTER`]. Lists `members/` first when a listing is due.
+    /// The live copies, this one excluded: those whose link heard from them within
+    /// [`LINK_QUIET_AFTER`], and those whose record changed within [`MEMBER_STALE_AFTER`]. Lists
+    /// `members/` first when a listing is due.
     pub async fn live_members(&self, control: &Control) -> Result<Vec<MemberRecord>, StoreError> {
         let now = control.clock.now();
         let linked = control.sessions.linked_peers();
-        if self.listing_due(now, &linked) {
-            self.list(control, now, &linked).await?;
+        let heard_within = time::Duration::try_from(LINK_QUIET_AFTER).unwrap_or(time::Duration::MAX);
+        let proven: HashSet<String> =
+            linked.iter().filter(|(_, heard)| now - **heard <= heard_within).map(|(copy, _)| copy.clone()).collect();
+        if self.listing_due(now, &proven) {
+            self.list(control, now, &linked, &proven).await?;
         }
         let mut read = self.read.lock().expect("members lock");
         let mut live = Vec::new();
         for seen in read.values_mut() {
             seen.live = seen.record.copy_id != control.copy_name
-                && (linked.contains(&seen.record.copy_id) || !seen.unchanged_for_over(MEMBER_STALE_AFTER, now));
+                && (proven.contains(&seen.record.copy_id) || !seen.unchanged_for_over(MEMBER_STALE_AFTER, now));
             if seen.live {
                 live.push(seen.record.clone());
             }
@@ -97,9 +119,9 @@ impl MemberCache {
     }
 
     /// Never listed, still starting ([`MEMBERS_STARTING`]), the last listing
-    /// [`MEMBERS_LISTED_EVERY`] ago, or a copy held live is not linked (its record must be
-    /// watched to tell whether it died).
-    fn listing_due(&self, now: OffsetDateTime, linked: &HashSet<String>) -> bool {
+    /// [`MEMBERS_LISTED_EVERY`] ago, or a copy held live is not `proven` alive by its link (its
+    /// record must be watched to tell whether it died).
+    fn listing_due(&self, now: OffsetDateTime, proven: &HashSet<String>) -> bool {
         let listed = *self.listed.lock().expect("members lock");
         let Some((first, last)) = listed else { return true };
         let since = |at: OffsetDateTime| Duration::try_from(now - at).unwrap_or(Duration::ZERO);
@@ -110,10 +132,24 @@ impl MemberCache {
                 .lock()
                 .expect("members lock")
                 .values()
-                .any(|seen| seen.live && !linked.contains(&seen.record.copy_id))
+                .any(|seen| seen.live && !proven.contains(&seen.record.copy_id))
     }
 
-    async fn list(&self, control: &Control, now: OffsetDateTime, linked: &HashSet<String>) -> Result<(), StoreError> {
+    /// Lists `members/`; `linked` are the copies linked to this one, with when each link last
+    /// heard from its copy, `proven` those whose link heard from them lately.
+    async fn list(
+        &self,
+        control: &Control,
+        now: OffsetDateTime,
+        linked: &HashMap<String, OffsetDateTime>,
+        proven: &HashSet<String>,
+    ) -> Result<(), StoreError> {
+        let last_listed = self.listed.lock().expect("members lock").map(|(_, last)| last);
+        // When a beat first seen now happened at the latest: see the type's comment.
+        let dated = |copy: &str| match (linked.get(copy), last_listed) {
+            (Some(heard), Some(last)) if !proven.contains(copy) && *heard > last => *heard,
+            _ => now,
+        };
         let store = control.store.as_ref();
         let listed = store.list_versions(records::MEMBERS).await?;
         let mut fresh = HashMap::new();
@@ -125,7 +161,7 @@ impl MemberCache {
                 Some(mut seen) if !item.version.is_empty() => {
                     if seen.version != item.version {
                         seen.version = item.version.clone();
-                        seen.changed_at = now;
+                        seen.changed_at = dated(&seen.record.copy_id);
                     }
                     Some(seen)
                 }
@@ -133,7 +169,8 @@ impl MemberCache {
                     // A store that lists no versions: the write id tells whether it changed.
                     let (changed_at, live) = match known {
                         Some(seen) if seen.record.write_id == record.write_id => (seen.changed_at, seen.live),
-                        _ => (now, true),
+                        Some(_) => (dated(&record.copy_id), true),
+                        None => (now, true),
                     };
                     Seen { version: item.version.clone(), record, changed_at, live }
                 }),
@@ -145,7 +182,7 @@ impl MemberCache {
         let long_dead: Vec<(String, String)> = fresh
             .iter()
             .filter(|(_, seen)| {
-                !linked.contains(&seen.record.copy_id) && seen.unchanged_for_over(MEMBER_REMOVED_AFTER, now)
+                !linked.contains_key(&seen.record.copy_id) && seen.unchanged_for_over(MEMBER_REMOVED_AFTER, now)
             })
             .map(|(key, seen)| (key.clone(), seen.version.clone()))
             .collect();
@@ -245,10 +282,11 @@ async fn dial_forever(control: Arc<Control>, peer: String, url: String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::FakeClock;
+    use crate::clock::{Clock, FakeClock};
     use crate::key::ControlKey;
     use crate::membership::Membership;
     use crate::serve::{HEARTBEAT_EVERY, REFRESH_EVERY};
+    use hyperhive_control_proto::link::DEAD_AFTER;
     use hyperhive_object_store::file::FileStore;
 
     #[test]
@@ -343,15 +381,47 @@ mod tests {
         assert_eq!(gets(), 2);
     }
 
-    /// A copy ("me") and `others` copies linked to it, all beating every 10 s, and the refresh
-    /// judging membership every 2 s, on a fake clock.
+    /// What became of another copy.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Fate {
+        /// Beats, and its link hears its pings.
+        Up,
+        /// SIGKILL: its link ends and its beats stop.
+        Killed,
+        /// Only its link ended; it still beats.
+        CutOff,
+        /// Its host vanished: its link stays open but hears nothing, and its beats stop.
+        Vanished,
+        /// Its link stays open but hears nothing; it still beats.
+        Silent,
+    }
+
+    impl Fate {
+        fn beats(self) -> bool {
+            matches!(self, Fate::Up | Fate::CutOff | Fate::Silent)
+        }
+
+        fn dead(self) -> bool {
+            matches!(self, Fate::Killed | Fate::Vanished)
+        }
+    }
+
+    /// Another copy, its link number (`None` once unlinked), its fate and when it met it.
+    struct Other {
+        member: Membership,
+        link: Option<u64>,
+        fate: Fate,
+        since: u64,
+    }
+
+    /// A copy ("me") and `others` copies linked to it, all beating every 10 s, their links
+    /// hearing a ping every 5 s, and the refresh judging membership every 2 s, on a fake clock.
     struct Fleet {
         control: Control,
         clock: Arc<FakeClock>,
         cache: MemberCache,
         me: Membership,
-        /// Each other copy, its link number (`None` once unlinked), and whether it still beats.
-        others: Vec<(Membership, Option<u64>, bool)>,
+        others: Vec<Other>,
         /// Keeps the links' queues open.
         _queues: Vec<tokio::sync::mpsc::Receiver<crate::sessions::Outgoing<hyperhive_control_proto::link::PeerFrame>>>,
         /// Seconds since the start.
@@ -374,9 +444,9 @@ mod tests {
             };
             for n in 0..others {
                 let member = Membership::new(Fleet::name(n), Some(format!("http://{}", Fleet::name(n))));
-                let (link, queue) = fleet.control.sessions.attach_peer(member.copy_id());
+                let (link, queue) = fleet.control.sessions.attach_peer(member.copy_id(), fleet.clock.now());
                 fleet._queues.push(queue);
-                fleet.others.push((member, Some(link), true));
+                fleet.others.push(Other { member, link: Some(link), fate: Fate::Up, since: 0 });
             }
             fleet.beat_all().await;
             fleet
@@ -385,9 +455,28 @@ mod tests {
         async fn beat_all(&self) {
             let store = self.control.store.as_ref();
             self.me.heartbeat(store, self.clock.as_ref()).await.unwrap();
-            for (member, _, beating) in &self.others {
-                if *beating {
-                    member.heartbeat(store, self.clock.as_ref()).await.unwrap();
+            for other in self.others.iter().filter(|other| other.fate.beats()) {
+                other.member.heartbeat(store, self.clock.as_ref()).await.unwrap();
+            }
+        }
+
+        /// The links of the copies that are up hear the ping sent at the last multiple of 5 s.
+        fn hear_pings(&self) {
+            let since_ping = Duration::from_secs(self.t % PING_INTERVAL.as_secs());
+            for other in self.others.iter().filter(|other| other.fate == Fate::Up) {
+                let link = other.link.expect("a copy that is up is linked");
+                self.control.sessions.peer_heard(other.member.copy_id(), link, self.clock.now() - since_ping);
+            }
+        }
+
+        /// A link that heard nothing for `DEAD_AFTER` ends, as the link's own timeout ends it.
+        fn time_out_silent_links(&mut self) {
+            for other in &mut self.others {
+                if matches!(other.fate, Fate::Vanished | Fate::Silent)
+                    && self.t - other.since >= DEAD_AFTER.as_secs()
+                    && let Some(link) = other.link.take()
+                {
+                    self.control.sessions.detach_peer(other.member.copy_id(), link);
                 }
             }
         }
@@ -397,17 +486,22 @@ mod tests {
             if self.t.is_multiple_of(HEARTBEAT_EVERY.as_secs()) {
                 self.beat_all().await;
             }
+            self.hear_pings();
+            self.time_out_silent_links();
             let names = live_names(&self.cache, &self.control).await;
             self.clock.advance(REFRESH_EVERY);
             self.t += REFRESH_EVERY.as_secs();
             names
         }
 
-        /// The copy stops beating and its link ends (a SIGKILL), or only its link ends.
-        fn unlink(&mut self, index: usize, and_stop: bool) {
-            let (member, link, beating) = &mut self.others[index];
-            self.control.sessions.detach_peer(member.copy_id(), link.take().unwrap());
-            *beating = !and_stop;
+        /// The copy at `index` meets its fate.
+        fn befall(&mut self, index: usize, fate: Fate) {
+            let other = &mut self.others[index];
+            if matches!(fate, Fate::Killed | Fate::CutOff) {
+                self.control.sessions.detach_peer(other.member.copy_id(), other.link.take().unwrap());
+            }
+            other.fate = fate;
+            other.since = self.t;
         }
 
         fn name(index: usize) -> String {
@@ -440,36 +534,56 @@ mod tests {
         }
     }
 
-    /// A killed copy (link gone, heartbeats stopped) is dead within MEMBER_STALE_AFTER and two
-    /// refreshes of its link ending, whatever the phase of its heartbeat; a copy whose link
-    /// ended but that still beats stays live. Listing only once a minute, it would take up to a
-    /// minute more.
-    #[tokio::test]
-    async fn a_killed_copy_is_noticed_within_the_bound_and_a_cut_off_one_is_not_taken_for_dead() {
-        let bound = MEMBER_STALE_AFTER + 2 * REFRESH_EVERY;
-        // Listings once a minute fall at 68 s, 128 s, ...: kills at every phase of a heartbeat,
-        // and just before and after a listing.
-        for kill_at in [90, 92, 94, 96, 98, 126, 128, 130, 150] {
-            let dir = tempfile::tempdir().unwrap();
-            let mut fleet = Fleet::start(dir.path(), 3).await;
-            let (killed, cut_off) = (Fleet::name(0), Fleet::name(1));
-            while fleet.t < kill_at {
-                assert_eq!(fleet.tick().await.len(), 3);
-            }
-            fleet.unlink(0, true);
-            fleet.unlink(1, false);
-            let killed_at = fleet.t;
-            let noticed = loop {
-                let at = fleet.t;
-                let live = fleet.tick().await;
-                assert!(live.contains(&cut_off), "a copy that still beats is live without its link");
-                if !live.contains(&killed) {
-                    break Duration::from_secs(at - killed_at);
+    /// One of three linked copies meets `fate` at `at` seconds, the others stay up. Returns how
+    /// long a lost one (killed, vanished) took to be counted out, asserting that it stays out; a
+    /// living one (cut off, silent) must stay live throughout (`None`).
+    async fn time_to_notice(fate: Fate, at: u64) -> Option<Duration> {
+        let dir = tempfile::tempdir().unwrap();
+        let mut fleet = Fleet::start(dir.path(), 3).await;
+        while fleet.t < at {
+            assert_eq!(fleet.tick().await.len(), 3);
+        }
+        fleet.befall(0, fate);
+        let name = Fleet::name(0);
+        let mut noticed = None;
+        // A minute: over twice MEMBER_STALE_AFTER, and past the link's own timeout.
+        while fleet.t < at + 60 {
+            let since = Duration::from_secs(fleet.t - at);
+            let live = fleet.tick().await;
+            assert_eq!(live.len(), 2 + usize::from(live.contains(&name)), "the copies that are up stay live");
+            match noticed {
+                _ if !fate.dead() => {
+                    assert!(live.contains(&name), "{fate:?} at {at} s: taken for dead after {since:?}")
                 }
-                assert!(Duration::from_secs(at - killed_at) < bound, "killed at {kill_at} s: still live at {at} s");
-            };
-            assert!(noticed <= bound, "killed at {kill_at} s: dead after {noticed:?}");
-            assert!(noticed >= MEMBER_STALE_AFTER - HEARTBEAT_EVERY, "killed at {kill_at} s: dead after {noticed:?}");
+                None if !live.contains(&name) => noticed = Some(since),
+                Some(_) => assert!(!live.contains(&name), "{fate:?} at {at} s: live again after {since:?}"),
+                None => {}
+            }
+        }
+        assert!(!fate.dead() || noticed.is_some(), "{fate:?} at {at} s: still live after a minute");
+        noticed
+    }
+
+    /// A killed copy (link gone, heartbeats stopped) and a vanished one (link open but silent,
+    /// heartbeats stopped, until the link times out after `DEAD_AFTER`) are dead within
+    /// MEMBER_STALE_AFTER and two refreshes, whatever the phase of their heartbeat, of their
+    /// pings and of the once-a-minute listing; a copy whose link ended, or went silent, but that
+    /// still beats stays live. Listing only once a minute, or trusting a link until it times out,
+    /// would take up to a minute more, or 15 to 20 s more.
+    #[tokio::test]
+    async fn a_killed_or_vanished_copy_is_noticed_within_the_bound_and_a_cut_off_or_silent_one_is_not_taken_for_dead() {
+        let bound = MEMBER_STALE_AFTER + 2 * REFRESH_EVERY;
+        // Listings once a minute fall at 68 s, 128 s, ...: losses at every phase of a heartbeat
+        // and of a ping, and just before and after a listing.
+        for at in [90, 92, 94, 96, 98, 100, 126, 128, 130, 150] {
+            for fate in [Fate::Killed, Fate::Vanished] {
+                let noticed = time_to_notice(fate, at).await.expect("a lost copy is noticed");
+                assert!(noticed <= bound, "{fate:?} at {at} s: dead after {noticed:?}");
+                assert!(noticed >= MEMBER_STALE_AFTER - HEARTBEAT_EVERY, "{fate:?} at {at} s: dead after {noticed:?}");
+            }
+            for fate in [Fate::CutOff, Fate::Silent] {
+                time_to_notice(fate, at).await;
+            }
         }
     }
 }

@@ -17,8 +17,9 @@ use hyperhive_control_proto::DeviceKind;
 use hyperhive_control_proto::link::{
     CloseCode, HostPresence, LinkFrame, PeerFrame, SESSIONS_PER_FRAME, SessionInfo, UndeliverableReason,
 };
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Mutex;
+use time::OffsetDateTime;
 use tokio::sync::mpsc;
 
 /// Frames queued for one session before it counts as too slow: a relayed message to a full
@@ -57,6 +58,8 @@ struct Remote {
 struct PeerLink {
     link: u64,
     queue: mpsc::Sender<Outgoing<PeerFrame>>,
+    /// When the link last received anything (a frame, a ping, a pong), by the copy's clock.
+    heard: OffsetDateTime,
 }
 
 /// Why a frame was not queued.
@@ -324,9 +327,10 @@ impl Sessions {
         self.lock().broadcast(frame);
     }
 
-    /// Registers a link to the peer `copy` (replacing an older link to it) and queues the
-    /// `sessions` frame that starts it. Returns the link number and its queue's receiver.
-    pub fn attach_peer(&self, copy: &str) -> (u64, mpsc::Receiver<Outgoing<PeerFrame>>) {
+    /// Registers a link to the peer `copy`, up (its handshake heard) at `at` (replacing an older
+    /// link to it), and queues the `sessions` frame that starts it. Returns the link number and
+    /// its queue's receiver.
+    pub fn attach_peer(&self, copy: &str, at: OffsetDateTime) -> (u64, mpsc::Receiver<Outgoing<PeerFrame>>) {
         let (queue, receiver) = mpsc::channel(PEER_QUEUE);
         let mut state = self.lock();
         if state.closing {
@@ -338,15 +342,23 @@ impl Sessions {
         for chunk in state.local_infos().chunks(SESSIONS_PER_FRAME) {
             let _ = try_queue(&queue, PeerFrame::Sessions { sessions: chunk.to_vec() });
         }
-        if let Some(older) = state.peers.insert(copy.to_owned(), PeerLink { link, queue }) {
+        if let Some(older) = state.peers.insert(copy.to_owned(), PeerLink { link, queue, heard: at }) {
             tell_close(&older.queue, CloseCode::Replaced, "a newer link to this copy");
         }
         (link, receiver)
     }
 
-    /// The copies this one has a link up with (the link's keepalive proves them alive).
-    pub fn linked_peers(&self) -> HashSet<String> {
-        self.lock().peers.keys().cloned().collect()
+    /// The copies this one has a link up with, and when each link last received anything: a
+    /// link proves its copy alive only while it hears from it ([`crate::peers::LINK_QUIET_AFTER`]).
+    pub fn linked_peers(&self) -> HashMap<String, OffsetDateTime> {
+        self.lock().peers.iter().map(|(copy, peer)| (copy.clone(), peer.heard)).collect()
+    }
+
+    /// The link `link` to the peer `copy` received something at `at`.
+    pub fn peer_heard(&self, copy: &str, link: u64, at: OffsetDateTime) {
+        if let Some(peer) = self.lock().peers.get_mut(copy).filter(|peer| peer.link == link) {
+            peer.heard = peer.heard.max(at);
+        }
     }
 
     /// Ends the peer link if it is still the current one: the devices it held are offline
@@ -509,7 +521,7 @@ mod tests {
     fn a_peer_link_starts_with_every_session_and_then_hears_each_change() {
         let sessions = Sessions::default();
         let (first, _c1) = sessions.open("c1", DeviceKind::Client, "phone", 10);
-        let (_, mut peer) = sessions.attach_peer("cp2");
+        let (_, mut peer) = sessions.attach_peer("cp2", OffsetDateTime::UNIX_EPOCH);
         let Some(Outgoing::Frame(PeerFrame::Sessions { sessions: listed })) = next(&mut peer) else {
             panic!("the link must start with sessions")
         };
@@ -527,7 +539,7 @@ mod tests {
     #[test]
     fn frames_for_a_device_on_a_peer_go_one_hop_over_that_link() {
         let sessions = Sessions::default();
-        let (link, mut peer) = sessions.attach_peer("cp2");
+        let (link, mut peer) = sessions.attach_peer("cp2", OffsetDateTime::UNIX_EPOCH);
         let _ = next(&mut peer);
         sessions.peer_session_opened("cp2", info("h1", DeviceKind::Host, 7));
         assert!(sessions.is_online("h1"));
@@ -543,7 +555,7 @@ mod tests {
     #[test]
     fn only_the_newest_session_of_a_device_survives_across_copies() {
         let sessions = Sessions::default();
-        let (_, mut peer) = sessions.attach_peer("cp2");
+        let (_, mut peer) = sessions.attach_peer("cp2", OffsetDateTime::UNIX_EPOCH);
         let _ = next(&mut peer);
         let (mine, mut local) = sessions.open("c1", DeviceKind::Client, "phone", 100);
         // An older session elsewhere (a lingering one) does not displace ours...
@@ -587,7 +599,7 @@ mod tests {
         let (_, mut client) = sessions.open("c1", DeviceKind::Client, "phone", 1);
         let (_, mut host) = sessions.open("h1", DeviceKind::Host, "box", 2);
         let _ = next(&mut client);
-        let (_, mut peer) = sessions.attach_peer("cp2");
+        let (_, mut peer) = sessions.attach_peer("cp2", OffsetDateTime::UNIX_EPOCH);
         let _ = next(&mut peer);
         sessions.peer_session_opened("cp2", info("h2", DeviceKind::Host, 3));
         let _ = next(&mut client);
@@ -611,7 +623,7 @@ mod tests {
     #[test]
     fn a_session_ended_for_any_reason_is_told_to_the_peers() {
         let sessions = Sessions::default();
-        let (_, mut peer) = sessions.attach_peer("cp2");
+        let (_, mut peer) = sessions.attach_peer("cp2", OffsetDateTime::UNIX_EPOCH);
         let _ = next(&mut peer);
         let mut opened = |id: &str, at: u64| {
             let (session, _rx) = sessions.open(id, DeviceKind::Host, "box", at);
@@ -636,7 +648,7 @@ mod tests {
     fn shutdown_closes_everything_and_refuses_newcomers() {
         let sessions = Sessions::default();
         let (_, mut device) = sessions.open("c1", DeviceKind::Client, "phone", 1);
-        let (_, mut peer) = sessions.attach_peer("cp2");
+        let (_, mut peer) = sessions.attach_peer("cp2", OffsetDateTime::UNIX_EPOCH);
         let _ = next(&mut peer);
         sessions.close_all(CloseCode::GoingAway, "bye");
         assert!(matches!(next(&mut device), Some(Outgoing::Close(CloseCode::GoingAway, _))));
