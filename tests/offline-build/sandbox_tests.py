@@ -44,6 +44,32 @@ def test_binaries():
     return binaries
 
 
+def hidden_interpreter():
+    """The directory nobody cannot enter on the way to the test kit's Python (the venv's interpreter
+    under root's home, say) and the entry below it that leads there, or None. In the build sandbox
+    moto and Synapse come from the Nix store, which everyone may read."""
+    python = Path(os.path.realpath(ROOT / ".tools" / "venv" / "bin" / "python3"))
+    if not python.exists():
+        return None
+    for parent in reversed(python.parents):
+        if parent != Path("/") and not os.stat(parent).st_mode & 0o001:
+            return parent, parent / python.relative_to(parent).parts[0]
+    return None
+
+
+# Run as root in the test's own namespaces before it drops to nobody: loopback up, and, when the
+# interpreter is hidden, a world-enterable tmpfs over the closed directory with only the way to
+# the interpreter bound back into it (in this mount namespace alone).
+PREPARE = """ip link set lo up
+if [ -n "$closed" ]; then
+  mkdir -p "$stash" && mount --bind "$inner" "$stash"
+  mount -t tmpfs -o mode=0755 tmpfs "$closed"
+  mkdir -p "$inner" && mount --bind "$stash" "$inner"
+fi
+exec "$@"
+"""
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-j", "--threads", type=int, default=os.cpu_count() or 1, help="test threads per binary")
@@ -53,6 +79,7 @@ def main():
     if os.geteuid() != 0:
         sys.exit("sandbox_tests.py: run it as root (it runs the tests as nobody in a network namespace of its own)")
     skips = run.facts()["cargoTests"]["skips"]
+    hidden = hidden_interpreter()
     user = pwd.getpwnam("nobody")
     failed = []
     with tempfile.TemporaryDirectory(prefix="sandbox-tests.") as home:
@@ -72,9 +99,15 @@ def main():
                 # The build sandbox's user owns its copy of the tree; nobody does not own this one.
                 "HYPERHIVE_SCREENSHOT_DIR": f"{home}/ui-screenshots",
             }
+            prepare_env = {
+                "closed": str(hidden[0]) if hidden else "",
+                "inner": str(hidden[1]) if hidden else "",
+                "stash": f"{home}/.interpreter-{name}",
+            }
             done = subprocess.run(
                 [
-                    "unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh",
+                    "unshare", "--net", "--mount", "env", *[f"{k}={v}" for k, v in prepare_env.items()],
+                    "sh", "-c", PREPARE, "sh",
                     "setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", *command,
                 ],
                 cwd=package_dir,
