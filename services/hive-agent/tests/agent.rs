@@ -65,6 +65,15 @@ impl Swarm {
         }
     }
 
+    /// `agent`'s configuration with its NATS connection through a chaos proxy of its own.
+    async fn config_through_proxy(&self, agent: &str) -> (Config, ChaosProxy) {
+        let nats_port: u16 = self.server.url().rsplit(':').next().unwrap().parse().unwrap();
+        let proxy = ChaosProxy::start(([127, 0, 0, 1], nats_port).into()).await.unwrap();
+        let mut config = self.config(agent).await;
+        config.nats_url = format!("nats://{}", proxy.addr());
+        (config, proxy)
+    }
+
     fn turns_file(&self, agent: &str) -> PathBuf {
         self.dir.path().join(format!("{agent}.turns"))
     }
@@ -344,10 +353,7 @@ async fn keeps_working_across_a_nats_restart() {
 async fn a_connection_left_mute_by_a_partition_is_redialled_and_the_latest_missed_slot_fires_once() {
     let swarm = Swarm::start().await;
     let file = swarm.turns_file("a");
-    let nats_port: u16 = swarm.server.url().rsplit(':').next().unwrap().parse().unwrap();
-    let proxy = ChaosProxy::start(([127, 0, 0, 1], nats_port).into()).await.unwrap();
-    let mut config = swarm.config("a").await;
-    config.nats_url = format!("nats://{}", proxy.addr());
+    let (config, proxy) = swarm.config_through_proxy("a").await;
     let clock = FakeClock::new(T0 + time::Duration::seconds(1));
     swarm.put_schedules("a", vec![hourly("s1", "hourly")]).await;
     let agent = Agent::start(config, Arc::new(clock.clone())).await.unwrap();
@@ -865,10 +871,7 @@ async fn a_malformed_credential_file_is_reported_and_the_current_credential_kept
 async fn a_todo_handed_to_a_pull_from_before_a_partition_comes_back_at_once() {
     let swarm = Swarm::start().await;
     let file = swarm.turns_file("a");
-    let nats_port: u16 = swarm.server.url().rsplit(':').next().unwrap().parse().unwrap();
-    let proxy = ChaosProxy::start(([127, 0, 0, 1], nats_port).into()).await.unwrap();
-    let mut config = swarm.config("a").await;
-    config.nats_url = format!("nats://{}", proxy.addr());
+    let (config, proxy) = swarm.config_through_proxy("a").await;
     let agent = Agent::start(config, Arc::new(FakeClock::new(T0))).await.unwrap();
     publish_todo(&swarm, "t0", "before").await;
     wait_turns(&file, 1).await;

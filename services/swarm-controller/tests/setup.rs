@@ -234,13 +234,7 @@ fn checks(out: &Output) -> BTreeMap<String, (String, String)> {
 
 #[tokio::test]
 async fn doctor_says_all_is_well_then_names_the_stale_hive_and_fails() {
-    let nats = NatsJwt::start().await.unwrap();
-    let keys = tempfile::tempdir().unwrap();
-    let key = keys.path().join("secrets.key");
-    SecretsKey::generate().write_new(&key).unwrap();
-    let nats_dir = nats.creds_dir().display().to_string();
-    let env = [("SWARM_SECRETS_KEY_FILE", key.to_str().unwrap()), ("SWARM_NATS_DIR", nats_dir.as_str())];
-    let mut swarm = OneHive::start_on(nats, None, &["bee"], |turns| printing_turn(turns, 1, "0"), &env).await;
+    let (mut swarm, _keys) = OneHive::start_able_to_create(&["bee"], |turns| printing_turn(turns, 1, "0")).await;
     wait_until("h1 to report bee", SOON, || async { swarm.actual_in_hive_status("bee").await }).await.unwrap();
 
     let well = doctor(&swarm.socket, &[]);

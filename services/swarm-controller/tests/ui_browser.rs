@@ -20,9 +20,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use common::one_hive::{OneHive, printing_turn};
-use hyperhive_testkit::{Browser, ChaosProxy, NatsJwt, Nginx, wait_until, workspace_root};
+use hyperhive_testkit::{Browser, ChaosProxy, Nginx, wait_until, workspace_root};
 use serde_json::{Value, json};
-use swarm_controller::secrets::SecretsKey;
 
 const SOON: Duration = Duration::from_secs(30);
 
@@ -38,15 +37,8 @@ struct Stack {
 
 impl Stack {
     async fn start() -> Stack {
-        let nats = NatsJwt::start().await.unwrap();
-        // A secret store and the NATS signing keys, so agents can be created; no SSO, forge,
-        // Matrix or store CA, so their provisioning steps are skipped.
-        let keys = tempfile::tempdir().unwrap();
-        let key = keys.path().join("secrets.key");
-        SecretsKey::generate().write_new(&key).unwrap();
-        let nats_dir = nats.creds_dir().display().to_string();
-        let env = [("SWARM_SECRETS_KEY_FILE", key.to_str().unwrap()), ("SWARM_NATS_DIR", nats_dir.as_str())];
-        let swarm = OneHive::start_on(nats, None, &["bee"], |turns| printing_turn(turns, 8, "0.4"), &env).await;
+        // Agents can be created; their SSO, forge, Matrix and store steps are skipped.
+        let (swarm, keys) = OneHive::start_able_to_create(&["bee"], |turns| printing_turn(turns, 8, "0.4")).await;
         let nginx = Nginx::in_front_of(&swarm.socket).await.unwrap();
         let proxy = ChaosProxy::start(([127, 0, 0, 1], nginx.port()).into()).await.unwrap();
         Stack { swarm, _nginx: nginx, proxy, files: keys }
