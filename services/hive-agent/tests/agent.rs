@@ -880,7 +880,13 @@ async fn a_todo_handed_to_a_pull_from_before_a_partition_comes_back_at_once() {
     // server (the proxy passes what it held, as TCP does with what it retransmits), and the
     // server hands the next todo to one of them: to nobody.
     proxy.stall();
-    tokio::time::sleep(hive_agent::connect::PING_INTERVAL * 4).await;
+    wait_until(
+        "the agent giving its mute connection up and dialling again",
+        hive_agent::connect::PING_INTERVAL * 6,
+        || async { (proxy.live_connections() > 1).then_some(()) },
+    )
+    .await
+    .unwrap();
     proxy.pass();
     let healed = std::time::Instant::now();
     publish_todo(&swarm, "t1", "after").await;
