@@ -8,6 +8,7 @@
 //! - [`wanted`]: wanted state, KV `agent-wanted`, key `<hive>.<agent>`, written by the controller.
 //! - [`status`]: hive status, KV `hive-status`, key `<hive>`, written by that hive's hive-c0re.
 //! - [`roster`]: the roster, KV `agents`, key `<agent>`: public facts only, never a secret.
+//! - [`labels`]: an agent's labels (on its roster entry) and their rules.
 //! - [`spec`]: how a hive runs an agent (declared in the host's configuration or deployed).
 //! - [`deploy`]: deploy messages on `deploy.<hive>`, their secrets sealed to the hive's xkey.
 //! - [`signing`]: the controller's deploy key that signs them and the keys a hive pins.
@@ -21,6 +22,7 @@ pub mod deploy;
 pub mod directory;
 pub mod env_secrets;
 pub mod feed;
+pub mod labels;
 pub mod roster;
 pub mod signing;
 pub mod spec;

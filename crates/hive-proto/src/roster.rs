@@ -101,6 +101,9 @@ pub struct RosterEntry {
     /// Raised before each send, so no two messages about the agent share a revision.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub revision: u64,
+    /// The operator's labels (`team=infra`), to find and group agents.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: crate::labels::Labels,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -131,6 +134,7 @@ mod tests {
             identities: Identities { forge_user: Some("a".into()), ..Identities::default() },
             spec: None,
             revision: 2,
+            labels: BTreeMap::from([("team".into(), "infra".into())]),
         };
         let text = serde_json::to_string(&entry).unwrap();
         assert_eq!(serde_json::from_str::<RosterEntry>(&text).unwrap(), entry);

@@ -86,6 +86,18 @@ pub struct CreateAgentRequest {
     pub hive: String,
     /// How it runs.
     pub spec: AgentSpec,
+    /// Its labels (`{"team": "infra"}`), to find and group agents.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: hyperhive_hive_proto::labels::Labels,
+}
+
+/// The answer to `PATCH /api/agents/{name}/labels`: the agent's labels after the change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabelsView {
+    /// The agent.
+    pub agent: AgentName,
+    /// Its labels now.
+    pub labels: hyperhive_hive_proto::labels::Labels,
 }
 
 /// The answer to `POST /api/agents` (202): what to watch.

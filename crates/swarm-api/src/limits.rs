@@ -15,6 +15,10 @@ pub const MAX_CREATE_REQUEST_BYTES: usize = 8 * 1024 * 1024;
 /// A linked account's body: URLs, names and a token of at most 4 KiB each. Larger is 413.
 pub const MAX_LINKED_REQUEST_BYTES: usize = 64 * 1024;
 
+/// An agent's labels change (`PATCH /api/agents/{name}/labels`): 32 labels with 63-byte keys and
+/// values written with JSON escapes, and room to spare. Larger is 413.
+pub const MAX_LABELS_REQUEST_BYTES: usize = 8 * 1024;
+
 /// A prompt's body (`POST /api/agents/{name}/todos`, `POST /api/todos`): a 64 KiB prompt written
 /// with JSON escapes, and up to a thousand agent names. Larger is 413.
 pub const MAX_PROMPT_REQUEST_BYTES: usize = 512 * 1024;

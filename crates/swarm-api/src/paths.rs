@@ -53,6 +53,11 @@ pub fn swarm_secret(var: &str) -> String {
     format!("{SECRETS}/{}", segment(var))
 }
 
+/// `PATCH /api/agents/{name}/labels`.
+pub fn agent_labels(agent: &AgentName) -> String {
+    format!("{AGENTS}/{}/labels", segment(agent.as_str()))
+}
+
 /// `GET /api/agents/{name}/secrets`.
 pub fn agent_secrets(agent: &AgentName) -> String {
     format!("{AGENTS}/{}/secrets", segment(agent.as_str()))

@@ -477,3 +477,82 @@ async fn a_hive_adds_to_the_roster_only_the_agents_it_was_minted_for() {
     let listed = wait_for_roster(&c, &["a", "c"]).await;
     assert_eq!(listed.as_array().unwrap().len(), 2, "b and the squatters stay off: {listed}");
 }
+
+async fn patch_labels(c: &Controller, agent: &str, content_type: &str, body: &str) -> (StatusCode, Value) {
+    let path = format!("/api/agents/{agent}/labels");
+    c.call(Method::PATCH, &path, &[("content-type", content_type)], body.to_owned()).await.unwrap()
+}
+
+fn swarmctl(c: &Controller, args: &[&str]) -> tokio::task::JoinHandle<(bool, String, String)> {
+    let mut command = std::process::Command::new(common::swarmctl_binary());
+    command.arg("--socket").arg(&c.socket).args(args);
+    tokio::task::spawn_blocking(move || {
+        let out = command.output().expect("swarmctl runs");
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    })
+}
+
+#[tokio::test]
+async fn labels_change_by_merge_patch_outlive_hive_statuses_filter_lists_and_bad_ones_change_nothing() {
+    let c = Controller::start_with(options(&["h1"])).await;
+    publish_as_hive(&c.nats, &status("h1", NOW, &[("a", Origin::Declared), ("b", Origin::Declared)])).await;
+    wait_for_roster(&c, &["a", "b"]).await;
+
+    let (status_code, answer) = patch_labels(&c, "a", "application/json", r#"{"team": "infra", "tier": "gold"}"#).await;
+    assert_eq!(status_code, StatusCode::OK, "{answer}");
+    assert_eq!(answer, json!({"agent": "a", "labels": {"team": "infra", "tier": "gold"}}));
+    // A merge: tier removed, zone added, team kept.
+    let (_, answer) = patch_labels(&c, "a", "application/json", r#"{"tier": null, "zone": "eu"}"#).await;
+    assert_eq!(answer["labels"], json!({"team": "infra", "zone": "eu"}));
+
+    // The hive's statuses go on; the labels stay on the roster entry.
+    publish_as_hive(&c.nats, &status("h1", NOW, &[("a", Origin::Declared), ("b", Origin::Declared)])).await;
+    let agents = get(&c, "/api/agents").await;
+    assert_eq!(agents[0]["labels"], json!({"team": "infra", "zone": "eu"}));
+    assert_eq!(agents[1].get("labels"), None, "an agent without labels lists none");
+
+    let roster_before = c.last_sequence(AGENTS_BUCKET).await;
+    let many: serde_json::Map<String, Value> = (0..33).map(|i| (format!("k{i}"), json!("v"))).collect();
+    let many = Value::Object(many).to_string();
+    let huge = format!(r#"{{"team": "{}"}}"#, "x".repeat(9000));
+    let cases = [
+        ("a", "application/json", r#"{"Team": "x"}"#, StatusCode::BAD_REQUEST, "label key \"Team\""),
+        ("a", "application/json", r#"{"team": "a\nb"}"#, StatusCode::BAD_REQUEST, "value"),
+        ("a", "application/json", r#"{"team": 7}"#, StatusCode::BAD_REQUEST, "malformed request body"),
+        ("a", "application/json", r#"["team"]"#, StatusCode::BAD_REQUEST, "send a JSON object"),
+        ("a", "application/json", &many, StatusCode::BAD_REQUEST, "at most 32"),
+        ("a", "application/json", &huge, StatusCode::PAYLOAD_TOO_LARGE, "at most 32 labels"),
+        ("a", "text/plain", r#"{"team": "x"}"#, StatusCode::UNSUPPORTED_MEDIA_TYPE, "application/json"),
+        ("zz", "application/json", r#"{"team": "x"}"#, StatusCode::NOT_FOUND, "no agent zz"),
+        ("A!", "application/json", r#"{"team": "x"}"#, StatusCode::BAD_REQUEST, "A!"),
+    ];
+    for (agent, content_type, body, want, says) in cases {
+        let (got, answer) = patch_labels(&c, agent, content_type, body).await;
+        assert_eq!(got, want, "{agent} {body:.60}: {answer}");
+        assert!(answer["error"].as_str().unwrap().contains(says), "{agent} {body:.60}: {answer}");
+    }
+    // 31 more labels after a's two: refused as a whole when the merge passes 32.
+    let thirty_one: serde_json::Map<String, Value> = (0..31).map(|i| (format!("k{i}"), json!("v"))).collect();
+    let (got, answer) = patch_labels(&c, "a", "application/json", &Value::Object(thirty_one).to_string()).await;
+    assert_eq!(got, StatusCode::BAD_REQUEST, "{answer}");
+    assert_eq!(c.last_sequence(AGENTS_BUCKET).await, roster_before, "a refused change writes nothing");
+    assert_eq!(get(&c, "/api/agents").await[0]["labels"], json!({"team": "infra", "zone": "eu"}));
+
+    // swarmctl: set and remove in one call, then list by label.
+    let (ok, out, err) = swarmctl(&c, &["agent", "label", "b", "team=infra", "zone-"]).await.unwrap();
+    assert!(ok, "{err}");
+    assert_eq!(out, "b: team=infra\n");
+    let (ok, out, err) = swarmctl(&c, &["agents", "--label", "zone=eu"]).await.unwrap();
+    assert!(ok, "{err}");
+    let names: Vec<&str> = out.lines().skip(1).filter_map(|l| l.split_whitespace().next()).collect();
+    assert_eq!(names, ["a"], "{out}");
+    assert!(out.lines().next().unwrap().ends_with("LABELS") && out.contains("team=infra,zone=eu"), "{out}");
+    let (ok, out, _) = swarmctl(&c, &["agents", "--label", "team", "--json"]).await.unwrap();
+    assert!(ok);
+    let listed: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed.iter().map(|a| a["name"].as_str().unwrap()).collect::<Vec<_>>(), ["a", "b"]);
+    let (ok, _, err) = swarmctl(&c, &["agent", "label", "b", "Team=x"]).await.unwrap();
+    assert!(!ok && err.contains("\"Team\""), "{err}");
+    let (ok, _, err) = swarmctl(&c, &["agent", "label", "zz", "team=x"]).await.unwrap();
+    assert!(!ok && err.contains("no agent zz"), "{err}");
+}

@@ -166,6 +166,7 @@ async fn the_pass_revokes_only_an_agent_the_roster_has_on_the_hive_its_destroyed
             identities: Identities::default(),
             spec: None,
             revision: 0,
+            labels: Default::default(),
         };
         assert!(roster.create(&agent(name), &entry).await.unwrap());
     }

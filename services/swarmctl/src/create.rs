@@ -33,6 +33,9 @@ pub struct CreateArgs {
     /// Instead of --spec-file: the command each turn runs (the todo on its stdin).
     #[arg(long, value_name = "CMD")]
     pub turn_command: Option<String>,
+    /// A label of the agent, KEY=VALUE (e.g. team=infra); repeated for several.
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    pub labels: Vec<crate::labels::Label>,
     /// Follow the provisioning jobs until all have settled; exit non-zero if any failed.
     #[arg(long)]
     pub wait: bool,
@@ -90,7 +93,9 @@ impl CreateArgs {
 /// # Errors
 /// [`CtlError`]: the API's refusal, or (with `--wait`) a job that failed or the timeout.
 pub async fn create(api: &Api, args: &CreateArgs, now: impl Fn() -> OffsetDateTime) -> Result<String, CtlError> {
-    let request = CreateAgentRequest { name: args.name.to_string(), hive: args.hive.to_string(), spec: args.spec()? };
+    let labels = args.labels.iter().map(|l| (l.key.clone(), l.value.clone())).collect();
+    let request =
+        CreateAgentRequest { name: args.name.to_string(), hive: args.hive.to_string(), spec: args.spec()?, labels };
     let bytes = client::request(api, Method::POST, paths::AGENTS, None, Some(client::body(&request))).await?;
     let created: AgentCreated = client::answer(&bytes)?;
     let ids = created.jobs;

@@ -85,14 +85,18 @@ pub async fn status(api: &Api, hive: Option<&HiveName>, as_json: bool) -> Result
     Ok(grid(["HIVE", "STATE", "AGE", "VERSION", "LOAD", "AGENTS"], table))
 }
 
-/// `swarmctl agents`: NAME, HIVE, ORIGIN, WANTED, ACTUAL, RESTARTS, TURN (working on which todo,
-/// or idle/paused), LAST (how its last turn ended).
-pub async fn agents(api: &Api, as_json: bool) -> Result<String, CtlError> {
+/// `swarmctl agents [--label KEY[=VALUE]]...`: NAME, HIVE, ORIGIN, WANTED, ACTUAL, RESTARTS, TURN
+/// (working on which todo, or idle/paused), LAST (how its last turn ended), LABELS; only the
+/// agents every selector matches.
+pub async fn agents(api: &Api, selectors: &[crate::labels::Selector], as_json: bool) -> Result<String, CtlError> {
     let bytes = client::request(api, Method::GET, paths::AGENTS, None, None).await?;
+    let (raw, agents): (Vec<Value>, Vec<AgentView>) = (client::answer(&bytes)?, client::answer(&bytes)?);
+    // The JSON printed is the API's as it came, less the agents left out.
+    let (raw, agents): (Vec<Value>, Vec<AgentView>) =
+        raw.into_iter().zip(agents).filter(|(_, a)| selectors.iter().all(|s| s.matches(&a.entry.labels))).unzip();
     if as_json {
-        return pretty_answer(&bytes);
+        return Ok(pretty(&Value::Array(raw)));
     }
-    let agents: Vec<AgentView> = client::answer(&bytes)?;
     let table = agents.iter().map(|a| {
         let wanted = match a.wanted.revision {
             Some(revision) => format!("{} (rev {revision})", a.wanted.state),
@@ -111,9 +115,10 @@ pub async fn agents(api: &Api, as_json: bool) -> Result<String, CtlError> {
             a.actual.as_ref().map_or("-".into(), |s| s.restarts.to_string()),
             current_turn(a),
             last_turn(a),
+            crate::untrusted::cell(&crate::labels::shown(&a.entry.labels)).into_owned(),
         ]
     });
-    Ok(grid(["NAME", "HIVE", "ORIGIN", "WANTED", "ACTUAL", "RESTARTS", "TURN", "LAST"], table))
+    Ok(grid(["NAME", "HIVE", "ORIGIN", "WANTED", "ACTUAL", "RESTARTS", "TURN", "LAST", "LABELS"], table))
 }
 
 /// What the agent is doing, by its hive's last status.

@@ -22,6 +22,7 @@ mod forge;
 mod format;
 mod hives;
 mod jobs;
+mod labels;
 mod linked;
 pub mod remote;
 mod secrets;
@@ -225,6 +226,9 @@ pub enum Top {
     /// Every agent on the roster: its hive, origin, wanted state (with its revision, or
     /// "default" when none was ever set) and actual state.
     Agents {
+        /// Only agents with this label: KEY=VALUE, or KEY for any value; repeated, all must match.
+        #[arg(long = "label", value_name = "KEY[=VALUE]")]
+        labels: Vec<labels::Selector>,
         /// Print the API's JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -338,6 +342,18 @@ pub enum AgentCommand {
         /// Change it only if its wanted state is still at this revision (see `swarmctl agents`).
         #[arg(long, value_name = "REV")]
         if_match: Option<u64>,
+        /// Print the API's JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Set or remove AGENT's labels (to find and group agents: `swarmctl agents --label
+    /// team=infra`, the UI's filter): KEY=VALUE sets, KEY- removes; the others stay.
+    Label {
+        /// The agent.
+        agent: AgentName,
+        /// KEY=VALUE to set, KEY- to remove (keys: lower-case letters, digits, '.', '_', '-').
+        #[arg(required = true, value_name = "KEY=VALUE|KEY-")]
+        changes: Vec<labels::LabelChange>,
         /// Print the API's JSON.
         #[arg(long)]
         json: bool,
@@ -607,7 +623,7 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
         Top::Hives { command: Some(HivesCommand::Status { hive, json }), .. } => {
             return hives::status(api, hive.as_ref(), json).await;
         }
-        Top::Agents { json } => return hives::agents(api, json).await,
+        Top::Agents { labels, json } => return hives::agents(api, &labels, json).await,
         Top::LinkAgent => return Err(CtlError::Remote("link-agent serves an identity's link: give --via FILE".into())),
         Top::Doctor { json } => {
             let shown = match &cli.via {
@@ -657,6 +673,9 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
             let (hive, agent, state) = state_words(&words)?;
             let hive = hives::hive_of(api, hive, &agent).await?;
             return hives::set_state(api, &hive, &agent, state, if_match, json).await;
+        }
+        Top::Agent(AgentCommand::Label { agent, changes, json }) => {
+            return labels::change(api, &agent, &changes, json).await;
         }
         Top::Jobs { command: Some(JobsCommand::Retry { id, json }), .. } => {
             return jobs::retry(api, &id, json).await;

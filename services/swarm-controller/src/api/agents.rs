@@ -6,7 +6,8 @@ use hyperhive_hive_proto::roster::RosterEntry;
 use hyperhive_hive_proto::status::{ActualState, ExitInfo};
 use hyperhive_hive_proto::wanted::{WantedState, default_wanted};
 use hyperhive_hive_proto::{AgentName, HiveName};
-use hyperhive_swarm_api::agents::{AgentView, StateRequest, StateView, WantedView};
+use hyperhive_hive_proto::labels::merge;
+use hyperhive_swarm_api::agents::{AgentView, LabelsView, StateRequest, StateView, WantedView};
 use serde::Serialize;
 use warp::http::StatusCode;
 use warp::reply::Response;
@@ -14,7 +15,7 @@ use warp::reply::Response;
 use super::hives::{parse_hive, unavailable};
 use hyperhive_swarm_api::roles::Role;
 use hyperhive_swarm_api::work::LastTurn;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::{ApiError, json};
@@ -146,6 +147,25 @@ impl AgentsApi {
             })
             .collect();
         Ok(json(StatusCode::OK, &live))
+    }
+
+    /// Changes the agent's labels by a JSON merge patch (`{"team": "infra", "old": null}`), as a
+    /// compare-and-set on its roster entry: a concurrent change of another label is kept.
+    pub(super) async fn patch_labels(&self, agent: &str, body: &[u8]) -> Result<Response, ApiError> {
+        const SEND: &str = r#"send a JSON object of label keys to strings (set) or null (remove), e.g. {"team": "infra", "old": null}"#;
+        let agent = AgentName::parse(agent).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let patch: BTreeMap<String, Option<String>> = serde_json::from_slice(body)
+            .map_err(|e| ApiError::BadRequest(format!("malformed request body: {e}; {SEND}")))?;
+        if !self.roster.contains(&agent).await.map_err(ApiError::Unavailable)? {
+            return Err(ApiError::NotFound(format!("no agent {agent} on the roster")));
+        }
+        let entry = self
+            .roster
+            .try_update(&agent, |entry| merge(&entry.labels, &patch).map(|labels| entry.labels = labels))
+            .await
+            .map_err(ApiError::Unavailable)?
+            .map_err(|refused| ApiError::BadRequest(refused.to_string()))?;
+        Ok(json(StatusCode::OK, &LabelsView { agent, labels: entry.labels }))
     }
 
     /// Parses the request, then hands it to the one writer of wanted state

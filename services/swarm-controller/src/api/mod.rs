@@ -78,7 +78,7 @@ use ui::UiApi;
 /// The largest body each route reads, shared with clients ([`hyperhive_swarm_api::limits`]); a
 /// schedule's is `MAX_REQUEST_BYTES` here.
 pub use hyperhive_swarm_api::limits::{
-    MAX_CREATE_REQUEST_BYTES, MAX_LINKED_REQUEST_BYTES, MAX_PROMPT_REQUEST_BYTES,
+    MAX_CREATE_REQUEST_BYTES, MAX_LABELS_REQUEST_BYTES, MAX_LINKED_REQUEST_BYTES, MAX_PROMPT_REQUEST_BYTES,
     MAX_SCHEDULE_REQUEST_BYTES as MAX_REQUEST_BYTES, MAX_STATE_REQUEST_BYTES,
 };
 
@@ -345,13 +345,13 @@ impl App {
             RouteId::Metrics => Ok(self.metrics()),
             RouteId::ListSchedules => self.schedules.list().await,
             RouteId::CreateSchedule => {
-                let body = schedule_body(headers, body).await?;
+                let body = json_request(headers, body, MAX_REQUEST_BYTES, SCHEDULE_FITS).await?;
                 self.schedules.create(&body).await
             }
             RouteId::GetSchedule => self.schedules.get(param(0)).await,
             RouteId::ScheduleFired => self.turns.fired(param(0)).await,
             RouteId::PatchSchedule => {
-                let body = schedule_body(headers, body).await?;
+                let body = json_request(headers, body, MAX_REQUEST_BYTES, SCHEDULE_FITS).await?;
                 self.schedules.patch(param(0), if_match(headers)?, &body).await
             }
             RouteId::DeleteSchedule => self.schedules.delete(param(0), if_match(headers)?).await,
@@ -360,10 +360,14 @@ impl App {
             RouteId::HiveStatus => self.hives.hive_status(param(0)).await,
             RouteId::ListAgents => self.agents.list_agents().await,
             RouteId::CreateAgent => {
-                let body = create_body(headers, body).await?;
+                let body = json_request(headers, body, MAX_CREATE_REQUEST_BYTES, CREATE_FITS).await?;
                 self.creation.create_agent(&body).await
             }
             RouteId::AgentsStatus => self.agents.agents_status().await,
+            RouteId::PatchLabels => {
+                let body = json_request(headers, body, MAX_LABELS_REQUEST_BYTES, LABELS_FITS).await?;
+                self.agents.patch_labels(param(0), &body).await
+            }
             RouteId::SetState => {
                 let revision = if_match(headers)?;
                 let body = state_body(headers, body).await?;
@@ -372,7 +376,7 @@ impl App {
             RouteId::ListLinked => self.linked.list_linked(param(0), param(1)).await,
             RouteId::PutMatrixAccount | RouteId::PutForgeAccount | RouteId::PutGithubAccount => {
                 let (kind, name) = linked_kind(route, params);
-                let body = linked_body(headers, body).await?;
+                let body = json_request(headers, body, MAX_LINKED_REQUEST_BYTES, LINKED_FITS).await?;
                 self.linked.put_linked(param(0), param(1), kind, name, &body).await
             }
             RouteId::DeleteMatrixAccount | RouteId::DeleteForgeAccount | RouteId::DeleteGithubAccount => {
@@ -395,11 +399,11 @@ impl App {
             RouteId::ConfigPr => self.forge.config_pr(param(0)).await,
             RouteId::Issues => Ok(self.forge.issues()),
             RouteId::PromptAgent => {
-                let body = prompt_body(headers, body).await?;
+                let body = json_request(headers, body, MAX_PROMPT_REQUEST_BYTES, PROMPT_FITS).await?;
                 self.todos.prompt(param(0), set_by(headers, caller)?, &body).await
             }
             RouteId::PromptAgents => {
-                let body = prompt_body(headers, body).await?;
+                let body = json_request(headers, body, MAX_PROMPT_REQUEST_BYTES, PROMPT_FITS).await?;
                 self.todos.prompt_many(set_by(headers, caller)?, &body).await
             }
             RouteId::ListTodos => self.todos.list(param(0)).await,
@@ -493,37 +497,26 @@ fn json(status: StatusCode, value: &impl serde::Serialize) -> Response {
     warp::reply::with_status(warp::reply::json(value), status).into_response()
 }
 
-/// A schedule's request body (create or change), provided it is declared as JSON (else 415) and
-/// no larger than [`MAX_REQUEST_BYTES`] (else 413).
-async fn schedule_body<S, B>(headers: &HeaderMap, body: S) -> Result<Bytes, ApiError>
+/// A JSON request body: declared as JSON (else 415) and at most `limit` bytes (else 413, with
+/// `what_fits` saying what the limit is made for).
+async fn json_request<S, B>(headers: &HeaderMap, body: S, limit: usize, what_fits: &str) -> Result<Bytes, ApiError>
 where
     S: Stream<Item = Result<B, warp::Error>> + Send,
     B: Buf,
 {
-    hyperhive_json_body::json_body(headers, body, MAX_REQUEST_BYTES).await.map_err(|e| match e {
+    hyperhive_json_body::json_body(headers, body, limit).await.map_err(|e| match e {
         BodyError::NotJson(_) => ApiError::UnsupportedMediaType(e.to_string()),
-        BodyError::TooLarge { .. } => {
-            ApiError::PayloadTooLarge(format!("{e}; a schedule's prompt (`body`) is at most 64 KiB"))
-        }
+        BodyError::TooLarge { .. } => ApiError::PayloadTooLarge(format!("{e}; {what_fits}")),
         BodyError::Read(_) => ApiError::BadRequest(e.to_string()),
     })
 }
 
-/// An agent create's body, provided it is declared as JSON and no larger than
-/// [`MAX_CREATE_REQUEST_BYTES`].
-async fn create_body<S, B>(headers: &HeaderMap, body: S) -> Result<Bytes, ApiError>
-where
-    S: Stream<Item = Result<B, warp::Error>> + Send,
-    B: Buf,
-{
-    hyperhive_json_body::json_body(headers, body, MAX_CREATE_REQUEST_BYTES).await.map_err(|e| match e {
-        BodyError::NotJson(_) => ApiError::UnsupportedMediaType(e.to_string()),
-        BodyError::TooLarge { .. } => ApiError::PayloadTooLarge(format!(
-            "{e}; an agent's spec holds at most a 16 KiB turn command and 64 environment values of 16 KiB"
-        )),
-        BodyError::Read(_) => ApiError::BadRequest(e.to_string()),
-    })
-}
+/// What each JSON body's limit is made for, as a 413 says.
+const SCHEDULE_FITS: &str = "a schedule's prompt (`body`) is at most 64 KiB";
+const CREATE_FITS: &str = "an agent's spec holds at most a 16 KiB turn command and 64 environment values of 16 KiB";
+const PROMPT_FITS: &str = "a prompt is at most 64 KiB";
+const LINKED_FITS: &str = "a linked account holds URLs, names and a token of at most 4 KiB";
+const LABELS_FITS: &str = "an agent has at most 32 labels of 63-byte keys and values";
 
 /// A state change's body, provided it is declared as JSON and no larger than
 /// [`MAX_STATE_REQUEST_BYTES`]; any other is a 400 saying what to send, like a malformed one.
@@ -535,20 +528,6 @@ where
     hyperhive_json_body::json_body(headers, body, MAX_STATE_REQUEST_BYTES)
         .await
         .map_err(|e| ApiError::BadRequest(format!("{e}; {}", agents::SEND_STATE)))
-}
-
-/// A prompt's body, declared as JSON (else 415) and at most [`MAX_PROMPT_REQUEST_BYTES`] (else
-/// 413).
-async fn prompt_body<S, B>(headers: &HeaderMap, body: S) -> Result<Bytes, ApiError>
-where
-    S: Stream<Item = Result<B, warp::Error>> + Send,
-    B: Buf,
-{
-    hyperhive_json_body::json_body(headers, body, MAX_PROMPT_REQUEST_BYTES).await.map_err(|e| match e {
-        BodyError::NotJson(_) => ApiError::UnsupportedMediaType(e.to_string()),
-        BodyError::TooLarge { .. } => ApiError::PayloadTooLarge(format!("{e}; a prompt is at most 64 KiB")),
-        BodyError::Read(_) => ApiError::BadRequest(e.to_string()),
-    })
 }
 
 /// An optional small JSON body (a cancel's `{"todo_id": ...}`), at most
@@ -579,22 +558,6 @@ fn linked_kind<'a>(route: RouteId, params: &[&'a str]) -> (Kind, Option<&'a str>
         RouteId::PutForgeAccount | RouteId::DeleteForgeAccount => (Kind::Forge, Some(params[2])),
         _ => (Kind::Github, None),
     }
-}
-
-/// A linked account's body, declared as JSON (else 415) and at most
-/// [`MAX_LINKED_REQUEST_BYTES`] (else 413).
-async fn linked_body<S, B>(headers: &HeaderMap, body: S) -> Result<Bytes, ApiError>
-where
-    S: Stream<Item = Result<B, warp::Error>> + Send,
-    B: Buf,
-{
-    hyperhive_json_body::json_body(headers, body, MAX_LINKED_REQUEST_BYTES).await.map_err(|e| match e {
-        BodyError::NotJson(_) => ApiError::UnsupportedMediaType(e.to_string()),
-        BodyError::TooLarge { .. } => {
-            ApiError::PayloadTooLarge(format!("{e}; a linked account holds URLs, names and a token of at most 4 KiB"))
-        }
-        BodyError::Read(_) => ApiError::BadRequest(e.to_string()),
-    })
 }
 
 /// The optional `If-Match: <revision>` header (a bare or quoted number).

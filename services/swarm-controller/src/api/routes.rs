@@ -39,6 +39,8 @@ pub enum RouteId {
     CreateAgent,
     /// `GET /api/agents/status`.
     AgentsStatus,
+    /// `PATCH /api/agents/{name}/labels`.
+    PatchLabels,
     /// `PUT /api/hives/{hive}/agents/{agent}/state`.
     SetState,
     /// `GET /api/hives/{hive}/agents/{agent}/linked-accounts`.
@@ -166,6 +168,12 @@ pub const ROUTES: &[Route] = &[
     route(Method::GET, "/api/agents", RouteId::ListAgents, "the roster joined with wanted and actual state"),
     route(Method::POST, "/api/agents", RouteId::CreateAgent, "create an agent: its provisioning jobs are queued (202)"),
     route(Method::GET, "/api/agents/status", RouteId::AgentsStatus, "the live part per agent"),
+    route(
+        Method::PATCH,
+        "/api/agents/{name}/labels",
+        RouteId::PatchLabels,
+        "change the agent's labels: a JSON merge patch, a key set to null is removed",
+    ),
     route(
         Method::PUT,
         "/api/hives/{hive}/agents/{agent}/state",
@@ -368,6 +376,7 @@ pub fn needed(id: RouteId) -> Role {
         | R::PatchSchedule
         | R::DeleteSchedule
         | R::SetState
+        | R::PatchLabels
         | R::PutIcon
         | R::DeleteIcon
         | R::RetryJob

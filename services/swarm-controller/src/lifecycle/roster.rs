@@ -171,6 +171,20 @@ impl Roster {
     /// # Errors
     /// The agent is not on the roster, or NATS errors, as text.
     pub async fn update(&self, agent: &AgentName, change: impl Fn(&mut RosterEntry)) -> Result<RosterEntry, String> {
+        let written = self.try_update(agent, |entry| Ok::<_, std::convert::Infallible>(change(entry))).await?;
+        Ok(written.unwrap_or_else(|never| match never {}))
+    }
+
+    /// [`Roster::update`] with a change that may refuse: a refusal (the inner error) writes
+    /// nothing.
+    ///
+    /// # Errors
+    /// The agent is not on the roster, or NATS errors, as text.
+    pub async fn try_update<E>(
+        &self,
+        agent: &AgentName,
+        change: impl Fn(&mut RosterEntry) -> Result<(), E>,
+    ) -> Result<Result<RosterEntry, E>, String> {
         for _ in 0..UPDATE_ATTEMPTS {
             let current = self.kv.entry(agent.as_str()).await.map_err(|e| e.to_string())?;
             let Some(current) = current.filter(|e| e.operation == kv::Operation::Put) else {
@@ -178,10 +192,12 @@ impl Roster {
             };
             let mut entry: RosterEntry = serde_json::from_slice(&current.value)
                 .map_err(|e| format!("agent {agent}'s roster entry is unreadable: {e}"))?;
-            change(&mut entry);
+            if let Err(refused) = change(&mut entry) {
+                return Ok(Err(refused));
+            }
             let bytes = serde_json::to_vec(&entry).map_err(|e| e.to_string())?;
             match self.kv.update(agent.as_str(), bytes.into(), current.revision).await {
-                Ok(_) => return Ok(entry),
+                Ok(_) => return Ok(Ok(entry)),
                 Err(err) if err.kind() == kv::UpdateErrorKind::WrongLastRevision => continue,
                 Err(err) => return Err(err.to_string()),
             }
@@ -222,6 +238,7 @@ impl Roster {
                 identities: Identities::default(),
                 spec: None,
                 revision: 0,
+                labels: Default::default(),
             };
             let bytes = serde_json::to_vec(&entry).map_err(|e| e.to_string())?;
             match self.kv.create(agent.as_str(), bytes.into()).await {

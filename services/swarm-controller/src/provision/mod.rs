@@ -153,6 +153,7 @@ impl Provisioner {
             identities: Identities::default(),
             spec: Some(valid.spec),
             revision: 0,
+            labels: valid.labels,
         };
         if !self.roster.create(&valid.name, &entry).await.map_err(CreateError::Store)? {
             return Err(CreateError::Taken(valid.name.to_string()));

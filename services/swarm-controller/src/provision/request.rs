@@ -1,6 +1,7 @@
 //! The body of `POST /api/agents` and everything checked before anything is stored.
 
 use hyperhive_hive_proto::directory::HiveDirectory;
+use hyperhive_hive_proto::labels::{Labels, check_labels};
 use hyperhive_hive_proto::spec::AgentSpec;
 use hyperhive_hive_proto::{AgentName, HiveName};
 
@@ -16,6 +17,8 @@ pub struct ValidRequest {
     pub hive: HiveName,
     /// Its spec, valid.
     pub spec: AgentSpec,
+    /// Its labels, valid.
+    pub labels: Labels,
 }
 
 /// Why an agent is not created; nothing is stored or queued.
@@ -74,11 +77,12 @@ impl CreateChecks for CreateRequest {
         let name = AgentName::parse(&self.name).map_err(|e| CreateError::Invalid(e.to_string()))?;
         let hive = HiveName::parse(&self.hive).map_err(|e| CreateError::Invalid(e.to_string()))?;
         self.spec.validate(&name).map_err(|e| CreateError::Invalid(e.to_string()))?;
+        check_labels(&self.labels).map_err(|e| CreateError::Invalid(e.to_string()))?;
         let entry = hives.get(&hive).ok_or_else(|| CreateError::UnknownHive(hive.to_string()))?;
         if entry.xkey.is_none() {
             return Err(CreateError::HiveWithoutXkey(hive.to_string()));
         }
-        Ok(ValidRequest { name, hive, spec: self.spec })
+        Ok(ValidRequest { name, hive, spec: self.spec, labels: self.labels })
     }
 }
 
@@ -98,8 +102,11 @@ mod tests {
 
     #[test]
     fn a_good_request_passes() {
-        let valid = check(r#"{"name": "alpha", "hive": "h1", "spec": {"turn_command": "cat"}}"#).unwrap();
+        let valid =
+            check(r#"{"name": "alpha", "hive": "h1", "spec": {"turn_command": "cat"}, "labels": {"team": "infra"}}"#)
+                .unwrap();
         assert_eq!((valid.name.as_str(), valid.hive.as_str()), ("alpha", "h1"));
+        assert_eq!(valid.labels.get("team").map(String::as_str), Some("infra"));
     }
 
     #[test]
@@ -113,6 +120,8 @@ mod tests {
             (r#"{"name": "alpha", "hive": "H!", "spec": {"turn_command": "cat"}}"#, "H!"),
             (r#"{"name": "alpha", "hive": "h1", "spec": {"turn_command": " "}}"#, "turn_command is empty"),
             (r#"{"name": "alpha", "hive": "h1", "spec": {"turn_command": "c", "env": {"HIVE_X": "1"}}}"#, "reserved"),
+            (r#"{"name": "alpha", "hive": "h1", "spec": {"turn_command": "c"}, "labels": {"Team": "x"}}"#, "label key \"Team\""),
+            (r#"{"name": "alpha", "hive": "h1", "spec": {"turn_command": "c"}, "labels": {"team": 1}}"#, "invalid type"),
         ];
         for (body, needle) in cases {
             let err = check(body).unwrap_err();

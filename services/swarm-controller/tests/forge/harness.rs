@@ -133,6 +133,7 @@ impl ForgeSwarm {
             identities,
             spec: None,
             revision: 0,
+            labels: Default::default(),
         };
         let roster = Roster::new(self.js.clone(), self.js.get_key_value("agents").await.unwrap());
         assert!(roster.create(&AgentName::parse(agent).unwrap(), &entry).await.unwrap());
