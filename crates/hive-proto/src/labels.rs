@@ -44,11 +44,7 @@ pub enum LabelError {
 pub fn check_key(key: &str) -> Result<(), LabelError> {
     let first_ok = key.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
     let rest_ok = key.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b));
-    if first_ok && rest_ok && key.len() <= MAX_LABEL_BYTES {
-        Ok(())
-    } else {
-        Err(LabelError::Key(key.to_owned()))
-    }
+    if first_ok && rest_ok && key.len() <= MAX_LABEL_BYTES { Ok(()) } else { Err(LabelError::Key(key.to_owned())) }
 }
 
 /// Checks one label: its key and its value (which may be empty).
@@ -60,11 +56,7 @@ pub fn check_label(key: &str, value: &str) -> Result<(), LabelError> {
     let value_ok = value.len() <= MAX_LABEL_BYTES
         && value.bytes().all(|b| b.is_ascii_alphanumeric() || b"._- ".contains(&b))
         && value.trim() == value;
-    if value_ok {
-        Ok(())
-    } else {
-        Err(LabelError::Value { key: key.to_owned(), value: value.to_owned() })
-    }
+    if value_ok { Ok(()) } else { Err(LabelError::Value { key: key.to_owned(), value: value.to_owned() }) }
 }
 
 /// Checks every label and their number.
@@ -134,7 +126,8 @@ mod tests {
         assert_eq!(merged, Labels::from([("team".into(), "web".into()), ("zone".into(), "eu".into())]));
         let bad = BTreeMap::from([("Team".to_owned(), Some("x".to_owned()))]);
         assert!(merge(&labels, &bad).unwrap_err().to_string().contains("\"Team\""));
-        let many: BTreeMap<String, Option<String>> = (0..=MAX_LABELS).map(|i| (format!("k{i}"), Some(String::new()))).collect();
+        let many: BTreeMap<String, Option<String>> =
+            (0..=MAX_LABELS).map(|i| (format!("k{i}"), Some(String::new()))).collect();
         assert_eq!(merge(&Labels::new(), &many), Err(LabelError::TooMany(MAX_LABELS + 1)));
     }
 }

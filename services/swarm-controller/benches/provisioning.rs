@@ -123,6 +123,7 @@ impl Bench {
                     turn_timeout: None,
                     env: Default::default(),
                 },
+                labels: Default::default(),
             };
             ids.extend(self.provisioner.create(request).await.expect("created"));
         }

@@ -169,6 +169,20 @@ async fn api_get(stack: &Stack, path: &str) -> Value {
 }
 
 /// Runs `expression` in the page and returns its value.
+/// An agent's labels as `GET /api/agents` lists them (`null` when it has none).
+async fn labels_of(stack: &Stack, agent: &str) -> Value {
+    let agents = api_get(stack, "/api/agents").await;
+    agents
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == agent)
+        .unwrap()
+        .get("labels")
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
 async fn eval(browser: &Browser, expression: &str) -> serde_json::Value {
     browser.run(&format!("return {expression};"), json!([])).await.unwrap()
 }
@@ -336,8 +350,10 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
     browser.type_into(r#"#create-form input[name="name"]"#, "gamma", SOON).await.unwrap();
     assert_eq!(eval(&browser, &format!("{name}.validity.valid")).await, json!(true));
     browser.type_into(r#"#create-form input[name="turn_command"]"#, "cat", SOON).await.unwrap();
+    browser.type_into(r#"#create-form input[name="labels"]"#, "team=web", SOON).await.unwrap();
     browser.click("#create-form button[type=submit]", SOON).await.unwrap();
     let notice = browser.text_when("#created", SOON, |t| t.contains("gamma")).await.unwrap();
+    assert_eq!(labels_of(&stack, "gamma").await, json!({"team": "web"}));
     assert!(notice.contains("starts paused"), "{notice}");
     assert_eq!(eval(&browser, "document.querySelector('#created a').hash").await, json!("#/agents/gamma"));
     let graph = wait_until("gamma's jobs settled", Duration::from_secs(60), || async {
@@ -394,6 +410,27 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
     })
     .await
     .unwrap();
+    // (The page redraws after an upload: open it again before typing into it.)
+    show(&stack, &browser, "agents/bee").await;
+    // Labels: two added in one go, one removed by its chip's button; each a merge patch.
+    browser.type_into("#label-input", "team=infra tier=gold", SOON).await.unwrap();
+    browser.click("#label-form button[type=submit]", SOON).await.unwrap();
+    browser.text_when("#agent-labels", SOON, |t| t.contains("team=infra") && t.contains("tier=gold")).await.unwrap();
+    browser.click(r#"#agent-labels [data-label="tier=gold"] button"#, SOON).await.unwrap();
+    browser.text_when("#agent-labels", SOON, |t| t.contains("team=infra") && !t.contains("tier")).await.unwrap();
+    assert_eq!(labels_of(&stack, "bee").await, json!({"team": "infra"}));
+    // A word that is not a label is refused in the page, saying how to write one.
+    browser.type_into("#label-input", "nolabel", SOON).await.unwrap();
+    browser.click("#label-form button[type=submit]", SOON).await.unwrap();
+    let refused = browser.text_when("#banner", SOON, |t| !t.is_empty()).await.unwrap();
+    assert!(refused.contains("key=value"), "{refused}");
+    // The agents list filters by label: bee (team=infra) shown, gamma (team=web) not.
+    show(&stack, &browser, "agents").await;
+    browser.text_when("#agent-label", SOON, |t| t.contains("team=infra") && t.contains("team=web")).await.unwrap();
+    browser.run(&set("#agent-label", "team=infra"), json!([])).await.unwrap();
+    browser.text_when("#agent-list", SOON, |t| t.contains("bee") && !t.contains("gamma")).await.unwrap();
+    browser.run(&set("#agent-label", "team=web"), json!([])).await.unwrap();
+    browser.text_when("#agent-list", SOON, |t| !t.contains("bee") && t.contains("gamma")).await.unwrap();
     show(&stack, &browser, "agents/bee").await;
     browser.find("#terminal", SOON).await.unwrap();
     let todo = json!({"id": "t-ui", "source": "ui test", "body": "watch me"}).to_string();

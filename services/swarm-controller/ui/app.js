@@ -161,6 +161,25 @@ function agentLink(name) {
   return el("a", { href: `#/agents/${encodeURIComponent(name)}` }, name);
 }
 
+// An agent's labels as `key=value` chips; with `remove`, each has a button that removes it.
+function labelChips(labels, remove) {
+  const entries = Object.entries(labels || {});
+  if (!entries.length) return "";
+  return el("span", { class: "labels" }, entries.map(([k, v]) => el("span", { class: "label-chip", "data-label": `${k}=${v}` }, `${k}=${v}`,
+    remove ? el("button", { class: "chip-remove", title: `Remove ${k}`, "aria-label": `Remove label ${k}`, onclick: () => remove(k) }, "×") : "")));
+}
+
+// `team=infra tier=gold` (spaces or commas between) as labels; throws saying which word is wrong.
+function parseLabels(text) {
+  const labels = {};
+  for (const word of text.split(/[\s,]+/).filter(Boolean)) {
+    const at = word.indexOf("=");
+    if (at < 1) throw new Error(`"${word}" is not a label: write key=value, e.g. team=infra`);
+    labels[word.slice(0, at)] = word.slice(at + 1);
+  }
+  return labels;
+}
+
 // How a turn ended, as a badge: "succeeded", "failed (exit 3)", "cancelled"...
 function outcome(turn) {
   const words = turn.outcome.replace("_", " ");
@@ -221,7 +240,7 @@ function stateButtons(a) {
 function listed(agent) {
   const actual = agent.actual && { actual: agent.actual.actual, wanted: agent.actual.wanted, turn: agent.actual.turn && { turn: agent.actual.turn.turn },
     problem: agent.actual.problem, last_exit: agent.actual.last_exit };
-  return { name: agent.name, hive: agent.hive, origin: agent.origin, wanted: agent.wanted, actual, last_turn: agent.last_turn };
+  return { name: agent.name, hive: agent.hive, origin: agent.origin, labels: agent.labels || {}, wanted: agent.wanted, actual, last_turn: agent.last_turn };
 }
 
 // Each agent's waiting todos, counted (an agent whose queue cannot be read shows "-").
@@ -232,7 +251,7 @@ async function queueLengths(agents) {
 
 function agentRows(agents, hives, queues) {
   return agents.map((a) => [el("img", { class: "icon", src: `/api/agents/${a.name}/icon`, alt: "" }),
-    agentLink(a.name), hiveLink(a.hive), reportedState(a, hives[a.hive]), state(activity(a)), lastTurn(a.last_turn),
+    el("span", {}, agentLink(a.name), labelChips(a.labels)), hiveLink(a.hive), reportedState(a, hives[a.hive]), state(activity(a)), lastTurn(a.last_turn),
     queues[a.name] == null ? "-" : String(queues[a.name]), stateButtons(a)]);
 }
 
@@ -370,10 +389,11 @@ function fact(term, value) {
 }
 
 async function agentsView() {
-  const search = el("input", { id: "agent-search", type: "search", placeholder: "name, hive, state...", "aria-label": "Search" });
+  const search = el("input", { id: "agent-search", type: "search", placeholder: "name, hive, state, label...", "aria-label": "Search" });
   const hiveFilter = el("select", { id: "agent-hive", "aria-label": "Hive" }, el("option", { value: "" }, "every hive"));
   const stateFilter = el("select", { id: "agent-state", "aria-label": "State" }, el("option", { value: "" }, "every state"),
     ["working", "idle", "paused", "failed", "starting", "stopped", "unknown", "stale", "pending"].map((s) => el("option", { value: s }, s)));
+  const labelFilter = el("select", { id: "agent-label", "aria-label": "Label" }, el("option", { value: "" }, "every label"));
   const list = el("div", { id: "agent-list" });
   let latest = null;
   const draw = () => {
@@ -384,12 +404,14 @@ async function agentsView() {
       const tags = [activity(a), a.actual ? a.actual.actual : "unknown", a.wanted.state];
       if (hives[a.hive] && hives[a.hive].stale) tags.push("stale");
       if (a.actual && a.actual.wanted !== a.wanted.state) tags.push("pending");
-      const haystack = [a.name, a.hive, a.origin, ...tags].join(" ").toLowerCase();
-      return words.every((w) => haystack.includes(w)) && (!hiveFilter.value || a.hive === hiveFilter.value) && (!stateFilter.value || tags.includes(stateFilter.value));
+      const labels = Object.entries(a.labels).map(([k, v]) => `${k}=${v}`);
+      const haystack = [a.name, a.hive, a.origin, ...tags, ...labels].join(" ").toLowerCase();
+      return words.every((w) => haystack.includes(w)) && (!hiveFilter.value || a.hive === hiveFilter.value) && (!stateFilter.value || tags.includes(stateFilter.value))
+        && (!labelFilter.value || labels.includes(labelFilter.value));
     });
     list.replaceChildren(table(AGENT_HEADERS, agentRows(shown, hives, queues)));
   };
-  for (const input of [search, hiveFilter, stateFilter]) input.addEventListener("input", draw);
+  for (const input of [search, hiveFilter, stateFilter, labelFilter]) input.addEventListener("input", draw);
   const load = async () => {
     const [agents, hives] = await Promise.all([api("GET", "/api/agents"), hiveStatuses(true)]);
     return { agents: agents.map(listed), hives, queues: await queueLengths(agents) };
@@ -399,10 +421,13 @@ async function agentsView() {
     latest = data;
     const known = new Set([...hiveFilter.options].map((o) => o.value));
     for (const name of Object.keys(data.hives)) if (!known.has(name)) hiveFilter.append(el("option", { value: name }, name));
+    const knownLabels = new Set([...labelFilter.options].map((o) => o.value));
+    const labels = new Set(data.agents.flatMap((a) => Object.entries(a.labels).map(([k, v]) => `${k}=${v}`)));
+    for (const label of [...labels].sort()) if (!knownLabels.has(label)) labelFilter.append(el("option", { value: label }, label));
     draw();
     return [];
   }, problems);
-  return [el("h1", {}, "Agents"), el("div", { class: "filters" }, search, hiveFilter, stateFilter), list, problems];
+  return [el("h1", {}, "Agents"), el("div", { class: "filters" }, search, hiveFilter, stateFilter, labelFilter), list, problems];
 }
 
 // The prompt box and the queue (shown above the terminal) and the turn history (below it) of one
@@ -529,7 +554,7 @@ async function agentView(name) {
   const sections = [
     el("div", { class: "agent-head" }, iconUpload(name), el("div", {}, el("h1", {}, name),
       el("p", { id: "agent-states" }, pill("wanted", agent.wanted.state), " ", pill("on its hive", agent.actual ? agent.actual.actual : "unknown"), " ", reportedStale(agent, hives[agent.hive])),
-      el("p", { class: "muted" }, "on ", hiveLink(agent.hive), `, ${agent.origin}`))),
+      el("p", { class: "muted" }, "on ", hiveLink(agent.hive), `, ${agent.origin}`), labelEditor(agent))),
     el("p", {}, stateButtons(agent)),
     el("h2", {}, "Turn"), header,
     ...work.above,
@@ -548,6 +573,32 @@ async function agentView(name) {
     return el("p", {}, el("a", { href: pr.url }, `#${pr.number} ${pr.title}`), " ", state(pr.state), pr.mergeable === false ? " conflicts" : "");
   }));
   return sections;
+}
+
+// The agent's labels, each removable, and a box adding `key=value` ones: one merge patch each.
+function labelEditor(agent) {
+  const chips = el("span", { id: "agent-labels" });
+  const change = async (patch) => {
+    try {
+      const answer = await api("PATCH", `/api/agents/${agent.name}/labels`, patch);
+      draw(answer.labels);
+      showError("");
+      return true;
+    } catch (error) {
+      showError(`${agent.name}: ${error.message}`);
+      return false;
+    }
+  };
+  const draw = (labels) => chips.replaceChildren(labelChips(labels, (key) => change({ [key]: null })) || el("span", { class: "muted" }, "no labels"));
+  draw(agent.labels);
+  const input = el("input", { id: "label-input", placeholder: "team=infra", "aria-label": "Add labels", size: 14 });
+  const form = el("form", { class: "inline", id: "label-form", onsubmit: async (event) => {
+    event.preventDefault();
+    let labels;
+    try { labels = parseLabels(input.value); } catch (error) { showError(error.message); return; }
+    if (Object.keys(labels).length && await change(labels)) input.value = "";
+  } }, input, el("button", { type: "submit" }, "Add label"));
+  return el("p", { class: "agent-labels" }, "Labels: ", chips, " ", form);
 }
 
 // Says so when the agent's hive has stopped reporting (its states above are its last report),
@@ -702,7 +753,10 @@ async function createView() {
     event.preventDefault();
     const data = new FormData(form);
     try {
-      const created = await api("POST", "/api/agents", { name: data.get("name"), hive: data.get("hive"), spec: { turn_command: data.get("turn_command") } });
+      const request = { name: data.get("name"), hive: data.get("hive"), spec: { turn_command: data.get("turn_command") } };
+      const labels = parseLabels(data.get("labels") || "");
+      if (Object.keys(labels).length) request.labels = labels;
+      const created = await api("POST", "/api/agents", request);
       showError("");
       result.replaceChildren(createdNotice(data.get("name"), data.get("hive")));
       liveGraph(created.graph, graph);
@@ -715,6 +769,8 @@ async function createView() {
   el("label", {}, "Hive", el("select", { name: "hive" }, hives.map((h) => el("option", { value: h.name }, h.name)))),
   el("label", {}, "Turn command", el("input", { name: "turn_command", required: true, placeholder: "e.g. claude -p" }),
     el("small", {}, "Required: the command each turn runs, with the prompt on its standard input.")),
+  el("label", {}, "Labels", el("input", { name: "labels", placeholder: "e.g. team=infra tier=gold" }),
+    el("small", {}, "Optional: key=value pairs, to find and group agents.")),
   el("button", { type: "submit", disabled: !able }, "Create"));
   return [el("h1", {}, "Create an agent"), result, form, el("h2", {}, "Its jobs"), graph];
 }

@@ -27,7 +27,8 @@ impl FromStr for Label {
     type Err = String;
 
     fn from_str(word: &str) -> Result<Self, Self::Err> {
-        let (key, value) = word.split_once('=').ok_or_else(|| format!("{word:?} is not KEY=VALUE (e.g. team=infra)"))?;
+        let (key, value) =
+            word.split_once('=').ok_or_else(|| format!("{word:?} is not KEY=VALUE (e.g. team=infra)"))?;
         check_label(key, value).map_err(|e| e.to_string())?;
         Ok(Self { key: key.to_owned(), value: value.to_owned() })
     }
@@ -124,7 +125,10 @@ mod tests {
             "team=infra".parse::<LabelChange>(),
             Ok(LabelChange::Set(Label { key: "team".into(), value: "infra".into() }))
         );
-        assert_eq!("note=".parse::<LabelChange>(), Ok(LabelChange::Set(Label { key: "note".into(), value: "".into() })));
+        assert_eq!(
+            "note=".parse::<LabelChange>(),
+            Ok(LabelChange::Set(Label { key: "note".into(), value: "".into() }))
+        );
         assert_eq!("team-".parse::<LabelChange>(), Ok(LabelChange::Remove("team".into())));
         // A value ending in '-' is a value, not a removal.
         assert_eq!(

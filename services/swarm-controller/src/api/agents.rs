@@ -2,11 +2,11 @@
 //! and actual state, and the one writer of wanted state.
 
 use hyperhive_hive_proto::agent_files::TurnState;
+use hyperhive_hive_proto::labels::merge;
 use hyperhive_hive_proto::roster::RosterEntry;
 use hyperhive_hive_proto::status::{ActualState, ExitInfo};
 use hyperhive_hive_proto::wanted::{WantedState, default_wanted};
 use hyperhive_hive_proto::{AgentName, HiveName};
-use hyperhive_hive_proto::labels::merge;
 use hyperhive_swarm_api::agents::{AgentView, LabelsView, StateRequest, StateView, WantedView};
 use serde::Serialize;
 use warp::http::StatusCode;

@@ -171,7 +171,12 @@ impl Roster {
     /// # Errors
     /// The agent is not on the roster, or NATS errors, as text.
     pub async fn update(&self, agent: &AgentName, change: impl Fn(&mut RosterEntry)) -> Result<RosterEntry, String> {
-        let written = self.try_update(agent, |entry| Ok::<_, std::convert::Infallible>(change(entry))).await?;
+        let written = self
+            .try_update(agent, |entry| {
+                change(entry);
+                Ok::<_, std::convert::Infallible>(())
+            })
+            .await?;
         Ok(written.unwrap_or_else(|never| match never {}))
     }
 

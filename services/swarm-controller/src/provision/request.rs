@@ -120,8 +120,14 @@ mod tests {
             (r#"{"name": "alpha", "hive": "H!", "spec": {"turn_command": "cat"}}"#, "H!"),
             (r#"{"name": "alpha", "hive": "h1", "spec": {"turn_command": " "}}"#, "turn_command is empty"),
             (r#"{"name": "alpha", "hive": "h1", "spec": {"turn_command": "c", "env": {"HIVE_X": "1"}}}"#, "reserved"),
-            (r#"{"name": "alpha", "hive": "h1", "spec": {"turn_command": "c"}, "labels": {"Team": "x"}}"#, "label key \"Team\""),
-            (r#"{"name": "alpha", "hive": "h1", "spec": {"turn_command": "c"}, "labels": {"team": 1}}"#, "invalid type"),
+            (
+                r#"{"name": "alpha", "hive": "h1", "spec": {"turn_command": "c"}, "labels": {"Team": "x"}}"#,
+                "label key \"Team\"",
+            ),
+            (
+                r#"{"name": "alpha", "hive": "h1", "spec": {"turn_command": "c"}, "labels": {"team": 1}}"#,
+                "invalid type",
+            ),
         ];
         for (body, needle) in cases {
             let err = check(body).unwrap_err();
