@@ -197,7 +197,7 @@ async fn count_on(browser: &Browser, card: &str, key: &str, patience: Duration, 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ui_drives_the_swarm_in_a_real_browser() {
-    let stack = Stack::start().await;
+    let mut stack = Stack::start().await;
     let browser = Browser::start().await.unwrap();
 
     // The agents list: bee running and idle, its queue empty, on its hive's link.
@@ -533,6 +533,20 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
     assert!(eval(&browser, "document.getElementById('download').href").await.as_str().unwrap().starts_with("blob:"));
     browser.screenshot(&screenshot_path("agent-turns")).await.unwrap();
     assert_eq!(browser.console_errors().await.unwrap(), Vec::<String>::new(), "console errors after the cut");
+
+    // The hive stops reporting (hive-c0re killed, its agents with it): once its last status is
+    // older than 45 s, the overview counts it stale and the agents list shows bee as of that
+    // report, found by the `stale` filter.
+    stack.swarm.hive.kill();
+    show(&stack, &browser, "overview").await;
+    count_on(&browser, "hives-fresh", "stale", Duration::from_secs(90), "1").await;
+    show(&stack, &browser, "agents").await;
+    browser.run(&set("#agent-state", "stale"), json!([])).await.unwrap();
+    let row = browser.text_when("#agent-list", SOON, |t| t.contains("bee")).await.unwrap();
+    assert!(row.contains("hive not reporting") && row.contains(" s ago"), "{row}");
+    show(&stack, &browser, "agents/bee").await;
+    let states = browser.text_when("#agent-states", SOON, |t| t.contains("not reporting")).await.unwrap();
+    assert!(states.contains("as of"), "{states}");
     // Pages left, streams closed by the browser or cut by the proxy: nothing the controller
     // should call an error of its own.
     let log = stack.swarm.controller.log();
