@@ -234,7 +234,7 @@ fn checks(out: &Output) -> BTreeMap<String, (String, String)> {
 
 #[tokio::test]
 async fn doctor_says_all_is_well_then_names_the_stale_hive_and_fails() {
-    let (mut swarm, _keys) = OneHive::start_able_to_create(&["bee"], |turns| printing_turn(turns, 1, "0")).await;
+    let (mut swarm, _keys) = OneHive::start_able_to_create(&["bee"], |turns| printing_turn(turns, 1, "0"), &[]).await;
     wait_until("h1 to report bee", SOON, || async { swarm.actual_in_hive_status("bee").await }).await.unwrap();
 
     let well = doctor(&swarm.socket, &[]);

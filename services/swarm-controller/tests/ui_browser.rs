@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use common::one_hive::{OneHive, printing_turn};
-use hyperhive_testkit::{Browser, ChaosProxy, Nginx, wait_until, workspace_root};
+use hyperhive_testkit::{AutheliaBridge, Browser, ChaosProxy, Nginx, wait_until, workspace_root};
 use serde_json::{Value, json};
 
 const SOON: Duration = Duration::from_secs(30);
@@ -36,9 +36,11 @@ struct Stack {
 }
 
 impl Stack {
-    async fn start() -> Stack {
-        // Agents can be created; their SSO, forge, Matrix and store steps are skipped.
-        let (swarm, keys) = OneHive::start_able_to_create(&["bee"], |turns| printing_turn(turns, 8, "0.4")).await;
+    /// Agents can be created; their SSO, forge, Matrix and store steps are skipped unless
+    /// `controller_env` configures them.
+    async fn start(controller_env: &[(&str, &str)]) -> Stack {
+        let (swarm, keys) =
+            OneHive::start_able_to_create(&["bee"], |turns| printing_turn(turns, 8, "0.4"), controller_env).await;
         let nginx = Nginx::in_front_of(&swarm.socket).await.unwrap();
         let proxy = ChaosProxy::start(([127, 0, 0, 1], nginx.port()).into()).await.unwrap();
         Stack { swarm, _nginx: nginx, proxy, files: keys }
@@ -197,7 +199,7 @@ async fn count_on(browser: &Browser, card: &str, key: &str, patience: Duration, 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ui_drives_the_swarm_in_a_real_browser() {
-    let mut stack = Stack::start().await;
+    let mut stack = Stack::start(&[]).await;
     let browser = Browser::start().await.unwrap();
 
     // The agents list: bee running and idle, its queue empty, on its hive's link.
@@ -553,4 +555,66 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
     let logged: Vec<&str> = log.lines().filter(|l| l.contains(" ERROR ")).collect();
     assert_eq!(logged, Vec::<&str>::new(), "the controller logged errors while the browser drove it");
     drop(stack.swarm.nats);
+}
+
+/// The real case for Retry: the SSO bridge is unreachable when an agent is created (a proxy in
+/// front of it closes every connection), so its `sso` job fails (one attempt allowed here) and
+/// blocks the rest; the bridge is reachable again, the operator clicks Retry on the jobs page, and
+/// the job and those it blocked run to the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_failed_while_its_system_was_down_succeeds_when_retried_from_the_jobs_page() {
+    let bridge = AutheliaBridge::from_workspace().unwrap().start().await.unwrap();
+    let bridge_port: u16 = bridge.url().rsplit(':').next().unwrap().parse().unwrap();
+    let link = ChaosProxy::start(([127, 0, 0, 1], bridge_port).into()).await.unwrap();
+    link.cut();
+    let (url, token_file) = (format!("http://127.0.0.1:{}", link.port()), bridge.dir().join("token"));
+    let env = [
+        ("SWARM_SSO_BRIDGE_URL", url.as_str()),
+        ("SWARM_SSO_BRIDGE_TOKEN_FILE", token_file.to_str().unwrap()),
+        ("SWARM_JOBQ_MAX_ATTEMPTS", "1"),
+    ];
+    let stack = Stack::start(&env).await;
+    let create = json!({"name": "gamma", "hive": "h1", "spec": {"turn_command": "cat"}});
+    let request = hyper::Request::builder()
+        .method("POST")
+        .uri("/api/agents")
+        .header("content-type", "application/json")
+        .body(http_body_util::Full::new(bytes::Bytes::from(create.to_string())))
+        .unwrap();
+    let (status, body) = swarmctl::client::send(&stack.swarm.socket, request).await.unwrap();
+    assert_eq!(status, hyper::StatusCode::ACCEPTED, "{}", String::from_utf8_lossy(&body));
+    let job_state = |graph: &Value, id: &str| {
+        graph["nodes"].as_array().and_then(|n| n.iter().find(|n| n["id"] == id)).map(|n| n["state"].clone())
+    };
+    wait_until("gamma.sso to fail with the bridge down", SOON, || async {
+        let graph = api_get(&stack, "/api/jobq/graph?agent=gamma").await;
+        (job_state(&graph, "gamma.sso")? == "failed" && job_state(&graph, "gamma.deploy")? == "blocked").then_some(())
+    })
+    .await
+    .unwrap();
+
+    let browser = Browser::start().await.unwrap();
+    show(&stack, &browser, "jobs").await;
+    let retry = r#"button.retry[data-job="gamma.sso"]"#;
+    browser.find(retry, SOON).await.unwrap();
+    link.pass();
+    browser.click(retry, SOON).await.unwrap();
+    wait_until("gamma's jobs to run to the end after the retry", Duration::from_secs(60), || async {
+        let graph = api_get(&stack, "/api/jobq/graph?agent=gamma").await;
+        (job_state(&graph, "gamma.sso")? == "succeeded" && job_state(&graph, "gamma.deploy")? == "succeeded")
+            .then_some(())
+    })
+    .await
+    .unwrap();
+    browser.text_when(r#"g[data-job="gamma.sso"]"#, SOON, |t| t.contains("succeeded")).await.unwrap();
+    let users = std::fs::read_to_string(bridge.users_file()).unwrap();
+    assert!(users.contains("gamma"), "the retried job made gamma's SSO user: {users}");
+    let audit = api_get(&stack, "/api/audit").await;
+    let retried = audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["method"] == "POST" && e["path"] == "/api/jobq/jobs/gamma.sso/retry" && e["status"] == 202);
+    assert!(retried, "the retry is in the audit log: {audit}");
+    assert_eq!(browser.console_errors().await.unwrap(), Vec::<String>::new());
 }

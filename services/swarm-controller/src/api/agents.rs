@@ -156,14 +156,14 @@ impl AgentsApi {
         let agent = AgentName::parse(agent).map_err(|e| ApiError::BadRequest(e.to_string()))?;
         let patch: BTreeMap<String, Option<String>> = serde_json::from_slice(body)
             .map_err(|e| ApiError::BadRequest(format!("malformed request body: {e}; {SEND}")))?;
-        if !self.roster.contains(&agent).await.map_err(ApiError::Unavailable)? {
+        if !self.roster.contains(&agent).await.map_err(unavailable)? {
             return Err(ApiError::NotFound(format!("no agent {agent} on the roster")));
         }
         let entry = self
             .roster
             .try_update(&agent, |entry| merge(&entry.labels, &patch).map(|labels| entry.labels = labels))
             .await
-            .map_err(ApiError::Unavailable)?
+            .map_err(unavailable)?
             .map_err(|refused| ApiError::BadRequest(refused.to_string()))?;
         Ok(json(StatusCode::OK, &LabelsView { agent, labels: entry.labels }))
     }

@@ -49,14 +49,20 @@ impl OneHive {
 
     /// [`OneHive::start`] on a new server with what creating agents needs (a secret store key and
     /// the NATS signing directory) and no SSO, forge, Matrix or store CA, so their provisioning
-    /// steps are skipped. The key's directory is returned: keep it while the swarm runs.
-    pub async fn start_able_to_create(agents: &[&str], turn: impl Fn(&Path) -> String) -> (OneHive, tempfile::TempDir) {
+    /// steps are skipped unless `controller_env` configures them. The key's directory is
+    /// returned: keep it while the swarm runs.
+    pub async fn start_able_to_create(
+        agents: &[&str],
+        turn: impl Fn(&Path) -> String,
+        controller_env: &[(&str, &str)],
+    ) -> (OneHive, tempfile::TempDir) {
         let nats = NatsJwt::start().await.unwrap();
         let keys = tempfile::tempdir().unwrap();
         let key = keys.path().join("secrets.key");
         swarm_controller::secrets::SecretsKey::generate().write_new(&key).unwrap();
         let nats_dir = nats.creds_dir().display().to_string();
-        let env = [("SWARM_SECRETS_KEY_FILE", key.to_str().unwrap()), ("SWARM_NATS_DIR", nats_dir.as_str())];
+        let mut env = vec![("SWARM_SECRETS_KEY_FILE", key.to_str().unwrap()), ("SWARM_NATS_DIR", nats_dir.as_str())];
+        env.extend_from_slice(controller_env);
         (Self::start_on(nats, None, agents, turn, &env).await, keys)
     }
 
