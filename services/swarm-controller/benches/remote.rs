@@ -25,6 +25,8 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "support/remote_stack.rs"]
+mod remote_stack;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -33,11 +35,10 @@ use hyper::http::Method;
 use hyperhive_control_link::Identity;
 use hyperhive_control_link::connect::{self, Command, Event};
 use hyperhive_control_proto::link::Body;
-use hyperhive_testkit::control_plane::Cluster;
 use hyperhive_testkit::stats::{percentile, rss_kib};
-use hyperhive_testkit::{NatsJwt, project_binary, wait_until};
+use hyperhive_testkit::wait_until;
+use remote_stack::RemoteStack;
 use serde_json::{Value, json};
-use swarmctl::remote::RemoteApi;
 use swarmctl::{Api, client};
 use tokio::sync::mpsc;
 
@@ -75,11 +76,6 @@ impl Figures {
     fn row(&self, what: &str) {
         println!("| {what} | {} | {:.3} | {:.3} | {:.3} | {:.3} |", self.n, self.p50, self.p90, self.p99, self.mean);
     }
-}
-
-async fn health(socket: &Path) -> Value {
-    let api = Api::Socket(socket.to_owned());
-    serde_json::from_slice(&client::request(&api, Method::GET, "/healthz", None, None).await.unwrap()).unwrap()
 }
 
 /// `GET /api/schedules` on `api`, `n` times one after another (after the warm-up); each answer
@@ -187,50 +183,13 @@ async fn plain_round_trips(client_identity: &Path, host_identity: &Path, host_id
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let (requests, schedules) = (option("--requests", 500), option("--schedules", 20));
-    // The copies run the debug build the tests use; say so early if it is missing.
-    project_binary("agents-control").unwrap_or_else(|e| panic!("{e:#}"));
+    let mut stack = RemoteStack::start(&[]).await;
+    let (copy, far) = (stack.cluster.copies[stack.near].name.clone(), stack.far);
+    let floor_client = stack.cluster.pair("--client", "floor").await.altered("direct", stack.on_copy(far));
+    let echo = stack.cluster.pair("--host", "echo").await.altered("direct", stack.on_copy(stack.near));
+    stack.cluster.wait_registry_read().await;
 
-    let mut cluster = Cluster::start().await;
-    let identity = cluster.dir().join("control-identity.json");
-    let code = cluster.code("--host", &[]).await;
-    let paired = common::pair(&code, &["--name", "swarm", "--identity", identity.to_str().unwrap()]);
-    assert!(paired.status.success(), "pair: {}", String::from_utf8_lossy(&paired.stderr));
-    // The controller connects straight to NATS (OneHive puts a test proxy in between), and no
-    // hive runs: the request path alone is measured.
-    let nats = NatsJwt::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let hives = dir.path().join("hives.json");
-    std::fs::write(&hives, r#"{"h1": {"description": "bench"}}"#).unwrap();
-    // The socket's directory must hold nothing else.
-    let socket_path = dir.path().join("run/controller.sock");
-    let env = [
-        ("SWARM_CONTROL_IDENTITY", identity.to_str().unwrap()),
-        ("SWARM_REMOTE_RATE", "10000"),
-        ("SWARM_HIVES_FILE", hives.to_str().unwrap()),
-        ("NO_COLOR", "1"),
-    ];
-    let mut controller_process = common::daemon_process(&nats, &socket_path, &env).await;
-    controller_process.wait_for_log("control link up", SOON).await.unwrap();
-    let link_state = health(&socket_path).await["control_link"].clone();
-    assert_eq!(link_state["state"], "up", "{link_state}");
-    let controller = link_state["device_id"].as_str().unwrap().to_owned();
-    let copy = link_state["copy"].as_str().unwrap();
-    let near = cluster.copies.iter().position(|c| c.name == copy).expect("the controller's copy");
-    let far = cluster.copies.iter().position(|c| c.name != copy).unwrap();
-    let on = |index: usize| {
-        let addr = cluster.copies[index].addr;
-        move |identity: &mut Identity| {
-            identity.control_url = format!("http://{addr}");
-            identity.pin = None;
-        }
-    };
-    let laptop = cluster.pair("--client", "laptop").await.altered("direct", on(far));
-    let floor_client = cluster.pair("--client", "floor").await.altered("direct", on(far));
-    let echo = cluster.pair("--host", "echo").await.altered("direct", on(near));
-    // Every copy knows every device (and the far copy lists the hosts to its clients).
-    cluster.wait_registry_read().await;
-
-    let socket = Api::Socket(socket_path.clone());
+    let socket = stack.socket_api();
     for i in 0..schedules {
         // Anchored far ahead: nothing fires during the run.
         let schedule = json!({"name": format!("bench-{i}"), "agents": ["bee"], "body": "never during the bench",
@@ -239,24 +198,18 @@ async fn main() {
         client::request(&socket, Method::POST, "/api/schedules", None, Some(body)).await.unwrap();
     }
 
-    let pid = controller_process.pid();
+    let pid = stack.controller.pid();
     let rss_start = rss_kib(pid);
     println!(
         "remote benchmark: {requests} requests, {schedules} schedules; controller on {copy}, clients on {}",
-        cluster.copies[far].name
+        stack.cluster.copies[far].name
     );
-    let js = async_nats::jetstream::new(nats.controller_client().await.unwrap());
+    let js = async_nats::jetstream::new(stack.nats.controller_client().await.unwrap());
     consumers_gone(&js).await;
     let on_socket = Figures::of(schedules_round_trips(&socket, requests, schedules).await);
     let rss_socket = rss_kib(pid);
     let left_socket = consumers_gone(&js).await;
-    // Should a listing still miss the controller, try again.
-    let remote = wait_until("the controller listed to the client", SOON, || async {
-        RemoteApi::connect(&laptop.identity, Some(&controller)).await.ok()
-    })
-    .await
-    .unwrap();
-    let remote = Api::Remote(remote);
+    let remote = stack.remote_api().await;
     let rss_linked = rss_kib(pid);
     let through = Figures::of(schedules_round_trips(&remote, requests, schedules).await);
     let rss_remote = rss_kib(pid);
