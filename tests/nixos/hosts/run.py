@@ -187,16 +187,19 @@ def provisioning(rendered, store):
     return ["services", "controller", substitutions["${hive}"]], substitutions, {"services": forge_files()}
 
 
-def python_homes(tools):
-    """What a Python tool of scripts/setup runs from, besides its bin/: its venv and the
-    interpreter the venv was made with (pyvenv.cfg's `home`)."""
+def tool_mounts(tools):
+    """What scripts/setup's tools run from: each tool's directory, or for one in a Python venv
+    (Synapse; the wheels' programs) the whole venv and the interpreter it was made with
+    (pyvenv.cfg's `home`)."""
     paths = set()
     for tool in tools:
-        venv = tool.resolve().parent.parent
-        config = venv / "pyvenv.cfg"
+        directory = tool.resolve().parent
+        config = directory.parent / "pyvenv.cfg"
         if config.exists():
             home = re.search(r"^home = (.*)$", config.read_text(), re.M).group(1)
-            paths |= {str(venv), str(Path(home).resolve().parent)}
+            paths |= {str(directory.parent), str(Path(home).resolve().parent)}
+        else:
+            paths.add(str(directory))
     return paths
 
 
@@ -262,8 +265,7 @@ def main():
         left = [v for v in left if not v.startswith("${PIPESTATUS")]
         if left:
             fail(f"{nix_file}'s script uses Nix values this driver does not compute: {left}")
-        tool_dirs = {str(p.resolve().parent) for p in TOOLS_DIR.iterdir()} | python_homes(TOOLS_DIR.iterdir())
-        bind_ro = [str(store), str(tools), str(BUILD_DIR)] + sorted(tool_dirs)
+        bind_ro = [str(store), str(tools), str(BUILD_DIR)] + sorted(tool_mounts(TOOLS_DIR.iterdir()))
         with Driver(work, DEBIAN_ROOT, [HOSTS_LAYER], rendered, bind_ro, nodes, stop_before, closed_directories(bind_ro)) as driver:
             driver.setup(extra)
             scope = {m.name: m for m in driver.machines}
