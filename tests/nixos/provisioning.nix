@@ -14,7 +14,7 @@
 # of the agent succeeded, the forge has the user and a config repository in the swarm's
 # organisation with the template's content and the agent its only collaborator, Synapse has the user, the bridge has the SSO user (managed), the agent is deployed to
 # hive1 and `paused`; then `up`, it runs a one-shot todo once. tests/nixos/README.md says what it
-# mirrors and that it has not been run.
+# mirrors and how it runs without Nix (on systemd-nspawn hosts, the forge a stand-in).
 { self }:
 { pkgs, lib, ... }:
 let
@@ -332,7 +332,7 @@ in
         # The scopes docs/swarm/provisioning.md names for the controller's admin token.
         token = json.loads(services.succeed(
             f"curl -sf -X POST -u {admin}:{admin_password} -H 'Content-Type: application/json' "
-            + """-d '{"name": "swarm-controller", "scopes": ["write:admin", "read:user", "write:repository"]}' """
+            + """-d '{"name": "swarm-controller", "scopes": ["write:admin", "read:user", "write:repository", "write:organization"]}' """
             + f"{forge}/users/{admin}/tokens"
         ))["sha1"]
         template = forge_api("POST", "/user/repos", token, {

@@ -490,3 +490,74 @@ async fn a_name_taken_before_the_create_is_answered_422_and_belongs_to_someone_e
     let (status, _) = answer(api.admin(Method::POST, "/admin/users").json(&new_user("zoe"))).await;
     assert_eq!(status, StatusCode::CREATED);
 }
+
+/// What the `forge-stand-in` program serves in place of Forgejo: a forge with no user until the
+/// command line makes one, its links under the configured ROOT_URL, and the one file it keeps,
+/// the README `auto_init` writes, carried into a repository generated with git content.
+#[tokio::test]
+async fn a_fresh_forge_starts_empty_and_keeps_the_readme_auto_init_writes() {
+    use base64::Engine;
+    use hyperhive_testkit::forge::NewUser;
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let stand_in = ForgeStandIn::serve_fresh(listener, "http://forge.test:3000/").expect("serve");
+    let http = Client::new();
+    let api = |method: Method, path: &str| {
+        http.request(method, format!("{}/api/v1{path}", stand_in.url())).basic_auth("boss", Some("a-long-password"))
+    };
+    assert_eq!(answer(api(Method::GET, "/user")).await.0, StatusCode::UNAUTHORIZED, "no user before the command line");
+
+    let boss = NewUser {
+        login: "boss".into(),
+        email: "boss@x.example".into(),
+        password: "a-long-password".into(),
+        is_admin: true,
+        must_change_password: false,
+    };
+    stand_in.create_user(&boss).expect("the administrator");
+    assert_eq!(stand_in.create_user(&boss), Err("user already exists [name: boss]".into()));
+    let short =
+        NewUser { login: "other".into(), email: "other@x.example".into(), password: "short".into(), ..boss.clone() };
+    assert_eq!(stand_in.create_user(&short), Err("password is too short".into()));
+    let taken_email = NewUser { login: "other".into(), ..boss.clone() };
+    assert!(stand_in.create_user(&taken_email).is_err_and(|e| e.contains("e-mail already in use")));
+    let bob = NewUser { login: "bob".into(), email: "bob@x.example".into(), is_admin: false, ..boss.clone() };
+    stand_in.create_user(&bob).expect("bob");
+
+    let template = json!({ "name": "agent-config", "description": "what every agent starts from", "auto_init": true, "template": true });
+    let (status, repo) = answer(api(Method::POST, "/user/repos").json(&template)).await;
+    assert_eq!(status, StatusCode::CREATED, "{repo}");
+    assert_eq!((repo["template"].as_bool(), repo["empty"].as_bool()), (Some(true), Some(false)));
+    assert_eq!(repo["html_url"], "http://forge.test:3000/boss/agent-config");
+    assert_error(
+        answer(api(Method::POST, "/user/repos").json(&template)).await,
+        StatusCode::CONFLICT,
+        "already exists",
+    );
+    let bad = json!({ "name": "no spaces" });
+    assert_error(answer(api(Method::POST, "/user/repos").json(&bad)).await, StatusCode::UNPROCESSABLE_ENTITY, "[Name]");
+    let (status, _) = answer(api(Method::POST, "/user/repos").json(&json!({ "name": "bare" }))).await;
+    assert_eq!(status, StatusCode::CREATED);
+
+    let readme = |repo: &'static str| async move {
+        let (status, file) = answer(api(Method::GET, &format!("/repos/boss/{repo}/contents/README.md"))).await;
+        let text =
+            file["content"].as_str().map(|c| base64::engine::general_purpose::STANDARD.decode(c).expect("base64"));
+        (status, text.map(|t| String::from_utf8(t).expect("utf-8")))
+    };
+    let expected = "# agent-config\n\nwhat every agent starts from".to_owned();
+    assert_eq!(readme("agent-config").await, (StatusCode::OK, Some(expected.clone())));
+    assert_eq!(readme("bare").await.0, StatusCode::NOT_FOUND, "a repository made without auto_init holds nothing");
+
+    let generate = json!({ "owner": "boss", "name": "gamma-config", "git_content": true });
+    let (status, _) = answer(api(Method::POST, "/repos/boss/agent-config/generate").json(&generate)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(readme("gamma-config").await, (StatusCode::OK, Some(expected)), "the template's README carried over");
+
+    let (status, _) = answer(api(Method::PUT, "/repos/boss/gamma-config/collaborators/bob")).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, collaborators) = answer(api(Method::GET, "/repos/boss/gamma-config/collaborators")).await;
+    assert_eq!(status, StatusCode::OK);
+    let logins: Vec<_> = collaborators.as_array().expect("a list").iter().map(|u| u["login"].clone()).collect();
+    assert_eq!(logins, [json!("bob")]);
+}

@@ -136,12 +136,13 @@ class Machine:
         sysusers = etc / "sysusers.d" / "00-nixos.conf"
         if sysusers.exists():
             run("systemd-sysusers", f"--root={upper}", str(sysusers.resolve()))
+        info = json.loads((self.rendered / "host.json").read_text())
+        self._own_etc_copies(etc, info["etc"])
         (etc / "hostname").write_text(f"{self.name}\n")
         (etc / "hosts").write_text("127.0.0.1 localhost\n" + hosts_lines)
         # NixOS puts each system package's programs on PATH; here /usr/local/bin holds links.
         local_bin = upper / "usr" / "local" / "bin"
         local_bin.mkdir(parents=True, exist_ok=True)
-        info = json.loads((self.rendered / "host.json").read_text())
         for package in info["packages"]:
             bin_dir = Path(package) / "bin"
             if bin_dir.is_dir():
@@ -154,6 +155,20 @@ class Machine:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)
             target.chmod(mode)
+
+    @staticmethod
+    def _own_etc_copies(etc, files):
+        """Gives each copied /etc file its `user` and `group` (names, or `+N` ids), as NixOS's
+        activation does once the users exist."""
+        def ids(database):
+            return {line.split(":")[0]: int(line.split(":")[2]) for line in (etc / database).read_text().splitlines() if line}
+
+        users, groups = ids("passwd"), ids("group")
+        for target, file in files.items():
+            if file["mode"] != "symlink" and (file["user"], file["group"]) != ("+0", "+0"):
+                def resolve(name, known):
+                    return int(name[1:]) if name.startswith("+") else known[name]
+                os.chown(etc / target, resolve(file["user"], users), resolve(file["group"], groups))
 
     def start(self):
         if self.booted:
@@ -173,8 +188,8 @@ class Machine:
             f"--network-namespace-path=/run/netns/{self.ns}",
             "--overlay=" + ":".join(lowers + [str(self.work / "upper"), "/"]),
         ]
-        for path in self.driver.bind_ro:
-            command.append(f"--bind-ro={path}")
+        command += [f"--tmpfs={path}:mode=0755" for path in self.driver.tmpfs]
+        command += [f"--bind-ro={path}" for path in self.driver.bind_ro]
         self.log("booting")
         cgroups = self.cgroups()
         for cgroup in cgroups:
@@ -378,6 +393,12 @@ class Machine:
         probe = f"exec 2>/dev/null 3<>/dev/tcp/{addr}/{port}"
         self._waiting(f"waiting for TCP port {port} on {addr} to be closed", lambda _: self.execute(probe, timeout=10)[0] != 0, timeout)
 
+    def sleep(self, secs):
+        """nixpkgs' Machine.sleep: a window of that many seconds, for checking that something
+        does not happen in it."""
+        self.log(f"sleeping {secs} s")
+        time.sleep(secs)
+
     def start_job(self, jobname, user=None):
         return self.systemctl(f"start {jobname}", user)
 
@@ -459,8 +480,10 @@ class StopBefore(Exception):
 
 
 class Driver:
-    def __init__(self, work, root, layers, rendered_group, bind_ro, nodes, stop_before=None):
+    def __init__(self, work, root, layers, rendered_group, bind_ro, nodes, stop_before=None, tmpfs=()):
         self.stop_before = stop_before
+        # Directories of the root replaced by an empty tmpfs (mode 0755) under the binds.
+        self.tmpfs = list(tmpfs)
         self.work = Path(work)
         self.root = Path(root)
         self.layers = [Path(l) for l in layers]

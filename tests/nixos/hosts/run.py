@@ -3,6 +3,7 @@
 
     python3 tests/nixos/hosts/run.py control-plane
     python3 tests/nixos/hosts/run.py swarm
+    python3 tests/nixos/hosts/run.py provisioning
     python3 tests/nixos/hosts/run.py control-plane --stop-before "the copy the host is on"
 
 `--stop-before PREFIX` runs the script up to the first subtest whose title starts with PREFIX and
@@ -62,6 +63,19 @@ def test_script(nix_file):
     script = text[text.index("testScript = ''") + len("testScript = ''") : text.rindex("'';")]
     # `'''` is how a Nix indented string writes `''`.
     return textwrap.dedent(script).replace("'''", "''")
+
+
+def let_strings(nix_file, *names):
+    """The string constants NAMES of a VM test's `let` (`name = "value";`), which its script
+    interpolates as `${name}`: the substitutions that make the script what Nix would run."""
+    nix = (ROOT / "tests" / "nixos" / nix_file).read_text()
+    values = {}
+    for name in names:
+        found = re.search(rf'^\s*{re.escape(name)} = "([^"$]+)";', nix, re.M)
+        if found is None:
+            fail(f"{nix_file} no longer sets {name} to a string")
+        values[f"${{{name}}}"] = found.group(1)
+    return values
 
 
 def store_path(store, suffix):
@@ -143,16 +157,71 @@ def natscli(rendered, nodes):
 
 def swarm(rendered, store):
     nodes = ["nats1", "nats2", "nats3", "controller", "minio", "hive1", "hive2"]
-    nix = (ROOT / "tests" / "nixos" / "swarm.nix").read_text()
-    nats_url = re.search(r'natsUrl = "([^"]+)";', nix).group(1)
     extra = natscli(rendered, nodes)
     if set(extra) != {"controller", "hive1", "hive2"}:
         fail(f"swarm.nix's nodes with natscli are {sorted(extra)}; expected the controller and both hives")
     extra["minio"] = minio_files(rendered)
-    return nodes, {"${natsUrl}": nats_url}, extra
+    return nodes, let_strings("swarm.nix", "natsUrl"), extra
 
 
-TESTS = {"control-plane": ("control-plane.nix", control_plane), "swarm": ("swarm.nix", swarm)}
+def forge_files():
+    """The test kit's forge stand-in in place of Forgejo (no forge installs here):
+    forgejo.service, as rendered (its user, app.ini written before start), runs `forge-stand-in
+    web`, which serves app.ini's HTTP_ADDR:HTTP_PORT as its ROOT_URL; `forgejo` on PATH is the
+    stand-in too, for `forgejo admin user create`, which it hands to the running server."""
+    stand_in = BUILD_DIR / "forge-stand-in"
+    if not os.access(stand_in, os.X_OK):
+        fail(f"{stand_in} is missing: cargo build -p hyperhive-testkit --bin forge-stand-in")
+    unit = f"[Service]\nExecStart=\nExecStart={stand_in} web --pid /run/forgejo/forgejo.pid\n"
+    return {
+        "/etc/systemd/system/forgejo.service.d/forge-stand-in.conf": (unit, 0o644),
+        "/usr/local/bin/forgejo": (f'#!/bin/sh\nexec {stand_in} "$@"\n', 0o755),
+    }
+
+
+def provisioning(rendered, store):
+    # Synapse is scripts/setup's, a Python program: its interpreter needs SQLite's library.
+    if not list(HOSTS_LAYER.glob("usr/lib/*/libsqlite3.so.0")):
+        fail(f"no libsqlite3 in the hosts layer at {HOSTS_LAYER}, which Synapse needs: run scripts/setup as root")
+    substitutions = let_strings("provisioning.nix", "hive", "agent", "matrixServer")
+    return ["services", "controller", substitutions["${hive}"]], substitutions, {"services": forge_files()}
+
+
+def tool_mounts(tools):
+    """What scripts/setup's tools run from: each tool's directory, or for one in a Python venv
+    (Synapse; the wheels' programs) the whole venv and the interpreter it was made with
+    (pyvenv.cfg's `home`)."""
+    paths = set()
+    for tool in tools:
+        directory = tool.resolve().parent
+        config = directory.parent / "pyvenv.cfg"
+        if config.exists():
+            home = re.search(r"^home = (.*)$", config.read_text(), re.M).group(1)
+            paths |= {str(directory.parent), str(Path(home).resolve().parent)}
+        else:
+            paths.add(str(directory))
+    return paths
+
+
+def closed_directories(paths):
+    """The directories of the Debian root others may not enter (root's home) that hold a path
+    bound into the hosts: each becomes a tmpfs others may enter, the bound path mounted back into
+    it, so a service's user reaches an interpreter that lives under root's home (pyenv's)."""
+    closed = set()
+    for path in paths:
+        for parent in reversed(Path(path).parents):
+            in_root = DEBIAN_ROOT / str(parent).lstrip("/")
+            if parent != Path("/") and in_root.is_dir() and not in_root.stat().st_mode & 0o001:
+                closed.add(str(parent))
+                break
+    return sorted(closed)
+
+
+TESTS = {
+    "control-plane": ("control-plane.nix", control_plane),
+    "swarm": ("swarm.nix", swarm),
+    "provisioning": ("provisioning.nix", provisioning),
+}
 
 
 def main():
@@ -196,9 +265,8 @@ def main():
         left = [v for v in left if not v.startswith("${PIPESTATUS")]
         if left:
             fail(f"{nix_file}'s script uses Nix values this driver does not compute: {left}")
-        tool_dirs = {str(p.resolve().parent) for p in TOOLS_DIR.iterdir()}
-        bind_ro = [str(store), str(tools), str(BUILD_DIR)] + sorted(tool_dirs)
-        with Driver(work, DEBIAN_ROOT, [HOSTS_LAYER], rendered, bind_ro, nodes, stop_before) as driver:
+        bind_ro = [str(store), str(tools), str(BUILD_DIR)] + sorted(tool_mounts(TOOLS_DIR.iterdir()))
+        with Driver(work, DEBIAN_ROOT, [HOSTS_LAYER], rendered, bind_ro, nodes, stop_before, closed_directories(bind_ro)) as driver:
             driver.setup(extra)
             scope = {m.name: m for m in driver.machines}
             scope.update(start_all=driver.start_all, subtest=driver.subtest, machines=driver.machines, driver=driver)

@@ -6,10 +6,11 @@
 #
 # - hyperhive's daemons: links to the project's build (`buildDir`, HYPERHIVE_BUILD_DIR, by default
 #   target/debug of this checkout);
-# - nats-server and caddy: links to scripts/setup's tools (`toolsDir`, HYPERHIVE_TOOLS_DIR, by
-#   default .tools/bin); nginx, bash, coreutils, systemd...: this machine's /usr/bin and /usr/sbin;
-# - programs this machine does not have (minio, forgejo, synapse, natscli): an empty bin/, so a
-#   unit naming one fails `systemd-analyze verify` instead of passing unseen.
+# - nats-server, caddy and Synapse (synapse_homeserver, register_new_matrix_user): links to
+#   scripts/setup's tools (`toolsDir`, HYPERHIVE_TOOLS_DIR, by default .tools/bin); nginx, bash,
+#   coreutils, systemd...: this machine's /usr/bin and /usr/sbin;
+# - programs this machine does not have (minio, forgejo, natscli): an empty bin/, so a unit
+#   naming one fails `systemd-analyze verify` instead of passing unseen.
 { lib }:
 let
   root = toString ../../..;
@@ -204,6 +205,9 @@ in
   minio-client = absent "mc";
   natscli = absent "nats";
   forgejo = absent "forgejo";
-  matrix-synapse = absent "matrix-synapse";
+  matrix-synapse = programs "matrix-synapse" toolsDir [
+    "synapse_homeserver"
+    "register_new_matrix_user"
+  ];
   harmonia = absent "harmonia";
 }

@@ -40,7 +40,7 @@ def check_programs():
     for program in ("agents-control", "swarm-controller", "swarmctl", "hive-agent", "hive-c0re", "swarm-authelia-bridge"):
         if not os.access(BUILD_DIR / program, os.X_OK):
             fail(f"{BUILD_DIR / program} is missing: build the workspace (cargo build) or set HYPERHIVE_BUILD_DIR to a directory holding the binaries")
-    for program in ("nats-server", "caddy"):
+    for program in ("nats-server", "caddy", "synapse_homeserver", "register_new_matrix_user"):
         if not os.access(TOOLS_DIR / program, os.X_OK):
             fail(f"{TOOLS_DIR / program} is missing: run scripts/setup or set HYPERHIVE_TOOLS_DIR")
 

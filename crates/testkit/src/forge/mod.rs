@@ -72,6 +72,11 @@
 //!   collaborators, members of a team of the organisation reaching every repository may);
 //!   `state` `open` (default), `closed` or `all` (422 else); newest first; paged. Issues and
 //!   pull requests share a repository's numbers.
+//! - `createCurrentUserRepo` (`POST /user/repos`, `CreateRepoOption`): `name`
+//!   `Required;AlphaDashDot;MaxSize(100)`, `description` `MaxSize(2048)` (422), reserved names
+//!   422, a taken name 409; 201 `Repository`, with the README `auto_init` writes.
+//!   `repoGetContents` (`GET /repos/{owner}/{repo}/contents/{filepath}`): that README, 404 for
+//!   anything else (the stand-in keeps no other content). `repoListCollaborators`: paged users.
 //! - `repoAddCollaborator` (`PUT /repos/{owner}/{repo}/collaborators/{collaborator}`):
 //!   repository administrators (403), a user (404) not an organisation (422), `permission`
 //!   `In(read,write,admin)` (422), 204.
@@ -90,6 +95,7 @@ mod control;
 mod deliver;
 mod http;
 mod routes;
+mod routes_repos;
 mod routes_swarm;
 mod rules;
 mod state;
@@ -123,6 +129,16 @@ pub struct ForgeStandIn {
     server: tokio::task::JoinHandle<()>,
 }
 
+/// A user made as the forge's command line makes one ([`ForgeStandIn::create_user`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewUser {
+    pub login: String,
+    pub email: String,
+    pub password: String,
+    pub is_admin: bool,
+    pub must_change_password: bool,
+}
+
 /// What a test may check of a user.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UserFacts {
@@ -147,6 +163,22 @@ impl ForgeStandIn {
         let mut state = State::new(format!("http://{addr}"));
         state.insert_user(ADMIN_USER, "forge-admin@stand-in.invalid", ADMIN_PASSWORD, true);
         let admin_token = state.insert_token(ADMIN_USER, "stand-in-admin", vec!["all".into()]).value;
+        Self::serve(listener, state, admin_token)
+    }
+
+    /// Serves a fresh forge on `listener`, with no user at all (as a forge just installed: its
+    /// administrator is made with [`ForgeStandIn::create_user`], as `forgejo admin user create`
+    /// does), its links made from `root_url` (the forge's `ROOT_URL`). For the `forge-stand-in`
+    /// program; [`ForgeStandIn::admin_token`] is empty.
+    ///
+    /// # Errors
+    /// When the listener's address cannot be read.
+    pub fn serve_fresh(listener: tokio::net::TcpListener, root_url: &str) -> anyhow::Result<Self> {
+        Self::serve(listener, State::new(root_url.trim_end_matches('/').to_owned()), String::new())
+    }
+
+    fn serve(listener: tokio::net::TcpListener, state: State, admin_token: String) -> anyhow::Result<Self> {
+        let addr = listener.local_addr().context("the forge stand-in's address")?;
         let state = Arc::new(Mutex::new(state));
         let shared = state.clone();
         let route = warp::method()
@@ -166,6 +198,32 @@ impl ForgeStandIn {
             );
         let server = tokio::spawn(warp::serve(route).incoming(listener).run());
         Ok(Self { addr, admin_token, state, server })
+    }
+
+    /// Creates a user as the forge's command line does (`forgejo admin user create`): the same
+    /// name rules as the API, a taken name or email refused; `must_change_password` as given.
+    ///
+    /// # Errors
+    /// The forge's message for a name, email or password it refuses.
+    pub fn create_user(&self, new: &NewUser) -> Result<(), String> {
+        let mut state = lock(&self.state);
+        if !rules::valid_username(&new.login) || new.login.len() > 40 {
+            return Err(format!("name is invalid [{}]", new.login));
+        }
+        if new.password.len() < 8 {
+            return Err("password is too short".into());
+        }
+        if state.user(&new.login).is_some() {
+            return Err(format!("user already exists [name: {}]", new.login));
+        }
+        if state.users.values().any(|u| u.email.eq_ignore_ascii_case(&new.email)) {
+            return Err(format!("e-mail already in use [email: {}]", new.email));
+        }
+        state.insert_user(&new.login, &new.email, &new.password, new.is_admin);
+        if let Some(user) = state.users.get_mut(&new.login.to_ascii_lowercase()) {
+            user.must_change_password = new.must_change_password;
+        }
+        Ok(())
     }
 
     /// The forge's base URL, `http://127.0.0.1:<port>` (the API is under `/api/v1`).

@@ -433,7 +433,11 @@ fn generate_repo(
         return Err(error(state, StatusCode::CONFLICT, message));
     }
     let empty = !form.git_content || template.empty;
-    let repo = state.insert_repo(&owner, &name, form.private, false, empty);
+    let mut repo = state.insert_repo(&owner, &name, form.private, false, empty);
+    if form.git_content {
+        repo.readme.clone_from(&template.readme);
+        state.repos.insert(repo_key(&owner, &name), repo.clone());
+    }
     state.counts.repos_generated += 1;
     Ok(json_reply(StatusCode::CREATED, &state.repo_json(&repo, Some(&doer_user))))
 }

@@ -54,7 +54,7 @@ pub(super) fn route(
         (&Method::PUT, ["repos", owner, repo, "collaborators", user]) => {
             add_collaborator(state, request, doer, owner, repo, user)
         }
-        _ => Ok(not_found(state, "The target couldn't be found.", "")),
+        _ => super::routes_repos::route(state, request, doer, segments),
     }
 }
 

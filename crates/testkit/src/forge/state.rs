@@ -61,6 +61,9 @@ pub struct StandInRepo {
     pub template: bool,
     pub empty: bool,
     pub default_branch: String,
+    /// Its `README.md`, the one file the stand-in keeps: the one `auto_init` writes, or the
+    /// template's when generated with git content.
+    pub readme: Option<String>,
 }
 
 #[derive(Debug)]
@@ -159,6 +162,7 @@ impl State {
             template,
             empty,
             default_branch: "main".into(),
+            readme: None,
         };
         self.repos.insert(repo_key(owner, name), repo.clone());
         repo
