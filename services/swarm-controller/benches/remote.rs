@@ -191,9 +191,9 @@ async fn main() {
 
     let socket = stack.socket_api();
     for i in 0..schedules {
-        // Anchored far ahead: nothing fires during the run.
+        // Anchored far ahead: nothing fires during the run (and no hive runs bee).
         let schedule = json!({"name": format!("bench-{i}"), "agents": ["bee"], "body": "never during the bench",
-                              "anchor": "2035-01-01T00:00:00Z", "interval": 3600});
+                              "anchor": "2035-01-01T00:00:00Z", "interval": 3600, "allow_unknown_agents": true});
         let body = serde_json::to_vec(&schedule).unwrap();
         client::request(&socket, Method::POST, "/api/schedules", None, Some(body)).await.unwrap();
     }
