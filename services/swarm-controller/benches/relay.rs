@@ -194,10 +194,8 @@ struct Sample {
 
 impl Memory {
     async fn now(&self) -> Sample {
-        let request = hyper::Request::builder()
-            .uri("/metrics")
-            .body(http_body_util::Full::new(bytes::Bytes::new()))
-            .unwrap();
+        let request =
+            hyper::Request::builder().uri("/metrics").body(http_body_util::Full::new(bytes::Bytes::new())).unwrap();
         let (_, body) = swarmctl::client::send(&self.socket, request).await.unwrap();
         let heap_bytes = String::from_utf8_lossy(&body)
             .lines()
