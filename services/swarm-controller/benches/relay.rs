@@ -5,13 +5,19 @@
 //!    for each line, the time from that write to the SSE watcher reading it (p50, p99, max),
 //!    against a NATS publish to subscribe on the same server in the same run (the floor: the
 //!    relay is that hop plus the pipe read, the stream write, the feed and the HTTP answer).
-//! 2. **Memory**: the controller's resident memory with `--watchers` watchers of one agent's
-//!    terminal against the same controller with none, per watcher.
+//! 2. **Memory per watcher** of one agent's terminal, in two batches of `--watchers` on the same
+//!    controller: its resident memory (RSS) and, in a `heap-stats` build, its live heap bytes
+//!    (`swarm_heap_live_bytes`), each against the figure before the batch. The first batch is
+//!    measured once every watcher has its first event (the measure of the first runs) and again
+//!    once every watcher has read the whole history and waits for live output; the second batch
+//!    once settled so. A fresh process's first batch also pays the allocator's first growth
+//!    (glibc's arena per thread), which the second batch shows apart from what a watcher holds.
 //!
-//! `cargo build -p hive-agent && cargo bench -p swarm-controller --bench relay [-- --lines N
-//! --watchers M]` (defaults 500 and 500). Needs `scripts/setup`.
+//! `cargo build -p hive-agent && cargo bench -p swarm-controller --bench relay --features heap-stats
+//! [-- --lines N --watchers M]` (defaults 500 and 500; without the feature, RSS only). Needs
+//! `scripts/setup`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
@@ -137,20 +143,99 @@ async fn main() {
     let relay = report("turn write to SSE watcher", relay_latency(&nats, &socket, dir.path(), lines).await);
     println!("ratio (p50): {:.1}x the NATS hop", relay.as_secs_f64() / floor.as_secs_f64());
 
-    let pid = controller.pid();
-    let before = rss_kib(pid);
-    let mut open = Vec::with_capacity(watchers);
-    for _ in 0..watchers {
-        let (_, watcher) = SseClient::open(&socket, "/api/agents/bee/terminal", None).await.unwrap();
-        open.push(watcher);
+    let last = last_sequence(&nats, "term.bee").await;
+    let memory = Memory { pid: controller.pid(), socket };
+    let before = memory.now().await;
+    let mut first = memory.open_watchers(watchers).await;
+    let first_event = memory.now().await;
+    read_history(&mut first, last).await;
+    let first_settled = memory.now().await;
+    let mut second = memory.open_watchers(watchers).await;
+    read_history(&mut second, last).await;
+    let second_settled = memory.now().await;
+    println!("controller memory with no watcher: {before}");
+    println!("first {watchers} watchers, first event read: {}", first_event.per_watcher(&before, watchers));
+    println!("first {watchers} watchers, history read: {}", first_settled.per_watcher(&before, watchers));
+    println!("second {watchers} watchers, history read: {}", second_settled.per_watcher(&first_settled, watchers));
+    drop((first, second));
+}
+
+/// The stream sequence of the last message on `subject`.
+async fn last_sequence(nats: &NatsJwt, subject: &str) -> u64 {
+    let js = async_nats::jetstream::new(nats.controller_client().await.unwrap());
+    let stream = js.get_stream_no_info(hyperhive_nats_objects::RELAY_STREAM).await.unwrap();
+    stream.direct_get_last_for_subject(subject).await.unwrap().sequence
+}
+
+/// Each watcher reads events until the one with id `last`: it has had the whole history and
+/// waits for live output.
+async fn read_history(watchers: &mut [SseClient], last: u64) {
+    for watcher in watchers {
+        loop {
+            let event = tokio::time::timeout(PATIENCE, watcher.next()).await.expect("the history stalled").unwrap();
+            if event.id.is_some_and(|id| id >= last) {
+                break;
+            }
+        }
     }
-    // Every watcher has had its history: its answer is being read.
-    for watcher in &mut open {
-        watcher.take(1, PATIENCE).await.unwrap();
+}
+
+/// The controller process whose memory is read.
+struct Memory {
+    pid: u32,
+    socket: PathBuf,
+}
+
+/// Its resident memory, and its live heap bytes in a `heap-stats` build.
+struct Sample {
+    rss_kib: u64,
+    heap_bytes: Option<u64>,
+}
+
+impl Memory {
+    async fn now(&self) -> Sample {
+        let request =
+            hyper::Request::builder().uri("/metrics").body(http_body_util::Full::new(bytes::Bytes::new())).unwrap();
+        let (_, body) = swarmctl::client::send(&self.socket, request).await.unwrap();
+        let heap_bytes = String::from_utf8_lossy(&body)
+            .lines()
+            .find_map(|line| line.strip_prefix("swarm_heap_live_bytes "))
+            .map(|value| value.trim().parse().unwrap());
+        Sample { rss_kib: rss_kib(self.pid), heap_bytes }
     }
-    let after = rss_kib(pid);
-    println!(
-        "controller memory: {before} KiB with no watcher, {after} KiB with {watchers}: {:.1} KiB per watcher",
-        (after.saturating_sub(before)) as f64 / watchers as f64
-    );
+
+    /// `n` watchers of the terminal, each once it has its first event (its answer is being read).
+    async fn open_watchers(&self, n: usize) -> Vec<SseClient> {
+        let mut open = Vec::with_capacity(n);
+        for _ in 0..n {
+            let (_, watcher) = SseClient::open(&self.socket, "/api/agents/bee/terminal", None).await.unwrap();
+            open.push(watcher);
+        }
+        for watcher in &mut open {
+            watcher.take(1, PATIENCE).await.unwrap();
+        }
+        open
+    }
+}
+
+impl Sample {
+    fn per_watcher(&self, before: &Sample, watchers: usize) -> String {
+        let rss = self.rss_kib as f64 - before.rss_kib as f64;
+        let mut text = format!("RSS +{:.0} KiB, {:.1} KiB per watcher", rss, rss / watchers as f64);
+        if let (Some(now), Some(then)) = (self.heap_bytes, before.heap_bytes) {
+            let heap = (now as f64 - then as f64) / 1024.0;
+            text += &format!("; live heap +{heap:.0} KiB, {:.1} KiB per watcher", heap / watchers as f64);
+        }
+        text
+    }
+}
+
+impl std::fmt::Display for Sample {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RSS {} KiB", self.rss_kib)?;
+        match self.heap_bytes {
+            Some(bytes) => write!(f, ", live heap {} KiB", bytes / 1024),
+            None => write!(f, " (live heap: build with --features heap-stats)"),
+        }
+    }
 }

@@ -23,6 +23,7 @@
 //! - [`ui`]: the swarm UI's files, agent icons and quick links.
 //! - [`audit`]: the log of every state-changing request; [`api`]: the HTTP routes; [`remote`]:
 //!   the controller as a host of the control plane.
+//! - [`heap`]: the live heap bytes a benchmark reads (the `heap-stats` feature).
 //! - [`daemon`]: wires them together ([`daemon::run`]); [`cli`]: the `swarm-controller`
 //!   command line; [`init`]: every key and credential of a new swarm at once.
 pub mod api;
@@ -35,6 +36,7 @@ pub mod definition;
 pub mod feeds;
 pub mod files;
 pub mod forge;
+pub mod heap;
 pub mod init;
 pub mod lifecycle;
 pub mod linked;

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use super::ApiError;
 use super::ui::known_agent;
 use crate::feeds::FeedHub;
-use crate::feeds::watch::Start;
-use crate::feeds::{FeedKind, Frame};
+use crate::feeds::FeedKind;
+use crate::feeds::watch::{Queued, Start};
 use crate::lifecycle::roster::Roster;
 
 /// How often an idle connection gets a comment, so proxies and browsers keep it open.
@@ -65,12 +65,12 @@ fn last_event_id(headers: &HeaderMap) -> Result<Start, ApiError> {
 }
 
 /// A watcher's frames as the events warp writes.
-struct Frames(mpsc::Receiver<Frame>);
+struct Frames(mpsc::Receiver<Queued>);
 
 impl Stream for Frames {
     type Item = Result<warp::sse::Event, Infallible>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.0.poll_recv(cx).map(|frame| frame.map(|f| Ok(f.into_event())))
+        self.0.poll_recv(cx).map(|frame| frame.map(|f| Ok((*f).into_event())))
     }
 }

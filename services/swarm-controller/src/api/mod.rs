@@ -426,7 +426,7 @@ impl App {
     }
 
     /// Prometheus text: the credential health counters (empty without provisioning) and the
-    /// terminal feeds' watchers.
+    /// terminal feeds' watchers, and the live heap bytes in a `heap-stats` build.
     fn metrics(&self) -> Response {
         use warp::Reply;
         let mut text = String::new();
@@ -434,6 +434,7 @@ impl App {
             provisioner.health.metrics.render(&mut text);
         }
         self.feeds.hub.metrics.render(&mut text);
+        crate::heap::render(&mut text);
         let reply = warp::reply::with_header(text, "content-type", "text/plain; version=0.0.4");
         reply.into_response()
     }

@@ -9,9 +9,9 @@ use std::io;
 use std::time::Duration;
 
 use hyper::body::Incoming;
+use hyper::server::conn::http1;
 use hyper::service::Service as _;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{UnixListener, UnixStream};
@@ -60,7 +60,9 @@ where
         let service = TowerToHyperService::new(warp::service(filter.clone()));
         let access = access.clone();
         tokio::spawn(async move {
-            let Some((uid, caller)) = peer(&stream, &access.roles).await else { return };
+            // Boxed, as the request below: the task keeps the size of its largest state for the
+            // connection's whole life, and a relay watcher's connection lives for hours.
+            let Some((uid, caller)) = Box::pin(peer(&stream, &access.roles)).await else { return };
             // The gateway's headers are read on its own connections only; anyone else's are
             // ignored.
             let gateway = access.gateway.filter(|gateway| gateway.uid == uid);
@@ -70,10 +72,15 @@ where
                     None => caller.clone(),
                 };
                 request.extensions_mut().insert(caller);
-                service.call(request)
+                // hyper keeps room for one request's future per connection as long as the
+                // connection lives; the API's is about 11 KiB. Boxed, that room is a pointer and
+                // the future's memory goes when its answer starts (an SSE answer streams on).
+                Box::pin(service.call(request))
             });
-            let builder = auto::Builder::new(TokioExecutor::new());
-            let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+            // HTTP/1.1 only (swarmctl, nginx and curl speak it): a server that also detects
+            // HTTP/2 reads the request's first 24 bytes apart, and hyper then doubles the
+            // connection's read buffer to 16 KiB, kept for as long as an SSE watcher stays.
+            let connection = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
             if let Err(e) = watcher.watch(connection).await {
                 tracing::debug!(error = %e, "a socket connection ended with an error");
             }
