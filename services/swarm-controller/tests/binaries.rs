@@ -409,10 +409,10 @@ async fn swarmctl_shows_hives_and_agents_and_sets_wanted_state() {
     .await
     .unwrap();
     let header: Vec<&str> = agents.lines().next().unwrap().split_whitespace().collect();
-    assert_eq!(header, ["NAME", "HIVE", "ORIGIN", "WANTED", "ACTUAL", "RESTARTS", "TURN", "LAST"]);
+    assert_eq!(header, ["NAME", "HIVE", "ORIGIN", "WANTED", "ACTUAL", "RESTARTS", "TURN", "LAST", "LABELS"]);
     let row: Vec<&str> = agents.lines().nth(1).unwrap().split_whitespace().collect();
-    // The hive reports no turn for it and it has finished none.
-    assert_eq!(row, ["a", "h1", "declared", "up", "(default)", "running", "0", "-", "-"]);
+    // The hive reports no turn for it, it has finished none and has no labels.
+    assert_eq!(row, ["a", "h1", "declared", "up", "(default)", "running", "0", "-", "-", "-"]);
 
     let set = stdout(&swarmctl(&socket, &["agent", "state", "h1", "a", "paused"]));
     assert!(set.starts_with("h1/a: wanted state paused (revision ") && set.contains("set by swarmctl"), "{set}");
