@@ -102,6 +102,11 @@ impl AutheliaBridge {
         Ok(Self::builder(project_binary("swarm-authelia-bridge")?))
     }
 
+    /// The loopback port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// `http://127.0.0.1:<port>`.
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)

@@ -16,6 +16,9 @@
 //! `cargo build --release -p hive-agent && cargo bench -p swarm-controller --bench prompts [-- --prompts N]`.
 //! Needs `scripts/setup`.
 
+#[path = "support/bee.rs"]
+mod bee;
+
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -265,28 +268,11 @@ async fn main() {
     if let Err(e) = controller.wait_for_log("serving the API", PATIENCE).await {
         panic!("{e}\n{}", controller.log());
     }
-    let status = serde_json::json!({
-        "hive": "h1", "version": "bench", "started_at": "2026-11-30T10:00:00Z",
-        "published_at": hyperhive_schedule::format_instant(time::OffsetDateTime::now_utc()), "load": [0.0, 0.0, 0.0],
-        "agents": {"bee": {"origin": "declared", "wanted": "up", "actual": "running", "since": "2026-11-30T10:00:00Z",
-                           "restarts": 0, "last_exit": null, "log_tail": []}}
-    });
-    nats.publish_as_hive("h1", serde_json::to_vec(&status).unwrap()).await.unwrap();
+    bee::report_bee_on_h1(&nats).await;
     let starts = dir.path().join("starts");
-    let creds = nats.mint_agent("bee").await.unwrap();
-    // Its consumer, as the controller makes it when it mints the agent (minted here instead).
-    let controller_js = async_nats::jetstream::new(nats.controller_client().await.unwrap());
-    let bee = hyperhive_nats_creds::AgentName::parse("bee").unwrap();
-    hyperhive_nats_objects::agent_consumer(&bee).ensure(&controller_js).await.unwrap();
-    let mut agent = Process::builder(project_release_binary("hive-agent").unwrap())
-        .env("HIVE_AGENT_NAME", "bee")
-        .env("HIVE_AGENT_NATS_URL", nats.url())
-        .env("HIVE_AGENT_CREDS", creds)
-        .env("HIVE_AGENT_STATE_DIR", dir.path().join("bee"))
-        .env("HIVE_AGENT_TURN_COMMAND", format!("date +%s%N >> {}; cat > /dev/null", starts.display()))
-        .start("hive-agent-bee")
-        .unwrap();
-    agent.wait_for_log("consuming todos", PATIENCE).await.unwrap();
+    let turn = format!("date +%s%N >> {}; cat > /dev/null", starts.display());
+    let mut agent =
+        bee::start_bee(&nats, project_release_binary("hive-agent").unwrap(), &dir.path().join("bee"), &turn, &[]).await;
     wait_until("bee on the roster", PATIENCE, || async {
         let request = hyper::Request::builder()
             .uri("/api/agents/bee/todos")

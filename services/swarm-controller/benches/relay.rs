@@ -17,6 +17,9 @@
 //! [-- --lines N --watchers M]` (defaults 500 and 500; without the feature, RSS only). Needs
 //! `scripts/setup`.
 
+#[path = "support/bee.rs"]
+mod bee;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -72,25 +75,10 @@ async fn nats_floor(nats: &NatsJwt, n: usize) -> Vec<Duration> {
 }
 
 async fn relay_latency(nats: &NatsJwt, socket: &Path, dir: &Path, lines: usize) -> Vec<Duration> {
-    let creds = nats.mint_agent("bee").await.unwrap();
-    // Its consumer, as the controller makes it when it mints the agent (minted here instead).
-    let controller_js = async_nats::jetstream::new(nats.controller_client().await.unwrap());
-    let bee = hyperhive_nats_creds::AgentName::parse("bee").unwrap();
-    hyperhive_nats_objects::agent_consumer(&bee).ensure(&controller_js).await.unwrap();
     let command = format!("for i in $(seq {lines}); do date +%s%N; sleep 0.005; done");
-    let mut agent = Process::builder(project_binary("hive-agent").unwrap())
-        .env("HIVE_AGENT_NAME", "bee")
-        .env("HIVE_AGENT_NATS_URL", nats.url())
-        .env("HIVE_AGENT_CREDS", creds)
-        .env("HIVE_AGENT_STATE_DIR", dir.join("bee"))
-        .env("HIVE_AGENT_TURN_COMMAND", command)
-        .start("hive-agent-bee")
-        .unwrap();
-    agent.wait_for_log("consuming todos", PATIENCE).await.unwrap();
+    let mut agent = bee::start_bee(nats, project_binary("hive-agent").unwrap(), &dir.join("bee"), &command, &[]).await;
     let (_, mut watcher) = SseClient::open(socket, "/api/agents/bee/terminal", None).await.unwrap();
-    let bee = nats.agent_client("bee").await.unwrap();
-    let todo = serde_json::json!({"id": "bench-1", "source": "bench", "body": ""}).to_string();
-    async_nats::jetstream::new(bee).publish("todo.bee", todo.into()).await.unwrap().await.unwrap();
+    bee::give_bee(nats, "bench-1").await;
     let mut samples = Vec::with_capacity(lines);
     while samples.len() < lines {
         let event = tokio::time::timeout(PATIENCE, watcher.next()).await.expect("the relay stalled").unwrap();
@@ -125,13 +113,7 @@ async fn main() {
     if let Err(e) = controller.wait_for_log("serving the API", PATIENCE).await {
         panic!("{e}\n{}", controller.log());
     }
-    let status = serde_json::json!({
-        "hive": "h1", "version": "bench", "started_at": "2026-11-30T10:00:00Z",
-        "published_at": hyperhive_schedule::format_instant(time::OffsetDateTime::now_utc()), "load": [0.0, 0.0, 0.0],
-        "agents": {"bee": {"origin": "declared", "wanted": "up", "actual": "running", "since": "2026-11-30T10:00:00Z",
-                           "restarts": 0, "last_exit": null, "log_tail": []}}
-    });
-    nats.publish_as_hive("h1", serde_json::to_vec(&status).unwrap()).await.unwrap();
+    bee::report_bee_on_h1(&nats).await;
     wait_until("bee on the roster", PATIENCE, || async {
         SseClient::open(&socket, "/api/agents/bee/turn", None).await.ok().filter(|(s, _)| s.is_success())
     })

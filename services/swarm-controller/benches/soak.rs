@@ -23,6 +23,8 @@
 //! `cargo build -p agents-control -p hive-agent && cargo bench -p swarm-controller --bench soak
 //! [-- --minutes N --rate R --watchers W --warm-up M]`. Needs `scripts/setup`.
 
+#[path = "support/bee.rs"]
+mod bee;
 #[path = "../tests/common/mod.rs"]
 mod common;
 #[path = "support/remote_stack.rs"]
@@ -56,32 +58,12 @@ struct Done {
 
 /// bee on the roster (its hive's status) and running one endless turn that prints.
 async fn printing_bee(stack: &RemoteStack) -> Process {
-    let nats = &stack.nats;
-    let status = serde_json::json!({
-        "hive": "h1", "version": "bench", "started_at": "2026-12-05T00:00:00Z",
-        "published_at": hyperhive_schedule::format_instant(time::OffsetDateTime::now_utc()), "load": [0.0, 0.0, 0.0],
-        "agents": {"bee": {"origin": "declared", "wanted": "up", "actual": "running", "since": "2026-12-05T00:00:00Z",
-                           "restarts": 0, "last_exit": null, "log_tail": []}}
-    });
-    nats.publish_as_hive("h1", serde_json::to_vec(&status).unwrap()).await.unwrap();
-    let creds = nats.mint_agent("bee").await.unwrap();
-    let controller_js = async_nats::jetstream::new(nats.controller_client().await.unwrap());
-    let name = hyperhive_nats_creds::AgentName::parse("bee").unwrap();
-    hyperhive_nats_objects::agent_consumer(&name).ensure(&controller_js).await.unwrap();
-    let state = tempfile::tempdir().unwrap().keep();
-    let mut agent = Process::builder(project_binary("hive-agent").unwrap())
-        .env("HIVE_AGENT_NAME", "bee")
-        .env("HIVE_AGENT_NATS_URL", nats.url())
-        .env("HIVE_AGENT_CREDS", creds)
-        .env("HIVE_AGENT_STATE_DIR", &state)
-        .env("HIVE_AGENT_TURN_TIMEOUT", "24h")
-        .env("HIVE_AGENT_TURN_COMMAND", "while :; do date +%s%N; sleep 0.2; done")
-        .start("hive-agent-bee")
-        .unwrap();
-    agent.wait_for_log("consuming todos", PATIENCE).await.unwrap();
-    let todo = serde_json::json!({"id": "soak", "source": "bench", "body": ""}).to_string();
-    let bee = async_nats::jetstream::new(nats.agent_client("bee").await.unwrap());
-    bee.publish("todo.bee", todo.into()).await.unwrap().await.unwrap();
+    bee::report_bee_on_h1(&stack.nats).await;
+    let binary = project_binary("hive-agent").unwrap();
+    let turn = "while :; do date +%s%N; sleep 0.2; done";
+    let state = stack.dir().join("bee");
+    let agent = bee::start_bee(&stack.nats, binary, &state, turn, &[("HIVE_AGENT_TURN_TIMEOUT", "24h")]).await;
+    bee::give_bee(&stack.nats, "soak").await;
     // The turn's output reaches a watcher: the relay runs.
     let (_, mut watcher) = wait_until("bee's terminal served", PATIENCE, || async {
         SseClient::open(&stack.socket, "/api/agents/bee/terminal", None).await.ok().filter(|(s, _)| s.is_success())

@@ -4,7 +4,6 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
@@ -15,9 +14,7 @@ const CONTROLLER: &str = env!("CARGO_BIN_EXE_swarm-controller");
 /// The uid and gid of `nobody`, present on every system the tests run on.
 const NOBODY: u32 = 65534;
 
-fn swarmctl(socket: &Path, args: &[&str]) -> Output {
-    Command::new(common::swarmctl_binary()).arg("--socket").arg(socket).args(args).output().expect("swarmctl runs")
-}
+use common::swarmctl_on as swarmctl;
 
 fn stdout(out: &Output) -> String {
     assert!(out.status.success(), "failed: {}", String::from_utf8_lossy(&out.stderr));

@@ -6,7 +6,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -264,9 +264,7 @@ async fn names_are_unique_agents_must_be_on_the_roster_and_bad_calendars_store_n
     assert_eq!(c.last_sequence(SCHEDULE_DEFINITIONS_BUCKET).await, before, "nothing stored");
 }
 
-fn swarmctl(socket: &Path, args: &[&str]) -> Output {
-    Command::new(common::swarmctl_binary()).arg("--socket").arg(socket).args(args).output().unwrap()
-}
+use common::swarmctl_on as swarmctl;
 
 fn ok(out: Output) -> String {
     assert!(out.status.success(), "failed: {}", String::from_utf8_lossy(&out.stderr));

@@ -483,11 +483,14 @@ async fn patch_labels(c: &Controller, agent: &str, content_type: &str, body: &st
     c.call(Method::PATCH, &path, &[("content-type", content_type)], body.to_owned()).await.unwrap()
 }
 
+/// swarmctl against the in-process controller, off the runtime's threads (the controller answers
+/// on them).
 fn swarmctl(c: &Controller, args: &[&str]) -> tokio::task::JoinHandle<(bool, String, String)> {
-    let mut command = std::process::Command::new(common::swarmctl_binary());
-    command.arg("--socket").arg(&c.socket).args(args);
+    let socket = c.socket.clone();
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
     tokio::task::spawn_blocking(move || {
-        let out = command.output().expect("swarmctl runs");
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = common::swarmctl_on(&socket, &args);
         (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
     })
 }

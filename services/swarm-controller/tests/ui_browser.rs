@@ -561,8 +561,7 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_failed_while_its_system_was_down_succeeds_when_retried_from_the_jobs_page() {
     let bridge = AutheliaBridge::from_workspace().unwrap().start().await.unwrap();
-    let bridge_port: u16 = bridge.url().rsplit(':').next().unwrap().parse().unwrap();
-    let link = ChaosProxy::start(([127, 0, 0, 1], bridge_port).into()).await.unwrap();
+    let link = ChaosProxy::start(([127, 0, 0, 1], bridge.port()).into()).await.unwrap();
     link.cut();
     let (url, token_file) = (format!("http://127.0.0.1:{}", link.port()), bridge.dir().join("token"));
     let env = [

@@ -95,12 +95,7 @@ async fn get_bytes(swarm: &OneHive, path: &str) -> (StatusCode, bytes::Bytes) {
 }
 
 fn swarmctl(swarm: &OneHive, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(common::swarmctl_binary())
-        .arg("--socket")
-        .arg(&swarm.socket)
-        .args(args)
-        .output()
-        .unwrap()
+    common::swarmctl_on(&swarm.socket, args)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -26,7 +26,7 @@ const SOON: Duration = Duration::from_secs(30);
 pub struct RemoteStack {
     pub cluster: Cluster,
     pub nats: NatsJwt,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     pub socket: PathBuf,
     pub controller: Process,
     /// The controller's device id on the control plane.
@@ -72,7 +72,12 @@ impl RemoteStack {
         let laptop = cluster.pair("--client", "laptop").await.altered("direct", on_copy(&cluster, far));
         // Every copy knows every device (and the far copy lists the hosts to its clients).
         cluster.wait_registry_read().await;
-        RemoteStack { cluster, nats, _dir: dir, socket, controller, controller_id, near, far, laptop }
+        RemoteStack { cluster, nats, dir, socket, controller, controller_id, near, far, laptop }
+    }
+
+    /// The stack's own directory, removed with it.
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
     }
 
     /// The controller's socket as an API.

@@ -358,5 +358,15 @@ pub fn swarmctl_binary() -> PathBuf {
     hyperhive_testkit::project_binary("swarmctl").unwrap_or_else(|e| panic!("{e:#}"))
 }
 
+/// swarmctl run to its end against the controller on `socket`.
+pub fn swarmctl_on(socket: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(swarmctl_binary())
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .output()
+        .expect("swarmctl runs")
+}
+
 /// A 1x1 PNG (an agent icon).
 pub const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89\x00\x00\x00\x0dIDATx\x9cc\xf8\x0f\x00\x00\x01\x01\x00\x05\x18\xd8N\x00\x00\x00\x00IEND\xaeB`\x82";
