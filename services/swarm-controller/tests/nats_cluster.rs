@@ -107,6 +107,13 @@ impl Swarm {
         .unwrap();
     }
 
+    /// Fails the test with `why` and the agents' last log lines (the stack's processes print
+    /// their own as they stop).
+    fn fail_with_logs(&self, why: &str) -> ! {
+        let log = |agent| self.hive.agent_log_tail(agent, 40);
+        panic!("{why}\n--- bee's log ---\n{}\n--- wasp's log ---\n{}", log("bee"), log("wasp"))
+    }
+
     /// Waits until every replica of `stream` is current (a node that came back has caught up).
     async fn wait_caught_up(&self, stream: &str) {
         let js = &self.hive.js;
@@ -185,14 +192,14 @@ async fn the_swarm_rides_out_each_node_dying_and_refuses_writes_without_a_quorum
             (swarm.slots("bee", &once).len() == 1).then_some(())
         })
         .await
-        .unwrap();
+        .unwrap_or_else(|e| swarm.fail_with_logs(&format!("n{node} down: {e}")));
         // The agents go on firing with the node down.
         wait_until("both agents to run another slot with a node down", SOON, || async {
             let now = (swarm.slots("bee", &every).len(), swarm.slots("wasp", &every).len());
             (now.0 > before.0 && now.1 > before.1).then_some(())
         })
         .await
-        .unwrap();
+        .unwrap_or_else(|e| swarm.fail_with_logs(&format!("n{node} down: {e}")));
         swarm.nats().start_node_again(node).await.unwrap();
         for stream in ["KV_agent-schedules", "KV_schedule-definitions", "TODO"] {
             swarm.wait_caught_up(stream).await;

@@ -4,6 +4,7 @@
 //! consumers it makes ([`consumers`]). The streams and buckets
 //! themselves are named and made by `hyperhive_nats_objects`.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -101,9 +102,22 @@ pub struct KeyValue {
     pub revision: u64,
 }
 
-/// Every live key of `bucket` with its value: one ordered consumer delivering the last message
-/// per key, so a bucket of any size is read in one stream rather than one request per key.
+/// How many times a scan asks the stream for its last sequence before it answers with what it
+/// read: a bucket written faster than one round trip is listed as read by then.
+const SCAN_CHECKS: u32 = 32;
+/// How long a scan waits for its next message before it asks the stream whether one is due.
+const SCAN_IDLE: Duration = Duration::from_secs(2);
+
+/// Every live key of `bucket` with its value, by key: one ordered consumer delivering the whole
+/// stream, so a bucket of any size is read in one stream rather than one request per key.
 /// Deleted and purged keys are left out.
+///
+/// Every bucket keeps one value per key, so the whole stream is one message per key. A key
+/// rewritten during the scan has its old message removed and its new one ahead of the consumer,
+/// and the consumer's own count of what is pending can reach zero before that one (nats-server
+/// does not count such removals reliably, and "the last message per key" plans its messages
+/// when the consumer is made). So the scan ends only when the stream's last sequence, asked
+/// once the consumer says nothing is pending, has been delivered.
 ///
 /// # Errors
 /// [`NatsError::Scan`] when the consumer cannot be made or fails mid-way.
@@ -115,7 +129,7 @@ pub async fn scan_bucket(js: &jetstream::Context, bucket: &str) -> Result<Vec<Ke
         .create_consumer(consumer::push::OrderedConfig {
             deliver_subject: js.client().new_inbox(),
             filter_subject: format!("{prefix}>"),
-            deliver_policy: consumer::DeliverPolicy::LastPerSubject,
+            deliver_policy: consumer::DeliverPolicy::All,
             replay_policy: consumer::ReplayPolicy::Instant,
             ..Default::default()
         })
@@ -124,40 +138,50 @@ pub async fn scan_bucket(js: &jetstream::Context, bucket: &str) -> Result<Vec<Ke
     // The server would keep the consumer for its inactivity threshold (30 s) after the scan; a
     // burst of listings (the UI, a script) must not pile them up until a limit refuses the next.
     let name = consumer.cached_info().name.clone();
-    let scanned = read_last_per_key(consumer, &prefix).await.map_err(scan_error);
+    let scanned = read_to_end(&stream, consumer, &prefix).await.map_err(scan_error);
     if let Err(e) = stream.delete_consumer(&name).await {
         tracing::debug!(bucket, error = %e, "could not delete a scan's consumer; the server drops it within 30 s");
     }
     scanned
 }
 
-/// What a last-per-subject ordered consumer delivers, to its last message.
-async fn read_last_per_key(
+/// What the ordered consumer on `stream` delivers up to the stream's last message, the later
+/// value of a key winning and a deleted or purged key left out.
+async fn read_to_end(
+    stream: &jetstream::stream::Stream<()>,
     consumer: consumer::Consumer<consumer::push::OrderedConfig>,
     prefix: &str,
 ) -> Result<Vec<KeyValue>, String> {
-    let mut out = Vec::new();
-    if consumer.cached_info().num_pending == 0 {
-        return Ok(out);
-    }
+    let mut live = BTreeMap::new();
+    let mut delivered = 0;
+    let mut pending = consumer.cached_info().num_pending;
     let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
-    while let Some(message) = messages.next().await {
-        let message = message.map_err(|e| e.to_string())?;
-        let info = message.info().map_err(|e| e.to_string())?;
-        let (revision, pending) = (info.stream_sequence, info.pending);
-        let removed = message
-            .headers
-            .as_ref()
-            .and_then(|h| h.get("KV-Operation"))
-            .is_some_and(|op| matches!(op.as_str(), "DEL" | "PURGE"));
-        if !removed && let Some(key) = message.subject.strip_prefix(prefix) {
-            out.push(KeyValue { key: key.to_owned(), value: message.payload.clone(), revision });
+    for _ in 0..SCAN_CHECKS {
+        while pending > 0 {
+            let Ok(next) = tokio::time::timeout(SCAN_IDLE, messages.next()).await else { break };
+            let message = next.ok_or("the consumer ended before the last key")?.map_err(|e| e.to_string())?;
+            let info = message.info().map_err(|e| e.to_string())?;
+            (delivered, pending) = (info.stream_sequence, info.pending);
+            let Some(key) = message.subject.strip_prefix(prefix) else { continue };
+            let removed = message
+                .headers
+                .as_ref()
+                .and_then(|h| h.get("KV-Operation"))
+                .is_some_and(|op| matches!(op.as_str(), "DEL" | "PURGE"));
+            if removed {
+                live.remove(key);
+            } else {
+                let value = KeyValue { key: key.to_owned(), value: message.payload.clone(), revision: delivered };
+                live.insert(key.to_owned(), value);
+            }
         }
-        if pending == 0 {
-            return Ok(out);
+        let state = stream.get_info().await.map_err(|e| e.to_string())?.state;
+        if state.messages == 0 || delivered >= state.last_sequence {
+            break;
         }
+        pending = state.last_sequence - delivered;
     }
-    Err("the consumer ended before the last key".to_owned())
+    Ok(live.into_values().collect())
 }
 
 #[cfg(test)]

@@ -145,6 +145,14 @@ impl OneHive {
         std::fs::read_to_string(self.path(&format!("{agent}.turns"))).unwrap_or_default()
     }
 
+    /// The last `lines` lines of `agent`'s own log (its stdout and stderr under the process
+    /// runner), for a failure to show what the agent did.
+    pub fn agent_log_tail(&self, agent: &str, lines: usize) -> String {
+        let log = std::fs::read_to_string(self.path(&format!("h1.state/agents/{agent}/agent.log"))).unwrap_or_default();
+        let all: Vec<&str> = log.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
     /// `agent`'s actual state in the hive's last status.
     pub async fn actual_in_hive_status(&self, agent: &str) -> Option<String> {
         let kv = self.js.get_key_value("hive-status").await.ok()?;
