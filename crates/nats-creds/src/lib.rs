@@ -220,9 +220,14 @@ pub fn mint_many_agent_creds(
 /// its hive's account gaining the agent's todo queue among its imports (made, with that agent
 /// only, if the hive has none yet), and the agent's user credential, valid for `ttl`, returned
 /// in memory. Nothing needs a reload: the server must be given each JWT of
-/// [`NewAgent::accounts`] (through the system account) before the credential works. The fragment
-/// is rewritten when an account changed, so a server started with it knows the agent too.
-/// Minting again for the same agent and hive changes no account and only renews the credential.
+/// [`NewAgent::accounts`] (through the system account) before the credential works. Minting again
+/// for the same agent and hive changes no account and only renews the credential.
+///
+/// The fragment is **not** rewritten: it holds every account, so rewriting it for each agent
+/// would make creating one cost as much as all the others together. When
+/// [`NewAgent::changed`] is not empty, call [`write_fragment`] soon after (once for a burst), so
+/// a server started with the fragment knows the agent too; until then such a server refuses the
+/// agent (nothing is granted that the fragment does not hold).
 ///
 /// The hive's user credential needs nothing new: it may publish to `todo.*`, and its account's
 /// imports decide which queues that reaches ([`hive_permissions`]).
@@ -253,13 +258,21 @@ pub fn mint_agent_of_hive(
     changed.extend(written);
     let (_, written) = hive_tenant.write_account(from, &keys, None)?;
     changed.extend(written);
-    if !changed.is_empty() {
-        fragment::write(from)?;
-    }
     let accounts =
         [&agent_tenant, &hive_tenant].iter().map(|tenant| tenant.current_jwt(from)).collect::<Result<Vec<_>, _>>()?;
     let creds = agent_tenant.user_creds(&account, at)?;
     Ok(NewAgent { creds, expires_at: at.expires_at.unwrap_or_default(), accounts, changed })
+}
+
+/// Rewrites the server's fragment from every account the directory holds now (after
+/// [`mint_agent_of_hive`], which leaves that to its caller).
+///
+/// # Errors
+/// A directory not written by [`init`], or an I/O error.
+pub fn write_fragment(from: &Path) -> Result<(), CredsError> {
+    check_layout(from)?;
+    let _lock = lock_accounts(from)?;
+    fragment::write(from)
 }
 
 /// Every account JWT the directory holds (system, swarm, no-jetstream, every tenant): what the

@@ -83,7 +83,8 @@ pub struct NewAgent {
     /// hold before the credential works. Giving it an unchanged JWT again is harmless, so a
     /// caller whose earlier push failed can push these.
     pub accounts: Vec<AccountJwt>,
-    /// Those of [`NewAgent::accounts`] written by this call (and so into the fragment): the
-    /// agent's when it is new, its hive's when its imports gained the agent's queue.
+    /// Those of [`NewAgent::accounts`] written by this call (the fragment needs writing again:
+    /// [`crate::write_fragment`]): the agent's when it is new, its hive's when its imports gained
+    /// the agent's queue.
     pub changed: Vec<AccountJwt>,
 }

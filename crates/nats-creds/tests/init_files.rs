@@ -260,6 +260,10 @@ fn an_agent_made_at_run_time_changes_its_own_and_its_hives_account_once() {
     assert!(imports.contains(&"todo.a") && imports.contains(&"todo.b"), "a is kept, b added: {imports:?}");
     let iat = |token: &str| jwt::verified_claims(token).unwrap()["iat"].as_u64().unwrap();
     assert!(iat(&hive_jwt()) > iat(&before), "a replacing JWT is strictly newer");
+    // The fragment is rewritten when asked, once for many agents.
+    let conf = fs::read_to_string(&summary.server_conf).unwrap();
+    assert!(!conf.contains(&new.changed[0].jwt), "not preloaded before the fragment is written");
+    hyperhive_nats_creds::write_fragment(dir.path()).unwrap();
     let conf = fs::read_to_string(&summary.server_conf).unwrap();
     assert!(conf.contains(&new.changed[0].jwt) && conf.contains(&hive_jwt()), "both preloaded");
 

@@ -17,7 +17,7 @@ use hyperhive_nats_objects::{
     AGENT_SCHEDULES_BUCKET, TODO_STREAM, agent_consumer, agent_durable_name, agent_inbox_prefix,
     agent_schedule_direct_get_subject, hive_inbox_prefix,
 };
-use hyperhive_testkit::NatsJwt;
+use hyperhive_testkit::{NatsJwt, wait_until};
 use nkeys::KeyPair;
 use swarm_controller::lifecycle::revoke::Revoker;
 use swarm_controller::nats::claims::{self, PushError};
@@ -183,7 +183,11 @@ async fn a_pushed_account_survives_a_restart_with_a_fragment_that_predates_it() 
     let deployed = std::fs::read_to_string(&fragment).unwrap();
     let accounts = Accounts::new(nats.creds_dir().to_path_buf(), nats.url());
     let made = accounts.create_agent(&hive("h1"), &agent("b"), TTL).await.unwrap();
-    assert_ne!(std::fs::read_to_string(&fragment).unwrap(), deployed, "the directory's fragment has b");
+    wait_until("the directory's fragment to have b", TIMEOUT, || async {
+        (std::fs::read_to_string(&fragment).unwrap() != deployed).then_some(())
+    })
+    .await
+    .unwrap();
     std::fs::write(&fragment, &deployed).unwrap();
     assert!(!deployed.contains(&made.accounts[0].account), "the stale fragment does not know b");
 
@@ -197,6 +201,31 @@ async fn a_pushed_account_survives_a_restart_with_a_fragment_that_predates_it() 
     assert_eq!(held(&js, "todo.b").await, 1);
     let stored = std::fs::read_dir(nats.resolver_dir()).unwrap().count();
     assert!(stored >= 5, "SYS, swarm, no-jetstream, hive-h1 and agent-b are in the resolver's directory: {stored}");
+}
+
+#[tokio::test]
+async fn a_burst_of_creations_rewrites_the_fragment_a_few_times_and_it_then_knows_every_agent() {
+    let (nats, _js) = swarm().await;
+    let fragment = nats.creds_dir().join(files::SERVER_CONF);
+    let accounts = Accounts::new(nats.creds_dir().to_path_buf(), nats.url());
+    let started = Instant::now();
+    let mut made = Vec::new();
+    for i in 0..20 {
+        made.push(accounts.create_agent(&hive("h1"), &agent(&format!("burst-{i}")), TTL).await.unwrap());
+    }
+    let took = started.elapsed();
+    wait_until("the fragment to preload every new account", TIMEOUT, || async {
+        let conf = std::fs::read_to_string(&fragment).unwrap();
+        // Each agent's account, and the hive's as the last creation left it.
+        let hive_now = &made.last().unwrap().accounts[1].jwt;
+        (made.iter().all(|m| conf.contains(&m.accounts[0].jwt)) && conf.contains(hive_now)).then_some(())
+    })
+    .await
+    .unwrap();
+    // One rewrite covers every creation within its delay: at most one a second, and the last.
+    let written = accounts.fragment().written();
+    let most = took.as_secs() + 2;
+    assert!((1..=most).contains(&written), "{written} rewrites for 20 creations in {took:?}");
 }
 
 #[tokio::test]

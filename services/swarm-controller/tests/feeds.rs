@@ -13,9 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::{Controller, Options, directory, publish_as_hive};
 use hyper::http::{Method, StatusCode};
-use hyperhive_hive_proto::roster::Origin;
-use hyperhive_hive_proto::status::{ActualState, AgentStatus, HiveStatus};
-use hyperhive_hive_proto::wanted::WantedState;
+use hyperhive_hive_proto::status::HiveStatus;
 use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_testkit::{Process, SseClient, SseEvent as Sse, project_binary, wait_until};
 use serde_json::Value;
@@ -47,18 +45,7 @@ fn text_of(event: &Sse) -> String {
 }
 
 fn status_of(hive: &str, agents: &[&str]) -> HiveStatus {
-    let status = AgentStatus {
-        origin: Origin::Declared,
-        wanted: WantedState::Up,
-        actual: ActualState::Running,
-        since: "2026-11-30T11:00:00Z".into(),
-        restarts: 0,
-        last_exit: None,
-        log_tail: Vec::new(),
-        turn: None,
-        revision: None,
-        problem: None,
-    };
+    let status = common::running_declared("2026-11-30T11:00:00Z");
     HiveStatus {
         hive: HiveName::parse(hive).unwrap(),
         version: "0.1.0".into(),

@@ -11,9 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::http::{Method, StatusCode};
-use hyperhive_hive_proto::roster::Origin;
-use hyperhive_hive_proto::status::{ActualState, AgentStatus, HiveStatus};
-use hyperhive_hive_proto::wanted::WantedState;
+use hyperhive_hive_proto::status::HiveStatus;
 use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_testkit::{NatsJwt, Process, wait_until};
 use serde_json::Value;
@@ -44,18 +42,7 @@ impl Ui {
             load: [0.0; 3],
             agents: BTreeMap::from([(
                 AgentName::parse("bee").unwrap(),
-                AgentStatus {
-                    origin: Origin::Declared,
-                    wanted: WantedState::Up,
-                    actual: ActualState::Running,
-                    since: "2026-11-30T10:00:00Z".into(),
-                    restarts: 0,
-                    last_exit: None,
-                    log_tail: Vec::new(),
-                    turn: None,
-                    revision: None,
-                    problem: None,
-                },
+                common::running_declared("2026-11-30T10:00:00Z"),
             )]),
         };
         common::publish_as_hive(&nats, &status).await;

@@ -1,6 +1,7 @@
 //! The controller's NATS: its connection, what a failed write means, and reading a whole KV
 //! bucket in one pass ([`scan_bucket`]); the tenants' accounts it changes while the swarm runs
-//! ([`tenants`]), how the running server learns them ([`claims`]), and the tenants' durable
+//! ([`tenants`]), how the running server learns them ([`claims`]), the fragment a starting
+//! server reads, rewritten after creations ([`fragment_refresh`]), and the tenants' durable
 //! consumers it makes ([`consumers`]). The streams and buckets
 //! themselves are named and made by `hyperhive_nats_objects`.
 
@@ -15,6 +16,7 @@ use hyperhive_nats_objects::{SetupError, kv_key_subject, kv_stream};
 
 pub mod claims;
 pub mod consumers;
+pub mod fragment_refresh;
 pub mod tenants;
 
 /// A NATS step that failed; the message says which and why.

@@ -1,8 +1,10 @@
 //! The swarm's NATS accounts as the controller changes them while the swarm runs: an agent
 //! created (its account, and its hive's account gaining its queue), an agent revoked. Each change
-//! is written into the `nats init` directory first (`SWARM_NATS_DIR`; the fragment too, so a
-//! server started with it agrees), then given to the running server ([`crate::nats::claims::push`]).
-//! Nothing needs a reload, so a nats-server on another host takes agents created through the API.
+//! is written into the `nats init` directory first (`SWARM_NATS_DIR`), then given to the running
+//! server ([`crate::nats::claims::push`]); the fragment, so a server started with it agrees, is
+//! rewritten at once for a revocation and a second or more after creations
+//! ([`crate::nats::fragment_refresh`]). Nothing needs a reload, so a nats-server on another host
+//! takes agents created through the API.
 //!
 //! The server stores whatever JWT of an account it is given last, not the newest, so two changes
 //! of one account must reach it in the order they were written: each change is written and
@@ -17,9 +19,11 @@ use hyperhive_nats_creds::{AccountJwt, AgentName, CredsError, HiveName, Revocati
 use tokio::sync::Mutex;
 
 use crate::nats::claims::{self, PushError};
+use crate::nats::fragment_refresh::FragmentRefresh;
 
 /// Why an account change did not complete. Repeating the call retries it; what was written into
-/// the directory stays (a server restarted with the fragment has it).
+/// the directory stays, and reaches the fragment when a repeated call succeeds (or at the
+/// controller's next start).
 #[derive(Debug, thiserror::Error)]
 pub enum AccountsError {
     /// The `nats init` directory could not be read or written, or refused the change (a revoked
@@ -52,12 +56,18 @@ pub struct Accounts {
     url: String,
     /// Held while an account change is written and pushed (see the module doc).
     order: Mutex<()>,
+    fragment: FragmentRefresh,
 }
 
 impl Accounts {
     /// Accounts signed with the keys in `nats_dir`, pushed to the server at `url`.
     pub fn new(nats_dir: PathBuf, url: String) -> Self {
-        Self { nats_dir, url, order: Mutex::new(()) }
+        Self { fragment: FragmentRefresh::new(nats_dir.clone()), nats_dir, url, order: Mutex::new(()) }
+    }
+
+    /// The fragment's rewrites after creations.
+    pub fn fragment(&self) -> &FragmentRefresh {
+        &self.fragment
     }
 
     /// The `nats init` directory.
@@ -88,6 +98,9 @@ impl Accounts {
         })
         .await?;
         pusher.push(&self.url, &made.accounts).await?;
+        if !made.changed.is_empty() {
+            self.fragment.ask();
+        }
         let changed: Vec<&str> = made.changed.iter().map(|a| a.name.as_str()).collect();
         tracing::info!(%hive, %agent, ?changed, "agent's NATS account given to the server");
         Ok(AgentCredential { creds: made.creds, expires_at: made.expires_at, accounts: made.accounts })

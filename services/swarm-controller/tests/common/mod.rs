@@ -16,7 +16,9 @@ use hyper::Request;
 use hyper::http::{Method, StatusCode};
 use hyperhive_hive_proto::HiveName;
 use hyperhive_hive_proto::directory::{HiveDirectory, HiveEntry};
-use hyperhive_hive_proto::status::HiveStatus;
+use hyperhive_hive_proto::roster::Origin;
+use hyperhive_hive_proto::status::{ActualState, AgentStatus, HiveStatus};
+use hyperhive_hive_proto::wanted::WantedState;
 use hyperhive_jobq::Jobq;
 use hyperhive_nats_objects::{AGENT_SCHEDULES_BUCKET, SCHEDULE_DEFINITIONS_BUCKET};
 use hyperhive_schedule::AgentSchedules;
@@ -250,6 +252,22 @@ pub fn pair(code: &str, args: &[&str]) -> std::process::Output {
         .env_remove("SWARM_CONTROL_IDENTITY")
         .output()
         .unwrap()
+}
+
+/// A declared agent as its hive reports it while it runs, since `since` (RFC 3339).
+pub fn running_declared(since: &str) -> AgentStatus {
+    AgentStatus {
+        origin: Origin::Declared,
+        wanted: WantedState::Up,
+        actual: ActualState::Running,
+        since: since.to_owned(),
+        restarts: 0,
+        last_exit: None,
+        log_tail: Vec::new(),
+        turn: None,
+        revision: None,
+        problem: None,
+    }
 }
 
 /// Publishes `status` as its hive's hive-c0re does: with the hive's own credential, on its own key.

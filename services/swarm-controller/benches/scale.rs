@@ -1,0 +1,347 @@
+//! Benchmark of one swarm at scale: `--agents N` (default 10,000) agents declared on 50 hives,
+//! each with its own NATS account and credential, measured twice in one run, at 1,000 agents (the
+//! baseline) and at N, and printed with the ratio N/1,000:
+//!
+//! 1. **Accounts**: the agents are declared as an operator declares them (`nats agent-creds` and
+//!    `nats hive-creds`: `hyperhive_nats_creds::mint_many_agent_creds` and `mint_hive_creds`), and
+//!    the running server given every account as `swarm-controller nats push-accounts` does
+//!    (`Accounts::push_all`, timed). Then the next agents are created as the API creates one
+//!    (`Accounts::create_agent`: its account, its hive's account gaining its queue, the `nats init`
+//!    directory and fragment rewritten, both accounts pushed): the median of ten. Also the bytes
+//!    the server's configuration fragment and its resolver directory hold per account, and
+//!    nats-server's resident memory per account (`/varz`; accounts load when first used, so most
+//!    of their memory shows under connections).
+//! 2. **Connections**: every declared agent connected with its own credential, kept connected;
+//!    nats-server's resident memory per connection, for the first 1,000 and for the rest.
+//! 3. **The controller**: the `swarm-controller` binary with every agent declared in its hive's
+//!    status (as hive-c0re publishes it): its start with every bucket already written (spawn to
+//!    serving the API, then to the roster listing every agent), its resident memory, and
+//!    `GET /api/agents` and `GET /api/agents/status` (median of five, and the body size).
+//!
+//! No hive-c0re or hive-agent runs: the hives' statuses are written by the benchmark, so the
+//! figures of hives (wanted state to hive status, idle traffic) are not among these.
+//!
+//! `cargo bench -p swarm-controller --bench scale [-- --agents N]`. Needs `scripts/setup`
+//! (nats-server).
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use hyper::http::Method;
+use hyperhive_hive_proto::status::HiveStatus;
+use hyperhive_hive_proto::{AgentName, HiveName};
+use hyperhive_nats_creds::{DEFAULT_AGENT_TTL, files::SERVER_CONF};
+use hyperhive_nats_objects::HIVE_STATUS_BUCKET;
+use hyperhive_testkit::stats::{percentile, rss_kib};
+use hyperhive_testkit::{NatsJwt, Process, free_port, wait_until};
+use serde_json::Value;
+use swarm_controller::nats::tenants::Accounts;
+use swarmctl::{Api, client};
+
+const HIVES: usize = 50;
+const BASELINE: usize = 1_000;
+/// Creations timed after each checkpoint (their median is "the next agent").
+const NEXT: usize = 10;
+/// Requests per list route (their median is reported).
+const LISTS: usize = 5;
+const PATIENCE: Duration = Duration::from_secs(600);
+
+fn agents_option() -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.windows(2).find(|p| p[0] == "--agents").map_or(10_000, |p| p[1].parse().expect("--agents N"))
+}
+
+fn agent(i: usize) -> AgentName {
+    AgentName::parse(&format!("agent-{i:05}")).unwrap()
+}
+
+fn hive(i: usize) -> HiveName {
+    HiveName::parse(&format!("hive-{:02}", i % HIVES)).unwrap()
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// One measurement at a number of agents.
+#[derive(Debug, Default)]
+struct Figures {
+    agents: usize,
+    push_all: Duration,
+    next_agent: Duration,
+    fragment_bytes_per_account: f64,
+    resolver_bytes_per_account: f64,
+    server_kib_per_account: f64,
+    server_kib_per_connection: f64,
+    controller_start: Duration,
+    controller_roster_complete: Duration,
+    controller_rss_kib: u64,
+    list_agents: Duration,
+    list_agents_bytes: usize,
+    list_status: Duration,
+    list_status_bytes: usize,
+}
+
+struct Swarm {
+    nats: NatsJwt,
+    monitor: u16,
+    accounts: Accounts,
+    js: async_nats::jetstream::Context,
+    dir: tempfile::TempDir,
+    /// Agents declared so far (`agent(0)` to `agent(declared - 1)`).
+    declared: usize,
+    /// Agents created through the API path so far.
+    created: usize,
+    /// One connection per declared agent, kept open.
+    clients: Vec<async_nats::Client>,
+    /// nats-server's resident memory when last read.
+    server_kib: u64,
+}
+
+impl Swarm {
+    async fn start() -> Swarm {
+        let monitor = free_port();
+        let nats = NatsJwt::start_with_config(&format!("http: \"127.0.0.1:{monitor}\"")).await.unwrap();
+        let js = async_nats::jetstream::new(nats.controller_client().await.unwrap());
+        hyperhive_nats_objects::ensure_objects(&js).await.unwrap();
+        let accounts = Accounts::new(nats.creds_dir().to_path_buf(), nats.url());
+        let dir = tempfile::tempdir().unwrap();
+        let hives: serde_json::Map<String, Value> = (0..HIVES)
+            .map(|i| {
+                let xkey = nkeys::XKey::new().public_key();
+                (hive(i).to_string(), serde_json::json!({"description": "scale bench", "xkey": xkey}))
+            })
+            .collect();
+        std::fs::write(dir.path().join("hives.json"), Value::Object(hives).to_string()).unwrap();
+        std::fs::create_dir(dir.path().join("creds")).unwrap();
+        let mut swarm =
+            Swarm { nats, monitor, accounts, js, dir, declared: 0, created: 0, clients: Vec::new(), server_kib: 0 };
+        swarm.server_kib = swarm.read_server_kib().await;
+        swarm
+    }
+
+    /// nats-server's resident memory, from its own `/varz`.
+    async fn read_server_kib(&self) -> u64 {
+        let url = format!("http://127.0.0.1:{}/varz", self.monitor);
+        let varz: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+        varz["mem"].as_u64().expect("varz has mem") / 1024
+    }
+
+    /// The growth of nats-server's memory since it was last read, per `count` things added.
+    async fn server_kib_per(&mut self, count: usize) -> f64 {
+        let now = self.read_server_kib().await;
+        let per = now.saturating_sub(self.server_kib) as f64 / count as f64;
+        self.server_kib = now;
+        per
+    }
+
+    fn creds_path(&self, name: &str) -> std::path::PathBuf {
+        self.dir.path().join("creds").join(format!("{name}.creds"))
+    }
+
+    /// Declares agents up to `n` (and every hive with its agents) as an operator does, then gives
+    /// the server every account; the time of that push.
+    async fn declare_up_to(&mut self, n: usize) -> Duration {
+        let batch: Vec<(AgentName, std::path::PathBuf)> =
+            (self.declared..n).map(|i| (agent(i), self.creds_path(agent(i).as_str()))).collect();
+        let hives: Vec<(HiveName, Vec<AgentName>, std::path::PathBuf)> = (0..HIVES)
+            .map(|h| {
+                let agents = (h..n).step_by(HIVES).map(agent).collect();
+                (hive(h), agents, self.creds_path(hive(h).as_str()))
+            })
+            .collect();
+        let from = self.nats.creds_dir().to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            hyperhive_nats_creds::mint_many_agent_creds(&from, &batch, DEFAULT_AGENT_TTL).unwrap();
+            for (hive, agents, out) in hives {
+                hyperhive_nats_creds::mint_hive_creds(&from, &hive, &agents, DEFAULT_AGENT_TTL, &out).unwrap();
+            }
+        })
+        .await
+        .unwrap();
+        self.declared = n;
+        let started = Instant::now();
+        self.accounts.push_all().await.unwrap();
+        started.elapsed()
+    }
+
+    /// Declares agents up to `n`, measures everything there, then creates [`NEXT`] agents as the
+    /// API does, timed.
+    async fn measure_at(&mut self, n: usize) -> Figures {
+        let before = self.declared;
+        let mut figures = Figures { agents: n, push_all: self.declare_up_to(n).await, ..Figures::default() };
+        let accounts = n + HIVES + self.created;
+        let fragment = std::fs::metadata(self.nats.creds_dir().join(SERVER_CONF)).unwrap().len();
+        figures.fragment_bytes_per_account = fragment as f64 / accounts as f64;
+        figures.resolver_bytes_per_account = dir_bytes(self.nats.resolver_dir()) as f64 / accounts as f64;
+        figures.server_kib_per_account = self.server_kib_per(n - before).await;
+        self.connect(before..n).await;
+        figures.server_kib_per_connection = self.server_kib_per(n - before).await;
+        self.controller(&mut figures).await;
+        let mut next = Vec::new();
+        for _ in 0..NEXT {
+            let name = AgentName::parse(&format!("created-{:05}", self.created)).unwrap();
+            let started = Instant::now();
+            self.accounts.create_agent(&hive(self.created), &name, DEFAULT_AGENT_TTL).await.unwrap();
+            next.push(started.elapsed());
+            self.created += 1;
+        }
+        next.sort();
+        figures.next_agent = percentile(&next, 50.0);
+        self.server_kib = self.read_server_kib().await;
+        figures
+    }
+
+    /// Connects the declared agents `range`, each with its own credential, and keeps them.
+    async fn connect(&mut self, range: std::ops::Range<usize>) {
+        let url = self.nats.url();
+        for i in range {
+            let options =
+                async_nats::ConnectOptions::with_credentials_file(self.creds_path(agent(i).as_str())).await.unwrap();
+            self.clients.push(options.connect(url.as_str()).await.unwrap());
+        }
+        // Each client has sent CONNECT and PING; the server's own count says when all are in.
+        let url = format!("http://127.0.0.1:{}/varz", self.monitor);
+        let want = self.clients.len();
+        wait_until("every agent connected", PATIENCE, || async {
+            let varz: Value = reqwest::get(&url).await.ok()?.json().await.ok()?;
+            (varz["connections"].as_u64()? as usize > want).then_some(())
+        })
+        .await
+        .unwrap();
+    }
+
+    /// Writes every hive's status with its agents, then starts the controller twice: the first
+    /// start adds the agents to the roster, the second (measured) reads every bucket as written.
+    async fn controller(&self, figures: &mut Figures) {
+        let kv = self.js.get_key_value(HIVE_STATUS_BUCKET).await.unwrap();
+        for (hive, status) in statuses(self.declared) {
+            kv.put(hive.as_str(), serde_json::to_vec(&status).unwrap().into()).await.unwrap();
+        }
+        let socket = self.dir.path().join("run/controller.sock");
+        let first = self.start_controller(&socket).await;
+        self.wait_for_roster(&socket).await;
+        drop(first);
+        let started = Instant::now();
+        let controller = self.start_controller(&socket).await;
+        figures.controller_start = started.elapsed();
+        self.wait_for_roster(&socket).await;
+        figures.controller_roster_complete = started.elapsed();
+        (figures.list_agents, figures.list_agents_bytes) = median_get(&socket, "/api/agents").await;
+        (figures.list_status, figures.list_status_bytes) = median_get(&socket, "/api/agents/status").await;
+        figures.controller_rss_kib = rss_kib(controller.pid());
+    }
+
+    async fn start_controller(&self, socket: &Path) -> Process {
+        let mut controller = Process::builder(env!("CARGO_BIN_EXE_swarm-controller"))
+            .env("SWARM_CONTROLLER_SOCKET", socket)
+            .env("SWARM_NATS_URL", self.nats.url())
+            .env("SWARM_NATS_CREDS", self.nats.controller_creds())
+            .env("SWARM_NATS_DIR", self.nats.creds_dir())
+            .env("SWARM_HIVES_FILE", self.dir.path().join("hives.json"))
+            .env("NO_COLOR", "1")
+            .start("swarm-controller")
+            .unwrap();
+        controller.wait_for_log("serving the API", PATIENCE).await.unwrap();
+        controller
+    }
+
+    async fn wait_for_roster(&self, socket: &Path) {
+        let api = Api::Socket(socket.to_owned());
+        let want = self.declared;
+        wait_until("the roster to list every agent", PATIENCE, || async {
+            let body = client::request(&api, Method::GET, "/api/agents/status", None, None).await.ok()?;
+            let listed: Vec<Value> = serde_json::from_slice(&body).ok()?;
+            (listed.len() == want).then_some(())
+        })
+        .await
+        .unwrap();
+    }
+}
+
+/// Every hive's status with its share of the first `n` agents, all running.
+fn statuses(n: usize) -> BTreeMap<HiveName, HiveStatus> {
+    let now = time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap();
+    let mut out: BTreeMap<HiveName, HiveStatus> = BTreeMap::new();
+    for i in 0..n {
+        let status = out.entry(hive(i)).or_insert_with(|| HiveStatus {
+            hive: hive(i),
+            version: "0.1.0".into(),
+            started_at: now.clone(),
+            published_at: now.clone(),
+            load: [0.0; 3],
+            agents: BTreeMap::new(),
+        });
+        status.agents.insert(agent(i), common::running_declared(&now));
+    }
+    out
+}
+
+/// The median time of [`LISTS`] `GET path`s on the socket, and the body's size.
+async fn median_get(socket: &Path, path: &str) -> (Duration, usize) {
+    let api = Api::Socket(socket.to_owned());
+    let mut took = Vec::new();
+    let mut bytes = 0;
+    for _ in 0..LISTS {
+        let started = Instant::now();
+        let body = client::request(&api, Method::GET, path, None, None).await.unwrap();
+        took.push(started.elapsed());
+        bytes = body.len();
+    }
+    took.sort();
+    (percentile(&took, 50.0), bytes)
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir).unwrap().filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum()
+}
+
+fn row(measure: &str, base: f64, at_n: f64, unit: &str) {
+    let ratio = if base > 0.0 { format!("{:.2}x", at_n / base) } else { "-".to_owned() };
+    println!("| {measure} | {base:.1} {unit} | {at_n:.1} {unit} | {ratio} |");
+}
+
+#[tokio::main]
+async fn main() {
+    let n = agents_option();
+    assert!(n > BASELINE, "--agents must be more than the baseline's {BASELINE}");
+    let mut swarm = Swarm::start().await;
+    eprintln!("declaring {BASELINE} agents");
+    let base = swarm.measure_at(BASELINE).await;
+    eprintln!("declaring {n} agents");
+    let at_n = swarm.measure_at(n).await;
+    println!("| measure | {} agents | {} agents | ratio |", base.agents, at_n.agents);
+    println!("|---|---|---|---|");
+    row("giving the server every account (push-accounts)", ms(base.push_all), ms(at_n.push_all), "ms");
+    row("creating the next agent as the API does (median of 10)", ms(base.next_agent), ms(at_n.next_agent), "ms");
+    row(
+        "configuration fragment, bytes per account",
+        base.fragment_bytes_per_account,
+        at_n.fragment_bytes_per_account,
+        "B",
+    );
+    row("resolver directory, bytes per account", base.resolver_bytes_per_account, at_n.resolver_bytes_per_account, "B");
+    row("nats-server memory per account", base.server_kib_per_account, at_n.server_kib_per_account, "KiB");
+    row("nats-server memory per connection", base.server_kib_per_connection, at_n.server_kib_per_connection, "KiB");
+    row("controller start, to serving the API", ms(base.controller_start), ms(at_n.controller_start), "ms");
+    row(
+        "controller start, to the roster listing every agent",
+        ms(base.controller_roster_complete),
+        ms(at_n.controller_roster_complete),
+        "ms",
+    );
+    row("controller resident memory", base.controller_rss_kib as f64, at_n.controller_rss_kib as f64, "KiB");
+    row("GET /api/agents (median of 5)", ms(base.list_agents), ms(at_n.list_agents), "ms");
+    row("GET /api/agents body", base.list_agents_bytes as f64 / 1024.0, at_n.list_agents_bytes as f64 / 1024.0, "KiB");
+    row("GET /api/agents/status (median of 5)", ms(base.list_status), ms(at_n.list_status), "ms");
+    row(
+        "GET /api/agents/status body",
+        base.list_status_bytes as f64 / 1024.0,
+        at_n.list_status_bytes as f64 / 1024.0,
+        "KiB",
+    );
+}
