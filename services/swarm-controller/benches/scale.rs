@@ -191,7 +191,7 @@ impl Swarm {
             self.created += 1;
         }
         next.sort();
-        figures.next_agent = percentile(&next, 50.0);
+        figures.next_agent = percentile(&next, 0.5);
         self.server_kib = self.read_server_kib().await;
         figures
     }
@@ -293,7 +293,7 @@ async fn median_get(socket: &Path, path: &str) -> (Duration, usize) {
         bytes = body.len();
     }
     took.sort();
-    (percentile(&took, 50.0), bytes)
+    (percentile(&took, 0.5), bytes)
 }
 
 fn dir_bytes(dir: &Path) -> u64 {
