@@ -71,6 +71,11 @@ pub(crate) fn upgrade(dir: &Path) -> Result<(), CredsError> {
 
 /// Every account JWT in `dir`: system, swarm, no-jetstream, then the tenants in name order.
 pub(crate) fn all_accounts(dir: &Path) -> Result<Vec<AccountJwt>, CredsError> {
+    account_paths(dir)?.iter().map(|path| AccountJwt::from_token(&read_jwt(path)?)).collect()
+}
+
+/// The files of [`all_accounts`], in that order.
+fn account_paths(dir: &Path) -> Result<Vec<PathBuf>, CredsError> {
     let mut paths = vec![dir.join(SYSTEM_JWT), dir.join(SWARM_JWT), dir.join(NO_JETSTREAM_JWT)];
     let tenants_dir = dir.join(ACCOUNTS_DIR);
     let mut tenants: Vec<PathBuf> = fs::read_dir(&tenants_dir)
@@ -80,7 +85,22 @@ pub(crate) fn all_accounts(dir: &Path) -> Result<Vec<AccountJwt>, CredsError> {
         .collect();
     tenants.sort();
     paths.extend(tenants);
-    paths.iter().map(|path| AccountJwt::from_token(&read_jwt(path)?)).collect()
+    Ok(paths)
+}
+
+/// Whether the fragment was written after every account file last changed (by modification
+/// time, strictly later, so a tie counts as behind). Reads file times only, never the JWTs.
+pub(crate) fn is_current(dir: &Path) -> Result<bool, CredsError> {
+    let modified = |path: &Path| {
+        fs::metadata(path).and_then(|m| m.modified()).map_err(CredsError::io("read the modification time of", path))
+    };
+    let fragment = modified(&dir.join(SERVER_CONF))?;
+    for path in account_paths(dir)? {
+        if modified(&path)? >= fragment {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Writes the fragment from the operator JWT and every account JWT in `dir`, replacing the old

@@ -275,6 +275,18 @@ pub fn write_fragment(from: &Path) -> Result<(), CredsError> {
     fragment::write(from)
 }
 
+/// Whether the server's fragment holds every account the directory holds now: it was written
+/// after each account file last changed. Cheap at any size (file times only), so a caller can
+/// ask before a [`write_fragment`], which reads every account.
+///
+/// # Errors
+/// A directory not written by [`init`], or an I/O error.
+pub fn fragment_is_current(from: &Path) -> Result<bool, CredsError> {
+    check_layout(from)?;
+    let _lock = lock_accounts(from)?;
+    fragment::is_current(from)
+}
+
 /// Every account JWT the directory holds (system, swarm, no-jetstream, every tenant): what the
 /// fragment preloads, and what a server that lost its resolver directory must be given again.
 ///

@@ -260,10 +260,21 @@ fn an_agent_made_at_run_time_changes_its_own_and_its_hives_account_once() {
     assert!(imports.contains(&"todo.a") && imports.contains(&"todo.b"), "a is kept, b added: {imports:?}");
     let iat = |token: &str| jwt::verified_claims(token).unwrap()["iat"].as_u64().unwrap();
     assert!(iat(&hive_jwt()) > iat(&before), "a replacing JWT is strictly newer");
-    // The fragment is rewritten when asked, once for many agents.
+    // The fragment is left behind until it is written, and says so.
     let conf = fs::read_to_string(&summary.server_conf).unwrap();
     assert!(!conf.contains(&new.changed[0].jwt), "not preloaded before the fragment is written");
+    assert!(!hyperhive_nats_creds::fragment_is_current(dir.path()).unwrap());
+    // File times tick coarsely (a tie counts as behind): the accounts are made a second older, so
+    // the fragment written now is strictly newer.
+    let second_ago = std::time::SystemTime::now() - Duration::from_secs(1);
+    for entry in fs::read_dir(dir.path()).unwrap().chain(fs::read_dir(dir.path().join("accounts")).unwrap()) {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "jwt") {
+            fs::File::options().write(true).open(&path).unwrap().set_modified(second_ago).unwrap();
+        }
+    }
     hyperhive_nats_creds::write_fragment(dir.path()).unwrap();
+    assert!(hyperhive_nats_creds::fragment_is_current(dir.path()).unwrap());
     let conf = fs::read_to_string(&summary.server_conf).unwrap();
     assert!(conf.contains(&new.changed[0].jwt) && conf.contains(&hive_jwt()), "both preloaded");
 

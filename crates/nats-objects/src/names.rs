@@ -96,6 +96,12 @@ pub fn kv_key_subject(bucket: &str, key: &str) -> String {
     format!("$KV.{bucket}.{key}")
 }
 
+/// Whether a KV message read from its stream (a direct get, a raw get, a consumer) marks its key
+/// removed: its `KV-Operation` header says `DEL` or `PURGE`.
+pub fn kv_removal(headers: &async_nats::HeaderMap) -> bool {
+    headers.get("KV-Operation").is_some_and(|op| matches!(op.as_str(), "DEL" | "PURGE"))
+}
+
 /// `$KV.agent-wanted.<hive>.*`: the wanted state of every agent of `hive`.
 pub fn hive_wanted_filter(hive: &HiveName) -> String {
     kv_key_subject(AGENT_WANTED_BUCKET, &format!("{hive}.*"))

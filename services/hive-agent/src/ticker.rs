@@ -154,9 +154,11 @@ impl Ticker {
             self.state.reset_revision(message.sequence)?;
         }
         self.older_streak.store(0, Ordering::Relaxed);
-        let deleted =
-            message.headers.get("KV-Operation").is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE");
-        let doc = if deleted { AgentSchedules::new(Vec::new()) } else { AgentSchedules::from_bytes(&message.payload)? };
+        let doc = if hyperhive_nats_objects::kv_removal(&message.headers) {
+            AgentSchedules::new(Vec::new())
+        } else {
+            AgentSchedules::from_bytes(&message.payload)?
+        };
         if message.sequence > applied {
             info!(revision = message.sequence, schedules = doc.schedules.len(), "applied schedules");
             self.state.record_revision(message.sequence)?;

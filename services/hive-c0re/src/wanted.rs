@@ -74,8 +74,7 @@ async fn read_all<R: Runner>(
 
 /// A value (`None` for a deleted or purged key).
 fn parse(headers: &async_nats::HeaderMap, payload: &[u8]) -> Result<Option<Wanted>, String> {
-    let deleted = headers.get("KV-Operation").is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE");
-    if deleted {
+    if hyperhive_nats_objects::kv_removal(headers) {
         return Ok(None);
     }
     serde_json::from_slice(payload).map(Some).map_err(|e| format!("not a wanted-state document: {e}"))

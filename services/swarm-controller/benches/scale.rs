@@ -204,12 +204,13 @@ impl Swarm {
                 async_nats::ConnectOptions::with_credentials_file(self.creds_path(agent(i).as_str())).await.unwrap();
             self.clients.push(options.connect(url.as_str()).await.unwrap());
         }
-        // Each client has sent CONNECT and PING; the server's own count says when all are in.
+        // The memory is read once the server counts every agent's connection and the
+        // benchmark's own one.
         let url = format!("http://127.0.0.1:{}/varz", self.monitor);
-        let want = self.clients.len();
+        let want = self.clients.len() + 1;
         wait_until("every agent connected", PATIENCE, || async {
             let varz: Value = reqwest::get(&url).await.ok()?.json().await.ok()?;
-            (varz["connections"].as_u64()? as usize > want).then_some(())
+            (varz["connections"].as_u64()? as usize >= want).then_some(())
         })
         .await
         .unwrap();

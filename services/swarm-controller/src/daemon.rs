@@ -292,9 +292,8 @@ async fn serve(
     let accounts =
         config.settings.nats_dir.clone().map(|dir| Arc::new(Accounts::new(dir, config.settings.nats_url.clone())));
     if let Some(accounts) = &accounts {
-        // A creation's rewrite of the fragment is lost when the controller stops within a second
-        // of it: each start writes it again.
-        accounts.fragment().ask();
+        // A creation's rewrite of the fragment is lost when the controller stops before it ran.
+        accounts.fragment().catch_up().await;
         // A failure here is not fatal: the accounts keep what they granted, and each agent's
         // next credential renewal rewrites its account anyway.
         match accounts.refresh_grants().await {

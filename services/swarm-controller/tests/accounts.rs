@@ -212,6 +212,11 @@ async fn a_burst_of_creations_rewrites_the_fragment_a_few_times_and_it_then_know
     let mut made = Vec::new();
     for i in 0..20 {
         made.push(accounts.create_agent(&hive("h1"), &agent(&format!("burst-{i}")), TTL).await.unwrap());
+        if i == 0 {
+            // Not by the creation itself: the rewrite waits a second for more.
+            let conf = std::fs::read_to_string(&fragment).unwrap();
+            assert!(!conf.contains(&made[0].accounts[0].jwt), "the creation rewrote the fragment");
+        }
     }
     let took = started.elapsed();
     wait_until("the fragment to preload every new account", TIMEOUT, || async {
@@ -226,6 +231,23 @@ async fn a_burst_of_creations_rewrites_the_fragment_a_few_times_and_it_then_know
     let written = accounts.fragment().written();
     let most = took.as_secs() + 2;
     assert!((1..=most).contains(&written), "{written} rewrites for 20 creations in {took:?}");
+}
+
+#[tokio::test]
+async fn a_rewrite_lost_in_a_stop_is_caught_up_at_the_next_start() {
+    let (nats, _js) = swarm().await;
+    let fragment = nats.creds_dir().join(files::SERVER_CONF);
+    // Minted as a creation does, by a controller that stopped before its rewrite ran.
+    let made = hyperhive_nats_creds::mint_agent_of_hive(nats.creds_dir(), &hive("h1"), &agent("b"), TTL).unwrap();
+    assert!(!std::fs::read_to_string(&fragment).unwrap().contains(&made.accounts[0].jwt));
+    let accounts = Accounts::new(nats.creds_dir().to_path_buf(), nats.url());
+    accounts.fragment().catch_up().await;
+    wait_until("the fragment to preload b", TIMEOUT, || async {
+        std::fs::read_to_string(&fragment).unwrap().contains(&made.accounts[0].jwt).then_some(())
+    })
+    .await
+    .unwrap();
+    assert_eq!(accounts.fragment().written(), 1);
 }
 
 #[tokio::test]

@@ -7,14 +7,13 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use common::swarmctl_on as swarmctl;
 use hyperhive_testkit::{Nats, NatsJwt, Signal, wait_until};
 
 const CONTROLLER: &str = env!("CARGO_BIN_EXE_swarm-controller");
 
 /// The uid and gid of `nobody`, present on every system the tests run on.
 const NOBODY: u32 = 65534;
-
-use common::swarmctl_on as swarmctl;
 
 fn stdout(out: &Output) -> String {
     assert!(out.status.success(), "failed: {}", String::from_utf8_lossy(&out.stderr));

@@ -10,7 +10,7 @@ use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::Controller;
+use common::{Controller, swarmctl_on as swarmctl};
 use hive_agent::Agent;
 use hive_agent::clock::FakeClock;
 use hive_agent::config::Config;
@@ -263,8 +263,6 @@ async fn names_are_unique_agents_must_be_on_the_roster_and_bad_calendars_store_n
     assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
     assert_eq!(c.last_sequence(SCHEDULE_DEFINITIONS_BUCKET).await, before, "nothing stored");
 }
-
-use common::swarmctl_on as swarmctl;
 
 fn ok(out: Output) -> String {
     assert!(out.status.success(), "failed: {}", String::from_utf8_lossy(&out.stderr));

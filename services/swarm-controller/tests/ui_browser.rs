@@ -170,18 +170,15 @@ async fn api_get(stack: &Stack, path: &str) -> Value {
     serde_json::from_slice(&body).unwrap()
 }
 
-/// Runs `expression` in the page and returns its value.
-/// Waits until `GET /api/agents` lists `agent` with `labels` (JSON `null` for none).
-async fn wait_for_labels(stack: &Stack, agent: &str, labels: Value) {
-    wait_until(&format!("{agent} listed with the labels {labels}"), SOON, || async {
-        let agents = api_get(stack, "/api/agents").await;
-        let listed = agents.as_array()?.iter().find(|a| a["name"] == agent)?.get("labels").cloned();
-        (listed.unwrap_or(Value::Null) == labels).then_some(())
-    })
-    .await
-    .unwrap();
+/// An agent's labels as `GET /api/agents` lists them now (JSON `null` when it has none). A
+/// listing started after a write was answered shows it: no waiting.
+async fn labels_of(stack: &Stack, agent: &str) -> Value {
+    let agents = api_get(stack, "/api/agents").await;
+    let listed = agents.as_array().unwrap().iter().find(|a| a["name"] == agent);
+    listed.unwrap_or_else(|| panic!("{agent} is not listed: {agents}")).get("labels").cloned().unwrap_or(Value::Null)
 }
 
+/// Runs `expression` in the page and returns its value.
 async fn eval(browser: &Browser, expression: &str) -> serde_json::Value {
     browser.run(&format!("return {expression};"), json!([])).await.unwrap()
 }
@@ -352,7 +349,7 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
     browser.type_into(r#"#create-form input[name="labels"]"#, "team=web", SOON).await.unwrap();
     browser.click("#create-form button[type=submit]", SOON).await.unwrap();
     let notice = browser.text_when("#created", SOON, |t| t.contains("gamma")).await.unwrap();
-    wait_for_labels(&stack, "gamma", json!({"team": "web"})).await;
+    assert_eq!(labels_of(&stack, "gamma").await, json!({"team": "web"}));
     assert!(notice.contains("starts paused"), "{notice}");
     assert_eq!(eval(&browser, "document.querySelector('#created a').hash").await, json!("#/agents/gamma"));
     let graph = wait_until("gamma's jobs settled", Duration::from_secs(60), || async {
@@ -417,7 +414,7 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
     browser.text_when("#agent-labels", SOON, |t| t.contains("team=infra") && t.contains("tier=gold")).await.unwrap();
     browser.click(r#"#agent-labels [data-label="tier=gold"] button"#, SOON).await.unwrap();
     browser.text_when("#agent-labels", SOON, |t| t.contains("team=infra") && !t.contains("tier")).await.unwrap();
-    wait_for_labels(&stack, "bee", json!({"team": "infra"})).await;
+    assert_eq!(labels_of(&stack, "bee").await, json!({"team": "infra"}));
     // A word that is not a label is refused in the page, saying how to write one.
     browser.type_into("#label-input", "nolabel", SOON).await.unwrap();
     browser.click("#label-form button[type=submit]", SOON).await.unwrap();

@@ -59,8 +59,7 @@ impl WantedStore {
             Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => return Ok(None),
             Err(e) => return Err(e.to_string()),
         };
-        let removed = message.headers.get("KV-Operation").is_some_and(|op| matches!(op.as_str(), "DEL" | "PURGE"));
-        if removed {
+        if hyperhive_nats_objects::kv_removal(&message.headers) {
             return Ok(None);
         }
         Ok(decode(&key, &message.payload).map(|wanted| Stored { wanted, revision: message.sequence }))

@@ -1,14 +1,16 @@
 //! Rewriting the server's configuration fragment after agents were created, once for a burst.
 //!
 //! The fragment preloads every account, so rewriting it costs as much as all accounts together
-//! (about 0.2 s at 1,000 agents, growing with them): done for each created agent, creating the
-//! next one would grow slower with every agent. The running server does not need it (each account
+//! (about 0.13 s at 1,000 agents, 1 s at 10,000): done for each created agent, creating the next
+//! one would grow slower with every agent. The running server does not need it (each account
 //! is pushed to it); a server started with the fragment does. So a creation asks for a rewrite,
 //! and the rewrite runs a while later, covering every creation asked for meanwhile: at least
 //! [`REFRESH_DELAY`] later, and [`SPACING`] times as long as the last rewrite took, since a
 //! rewrite holds the directory's lock, which creations wait for (so rewrites hold it a tenth of
 //! the time at most, however many accounts there are).
-//! Revocations still rewrite it at once (`hyperhive_nats_creds::revoke_agent`): a fragment
+//! A rewrite asked for and lost (the controller stopped before it ran) is caught up at the next
+//! start, which rewrites the fragment only when an account file is newer than it
+//! ([`FragmentRefresh::catch_up`]). Revocations still rewrite it at once (`hyperhive_nats_creds::revoke_agent`): a fragment
 //! that lags a creation refuses the new agent, one that lagged a revocation would let a revoked
 //! one in.
 
@@ -41,7 +43,8 @@ impl FragmentRefresh {
     }
 
     /// Asks for a rewrite: it starts after the spacing the module describes and reads the
-    /// directory as it then stands. Must be called from within the Tokio runtime that is to run the rewrites.
+    /// directory as it then stands. Must be called from within the Tokio runtime that is to run
+    /// the rewrites.
     pub fn ask(&self) {
         self.started.call_once(|| {
             let (dir, asked, written) = (self.nats_dir.clone(), self.asked.clone(), self.written.clone());
@@ -50,6 +53,17 @@ impl FragmentRefresh {
         // A permit is kept when the task is not waiting (sleeping or writing), so an ask during
         // a rewrite brings one more after it.
         self.asked.notify_one();
+    }
+
+    /// Asks for a rewrite when the fragment is behind the accounts (by file times: cheap at any
+    /// size), so one asked for before a stop is not lost; a directory that cannot be read is
+    /// rewritten too, which reports what is wrong.
+    pub async fn catch_up(&self) {
+        let dir = self.nats_dir.clone();
+        let current = tokio::task::spawn_blocking(move || hyperhive_nats_creds::fragment_is_current(&dir)).await;
+        if !matches!(current, Ok(Ok(true))) {
+            self.ask();
+        }
     }
 
     /// Rewrites done so far.

@@ -165,12 +165,7 @@ async fn read_to_end(
             let info = message.info().map_err(|e| e.to_string())?;
             (delivered, pending) = (info.stream_sequence, info.pending);
             let Some(key) = message.subject.strip_prefix(prefix) else { continue };
-            let removed = message
-                .headers
-                .as_ref()
-                .and_then(|h| h.get("KV-Operation"))
-                .is_some_and(|op| matches!(op.as_str(), "DEL" | "PURGE"));
-            if removed {
+            if message.headers.as_ref().is_some_and(hyperhive_nats_objects::kv_removal) {
                 live.remove(key);
             } else {
                 let value = KeyValue { key: key.to_owned(), value: message.payload.clone(), revision: delivered };
