@@ -53,6 +53,19 @@ pub fn swarm_secret(var: &str) -> String {
     format!("{SECRETS}/{}", segment(var))
 }
 
+/// `GET list?limit=&after=&hive=`: one page, in name order, of an agent list ([`AGENTS`] or
+/// [`AGENTS_STATUS`]).
+pub fn agents_page(list: &str, limit: usize, after: Option<&AgentName>, hive: Option<&HiveName>) -> String {
+    let mut path = format!("{list}?limit={limit}");
+    if let Some(after) = after {
+        path.push_str(&format!("&after={}", segment(after.as_str())));
+    }
+    if let Some(hive) = hive {
+        path.push_str(&format!("&hive={}", segment(hive.as_str())));
+    }
+    path
+}
+
 /// `PATCH /api/agents/{name}/labels`.
 pub fn agent_labels(agent: &AgentName) -> String {
     format!("{AGENTS}/{}/labels", segment(agent.as_str()))

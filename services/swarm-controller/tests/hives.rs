@@ -559,3 +559,80 @@ async fn labels_change_by_merge_patch_outlive_hive_statuses_filter_lists_and_bad
     let (ok, _, err) = swarmctl(&c, &["agent", "label", "zz", "team=x"]).await.unwrap();
     assert!(!ok && err.contains("no agent zz"), "{err}");
 }
+
+fn names_of(agents: &Value) -> Vec<String> {
+    agents.as_array().unwrap().iter().map(|a| a["name"].as_str().unwrap().to_owned()).collect()
+}
+
+#[tokio::test]
+async fn agent_lists_page_by_name_keep_to_a_hive_and_refuse_bad_pages() {
+    let c = Controller::start_with(options(&["h1", "h2"])).await;
+    // 501 agents on h1 (one more than swarmctl asks for at a time), two on h2.
+    let many: Vec<String> = (0..501).map(|i| format!("a{i:03}")).collect();
+    let on_h1: Vec<(&str, Origin)> = many.iter().map(|n| (n.as_str(), Origin::Declared)).collect();
+    publish_as_hive(&c.nats, &status("h1", NOW, &on_h1)).await;
+    publish_as_hive(&c.nats, &status("h2", NOW, &[("b1", Origin::Declared), ("b0", Origin::Declared)])).await;
+    let mut all = many.clone();
+    all.extend(["b0".to_owned(), "b1".to_owned()]);
+    wait_until("the roster to list every agent", SOON, || async {
+        (get(&c, "/api/agents/status").await.as_array().unwrap().len() == all.len()).then_some(())
+    })
+    .await
+    .unwrap();
+
+    for list in ["/api/agents", "/api/agents/status"] {
+        assert_eq!(names_of(&get(&c, list).await), all, "{list}: no limit, every agent by name");
+        assert_eq!(names_of(&get(&c, &format!("{list}?limit=2")).await), ["a000", "a001"]);
+        assert_eq!(names_of(&get(&c, &format!("{list}?limit=3&after=a499")).await), ["a500", "b0", "b1"]);
+        assert_eq!(names_of(&get(&c, &format!("{list}?after=b1")).await), Vec::<String>::new());
+        assert_eq!(names_of(&get(&c, &format!("{list}?hive=h2")).await), ["b0", "b1"]);
+        assert_eq!(names_of(&get(&c, &format!("{list}?hive=h1&limit=1&after=a499")).await), ["a500"]);
+        // Walking the pages gives every agent once, in order.
+        let mut walked = Vec::new();
+        let mut after = String::new();
+        loop {
+            let page = names_of(&get(&c, &format!("{list}?limit=200{after}")).await);
+            walked.extend(page.iter().cloned());
+            match page.last() {
+                Some(last) if page.len() == 200 => after = format!("&after={last}"),
+                _ => break,
+            }
+        }
+        assert_eq!(walked, all, "{list}: pages");
+        for (query, says) in [
+            ("limit=0", "limit \"0\" is not a number from 1 to 1000"),
+            ("limit=1001", "from 1 to 1000"),
+            ("after=B%21", "is not an agent name"),
+            ("hive=..", "is not a hive name"),
+            ("page=2", "unknown query parameter \"page\""),
+        ] {
+            let (code, body) = c.json(Method::GET, &format!("{list}?{query}"), &Value::Null).await;
+            assert_eq!(code, StatusCode::BAD_REQUEST, "{list}?{query}: {body}");
+            let error = body["error"].as_str().unwrap();
+            assert!(error.contains(says) && error.contains("?limit=1..1000&after=AGENT&hive=HIVE"), "{query}: {error}");
+        }
+    }
+    // The pages carry what the whole list does.
+    let page = get(&c, "/api/agents?limit=1&after=b0").await;
+    assert_eq!((page[0]["hive"].clone(), page[0]["actual"]["actual"].clone()), (json!("h2"), json!("running")));
+
+    // swarmctl reads every page without a limit; with one, a page and the command for the next.
+    let (ok, out, err) = swarmctl(&c, &["agents", "--json"]).await.unwrap();
+    assert!(ok, "{err}");
+    assert_eq!(names_of(&serde_json::from_str(&out).unwrap()), all);
+    let (ok, out, err) = swarmctl(&c, &["agents", "--limit", "2", "--after", "a499"]).await.unwrap();
+    assert!(ok, "{err}");
+    let rows: Vec<&str> = out.lines().skip(1).filter_map(|l| l.split_whitespace().next()).collect();
+    assert_eq!(rows, ["a500", "b0"], "{out}");
+    assert!(err.contains("more agents follow: swarmctl agents --limit 2 --after b0"), "{err}");
+    let (ok, out, err) = swarmctl(&c, &["agents", "--hive", "h2", "--limit", "5"]).await.unwrap();
+    assert!(ok && !err.contains("more agents"), "a short page is the last: {err}");
+    assert_eq!(out.lines().skip(1).filter_map(|l| l.split_whitespace().next()).collect::<Vec<_>>(), ["b0", "b1"]);
+    // The agent verbs find an agent past the first page.
+    let (ok, out, err) = swarmctl(&c, &["agent", "state", "b1", "paused"]).await.unwrap();
+    assert!(ok && out.starts_with("h2/b1: wanted state paused"), "{out}{err}");
+    for bad in [["--limit", "0"], ["--limit", "1001"], ["--after", "B!"]] {
+        let (ok, _, err) = swarmctl(&c, &[&["agents"][..], &bad[..]].concat()).await.unwrap();
+        assert!(!ok && err.contains(bad[1]), "{bad:?}: {err}");
+    }
+}

@@ -131,9 +131,10 @@ async fn every_page_at_every_width(stack: &Stack, browser: &Browser) {
 /// page's elements in place for a moment).
 async fn show(stack: &Stack, browser: &Browser, page: &str) {
     browser.open(&stack.url(page)).await.unwrap();
-    let view = match page.split_once('/') {
+    let path = page.split('?').next().unwrap_or(page);
+    let view = match path.split_once('/') {
         Some((kind, _)) => format!("{kind}/item"),
-        None => page.to_owned(),
+        None => path.to_owned(),
     };
     wait_until(&format!("{page} drawn"), SOON, || async {
         let drawn =
@@ -427,6 +428,25 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
     browser.text_when("#agent-list", SOON, |t| t.contains("bee") && !t.contains("gamma")).await.unwrap();
     browser.run(&set("#agent-label", "team=web"), json!([])).await.unwrap();
     browser.text_when("#agent-list", SOON, |t| !t.contains("bee") && t.contains("gamma")).await.unwrap();
+    // The list pages by its address, in name order: "Next page" moves on, "First page" back,
+    // and the last page offers no next one.
+    let names: Vec<String> = api_get(&stack, "/api/agents")
+        .await
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(names.len() >= 2 && !names[1].contains(&names[0]) && !names[0].contains(&names[1]), "{names:?}");
+    show(&stack, &browser, "agents?limit=1").await;
+    browser.text_when("#agent-list", SOON, |t| t.contains(&names[0]) && !t.contains(&names[1])).await.unwrap();
+    browser.click("#next-page", SOON).await.unwrap();
+    browser.text_when("#agent-list", SOON, |t| t.contains(&names[1]) && !t.contains(&names[0])).await.unwrap();
+    browser.click("#first-page", SOON).await.unwrap();
+    browser.text_when("#agent-list", SOON, |t| t.contains(&names[0]) && !t.contains(&names[1])).await.unwrap();
+    show(&stack, &browser, &format!("agents?limit={}", names.len() + 1)).await;
+    browser.text_when("#agent-list", SOON, |t| names.iter().all(|n| t.contains(n.as_str()))).await.unwrap();
+    assert_eq!(eval(&browser, "document.getElementById('next-page')").await, Value::Null, "a short page is the last");
     show(&stack, &browser, "agents/bee").await;
     browser.find("#terminal", SOON).await.unwrap();
     let todo = json!({"id": "t-ui", "source": "ui test", "body": "watch me"}).to_string();

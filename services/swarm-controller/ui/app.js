@@ -354,8 +354,8 @@ async function hiveView(name) {
   const facts = el("div", { id: "hive" });
   const agents = el("div", { id: "hive-agents" });
   const loadAgents = async () => {
-    const [statuses, all] = await Promise.all([hiveStatuses(true), api("GET", "/api/agents")]);
-    const own = all.filter((a) => a.hive === name).map(listed);
+    const [statuses, all] = await Promise.all([hiveStatuses(true), api("GET", `/api/agents?hive=${encodeURIComponent(name)}`)]);
+    const own = all.map(listed);
     return { statuses, own, queues: await queueLengths(own) };
   };
   await Promise.all([
@@ -388,13 +388,26 @@ function fact(term, value) {
   return el("div", {}, el("dt", {}, term), el("dd", {}, value));
 }
 
-async function agentsView() {
+// Agents a page of the agents list shows unless the address says otherwise.
+const AGENT_PAGE = 100;
+
+// The agents list, a page at a time in name order (`#/agents?after=NAME&limit=N&hive=H`): the
+// hive is chosen by the controller, the search and the other filters apply to the page shown.
+async function agentsView(params) {
+  const limit = Math.min(Math.max(Number.parseInt(params.get("limit"), 10) || AGENT_PAGE, 1), 1000);
+  const after = params.get("after") || "";
+  const hive = params.get("hive") || "";
+  const pageLink = (cursor, chosenHive = hive) => `#/agents?${new URLSearchParams({ limit, ...(cursor ? { after: cursor } : {}), ...(chosenHive ? { hive: chosenHive } : {}) })}`;
   const search = el("input", { id: "agent-search", type: "search", placeholder: "name, hive, state, label...", "aria-label": "Search" });
-  const hiveFilter = el("select", { id: "agent-hive", "aria-label": "Hive" }, el("option", { value: "" }, "every hive"));
+  const hiveFilter = el("select", { id: "agent-hive", "aria-label": "Hive" }, el("option", { value: "" }, "every hive"),
+    hive ? el("option", { value: hive }, hive) : "");
+  hiveFilter.value = hive;
+  hiveFilter.addEventListener("input", () => { location.hash = pageLink("", hiveFilter.value); });
   const stateFilter = el("select", { id: "agent-state", "aria-label": "State" }, el("option", { value: "" }, "every state"),
     ["working", "idle", "paused", "failed", "starting", "stopped", "unknown", "stale", "pending"].map((s) => el("option", { value: s }, s)));
   const labelFilter = el("select", { id: "agent-label", "aria-label": "Label" }, el("option", { value: "" }, "every label"));
   const list = el("div", { id: "agent-list" });
+  const pager = el("nav", { id: "agent-pages", class: "pager", "aria-label": "Pages" });
   let latest = null;
   const draw = () => {
     if (!latest) return;
@@ -406,14 +419,22 @@ async function agentsView() {
       if (a.actual && a.actual.wanted !== a.wanted.state) tags.push("pending");
       const labels = Object.entries(a.labels).map(([k, v]) => `${k}=${v}`);
       const haystack = [a.name, a.hive, a.origin, ...tags, ...labels].join(" ").toLowerCase();
-      return words.every((w) => haystack.includes(w)) && (!hiveFilter.value || a.hive === hiveFilter.value) && (!stateFilter.value || tags.includes(stateFilter.value))
+      return words.every((w) => haystack.includes(w)) && (!stateFilter.value || tags.includes(stateFilter.value))
         && (!labelFilter.value || labels.includes(labelFilter.value));
     });
     list.replaceChildren(table(AGENT_HEADERS, agentRows(shown, hives, queues)));
+    // A full page may have more after it; a shorter one is the last.
+    const last = agents.length === limit ? agents[agents.length - 1].name : null;
+    pager.replaceChildren(
+      after ? el("a", { href: pageLink(""), id: "first-page" }, "First page") : "",
+      agents.length ? el("span", { class: "muted" }, `${agents[0].name} to ${agents[agents.length - 1].name}`) : "",
+      last ? el("a", { href: pageLink(last), id: "next-page" }, "Next page") : "",
+      after || last ? el("span", { class: "muted" }, "search and filters apply to this page") : "");
   };
-  for (const input of [search, hiveFilter, stateFilter, labelFilter]) input.addEventListener("input", draw);
+  for (const input of [search, stateFilter, labelFilter]) input.addEventListener("input", draw);
+  const query = `?limit=${limit}${after ? `&after=${encodeURIComponent(after)}` : ""}${hive ? `&hive=${encodeURIComponent(hive)}` : ""}`;
   const load = async () => {
-    const [agents, hives] = await Promise.all([api("GET", "/api/agents"), hiveStatuses(true)]);
+    const [agents, hives] = await Promise.all([api("GET", `/api/agents${query}`), hiveStatuses(true)]);
     return { agents: agents.map(listed), hives, queues: await queueLengths(agents) };
   };
   const problems = el("div", {});
@@ -427,7 +448,7 @@ async function agentsView() {
     draw();
     return [];
   }, problems);
-  return [el("h1", {}, "Agents"), el("div", { class: "filters" }, search, hiveFilter, stateFilter, labelFilter), list, problems];
+  return [el("h1", {}, "Agents"), el("div", { class: "filters" }, search, hiveFilter, stateFilter, labelFilter), list, pager, problems];
 }
 
 // The prompt box and the queue (shown above the terminal) and the turn history (below it) of one
@@ -925,12 +946,14 @@ async function route() {
   route.shown = location.hash;
   // Set again once the new view is drawn: whoever waits for a view waits for this.
   delete main.dataset.view;
-  const [, view = "overview", arg] = location.hash.split("/");
+  // `#/view/arg?key=value`: the query holds what a view pages by (the agents list's cursor).
+  const [path, query = ""] = location.hash.split("?");
+  const [, view = "overview", arg] = path.split("/");
   const known = views[view] ? view : "overview";
   for (const link of document.querySelectorAll("nav a")) link.classList.toggle("here", link.getAttribute("href") === `#/${known}`);
   document.getElementById("nav").classList.remove("open");
   try {
-    const content = arg && pages[known] ? await pages[known](decodeURIComponent(arg)) : await views[known]();
+    const content = arg && pages[known] ? await pages[known](decodeURIComponent(arg)) : await views[known](new URLSearchParams(query));
     main.replaceChildren(...content);
     main.dataset.view = arg ? `${known}/item` : known;
   } catch (error) {

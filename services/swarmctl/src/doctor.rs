@@ -168,11 +168,8 @@ async fn hives(api: &Api) -> Check {
 
 /// Every created agent's credentials are accepted (a renewal under way is fine).
 async fn agents(api: &Api) -> Check {
-    let live: Vec<Value> = match client::request(api, Method::GET, paths::AGENTS_STATUS, None, None)
-        .await
-        .and_then(|b| client::answer(&b))
-    {
-        Ok(live) => live,
+    let live = match crate::hives::agent_pages(api, paths::AGENTS_STATUS, &crate::hives::Listing::default()).await {
+        Ok((live, _)) => live,
         Err(error) => return check("agents", Outcome::Problem, format!("cannot read the agents' status: {error}")),
     };
     let mut checked = 0;

@@ -85,12 +85,56 @@ pub async fn status(api: &Api, hive: Option<&HiveName>, as_json: bool) -> Result
     Ok(grid(["HIVE", "STATE", "AGE", "VERSION", "LOAD", "AGENTS"], table))
 }
 
-/// `swarmctl agents [--label KEY[=VALUE]]...`: NAME, HIVE, ORIGIN, WANTED, ACTUAL, RESTARTS, TURN
-/// (working on which todo, or idle/paused), LAST (how its last turn ended), LABELS; only the
-/// agents every selector matches.
-pub async fn agents(api: &Api, selectors: &[crate::labels::Selector], as_json: bool) -> Result<String, CtlError> {
-    let bytes = client::request(api, Method::GET, paths::AGENTS, None, None).await?;
-    let (raw, agents): (Vec<Value>, Vec<AgentView>) = (client::answer(&bytes)?, client::answer(&bytes)?);
+/// Agents asked for in one request when every one is listed.
+const PAGE: usize = 500;
+
+/// Which agents `swarmctl agents` lists.
+#[derive(Debug, Default)]
+pub struct Listing {
+    /// Only this hive's.
+    pub hive: Option<HiveName>,
+    /// One page of at most this many; every agent, a page at a time, when none.
+    pub limit: Option<usize>,
+    /// Those after this name.
+    pub after: Option<AgentName>,
+}
+
+/// The agents of `list` ([`paths::AGENTS`] or [`paths::AGENTS_STATUS`]) `listing` asks for, as
+/// the API wrote them, and whether a page was cut short by `--limit` (more follow).
+pub(crate) async fn agent_pages(api: &Api, list: &str, listing: &Listing) -> Result<(Vec<Value>, bool), CtlError> {
+    let limit = listing.limit.unwrap_or(PAGE);
+    let mut after = listing.after.clone();
+    let mut all = Vec::new();
+    loop {
+        let path = paths::agents_page(list, limit, after.as_ref(), listing.hive.as_ref());
+        let page: Vec<Value> = client::answer(&client::request(api, Method::GET, &path, None, None).await?)?;
+        let full = page.len() == limit;
+        let last = page.last().and_then(|a| a["name"].as_str()).map(AgentName::parse);
+        all.extend(page);
+        match last {
+            Some(Ok(last)) if full && listing.limit.is_none() => after = Some(last),
+            _ => return Ok((all, full && listing.limit.is_some())),
+        }
+    }
+}
+
+/// `swarmctl agents [--hive H] [--limit N] [--after AGENT] [--label KEY[=VALUE]]...`: NAME,
+/// HIVE, ORIGIN, WANTED, ACTUAL, RESTARTS, TURN (working on which todo, or idle/paused), LAST
+/// (how its last turn ended), LABELS; only the agents every selector matches.
+pub async fn agents(
+    api: &Api,
+    listing: &Listing,
+    selectors: &[crate::labels::Selector],
+    as_json: bool,
+) -> Result<String, CtlError> {
+    let (raw, more) = agent_pages(api, paths::AGENTS, listing).await?;
+    if more && let Some(last) = raw.last().and_then(|a| a["name"].as_str()) {
+        let limit = listing.limit.unwrap_or(PAGE);
+        let hive = listing.hive.as_ref().map_or(String::new(), |h| format!(" --hive {h}"));
+        eprintln!("swarmctl: more agents follow: swarmctl agents{hive} --limit {limit} --after {last}");
+    }
+    let agents: Vec<AgentView> = serde_json::from_value(Value::Array(raw.clone()))
+        .map_err(|e| CtlError::Protocol(format!("unexpected answer from swarm-controller: {e}")))?;
     // The JSON printed is the API's as it came, less the agents left out.
     let (raw, agents): (Vec<Value>, Vec<AgentView>) =
         raw.into_iter().zip(agents).filter(|(_, a)| selectors.iter().all(|s| s.matches(&a.entry.labels))).unzip();
@@ -153,8 +197,8 @@ pub(crate) fn agent_of(words: &[String]) -> Result<(Option<HiveName>, AgentName)
     Ok((hive, AgentName::parse(agent).map_err(|e| usage(e.to_string()))?))
 }
 
-/// The hive given, else the one `agent` is on by the roster (`GET /api/agents`): names are
-/// unique in the swarm.
+/// The hive given, else the one `agent` is on by the roster (`GET /api/agents/status`, a page
+/// at a time): names are unique in the swarm.
 ///
 /// # Errors
 /// The API's, or [`CtlError::Usage`] for an agent the roster does not name.
@@ -162,9 +206,9 @@ pub(crate) async fn hive_of(api: &Api, given: Option<HiveName>, agent: &AgentNam
     if let Some(hive) = given {
         return Ok(hive);
     }
-    let bytes = client::request(api, Method::GET, paths::AGENTS, None, None).await?;
-    let agents: Vec<AgentView> = client::answer(&bytes)?;
-    agents.into_iter().find(|a| a.name == *agent).map(|a| a.entry.hive).ok_or_else(|| {
+    let (agents, _) = agent_pages(api, paths::AGENTS_STATUS, &Listing::default()).await?;
+    let hive = agents.iter().find(|a| a["name"].as_str() == Some(agent.as_str())).and_then(|a| a["hive"].as_str());
+    hive.and_then(|h| HiveName::parse(h).ok()).ok_or_else(|| {
         CtlError::Usage(format!("no agent {agent} on the roster (`swarmctl agents` lists them); nothing was changed"))
     })
 }

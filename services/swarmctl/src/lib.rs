@@ -223,12 +223,22 @@ pub enum Top {
         #[arg(long)]
         json: bool,
     },
-    /// Every agent on the roster: its hive, origin, wanted state (with its revision, or
-    /// "default" when none was ever set) and actual state.
+    /// Every agent on the roster, by name: its hive, origin, wanted state (with its revision,
+    /// or "default" when none was ever set) and actual state. Read a page at a time; with
+    /// `--limit`, one page, and the command for the next is printed on standard error.
     Agents {
         /// Only agents with this label: KEY=VALUE, or KEY for any value; repeated, all must match.
         #[arg(long = "label", value_name = "KEY[=VALUE]")]
         labels: Vec<labels::Selector>,
+        /// Only the agents of this hive.
+        #[arg(long)]
+        hive: Option<HiveName>,
+        /// At most this many agents (1 to 1000), one page: those after `--after` by name.
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1000))]
+        limit: Option<u16>,
+        /// Start after this agent, by name (the last one of the page before).
+        #[arg(long, value_name = "AGENT")]
+        after: Option<AgentName>,
         /// Print the API's JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -623,7 +633,10 @@ pub async fn run(cli: Cli, clock: &dyn Clock) -> Result<String, CtlError> {
         Top::Hives { command: Some(HivesCommand::Status { hive, json }), .. } => {
             return hives::status(api, hive.as_ref(), json).await;
         }
-        Top::Agents { labels, json } => return hives::agents(api, &labels, json).await,
+        Top::Agents { labels, hive, limit, after, json } => {
+            let listing = hives::Listing { hive, limit: limit.map(usize::from), after };
+            return hives::agents(api, &listing, &labels, json).await;
+        }
         Top::LinkAgent => return Err(CtlError::Remote("link-agent serves an identity's link: give --via FILE".into())),
         Top::Doctor { json } => {
             let shown = match &cli.via {

@@ -18,6 +18,7 @@ use hyperhive_swarm_api::work::LastTurn;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use super::page::AgentsQuery;
 use super::{ApiError, json};
 use crate::clock::Clock;
 use crate::lifecycle::hives::{freshness, read_all};
@@ -84,11 +85,14 @@ pub struct AgentsApi {
 const LAST_TURN_READS: usize = 32;
 
 impl AgentsApi {
-    pub(super) async fn list_agents(&self) -> Result<Response, ApiError> {
-        let roster = self.roster.list().await.map_err(unavailable)?;
+    /// `GET /api/agents[?limit=&after=&hive=]`: the page's agents with their wanted and actual
+    /// state and last turn (read for the page's agents only).
+    pub(super) async fn list_agents(&self, query: &str) -> Result<Response, ApiError> {
+        let query = AgentsQuery::parse(query)?;
+        let roster = query.page(self.roster.list().await.map_err(unavailable)?, |e| &e.hive);
         let wanted = self.wanted.list().await.map_err(unavailable)?;
         let mut statuses = read_all(&self.js).await.map_err(unavailable)?;
-        let last_turns = self.last_turns(roster.keys()).await;
+        let last_turns = self.last_turns(roster.iter().map(|(name, _)| name.clone()).collect()).await;
         let agents: Vec<AgentView> = roster
             .into_iter()
             .map(|(name, entry)| {
@@ -103,9 +107,9 @@ impl AgentsApi {
 
     /// Each agent's last finished turn, read a few at a time; an agent whose history cannot be
     /// read is shown without one (the list is still answered).
-    async fn last_turns(&self, agents: impl Iterator<Item = &AgentName>) -> HashMap<AgentName, LastTurn> {
+    async fn last_turns(&self, agents: Vec<AgentName>) -> HashMap<AgentName, LastTurn> {
         use futures::StreamExt;
-        let reads = agents.cloned().map(|agent| async move {
+        let reads = agents.into_iter().map(|agent| async move {
             let last = self.histories.last(&agent).await;
             (agent, last)
         });
@@ -123,8 +127,10 @@ impl AgentsApi {
         found
     }
 
-    pub(super) async fn agents_status(&self) -> Result<Response, ApiError> {
-        let roster = self.roster.list().await.map_err(unavailable)?;
+    /// `GET /api/agents/status[?limit=&after=&hive=]`: the live part of the page's agents.
+    pub(super) async fn agents_status(&self, query: &str) -> Result<Response, ApiError> {
+        let query = AgentsQuery::parse(query)?;
+        let roster = query.page(self.roster.list().await.map_err(unavailable)?, |e| &e.hive);
         let mut statuses = read_all(&self.js).await.map_err(unavailable)?;
         let now = self.clock.now();
         let live: Vec<LiveView> = roster

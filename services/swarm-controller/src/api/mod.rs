@@ -358,12 +358,12 @@ impl App {
             RouteId::ListHives => Ok(self.hives.list_hives()),
             RouteId::HiveStatuses => self.hives.hive_statuses().await,
             RouteId::HiveStatus => self.hives.hive_status(param(0)).await,
-            RouteId::ListAgents => self.agents.list_agents().await,
+            RouteId::ListAgents => self.agents.list_agents(query).await,
             RouteId::CreateAgent => {
                 let body = json_request(headers, body, MAX_CREATE_REQUEST_BYTES, CREATE_FITS).await?;
                 self.creation.create_agent(&body).await
             }
-            RouteId::AgentsStatus => self.agents.agents_status().await,
+            RouteId::AgentsStatus => self.agents.agents_status(query).await,
             RouteId::PatchLabels => {
                 let body = json_request(headers, body, MAX_LABELS_REQUEST_BYTES, LABELS_FITS).await?;
                 self.agents.patch_labels(param(0), &body).await

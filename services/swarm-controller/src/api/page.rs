@@ -1,8 +1,13 @@
-//! The query of a paged history route: `?limit=N&before=SEQ`, and what the route adds
-//! (`&failed=true` for turns, `&since=RFC3339` for the audit log).
+//! The query of a paged route: a history's `?limit=N&before=SEQ` with what the route adds
+//! (`&failed=true` for turns, `&since=RFC3339` for the audit log), and the agent lists'
+//! `?limit=N&after=NAME&hive=HIVE`.
 
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
+
+use std::collections::BTreeMap;
+
+use hyperhive_hive_proto::{AgentName, HiveName};
 
 use super::ApiError;
 
@@ -41,13 +46,7 @@ impl PageQuery {
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
             match (key, filter) {
-                ("limit", _) => {
-                    parsed.limit = value
-                        .parse()
-                        .ok()
-                        .filter(|n| (1..=MAX_LIMIT).contains(n))
-                        .ok_or_else(|| bad(format!("limit {value:?} is not a number from 1 to {MAX_LIMIT}")))?;
-                }
+                ("limit", _) => parsed.limit = parse_limit(value, MAX_LIMIT).map_err(bad)?,
                 ("before", _) => {
                     parsed.before =
                         Some(value.parse().map_err(|_| bad(format!("before {value:?} is not an entry's seq")))?);
@@ -72,6 +71,70 @@ impl PageQuery {
     }
 }
 
+/// The most agents one page of an agent list holds.
+const MAX_AGENTS: usize = 1000;
+
+/// A parsed agent list query: agents in name order, those after `after` (exclusive), at most
+/// `limit` of them (every one when no limit is given), only `hive`'s when one is named. The
+/// next page is asked with `after` set to the last name of this one; a page shorter than its
+/// limit is the last.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct AgentsQuery {
+    pub limit: Option<usize>,
+    pub after: Option<AgentName>,
+    pub hive: Option<HiveName>,
+}
+
+impl AgentsQuery {
+    /// `query` with `limit`, `after` and `hive`.
+    pub fn parse(query: &str) -> Result<Self, ApiError> {
+        let bad = |what: String| {
+            ApiError::BadRequest(format!("{what}; use ?limit=1..{MAX_AGENTS}&after=AGENT&hive=HIVE (each optional)"))
+        };
+        let mut parsed = AgentsQuery::default();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            match key {
+                "limit" => parsed.limit = Some(parse_limit(value, MAX_AGENTS).map_err(bad)?),
+                "after" => {
+                    parsed.after = Some(
+                        AgentName::parse(value)
+                            .map_err(|e| bad(format!("after {value:?} is not an agent name: {e}")))?,
+                    );
+                }
+                "hive" => {
+                    parsed.hive = Some(
+                        HiveName::parse(value).map_err(|e| bad(format!("hive {value:?} is not a hive name: {e}")))?,
+                    );
+                }
+                _ => return Err(bad(format!("unknown query parameter {key:?}"))),
+            }
+        }
+        Ok(parsed)
+    }
+
+    /// The page of `all` (in name order) this query asks for.
+    pub fn page<V>(&self, mut all: BTreeMap<AgentName, V>, hive_of: impl Fn(&V) -> &HiveName) -> Vec<(AgentName, V)> {
+        if let Some(after) = &self.after {
+            all = all.split_off(after);
+            all.remove(after);
+        }
+        all.into_iter()
+            .filter(|(_, v)| self.hive.as_ref().is_none_or(|h| hive_of(v) == h))
+            .take(self.limit.unwrap_or(usize::MAX))
+            .collect()
+    }
+}
+
+/// `value` as a page size from 1 to `max`, else what is wrong with it.
+fn parse_limit(value: &str, max: usize) -> Result<usize, String> {
+    value
+        .parse()
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .ok_or_else(|| format!("limit {value:?} is not a number from 1 to {max}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,5 +157,49 @@ mod tests {
         for bad in ["failed=true", "since=yesterday"] {
             assert!(PageQuery::parse(bad, Filter::Since).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_agents_query_is_checked() {
+        assert_eq!(AgentsQuery::parse("").unwrap(), AgentsQuery::default());
+        let q = AgentsQuery::parse("limit=2&after=bee&hive=h1").unwrap();
+        assert_eq!(q.limit, Some(2));
+        assert_eq!(q.after.as_ref().map(AgentName::as_str), Some("bee"));
+        assert_eq!(q.hive.as_ref().map(HiveName::as_str), Some("h1"));
+        for bad in
+            ["limit=0", "limit=1001", "limit=", "after=Not%20A%20Name", "after=", "hive=../x", "before=3", "page=2"]
+        {
+            match AgentsQuery::parse(bad) {
+                Err(ApiError::BadRequest(err)) => {
+                    assert!(err.contains("?limit=1..1000&after=AGENT&hive=HIVE"), "{bad}: {err}")
+                }
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn an_agents_page_starts_after_its_cursor_and_keeps_to_its_hive_and_limit() {
+        let name = |n: &str| AgentName::parse(n).unwrap();
+        let hive = |n: &str| HiveName::parse(n).unwrap();
+        let all: BTreeMap<AgentName, HiveName> =
+            [("a", "h1"), ("b", "h2"), ("c", "h1"), ("d", "h1"), ("e", "h2")].map(|(a, h)| (name(a), hive(h))).into();
+        let names = |q: &str| {
+            AgentsQuery::parse(q)
+                .unwrap()
+                .page(all.clone(), |h| h)
+                .into_iter()
+                .map(|(a, _)| a.to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(""), ["a", "b", "c", "d", "e"]);
+        assert_eq!(names("limit=2"), ["a", "b"]);
+        assert_eq!(names("limit=2&after=b"), ["c", "d"]);
+        assert_eq!(names("limit=2&after=d"), ["e"]);
+        assert_eq!(names("after=e"), Vec::<String>::new());
+        // A cursor no longer listed (the agent was removed) still starts the page after it.
+        assert_eq!(names("after=bb&limit=1"), ["c"]);
+        assert_eq!(names("hive=h1&after=a&limit=5"), ["c", "d"]);
+        assert_eq!(names("hive=h3"), Vec::<String>::new());
     }
 }

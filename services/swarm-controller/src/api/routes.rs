@@ -165,9 +165,19 @@ pub const ROUTES: &[Route] = &[
     route(Method::GET, "/api/hives", RouteId::ListHives, "the hive directory, sorted by name"),
     route(Method::GET, "/api/hives/status", RouteId::HiveStatuses, "every hive's last status, its age, whether stale"),
     route(Method::GET, "/api/hives/{hive}/status", RouteId::HiveStatus, "one hive's last status"),
-    route(Method::GET, "/api/agents", RouteId::ListAgents, "the roster joined with wanted and actual state"),
+    route(
+        Method::GET,
+        "/api/agents",
+        RouteId::ListAgents,
+        "the roster joined with wanted and actual state, by name; ?limit=&after=&hive= pages",
+    ),
     route(Method::POST, "/api/agents", RouteId::CreateAgent, "create an agent: its provisioning jobs are queued (202)"),
-    route(Method::GET, "/api/agents/status", RouteId::AgentsStatus, "the live part per agent"),
+    route(
+        Method::GET,
+        "/api/agents/status",
+        RouteId::AgentsStatus,
+        "the live part per agent, by name; ?limit=&after=&hive= pages",
+    ),
     route(
         Method::PATCH,
         "/api/agents/{name}/labels",
