@@ -196,6 +196,7 @@ async fn ensure_bucket(
     wanted.max_bytes = bounds.max_bytes;
     wanted.max_age = bounds.max_age.unwrap_or_default();
     wanted.max_message_size = limits::BUCKET_MAX_VALUE_SIZE;
+    wanted.max_consumers = limits::STREAM_MAX_CONSUMERS;
     wanted.num_replicas = replicas;
     // async-nats makes buckets with rollups allowed (a KV purge is one). Nothing here purges,
     // and a tenant writing its own key with `Nats-Rollup: all` would erase every other key of
@@ -203,7 +204,7 @@ async fn ensure_bucket(
     wanted.allow_rollup = false;
     if wanted != current {
         log_replicas(&format!("KV bucket {bucket}"), current.num_replicas, replicas);
-        tracing::info!(bucket, "setting the bucket's history, limits, direct get, rollups and replicas");
+        tracing::info!(bucket, "setting the bucket's history, limits, consumers, direct get, rollups and replicas");
         js.update_stream(&wanted)
             .await
             .map_err(|e| replicated_setup_error(format!("updating KV bucket {bucket}"), replicas)(e.to_string()))?;
@@ -236,6 +237,7 @@ fn per_tenant_queue(
         max_messages,
         max_bytes,
         max_message_size,
+        max_consumers: limits::STREAM_MAX_CONSUMERS,
         ..Default::default()
     }
 }
@@ -282,6 +284,7 @@ pub fn relay_stream_config() -> stream::Config {
         max_bytes: limits::RELAY_MAX_BYTES,
         max_message_size: limits::RELAY_MAX_MSG_SIZE,
         allow_direct: true,
+        max_consumers: limits::STREAM_MAX_CONSUMERS,
         ..Default::default()
     }
 }
@@ -301,6 +304,7 @@ pub fn turns_stream_config() -> stream::Config {
         max_message_size: limits::TURNS_MAX_MSG_SIZE,
         duplicate_window: TODO_DUPLICATE_WINDOW,
         allow_direct: true,
+        max_consumers: limits::STREAM_MAX_CONSUMERS,
         ..Default::default()
     }
 }
@@ -318,6 +322,7 @@ pub fn audit_stream_config() -> stream::Config {
         max_bytes: limits::AUDIT_MAX_BYTES,
         max_message_size: limits::AUDIT_MAX_MSG_SIZE,
         allow_direct: true,
+        max_consumers: limits::STREAM_MAX_CONSUMERS,
         ..Default::default()
     }
 }
@@ -348,6 +353,7 @@ async fn ensure_history(js: &jetstream::Context, wanted: stream::Config) -> Resu
         max_age: wanted.max_age,
         max_bytes: wanted.max_bytes,
         max_message_size: wanted.max_message_size,
+        max_consumers: wanted.max_consumers,
         allow_direct: true,
         num_replicas: replicas,
         ..current.clone()
@@ -394,6 +400,7 @@ async fn ensure_queue(js: &jetstream::Context, wanted: stream::Config) -> Result
         max_messages: wanted.max_messages,
         max_bytes: wanted.max_bytes,
         max_message_size: wanted.max_message_size,
+        max_consumers: wanted.max_consumers,
         num_replicas: replicas,
         ..current.clone()
     };

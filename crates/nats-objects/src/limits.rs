@@ -72,6 +72,13 @@ pub const AUDIT_MAX_MSG_SIZE: i32 = 8 * 1024;
 pub const AUDIT_MAX_BYTES: i64 = 64 * MIB;
 /// Values each KV bucket keeps per key: the current one only.
 pub const BUCKET_HISTORY: i64 = 1;
+/// The most consumers each stream and bucket may have. nats-server 2.15 caps every stream at
+/// 1,000 unless the stream sets its own (`default_max_consumers`; a value of 0 or less takes that
+/// default), and `TODO` holds a durable consumer per agent: a swarm of 1,000 agents would reach
+/// it and its next agents would get no queue. Sized for the largest swarm planned (100,000
+/// agents, see docs/scale.md) and as many again for the short-lived consumers of listings,
+/// watches and feeds.
+pub const STREAM_MAX_CONSUMERS: i32 = 200_000;
 /// What the swarm's streams reserve on the NATS server's disk together (nats-server refuses a
 /// stream whose `max_bytes` does not fit in its `max_file_store`, which defaults to 75% of the
 /// disk space free at its start): the TODO and DEPLOY queues, the RELAY, TURNS and AUDIT histories, eight buckets

@@ -13,32 +13,57 @@
 //!    of their memory shows under connections).
 //! 2. **Connections**: every declared agent connected with its own credential, kept connected;
 //!    nats-server's resident memory per connection, for the first 1,000 and for the rest.
-//! 3. **The controller**: the `swarm-controller` binary with every agent declared in its hive's
-//!    status (as hive-c0re publishes it): its start with every bucket already written (spawn to
-//!    serving the API, then to the roster listing every agent), its resident memory, and
-//!    `GET /api/agents` and `GET /api/agents/status` (median of five, and the body size).
+//! 3. **The hives**: one `hive-c0re` per hive (process runner) with its agents declared, each
+//!    run as a light stand-in (see `support/scale_hives.rs`: a real hive-agent per agent does not
+//!    fit in memory at 10,000), waited for until every hive reports every agent running; the
+//!    hive-c0re processes' memory per agent.
+//! 4. **The controller**: the `swarm-controller` binary started on the hives' statuses: its start
+//!    with every bucket already written (spawn to serving the API, then to the roster listing
+//!    every agent), its resident memory; `GET /api/agents` and `GET /api/agents/status`, whole and
+//!    a page of 100 from the middle (median of five, and the body size); the periodic hive pass
+//!    with nothing to change (roster sync, every tenant's consumers checked, wanted states read;
+//!    median of three, run in the benchmark's process on the same buckets), and its consumer
+//!    check alone; wanted state to hive status for one agent while all others idle (twenty
+//!    changes, paused and up in turn: from the PUT's answer to its hive's status showing it, p50
+//!    and p99); and the whole server's messages and bytes in a quiet window (`/varz`).
 //!
-//! No hive-c0re or hive-agent runs: the hives' statuses are written by the benchmark, so the
-//! figures of hives (wanted state to hive status, idle traffic) are not among these.
+//! The stand-ins change these figures: no agent's own NATS traffic is in the quiet window (each
+//! agent's connection is the benchmark's, idle; a real hive-agent's own idle traffic is measured
+//! per agent by the `hives` benchmark's window), and no agent takes a turn. The credential pass
+//! (forge, Matrix, certificates) is measured per agent by the `provisioning` benchmark and the
+//! schedules' reconcile pass at 10,000 agents by the `reconcile` benchmark.
 //!
-//! `cargo bench -p swarm-controller --bench scale [-- --agents N]`. Needs `scripts/setup`
-//! (nats-server).
+//! `cargo build --release -p hive-c0re && cargo bench -p swarm-controller --bench scale [--
+//! --agents N --window SECS]` (defaults 10,000 and 60). Needs `scripts/setup` (nats-server) and
+//! `setpriv` (util-linux).
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+#[path = "support/scale_hives.rs"]
+mod scale_hives;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use hyper::http::Method;
-use hyperhive_hive_proto::status::HiveStatus;
+use hyperhive_hive_proto::directory::parse_directory;
+use hyperhive_hive_proto::status::{ActualState, HiveStatus};
+use hyperhive_hive_proto::wanted::WantedState;
 use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_nats_creds::{DEFAULT_AGENT_TTL, files::SERVER_CONF};
 use hyperhive_nats_objects::HIVE_STATUS_BUCKET;
+use hyperhive_swarm_api::agents::StateRequest;
+use hyperhive_swarm_api::paths;
 use hyperhive_testkit::stats::{percentile, rss_kib};
 use hyperhive_testkit::{NatsJwt, Process, free_port, wait_until};
+use scale_hives::Hives;
 use serde_json::Value;
+use swarm_controller::clock::SystemClock;
+use swarm_controller::lifecycle::hive_pass::HivePass;
+use swarm_controller::lifecycle::roster::Roster;
+use swarm_controller::lifecycle::wanted::WantedStore;
+use swarm_controller::nats::consumers::TenantConsumers;
 use swarm_controller::nats::tenants::Accounts;
 use swarmctl::{Api, client};
 
@@ -48,11 +73,18 @@ const BASELINE: usize = 1_000;
 const NEXT: usize = 10;
 /// Requests per list route (their median is reported).
 const LISTS: usize = 5;
+/// Agents a page of a list holds.
+const PAGE: usize = 100;
+/// Hive passes timed (their median is reported).
+const PASSES: usize = 3;
+/// Wanted state changes timed to their hive's status.
+const CHANGES: usize = 20;
 const PATIENCE: Duration = Duration::from_secs(600);
 
-fn agents_option() -> usize {
+/// `--NAME VALUE` from the command line, else `default`.
+fn option(name: &str, default: u64) -> u64 {
     let args: Vec<String> = std::env::args().collect();
-    args.windows(2).find(|p| p[0] == "--agents").map_or(10_000, |p| p[1].parse().expect("--agents N"))
+    args.windows(2).find(|p| p[0] == name).map_or(default, |p| p[1].parse().unwrap_or_else(|_| panic!("{name} N")))
 }
 
 fn agent(i: usize) -> AgentName {
@@ -84,6 +116,17 @@ struct Figures {
     list_agents_bytes: usize,
     list_status: Duration,
     list_status_bytes: usize,
+    page_agents: Duration,
+    page_agents_bytes: usize,
+    page_status: Duration,
+    page_status_bytes: usize,
+    hive_pass: Duration,
+    consumer_pass: Duration,
+    wanted_to_status_p50: Duration,
+    wanted_to_status_p99: Duration,
+    idle_msgs_per_min: f64,
+    idle_kib_per_min: f64,
+    hives_kib_per_agent: f64,
 }
 
 struct Swarm {
@@ -100,10 +143,14 @@ struct Swarm {
     clients: Vec<async_nats::Client>,
     /// nats-server's resident memory when last read.
     server_kib: u64,
+    /// The hives, running every declared agent.
+    hives: Option<Hives>,
+    /// The quiet window's length.
+    window: Duration,
 }
 
 impl Swarm {
-    async fn start() -> Swarm {
+    async fn start(window: Duration) -> Swarm {
         let monitor = free_port();
         let nats = NatsJwt::start_with_config(&format!("http: \"127.0.0.1:{monitor}\"")).await.unwrap();
         let js = async_nats::jetstream::new(nats.controller_client().await.unwrap());
@@ -118,17 +165,32 @@ impl Swarm {
             .collect();
         std::fs::write(dir.path().join("hives.json"), Value::Object(hives).to_string()).unwrap();
         std::fs::create_dir(dir.path().join("creds")).unwrap();
-        let mut swarm =
-            Swarm { nats, monitor, accounts, js, dir, declared: 0, created: 0, clients: Vec::new(), server_kib: 0 };
+        let mut swarm = Swarm {
+            nats,
+            monitor,
+            accounts,
+            js,
+            dir,
+            declared: 0,
+            created: 0,
+            clients: Vec::new(),
+            server_kib: 0,
+            hives: None,
+            window,
+        };
         swarm.server_kib = swarm.read_server_kib().await;
         swarm
     }
 
+    /// nats-server's own `/varz`.
+    async fn varz(&self) -> Value {
+        let url = format!("http://127.0.0.1:{}/varz", self.monitor);
+        reqwest::get(url).await.unwrap().json().await.unwrap()
+    }
+
     /// nats-server's resident memory, from its own `/varz`.
     async fn read_server_kib(&self) -> u64 {
-        let url = format!("http://127.0.0.1:{}/varz", self.monitor);
-        let varz: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
-        varz["mem"].as_u64().expect("varz has mem") / 1024
+        self.varz().await["mem"].as_u64().expect("varz has mem") / 1024
     }
 
     /// The growth of nats-server's memory since it was last read, per `count` things added.
@@ -181,6 +243,8 @@ impl Swarm {
         figures.server_kib_per_account = self.server_kib_per(n - before).await;
         self.connect(before..n).await;
         figures.server_kib_per_connection = self.server_kib_per(n - before).await;
+        self.start_hives().await;
+        figures.hives_kib_per_agent = self.hives.as_ref().unwrap().rss_kib() as f64 / n as f64;
         self.controller(&mut figures).await;
         let mut next = Vec::new();
         for _ in 0..NEXT {
@@ -216,13 +280,21 @@ impl Swarm {
         .unwrap();
     }
 
-    /// Writes every hive's status with its agents, then starts the controller twice: the first
-    /// start adds the agents to the roster, the second (measured) reads every bucket as written.
-    async fn controller(&self, figures: &mut Figures) {
-        let kv = self.js.get_key_value(HIVE_STATUS_BUCKET).await.unwrap();
-        for (hive, status) in statuses(self.declared) {
-            kv.put(hive.as_str(), serde_json::to_vec(&status).unwrap().into()).await.unwrap();
+    /// Every hive's hive-c0re, again, with every declared agent (the old ones stopped first).
+    async fn start_hives(&mut self) {
+        self.hives = None;
+        let mut hives: BTreeMap<HiveName, Vec<AgentName>> = BTreeMap::new();
+        for i in 0..self.declared {
+            hives.entry(hive(i)).or_default().push(agent(i));
         }
+        let creds = |name: &str| self.creds_path(name);
+        self.hives = Some(Hives::start(&self.nats, self.dir.path(), &hives, creds, PATIENCE).await);
+    }
+
+    /// Starts the controller twice on the hives' statuses: the first start adds the agents to
+    /// the roster, the second (measured) reads every bucket as written. Then measures what the
+    /// running controller does.
+    async fn controller(&self, figures: &mut Figures) {
         let socket = self.dir.path().join("run/controller.sock");
         let first = self.start_controller(&socket).await;
         self.wait_for_roster(&socket).await;
@@ -232,9 +304,100 @@ impl Swarm {
         figures.controller_start = started.elapsed();
         self.wait_for_roster(&socket).await;
         figures.controller_roster_complete = started.elapsed();
-        (figures.list_agents, figures.list_agents_bytes) = median_get(&socket, "/api/agents").await;
-        (figures.list_status, figures.list_status_bytes) = median_get(&socket, "/api/agents/status").await;
+        (figures.list_agents, figures.list_agents_bytes) = median_get(&socket, paths::AGENTS).await;
+        (figures.list_status, figures.list_status_bytes) = median_get(&socket, paths::AGENTS_STATUS).await;
+        let middle = agent(self.declared / 2);
+        let page = |list| paths::agents_page(list, PAGE, Some(&middle), None);
+        (figures.page_agents, figures.page_agents_bytes) = median_get(&socket, &page(paths::AGENTS)).await;
+        (figures.page_status, figures.page_status_bytes) = median_get(&socket, &page(paths::AGENTS_STATUS)).await;
+        (figures.hive_pass, figures.consumer_pass) = self.passes().await;
+        (figures.wanted_to_status_p50, figures.wanted_to_status_p99) = self.wanted_to_status(&socket).await;
+        (figures.idle_msgs_per_min, figures.idle_kib_per_min) = self.quiet_window().await;
         figures.controller_rss_kib = rss_kib(controller.pid());
+    }
+
+    /// The periodic hive pass with nothing to change, and its consumer check alone (median of
+    /// [`PASSES`] each), on the controller's buckets.
+    async fn passes(&self) -> (Duration, Duration) {
+        let hives = std::fs::read_to_string(self.dir.path().join("hives.json")).unwrap();
+        let hives = Arc::new(parse_directory(&hives).unwrap());
+        let nats_dir = Some(self.nats.creds_dir().to_path_buf());
+        let roster =
+            Roster::new(self.js.clone(), self.js.get_key_value(hyperhive_nats_objects::AGENTS_BUCKET).await.unwrap())
+                .minted_in(nats_dir.clone());
+        let wanted = WantedStore::new(
+            self.js.clone(),
+            self.js.get_key_value(hyperhive_nats_objects::AGENT_WANTED_BUCKET).await.unwrap(),
+        );
+        let consumers = TenantConsumers { js: self.js.clone(), hives: hives.clone(), roster: roster.clone(), nats_dir };
+        let pass = HivePass {
+            js: self.js.clone(),
+            hives,
+            roster,
+            wanted,
+            revoker: None,
+            clock: Arc::new(SystemClock),
+            consumers: Some(consumers.clone()),
+        };
+        let (mut whole, mut alone) = (Vec::new(), Vec::new());
+        for _ in 0..PASSES {
+            let started = Instant::now();
+            pass.run().await;
+            whole.push(started.elapsed());
+            let started = Instant::now();
+            let report = consumers.pass().await;
+            alone.push(started.elapsed());
+            assert_eq!(report, Default::default(), "a pass with nothing to change changes nothing");
+        }
+        whole.sort();
+        alone.sort();
+        (percentile(&whole, 0.5), percentile(&alone, 0.5))
+    }
+
+    /// [`CHANGES`] wanted states for the first agent, paused and up in turn: from each PUT's
+    /// answer to its hive's status showing it (p50, p99).
+    async fn wanted_to_status(&self, socket: &Path) -> (Duration, Duration) {
+        let (hive, agent) = (hive(0), agent(0));
+        let api = Api::Socket(socket.to_owned());
+        let bucket = self.js.get_key_value(HIVE_STATUS_BUCKET).await.unwrap();
+        let mut watch = bucket.watch(hive.as_str()).await.unwrap();
+        let mut took = Vec::new();
+        for i in 0..CHANGES {
+            let (wanted, actual) = if i % 2 == 0 {
+                (WantedState::Paused, ActualState::Paused)
+            } else {
+                (WantedState::Up, ActualState::Running)
+            };
+            let body = client::body(&StateRequest::new(wanted));
+            client::request(&api, Method::PUT, &paths::agent_state(&hive, &agent), None, Some(body)).await.unwrap();
+            let answered = Instant::now();
+            let deadline = tokio::time::Instant::now() + PATIENCE;
+            loop {
+                let entry = tokio::time::timeout_at(deadline, watch.next()).await.expect("the change shown in time");
+                let entry = entry.expect("the watch goes on").unwrap();
+                let Ok(status) = serde_json::from_slice::<HiveStatus>(&entry.value) else { continue };
+                if status.agents.get(&agent).is_some_and(|a| a.actual == actual) {
+                    took.push(answered.elapsed());
+                    break;
+                }
+            }
+        }
+        took.sort();
+        (percentile(&took, 0.5), percentile(&took, 0.99))
+    }
+
+    /// The whole server's messages and KiB (in and out) a minute while nothing changes.
+    async fn quiet_window(&self) -> (f64, f64) {
+        let counts = |varz: Value| {
+            let n = |key: &str| varz[key].as_u64().unwrap_or(0) as f64;
+            (n("in_msgs") + n("out_msgs"), n("in_bytes") + n("out_bytes"))
+        };
+        let (msgs, bytes) = counts(self.varz().await);
+        // The window is the measure itself: what the swarm sends in it, left alone.
+        tokio::time::sleep(self.window).await;
+        let (msgs_after, bytes_after) = counts(self.varz().await);
+        let minutes = self.window.as_secs_f64() / 60.0;
+        ((msgs_after - msgs) / minutes, (bytes_after - bytes) / 1024.0 / minutes)
     }
 
     async fn start_controller(&self, socket: &Path) -> Process {
@@ -264,24 +427,6 @@ impl Swarm {
     }
 }
 
-/// Every hive's status with its share of the first `n` agents, all running.
-fn statuses(n: usize) -> BTreeMap<HiveName, HiveStatus> {
-    let now = time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap();
-    let mut out: BTreeMap<HiveName, HiveStatus> = BTreeMap::new();
-    for i in 0..n {
-        let status = out.entry(hive(i)).or_insert_with(|| HiveStatus {
-            hive: hive(i),
-            version: "0.1.0".into(),
-            started_at: now.clone(),
-            published_at: now.clone(),
-            load: [0.0; 3],
-            agents: BTreeMap::new(),
-        });
-        status.agents.insert(agent(i), common::running_declared(&now));
-    }
-    out
-}
-
 /// The median time of [`LISTS`] `GET path`s on the socket, and the body's size.
 async fn median_get(socket: &Path, path: &str) -> (Duration, usize) {
     let api = Api::Socket(socket.to_owned());
@@ -308,9 +453,10 @@ fn row(measure: &str, base: f64, at_n: f64, unit: &str) {
 
 #[tokio::main]
 async fn main() {
-    let n = agents_option();
+    hyperhive_logging::init("warn");
+    let n = option("--agents", 10_000) as usize;
     assert!(n > BASELINE, "--agents must be more than the baseline's {BASELINE}");
-    let mut swarm = Swarm::start().await;
+    let mut swarm = Swarm::start(Duration::from_secs(option("--window", 60))).await;
     eprintln!("declaring {BASELINE} agents");
     let base = swarm.measure_at(BASELINE).await;
     eprintln!("declaring {n} agents");
@@ -345,4 +491,29 @@ async fn main() {
         at_n.list_status_bytes as f64 / 1024.0,
         "KiB",
     );
+    row("GET /api/agents, a page of 100 (median of 5)", ms(base.page_agents), ms(at_n.page_agents), "ms");
+    row(
+        "GET /api/agents, a page of 100, body",
+        base.page_agents_bytes as f64 / 1024.0,
+        at_n.page_agents_bytes as f64 / 1024.0,
+        "KiB",
+    );
+    row("GET /api/agents/status, a page of 100 (median of 5)", ms(base.page_status), ms(at_n.page_status), "ms");
+    row("hive pass, nothing to change (median of 3)", ms(base.hive_pass), ms(at_n.hive_pass), "ms");
+    row("its check of every tenant's consumers alone", ms(base.consumer_pass), ms(at_n.consumer_pass), "ms");
+    row(
+        "wanted state to hive status, one agent, p50",
+        ms(base.wanted_to_status_p50),
+        ms(at_n.wanted_to_status_p50),
+        "ms",
+    );
+    row(
+        "wanted state to hive status, one agent, p99",
+        ms(base.wanted_to_status_p99),
+        ms(at_n.wanted_to_status_p99),
+        "ms",
+    );
+    row("idle swarm: NATS messages a minute (whole server)", base.idle_msgs_per_min, at_n.idle_msgs_per_min, "");
+    row("idle swarm: NATS KiB a minute (whole server)", base.idle_kib_per_min, at_n.idle_kib_per_min, "KiB");
+    row("hive-c0re memory per agent (stand-in agents)", base.hives_kib_per_agent, at_n.hives_kib_per_agent, "KiB");
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Controller, config, new_schedule};
+use futures::StreamExt;
 use hyper::http::{Method, StatusCode};
 use hyperhive_nats_objects::{AGENT_SCHEDULES_BUCKET, AGENT_WANTED_BUCKET, DEPLOY_STREAM};
 use hyperhive_testkit::{NatsJwt, wait_until};
@@ -195,6 +196,11 @@ async fn start_sets_the_limits_on_streams_and_buckets_that_exist_already() {
         assert_eq!(config.max_messages_per_subject, per_subject, "{name}");
         assert!(config.max_bytes > 1 << 20, "{name}");
     }
+    for stream in ["TODO", DEPLOY_STREAM, "RELAY", "TURNS", "AUDIT", &format!("KV_{AGENT_WANTED_BUCKET}"), "KV_agents"]
+    {
+        let config = js.get_stream(stream).await.unwrap().info().await.unwrap().config.clone();
+        assert_eq!(config.max_consumers, limits::STREAM_MAX_CONSUMERS, "{stream}: not the server's default of 1,000");
+    }
     let config = js.get_stream(format!("KV_{AGENT_WANTED_BUCKET}")).await.unwrap().info().await.unwrap().config.clone();
     assert_eq!(config.max_messages_per_subject, limits::BUCKET_HISTORY, "history 1");
     assert_eq!((config.max_bytes, config.max_message_size), (limits::BUCKET_MAX_BYTES, limits::BUCKET_MAX_VALUE_SIZE));
@@ -207,6 +213,29 @@ async fn start_sets_the_limits_on_streams_and_buckets_that_exist_already() {
         kept.push(entry.unwrap().value);
     }
     assert_eq!(kept, ["second"], "only the current value is kept");
+}
+
+/// nats-server 2.15 caps a stream at 1,000 consumers unless it sets its own limit; `TODO` holds
+/// one durable consumer per agent, so the swarm's streams set theirs.
+#[tokio::test]
+async fn more_than_a_thousand_agents_each_get_their_todo_consumer() {
+    let nats = NatsJwt::start().await.unwrap();
+    let client = nats::connect(&nats.url(), Some(&nats.controller_creds())).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    hyperhive_nats_objects::ensure_objects(&js).await.unwrap();
+    let agents: Vec<_> =
+        (0..1_050).map(|i| hyperhive_hive_proto::AgentName::parse(&format!("a{i:04}")).unwrap()).collect();
+    let made = futures::stream::iter(agents.iter().map(|agent| {
+        let js = js.clone();
+        async move { swarm_controller::nats::consumers::ensure_agent(&js, agent).await }
+    }))
+    .buffer_unordered(16)
+    .collect::<Vec<_>>()
+    .await;
+    let refused: Vec<String> = made.into_iter().filter_map(|r| r.err().map(|e| e.to_string())).collect();
+    assert_eq!(refused.len(), 0, "{} refused, e.g. {:?}", refused.len(), refused.first());
+    let info = js.get_stream("TODO").await.unwrap().info().await.unwrap().clone();
+    assert_eq!(info.state.consumer_count, 1_050);
 }
 
 /// Every change of a definition is a compare-and-set, and losing one is a conflict (never a

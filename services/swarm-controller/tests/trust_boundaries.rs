@@ -682,3 +682,47 @@ async fn the_controller_makes_every_known_tenants_consumer_and_replaces_a_remade
     assert_eq!(deploys.consumer_info(deploy.durable()).await.unwrap().created, adopted, "adopted, not made again");
     assert_eq!(consumers.pass().await, PassReport::default(), "a second pass changes nothing");
 }
+
+/// A pass over a swarm whose consumers are all as configured reads each stream's consumers a page
+/// at a time: far fewer requests than one per tenant, which an idle swarm would pay every pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_with_nothing_to_change_reads_consumers_a_page_at_a_time() {
+    use hyperhive_hive_proto::roster::{Origin, RosterEntry};
+    use swarm_controller::lifecycle::roster::Roster;
+    use swarm_controller::nats::consumers::{PassReport, TenantConsumers};
+    const AGENTS: usize = 600;
+    let swarm = Swarm::start().await;
+    // Its own connection, so its messages can be counted.
+    let client =
+        swarm_controller::nats::connect(&swarm.nats.url(), Some(&swarm.nats.controller_creds())).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let roster = Roster::new(js.clone(), swarm.bucket(hyperhive_nats_objects::AGENTS_BUCKET).await);
+    let hive = HiveName::parse("h1").unwrap();
+    for i in 0..AGENTS {
+        let entry = RosterEntry {
+            hive: hive.clone(),
+            origin: Origin::Declared,
+            created_at: "2026-12-01T00:00:00Z".into(),
+            provisioning: Default::default(),
+            identities: Default::default(),
+            spec: None,
+            revision: 0,
+            labels: Default::default(),
+        };
+        assert!(roster.create(&agent_named(&format!("a{i:03}")), &entry).await.unwrap());
+    }
+    let consumers = TenantConsumers { js, hives: Default::default(), roster, nats_dir: None };
+    assert_eq!(consumers.pass().await, PassReport { created: AGENTS, replaced: 0, failed: 0 });
+
+    let before = client.statistics().out_messages.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(consumers.pass().await, PassReport::default(), "nothing to change");
+    let sent = client.statistics().out_messages.load(std::sync::atomic::Ordering::Relaxed) - before;
+    // The roster's listing, then three pages of TODO's consumers: a few dozen messages, where
+    // asking after each consumer took one request each.
+    assert!(sent < 60, "{sent} messages sent for a pass over {AGENTS} unchanged consumers");
+
+    // One consumer deleted behind the pass's back is made again; the rest are still kept.
+    let todo = swarm.js.get_stream_no_info(TODO_STREAM).await.unwrap();
+    todo.delete_consumer(agent_consumer(&agent_named("a300")).durable()).await.unwrap();
+    assert_eq!(consumers.pass().await, PassReport { created: 1, replaced: 0, failed: 0 });
+}
