@@ -23,7 +23,8 @@
 //!    a page of 100 from the middle (median of five, and the body size); the periodic hive pass
 //!    with nothing to change (roster sync, every tenant's consumers checked, wanted states read;
 //!    median of three, run in the benchmark's process on the same buckets), and its consumer
-//!    check alone; wanted state to hive status for one agent while all others idle (twenty
+//!    check alone, against the same check asking after each consumer in turn (as the pass did
+//!    before it read them a page at a time); wanted state to hive status for one agent while all others idle (twenty
 //!    changes, paused and up in turn: from the PUT's answer to its hive's status showing it, p50
 //!    and p99); and the whole server's messages and bytes in a quiet window (`/varz`).
 //!
@@ -34,7 +35,7 @@
 //! schedules' reconcile pass at 10,000 agents by the `reconcile` benchmark.
 //!
 //! `cargo build --release -p hive-c0re && cargo bench -p swarm-controller --bench scale [--
-//! --agents N --window SECS]` (defaults 10,000 and 60). Needs `scripts/setup` (nats-server) and
+//! --agents N --window SECS]` (defaults 10,000 and 120: two of the controller's reconcile passes). Needs `scripts/setup` (nats-server) and
 //! `setpriv` (util-linux).
 
 #[path = "support/scale_hives.rs"]
@@ -122,6 +123,7 @@ struct Figures {
     page_status_bytes: usize,
     hive_pass: Duration,
     consumer_pass: Duration,
+    consumer_check_each: Duration,
     wanted_to_status_p50: Duration,
     wanted_to_status_p99: Duration,
     idle_msgs_per_min: f64,
@@ -311,6 +313,7 @@ impl Swarm {
         (figures.page_agents, figures.page_agents_bytes) = median_get(&socket, &page(paths::AGENTS)).await;
         (figures.page_status, figures.page_status_bytes) = median_get(&socket, &page(paths::AGENTS_STATUS)).await;
         (figures.hive_pass, figures.consumer_pass) = self.passes().await;
+        figures.consumer_check_each = self.consumer_check_each().await;
         (figures.wanted_to_status_p50, figures.wanted_to_status_p99) = self.wanted_to_status(&socket).await;
         (figures.idle_msgs_per_min, figures.idle_kib_per_min) = self.quiet_window().await;
         figures.controller_rss_kib = rss_kib(controller.pid());
@@ -329,6 +332,9 @@ impl Swarm {
             self.js.clone(),
             self.js.get_key_value(hyperhive_nats_objects::AGENT_WANTED_BUCKET).await.unwrap(),
         );
+        // As in the controller: the roster's memory of its names is kept while its deletes are
+        // watched.
+        let watching = tokio::spawn(roster.clone().watch_deletes());
         let consumers = TenantConsumers { js: self.js.clone(), hives: hives.clone(), roster: roster.clone(), nats_dir };
         let pass = HivePass {
             js: self.js.clone(),
@@ -349,9 +355,28 @@ impl Swarm {
             alone.push(started.elapsed());
             assert_eq!(report, Default::default(), "a pass with nothing to change changes nothing");
         }
+        watching.abort();
         whole.sort();
         alone.sort();
         (percentile(&whole, 0.5), percentile(&alone, 0.5))
+    }
+
+    /// Every tenant's consumers checked as the pass did before it read them a page at a time:
+    /// one request per consumer, one after another (the baseline of its consumer check).
+    async fn consumer_check_each(&self) -> Duration {
+        let agents = (0..self.declared)
+            .map(agent)
+            .chain((0..self.created).map(|i| AgentName::parse(&format!("created-{i:05}")).unwrap()));
+        let hives = (0..HIVES).map(hive);
+        let wanted: Vec<_> = agents
+            .map(|a| hyperhive_nats_objects::agent_consumer(&a))
+            .chain(hives.flat_map(|h| hyperhive_nats_objects::hive_consumers(&h)))
+            .collect();
+        let started = Instant::now();
+        for consumer in &wanted {
+            consumer.ensure(&self.js).await.unwrap();
+        }
+        started.elapsed()
     }
 
     /// [`CHANGES`] wanted states for the first agent, paused and up in turn: from each PUT's
@@ -456,7 +481,7 @@ async fn main() {
     hyperhive_logging::init("warn");
     let n = option("--agents", 10_000) as usize;
     assert!(n > BASELINE, "--agents must be more than the baseline's {BASELINE}");
-    let mut swarm = Swarm::start(Duration::from_secs(option("--window", 60))).await;
+    let mut swarm = Swarm::start(Duration::from_secs(option("--window", 120))).await;
     eprintln!("declaring {BASELINE} agents");
     let base = swarm.measure_at(BASELINE).await;
     eprintln!("declaring {n} agents");
@@ -501,6 +526,12 @@ async fn main() {
     row("GET /api/agents/status, a page of 100 (median of 5)", ms(base.page_status), ms(at_n.page_status), "ms");
     row("hive pass, nothing to change (median of 3)", ms(base.hive_pass), ms(at_n.hive_pass), "ms");
     row("its check of every tenant's consumers alone", ms(base.consumer_pass), ms(at_n.consumer_pass), "ms");
+    row(
+        "the same check, a request per consumer (before)",
+        ms(base.consumer_check_each),
+        ms(at_n.consumer_check_each),
+        "ms",
+    );
     row(
         "wanted state to hive status, one agent, p50",
         ms(base.wanted_to_status_p50),

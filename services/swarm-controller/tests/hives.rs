@@ -636,3 +636,53 @@ async fn agent_lists_page_by_name_keep_to_a_hive_and_refuse_bad_pages() {
         assert!(!ok && err.contains(bad[1]), "{bad:?}: {err}");
     }
 }
+
+/// Every hive publishes its status every few seconds, and the controller syncs the roster from
+/// each: once an agent is known, syncing it again costs no NATS round trip, and an agent reported
+/// by a hive other than its own is still counted as a clash.
+#[tokio::test]
+async fn syncing_known_agents_from_a_status_costs_no_round_trip() {
+    use std::sync::atomic::Ordering;
+    use swarm_controller::clock::SystemClock;
+    use swarm_controller::lifecycle::roster::{Roster, SyncReport};
+    let nats = hyperhive_testkit::NatsJwt::start().await.unwrap();
+    let client = swarm_controller::nats::connect(&nats.url(), Some(&nats.controller_creds())).await.unwrap();
+    let js = async_nats::jetstream::new(client.clone());
+    let buckets = hyperhive_nats_objects::ensure_objects(&js).await.unwrap();
+    let roster = Roster::new(js.clone(), buckets.agents.clone());
+    let watching = tokio::spawn(roster.clone().watch_deletes());
+    let hives = directory(&["h1", "h2"]);
+    let agents: Vec<String> = (0..50).map(|i| format!("a{i:02}")).collect();
+    let named: Vec<(&str, Origin)> = agents.iter().map(|a| (a.as_str(), Origin::Declared)).collect();
+    let h1 = status("h1", NOW, &named);
+    // The deletes watch runs before the memory is trusted.
+    wait_until("the roster's watch to run", SOON, || async {
+        roster.sync(&hives, &h1, &SystemClock).await.unwrap();
+        let sent = client.statistics().out_messages.load(Ordering::Relaxed);
+        roster.sync(&hives, &h1, &SystemClock).await.unwrap();
+        (client.statistics().out_messages.load(Ordering::Relaxed) == sent).then_some(())
+    })
+    .await
+    .unwrap();
+    assert_eq!(roster.list().await.unwrap().len(), 50);
+
+    // h2 reports a00 (on h1) and a new b00: one clash, one added.
+    let h2 = status("h2", NOW, &[("a00", Origin::Declared), ("b00", Origin::Declared)]);
+    let report = roster.sync(&hives, &h2, &SystemClock).await.unwrap();
+    assert_eq!((report.added, report.clashes), (1, 1), "{report:?}");
+    let sent = client.statistics().out_messages.load(Ordering::Relaxed);
+    let report = roster.sync(&hives, &h2, &SystemClock).await.unwrap();
+    assert_eq!(report, SyncReport { added: 0, clashes: 1, unknown_hives: 0, unminted: 0 });
+    assert_eq!(client.statistics().out_messages.load(Ordering::Relaxed), sent, "known agents: no round trip");
+
+    // A key deleted by hand is forgotten, and added again by the next status.
+    buckets.agents.delete("a01").await.unwrap();
+    wait_until("a01 added again", SOON, || async {
+        let report = roster.sync(&hives, &h1, &SystemClock).await.unwrap();
+        (report.added == 1).then_some(())
+    })
+    .await
+    .unwrap();
+    assert!(roster.get(&AgentName::parse("a01").unwrap()).await.unwrap().is_some());
+    watching.abort();
+}

@@ -98,7 +98,7 @@ impl Roster {
     /// # Errors
     /// [`NatsError::Scan`].
     pub async fn list(&self) -> Result<BTreeMap<AgentName, RosterEntry>, NatsError> {
-        Ok(scan_bucket(&self.js, AGENTS_BUCKET)
+        let listed: BTreeMap<AgentName, RosterEntry> = scan_bucket(&self.js, AGENTS_BUCKET)
             .await?
             .into_iter()
             .filter_map(|kv| {
@@ -111,7 +111,11 @@ impl Roster {
                     }
                 }
             })
-            .collect())
+            .collect();
+        for (agent, entry) in &listed {
+            self.seen.saw_on(agent, &entry.hive);
+        }
+        Ok(listed)
     }
 
     /// The entry of `agent`, if it is on the roster and readable.
@@ -235,6 +239,13 @@ impl Roster {
                 report.unminted += 1;
                 continue;
             }
+            // Known already: nothing to add, and no round trip.
+            if let Some(on_roster) = self.seen.hive_of(agent) {
+                if on_roster != status.hive {
+                    report.clashes += 1;
+                }
+                continue;
+            }
             let entry = RosterEntry {
                 hive: status.hive.clone(),
                 origin: agent_status.origin,
@@ -249,6 +260,7 @@ impl Roster {
             match self.kv.create(agent.as_str(), bytes.into()).await {
                 Ok(_) => {
                     tracing::info!(%agent, hive = %status.hive, origin = ?entry.origin, "agent added to the roster");
+                    self.seen.saw_on(agent, &status.hive);
                     report.added += 1;
                     // Its consumer at once, not at the next reconcile pass: the agent is running
                     // and waits for it (the pass makes it if this fails).
@@ -257,14 +269,15 @@ impl Roster {
                     }
                 }
                 Err(err) if err.kind() == kv::CreateErrorKind::AlreadyExists => {
-                    if let Some(existing) = self.get(agent).await?
-                        && existing.hive != status.hive
-                    {
-                        tracing::warn!(
-                            %agent, on_roster = %existing.hive, reported_by = %status.hive,
-                            "an agent on the roster under another hive is reported by this hive; left where it is"
-                        );
-                        report.clashes += 1;
+                    if let Some(existing) = self.get(agent).await? {
+                        self.seen.saw_on(agent, &existing.hive);
+                        if existing.hive != status.hive {
+                            tracing::warn!(
+                                %agent, on_roster = %existing.hive, reported_by = %status.hive,
+                                "an agent on the roster under another hive is reported by this hive; left where it is"
+                            );
+                            report.clashes += 1;
+                        }
                     }
                 }
                 Err(err) => return Err(err.to_string()),

@@ -1,20 +1,22 @@
-//! The names the roster was seen to hold, so that asking whether an agent exists (every prompt,
-//! every agent route) costs no NATS round trip after the first time.
+//! The names the roster was seen to hold, and the hive of those whose entry was read, so that
+//! asking whether an agent exists (every prompt, every agent route) and syncing the roster from a
+//! hive's status (every few seconds from every hive) cost no NATS round trip after the first time.
 //!
 //! The controller never removes a roster entry (a destroyed agent keeps its entry, wanted state
-//! `destroyed`), so a name once seen stays true, except where someone deletes a key by hand. A
+//! `destroyed`) nor moves one to another hive, so a name once seen stays true, and its hive
+//! with it, except where someone deletes a key by hand. A
 //! watch of the bucket's deletes forgets such names; the memo answers only while that watch runs,
 //! and starts empty each time it is (re)made, so a delete made while it was down cannot leave a
 //! name behind.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_nats::jetstream::kv;
 use futures::StreamExt;
-use hyperhive_hive_proto::AgentName;
+use hyperhive_hive_proto::{AgentName, HiveName};
 
 /// How long to wait before watching again after the watch failed.
 const REWATCH_AFTER: Duration = Duration::from_secs(1);
@@ -34,8 +36,8 @@ struct Inner {
 
 #[derive(Debug, Default)]
 struct Names {
-    /// Found on the roster.
-    seen: HashSet<AgentName>,
+    /// Found on the roster, with its hive when the read showed it.
+    seen: HashMap<AgentName, Option<HiveName>>,
     /// Deleted, and not put again since, as the watch saw: a read that found one of these
     /// before its delete came through is not remembered.
     deleted: HashSet<AgentName>,
@@ -44,15 +46,35 @@ struct Names {
 impl SeenNames {
     /// Whether `agent` was seen on the roster (and not deleted since).
     pub fn contains(&self, agent: &AgentName) -> bool {
-        self.inner.watching.load(Ordering::Acquire) && self.names().seen.contains(agent)
+        self.inner.watching.load(Ordering::Acquire) && self.names().seen.contains_key(agent)
+    }
+
+    /// The hive of `agent`'s roster entry, when a read showed it (and it was not deleted since).
+    pub fn hive_of(&self, agent: &AgentName) -> Option<HiveName> {
+        if !self.inner.watching.load(Ordering::Acquire) {
+            return None;
+        }
+        self.names().seen.get(agent).cloned().flatten()
     }
 
     /// `agent` is on the roster: a read found it.
     pub fn saw(&self, agent: &AgentName) {
+        self.remember(agent, None);
+    }
+
+    /// `agent` is on the roster under `hive`: a read or a write showed it.
+    pub fn saw_on(&self, agent: &AgentName, hive: &HiveName) {
+        self.remember(agent, Some(hive));
+    }
+
+    fn remember(&self, agent: &AgentName, hive: Option<&HiveName>) {
         if self.inner.watching.load(Ordering::Acquire) {
             let mut names = self.names();
             if !names.deleted.contains(agent) {
-                names.seen.insert(agent.clone());
+                let known = names.seen.entry(agent.clone()).or_default();
+                if let Some(hive) = hive {
+                    *known = Some(hive.clone());
+                }
             }
         }
     }
@@ -156,5 +178,23 @@ mod tests {
         assert!(seen.contains(&bee()), "put again, it is remembered again");
         seen.watched(&entry(kv::Operation::Purge));
         assert!(!seen.contains(&bee()));
+    }
+
+    #[test]
+    fn a_hive_is_known_once_a_read_showed_it_and_forgotten_with_its_name() {
+        let seen = SeenNames::default();
+        let h1 = HiveName::parse("h1").unwrap();
+        seen.saw_on(&bee(), &h1);
+        assert_eq!(seen.hive_of(&bee()), None, "nothing is kept while no watch runs");
+        seen.inner.watching.store(true, Ordering::Release);
+        seen.saw(&bee());
+        assert_eq!(seen.hive_of(&bee()), None, "a read that showed no hive");
+        seen.saw_on(&bee(), &h1);
+        seen.saw(&bee());
+        assert_eq!(seen.hive_of(&bee()), Some(h1.clone()), "kept by a later read without one");
+        seen.watched(&entry(kv::Operation::Delete));
+        assert_eq!(seen.hive_of(&bee()), None);
+        seen.saw_on(&bee(), &h1);
+        assert_eq!(seen.hive_of(&bee()), None, "a stale read of a deleted name is not kept");
     }
 }
