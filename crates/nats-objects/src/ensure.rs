@@ -205,9 +205,9 @@ async fn ensure_bucket(
     if wanted != current {
         log_replicas(&format!("KV bucket {bucket}"), current.num_replicas, replicas);
         tracing::info!(bucket, "setting the bucket's history, limits, consumers, direct get, rollups and replicas");
-        js.update_stream(&wanted)
+        update_stream(js, &wanted, &current)
             .await
-            .map_err(|e| replicated_setup_error(format!("updating KV bucket {bucket}"), replicas)(e.to_string()))?;
+            .map_err(|e| replicated_setup_error(format!("updating KV bucket {bucket}"), replicas)(e))?;
     }
     // Opened after any update, so the store's cached settings are the bucket's.
     js.get_key_value(bucket).await.map_err(|e| reading()(e.to_string()))
@@ -327,6 +327,28 @@ pub fn audit_stream_config() -> stream::Config {
     }
 }
 
+/// Gives an existing stream the settings `wanted`. Older releases of nats-server refuse to change
+/// a stream's consumer limit once it is made (and do not cap a stream at 1,000 either): the
+/// stream then keeps its own limit and everything else is still set, with a warning.
+async fn update_stream(
+    js: &jetstream::Context,
+    wanted: &stream::Config,
+    current: &stream::Config,
+) -> Result<(), String> {
+    let refused = match js.update_stream(wanted).await {
+        Ok(_) => return Ok(()),
+        Err(e) if wanted.max_consumers != current.max_consumers => e.to_string(),
+        Err(e) => return Err(e.to_string()),
+    };
+    let keeping = stream::Config { max_consumers: current.max_consumers, ..wanted.clone() };
+    js.update_stream(&keeping).await.map_err(|e| e.to_string())?;
+    tracing::warn!(
+        stream = %wanted.name, kept = current.max_consumers, wanted = wanted.max_consumers,
+        "the NATS server would not change the stream's consumer limit ({refused}); it keeps its own"
+    );
+    Ok(())
+}
+
 /// A line when an object's replica count changes: NATS then copies (or drops) its data, which
 /// an operator wants to see in the log.
 fn log_replicas(what: &str, from: usize, to: usize) {
@@ -368,9 +390,9 @@ async fn ensure_history(js: &jetstream::Context, wanted: stream::Config) -> Resu
     if settled != current {
         log_replicas(&format!("stream {name}"), current.num_replicas, replicas);
         tracing::info!(stream = %name, "setting the stream's limits and replicas");
-        js.update_stream(&settled)
+        update_stream(js, &settled, &current)
             .await
-            .map_err(|e| replicated_setup_error(format!("updating stream {name}"), replicas)(e.to_string()))?;
+            .map_err(|e| replicated_setup_error(format!("updating stream {name}"), replicas)(e))?;
     }
     Ok(())
 }
@@ -407,9 +429,9 @@ async fn ensure_queue(js: &jetstream::Context, wanted: stream::Config) -> Result
     if limited != current {
         log_replicas(&format!("stream {name}"), current.num_replicas, replicas);
         tracing::info!(stream = %name, "setting the stream's limits and replicas");
-        js.update_stream(&limited)
+        update_stream(js, &limited, &current)
             .await
-            .map_err(|e| replicated_setup_error(format!("updating stream {name}"), replicas)(e.to_string()))?;
+            .map_err(|e| replicated_setup_error(format!("updating stream {name}"), replicas)(e))?;
     }
     Ok(())
 }
