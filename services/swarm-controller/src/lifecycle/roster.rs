@@ -5,7 +5,9 @@
 //! passes at once add it once), provided, when the controller has the signing directory, the
 //! hive's credential was minted for it. An agent is never moved: one already on the roster under another
 //! hive keeps its entry, and the clash is logged. The controller watches `hive-status` and also
-//! runs the same sync from its periodic pass, so a missed watch event is repaired.
+//! runs the same sync from its periodic pass, so a missed watch event is repaired. An agent once
+//! seen is remembered with its hive ([`SeenNames`]), so a status of agents the roster has costs
+//! no request: every hive sends one every few seconds.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
