@@ -612,13 +612,18 @@ async fn a_job_failed_while_its_system_was_down_succeeds_when_retried_from_the_j
     browser.find(retry, SOON).await.unwrap();
     link.pass();
     browser.click(retry, SOON).await.unwrap();
-    wait_until("gamma's jobs to run to the end after the retry", Duration::from_secs(60), || async {
+    let finished = wait_until("gamma's jobs to run to the end after the retry", Duration::from_secs(60), || async {
         let graph = api_get(&stack, "/api/jobq/graph?agent=gamma").await;
         (job_state(&graph, "gamma.sso")? == "succeeded" && job_state(&graph, "gamma.deploy")? == "succeeded")
             .then_some(())
     })
-    .await
-    .unwrap();
+    .await;
+    if let Err(err) = finished {
+        // Which job stopped, and whether the click's retry reached the controller at all.
+        let graph = api_get(&stack, "/api/jobq/graph?agent=gamma").await;
+        let audit = api_get(&stack, "/api/audit").await;
+        panic!("{err}\ngamma's jobs: {}\naudit: {}", graph["nodes"], audit["entries"]);
+    }
     browser.text_when(r#"g[data-job="gamma.sso"]"#, SOON, |t| t.contains("succeeded")).await.unwrap();
     let users = std::fs::read_to_string(bridge.users_file()).unwrap();
     assert!(users.contains("gamma"), "the retried job made gamma's SSO user: {users}");
