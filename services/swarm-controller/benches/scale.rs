@@ -100,6 +100,13 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+fn kib(bytes: usize) -> f64 {
+    bytes as f64 / 1024.0
+}
+
+/// A line of the report: its name, its figure in one run, its unit.
+type Measure = (&'static str, fn(&Figures) -> f64, &'static str);
+
 /// One measurement at a number of agents.
 #[derive(Debug, Default)]
 struct Figures {
@@ -488,63 +495,34 @@ async fn main() {
     let at_n = swarm.measure_at(n).await;
     println!("| measure | {} agents | {} agents | ratio |", base.agents, at_n.agents);
     println!("|---|---|---|---|");
-    row("giving the server every account (push-accounts)", ms(base.push_all), ms(at_n.push_all), "ms");
-    row("creating the next agent as the API does (median of 10)", ms(base.next_agent), ms(at_n.next_agent), "ms");
-    row(
-        "configuration fragment, bytes per account",
-        base.fragment_bytes_per_account,
-        at_n.fragment_bytes_per_account,
-        "B",
-    );
-    row("resolver directory, bytes per account", base.resolver_bytes_per_account, at_n.resolver_bytes_per_account, "B");
-    row("nats-server memory per account", base.server_kib_per_account, at_n.server_kib_per_account, "KiB");
-    row("nats-server memory per connection", base.server_kib_per_connection, at_n.server_kib_per_connection, "KiB");
-    row("controller start, to serving the API", ms(base.controller_start), ms(at_n.controller_start), "ms");
-    row(
-        "controller start, to the roster listing every agent",
-        ms(base.controller_roster_complete),
-        ms(at_n.controller_roster_complete),
-        "ms",
-    );
-    row("controller resident memory", base.controller_rss_kib as f64, at_n.controller_rss_kib as f64, "KiB");
-    row("GET /api/agents (median of 5)", ms(base.list_agents), ms(at_n.list_agents), "ms");
-    row("GET /api/agents body", base.list_agents_bytes as f64 / 1024.0, at_n.list_agents_bytes as f64 / 1024.0, "KiB");
-    row("GET /api/agents/status (median of 5)", ms(base.list_status), ms(at_n.list_status), "ms");
-    row(
-        "GET /api/agents/status body",
-        base.list_status_bytes as f64 / 1024.0,
-        at_n.list_status_bytes as f64 / 1024.0,
-        "KiB",
-    );
-    row("GET /api/agents, a page of 100 (median of 5)", ms(base.page_agents), ms(at_n.page_agents), "ms");
-    row(
-        "GET /api/agents, a page of 100, body",
-        base.page_agents_bytes as f64 / 1024.0,
-        at_n.page_agents_bytes as f64 / 1024.0,
-        "KiB",
-    );
-    row("GET /api/agents/status, a page of 100 (median of 5)", ms(base.page_status), ms(at_n.page_status), "ms");
-    row("hive pass, nothing to change (median of 3)", ms(base.hive_pass), ms(at_n.hive_pass), "ms");
-    row("its check of every tenant's consumers alone", ms(base.consumer_pass), ms(at_n.consumer_pass), "ms");
-    row(
-        "the same check, a request per consumer (before)",
-        ms(base.consumer_check_each),
-        ms(at_n.consumer_check_each),
-        "ms",
-    );
-    row(
-        "wanted state to hive status, one agent, p50",
-        ms(base.wanted_to_status_p50),
-        ms(at_n.wanted_to_status_p50),
-        "ms",
-    );
-    row(
-        "wanted state to hive status, one agent, p99",
-        ms(base.wanted_to_status_p99),
-        ms(at_n.wanted_to_status_p99),
-        "ms",
-    );
-    row("idle swarm: NATS messages a minute (whole server)", base.idle_msgs_per_min, at_n.idle_msgs_per_min, "");
-    row("idle swarm: NATS KiB a minute (whole server)", base.idle_kib_per_min, at_n.idle_kib_per_min, "KiB");
-    row("hive-c0re memory per agent (stand-in agents)", base.hives_kib_per_agent, at_n.hives_kib_per_agent, "KiB");
+    let measures: [Measure; 25] = [
+        ("giving the server every account (push-accounts)", |f| ms(f.push_all), "ms"),
+        ("creating the next agent as the API does (median of 10)", |f| ms(f.next_agent), "ms"),
+        ("configuration fragment, bytes per account", |f| f.fragment_bytes_per_account, "B"),
+        ("resolver directory, bytes per account", |f| f.resolver_bytes_per_account, "B"),
+        ("nats-server memory per account", |f| f.server_kib_per_account, "KiB"),
+        ("nats-server memory per connection", |f| f.server_kib_per_connection, "KiB"),
+        ("controller start, to serving the API", |f| ms(f.controller_start), "ms"),
+        ("controller start, to the roster listing every agent", |f| ms(f.controller_roster_complete), "ms"),
+        ("controller resident memory", |f| f.controller_rss_kib as f64, "KiB"),
+        ("GET /api/agents (median of 5)", |f| ms(f.list_agents), "ms"),
+        ("GET /api/agents body", |f| kib(f.list_agents_bytes), "KiB"),
+        ("GET /api/agents/status (median of 5)", |f| ms(f.list_status), "ms"),
+        ("GET /api/agents/status body", |f| kib(f.list_status_bytes), "KiB"),
+        ("GET /api/agents, a page of 100 (median of 5)", |f| ms(f.page_agents), "ms"),
+        ("GET /api/agents, a page of 100, body", |f| kib(f.page_agents_bytes), "KiB"),
+        ("GET /api/agents/status, a page of 100 (median of 5)", |f| ms(f.page_status), "ms"),
+        ("GET /api/agents/status, a page of 100, body", |f| kib(f.page_status_bytes), "KiB"),
+        ("hive pass, nothing to change (median of 3)", |f| ms(f.hive_pass), "ms"),
+        ("its check of every tenant's consumers alone", |f| ms(f.consumer_pass), "ms"),
+        ("the same check, a request per consumer (before)", |f| ms(f.consumer_check_each), "ms"),
+        ("wanted state to hive status, one agent, p50", |f| ms(f.wanted_to_status_p50), "ms"),
+        ("wanted state to hive status, one agent, p99", |f| ms(f.wanted_to_status_p99), "ms"),
+        ("idle swarm: NATS messages a minute (whole server)", |f| f.idle_msgs_per_min, ""),
+        ("idle swarm: NATS KiB a minute (whole server)", |f| f.idle_kib_per_min, "KiB"),
+        ("hive-c0re memory per agent (stand-in agents)", |f| f.hives_kib_per_agent, "KiB"),
+    ];
+    for (measure, figure, unit) in measures {
+        row(measure, figure(&base), figure(&at_n), unit);
+    }
 }

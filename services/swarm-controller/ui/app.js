@@ -397,7 +397,9 @@ async function agentsView(params) {
   const limit = Math.min(Math.max(Number.parseInt(params.get("limit"), 10) || AGENT_PAGE, 1), 1000);
   const after = params.get("after") || "";
   const hive = params.get("hive") || "";
-  const pageLink = (cursor, chosenHive = hive) => `#/agents?${new URLSearchParams({ limit, ...(cursor ? { after: cursor } : {}), ...(chosenHive ? { hive: chosenHive } : {}) })}`;
+  // One query for the controller and for the page's own address.
+  const pageQuery = (cursor, chosenHive) => new URLSearchParams({ limit, ...(cursor ? { after: cursor } : {}), ...(chosenHive ? { hive: chosenHive } : {}) });
+  const pageLink = (cursor, chosenHive = hive) => `#/agents?${pageQuery(cursor, chosenHive)}`;
   const search = el("input", { id: "agent-search", type: "search", placeholder: "name, hive, state, label...", "aria-label": "Search" });
   const hiveFilter = el("select", { id: "agent-hive", "aria-label": "Hive" }, el("option", { value: "" }, "every hive"),
     hive ? el("option", { value: hive }, hive) : "");
@@ -432,9 +434,8 @@ async function agentsView(params) {
       after || last ? el("span", { class: "muted" }, "search and filters apply to this page") : "");
   };
   for (const input of [search, stateFilter, labelFilter]) input.addEventListener("input", draw);
-  const query = `?limit=${limit}${after ? `&after=${encodeURIComponent(after)}` : ""}${hive ? `&hive=${encodeURIComponent(hive)}` : ""}`;
   const load = async () => {
-    const [agents, hives] = await Promise.all([api("GET", `/api/agents${query}`), hiveStatuses(true)]);
+    const [agents, hives] = await Promise.all([api("GET", `/api/agents?${pageQuery(after, hive)}`), hiveStatuses(true)]);
     return { agents: agents.map(listed), hives, queues: await queueLengths(agents) };
   };
   const problems = el("div", {});

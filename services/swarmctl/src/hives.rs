@@ -8,6 +8,7 @@ use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_swarm_api::agents::{AgentView, StateRequest, StateView};
 use hyperhive_swarm_api::hives::{HiveStatusView, HiveView};
 use hyperhive_swarm_api::paths;
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::client::{self, Api, CtlError};
@@ -133,7 +134,10 @@ pub async fn agents(
         let hive = listing.hive.as_ref().map_or(String::new(), |h| format!(" --hive {h}"));
         eprintln!("swarmctl: more agents follow: swarmctl agents{hive} --limit {limit} --after {last}");
     }
-    let agents: Vec<AgentView> = serde_json::from_value(Value::Array(raw.clone()))
+    let agents = raw
+        .iter()
+        .map(AgentView::deserialize)
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| CtlError::Protocol(format!("unexpected answer from swarm-controller: {e}")))?;
     // The JSON printed is the API's as it came, less the agents left out.
     let (raw, agents): (Vec<Value>, Vec<AgentView>) =

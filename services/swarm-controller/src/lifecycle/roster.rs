@@ -114,9 +114,7 @@ impl Roster {
                 }
             })
             .collect();
-        for (agent, entry) in &listed {
-            self.seen.saw_on(agent, &entry.hive);
-        }
+        self.seen.saw_all_on(listed.iter().map(|(agent, entry)| (agent, &entry.hive)));
         Ok(listed)
     }
 

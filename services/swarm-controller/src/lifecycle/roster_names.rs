@@ -43,6 +43,17 @@ struct Names {
     deleted: HashSet<AgentName>,
 }
 
+impl Names {
+    fn remember(&mut self, agent: &AgentName, hive: Option<&HiveName>) {
+        if !self.deleted.contains(agent) {
+            let known = self.seen.entry(agent.clone()).or_default();
+            if let Some(hive) = hive {
+                *known = Some(hive.clone());
+            }
+        }
+    }
+}
+
 impl SeenNames {
     /// Whether `agent` was seen on the roster (and not deleted since).
     pub fn contains(&self, agent: &AgentName) -> bool {
@@ -67,15 +78,20 @@ impl SeenNames {
         self.remember(agent, Some(hive));
     }
 
-    fn remember(&self, agent: &AgentName, hive: Option<&HiveName>) {
+    /// Each agent of `listed` is on the roster under its hive: a listing showed them (one lock
+    /// for the whole listing).
+    pub fn saw_all_on<'a>(&self, listed: impl IntoIterator<Item = (&'a AgentName, &'a HiveName)>) {
         if self.inner.watching.load(Ordering::Acquire) {
             let mut names = self.names();
-            if !names.deleted.contains(agent) {
-                let known = names.seen.entry(agent.clone()).or_default();
-                if let Some(hive) = hive {
-                    *known = Some(hive.clone());
-                }
+            for (agent, hive) in listed {
+                names.remember(agent, Some(hive));
             }
+        }
+    }
+
+    fn remember(&self, agent: &AgentName, hive: Option<&HiveName>) {
+        if self.inner.watching.load(Ordering::Acquire) {
+            self.names().remember(agent, hive);
         }
     }
 
