@@ -12,6 +12,7 @@ use hyper::http::{Method, StatusCode};
 use hyperhive_nats_objects::{AGENT_SCHEDULES_BUCKET, AGENT_WANTED_BUCKET, DEPLOY_STREAM};
 use hyperhive_testkit::{NatsJwt, wait_until};
 use swarm_controller::clock::SystemClock;
+use swarm_controller::definition::{DefinitionRules, SchedulePatch};
 use swarm_controller::nats;
 use swarm_controller::schedules::reconcile::Reconciler;
 use swarm_controller::schedules::store::Definitions;
@@ -48,6 +49,53 @@ async fn a_pass_with_nothing_changed_writes_nothing_and_repairs_what_was_changed
     assert_eq!(kv.get("b").await.unwrap().unwrap(), good_b);
     assert!(kv.get("stray").await.unwrap().is_none());
     assert_eq!(r.pass().await.unwrap().written, 0, "repaired keys are not written again");
+}
+
+/// A pass reads the buckets without the lock the API's checks take: a read waiting on NATS (as
+/// during an election, for seconds) holds up no name check or size check.
+#[tokio::test]
+async fn the_api_checks_answer_while_a_pass_waits_on_its_reading() {
+    let c = Controller::start(3600).await;
+    let schedule = new_schedule(&["a"]);
+    let (_, created) = c.json(Method::POST, "/api/schedules", &schedule).await;
+    let r = reconciler(&c).await;
+    r.pass().await.unwrap();
+    let pass = r.pass();
+    tokio::pin!(pass);
+    assert!(futures::poll!(&mut pass).is_pending(), "the pass waits on NATS at its first step");
+    let name = schedule["name"].as_str().unwrap();
+    let named = tokio::time::timeout(Duration::from_secs(2), r.named(name, ""))
+        .await
+        .expect("the name check waited for the pass's reading");
+    assert_eq!(named.as_deref(), created["id"].as_str());
+    assert_eq!(pass.await.unwrap().written, 0);
+}
+
+/// A change applied while a pass was reading makes the pass read again before it writes: it
+/// never goes back to the definitions it read before the change (which the next change of one
+/// of the same agents would write to their keys).
+#[tokio::test]
+async fn a_change_during_a_passs_reading_is_not_undone_by_the_pass() {
+    let c = Controller::start(3600).await;
+    let (_, created) = c.json(Method::POST, "/api/schedules", &new_schedule(&["a"])).await;
+    let id = created["id"].as_str().unwrap();
+    let r = reconciler(&c).await;
+    r.pass().await.unwrap();
+    let read = r.read().await.unwrap();
+
+    let buckets = hyperhive_nats_objects::ensure_objects(&c.js).await.unwrap();
+    let definitions = Definitions::new(c.js.clone(), buckets.definitions);
+    let current = definitions.get(id).await.unwrap().unwrap();
+    let patch = SchedulePatch::from_json(br#"{"name":"renamed","body":"changed while the pass read"}"#).unwrap();
+    let changed = current.definition.patched(patch, time::OffsetDateTime::now_utc()).unwrap();
+    definitions.update(&changed, current.revision).await.unwrap();
+    r.schedule_changed(id).await.unwrap();
+    assert_eq!(c.agent_key("a").await.unwrap().schedules[0].body, "changed while the pass read");
+
+    let report = r.apply(read).await.unwrap();
+    assert_eq!((report.written, report.removed), (0, 0), "{report:?}");
+    assert_eq!(r.named("renamed", "").await.as_deref(), Some(id), "the pass went back to the old name");
+    assert_eq!(c.agent_key("a").await.unwrap().schedules[0].body, "changed while the pass read");
 }
 
 #[tokio::test]

@@ -8,6 +8,9 @@
 //!
 //! One mutex serialises changes and passes: each computes from the latest definitions under the
 //! lock, so whatever order concurrent changes finish in, the last write of a key is current.
+//! The pass reads both buckets before it takes the lock, because a read can take seconds (a NATS
+//! election) and the API's checks and changes wait for that lock; a change made during the read
+//! makes the pass read again, under the lock, so it never writes from older definitions.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -20,8 +23,8 @@ use hyperhive_schedule::{AgentName, AgentSchedules};
 use tokio::sync::Mutex;
 
 use crate::definition::{DefinitionRules, ScheduleDefinition};
-use crate::nats::scan_bucket;
-use crate::schedules::store::{Definitions, StoreError};
+use crate::nats::{KeyValue, scan_bucket};
+use crate::schedules::store::{Definitions, Revisioned, StoreError};
 
 /// How many key writes are in flight at once: enough to hide a round trip, few enough not to
 /// crowd the agents' direct gets.
@@ -98,6 +101,20 @@ struct Known {
     definitions: BTreeMap<String, ScheduleDefinition>,
     /// What each agent key holds, as last read or written.
     keys: HashMap<String, Bytes>,
+    /// How many changes through the API have been applied: a pass that read the buckets
+    /// without the lock uses what it read only if this did not move meanwhile.
+    changes: u64,
+}
+
+/// Both buckets as a pass read them ([`Reconciler::read`]), to be applied with
+/// [`Reconciler::apply`].
+#[derive(Debug)]
+pub struct PassRead {
+    started: Instant,
+    /// How many changes had gone through when the reading began.
+    changes: u64,
+    definitions: Vec<Revisioned>,
+    keys: Vec<KeyValue>,
 }
 
 /// The single writer of `agent-schedules`.
@@ -116,23 +133,49 @@ impl Reconciler {
     }
 
     /// Re-reads both buckets and writes every key whose bytes differ from the definitions,
-    /// removing keys of agents with no schedules.
+    /// removing keys of agents with no schedules: [`Reconciler::read`], then
+    /// [`Reconciler::apply`].
     ///
     /// # Errors
     /// [`StoreError`] when a bucket cannot be read (nothing is written then).
     pub async fn pass(&self) -> Result<Report, StoreError> {
+        let read = self.read().await?;
+        self.apply(read).await
+    }
+
+    /// A pass's reading of both buckets, without holding the lock the API's checks and changes
+    /// take.
+    ///
+    /// # Errors
+    /// [`StoreError`] when a bucket cannot be read.
+    pub async fn read(&self) -> Result<PassRead, StoreError> {
         let started = Instant::now();
+        let changes = self.known.lock().await.changes;
+        let (definitions, keys) = self.read_buckets().await?;
+        Ok(PassRead { started, changes, definitions, keys })
+    }
+
+    /// A pass's writes from `read`, or from a fresh reading under the lock when a change went
+    /// through since `read` began (its definitions may be older than that change's).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the buckets must be read again and cannot be (nothing is written then).
+    pub async fn apply(&self, read: PassRead) -> Result<Report, StoreError> {
         let mut known = self.known.lock().await;
-        let definitions = self.definitions.list().await?;
-        let keys = scan_bucket(&self.js, AGENT_SCHEDULES_BUCKET).await?;
+        let (definitions, keys) =
+            if known.changes == read.changes { (read.definitions, read.keys) } else { self.read_buckets().await? };
         known.definitions = definitions.into_iter().map(|r| (r.definition.id.clone(), r.definition)).collect();
         known.keys = keys.into_iter().map(|kv| (kv.key, kv.value)).collect();
         let desired = desired_documents(known.definitions.values());
         let plan = plan(&desired, &known.keys, None);
         let mut report = self.execute(plan, &mut known).await;
         report.compared = desired.len().max(known.keys.len());
-        report.elapsed = started.elapsed();
+        report.elapsed = read.started.elapsed();
         Ok(report)
+    }
+
+    async fn read_buckets(&self) -> Result<(Vec<Revisioned>, Vec<KeyValue>), StoreError> {
+        Ok((self.definitions.list().await?, scan_bucket(&self.js, AGENT_SCHEDULES_BUCKET).await?))
     }
 
     /// Refuses `candidate` (a new or changed schedule) when it would make one of its agents'
@@ -178,6 +221,7 @@ impl Reconciler {
     pub async fn schedule_changed(&self, id: &str) -> Result<Report, StoreError> {
         let started = Instant::now();
         let mut known = self.known.lock().await;
+        known.changes += 1;
         let current = self.definitions.get(id).await?;
         let mut scope: BTreeSet<AgentName> =
             known.definitions.get(id).map(|d| d.agents.iter().cloned().collect()).unwrap_or_default();
