@@ -24,15 +24,17 @@
 //!    with nothing to change (roster sync, every tenant's consumers checked, wanted states read;
 //!    median of three, run in the benchmark's process on the same buckets), and its consumer
 //!    check alone, against the same check asking after each consumer in turn (as the pass did
-//!    before it read them a page at a time); wanted state to hive status for one agent while all others idle (twenty
+//!    before it read them a page at a time); the schedules' reconcile pass with nothing to change,
+//!    every agent named by one schedule of 100 agents (median of three, in the benchmark's
+//!    process); wanted state to hive status for one agent while all others idle (twenty
 //!    changes, paused and up in turn: from the PUT's answer to its hive's status showing it, p50
 //!    and p99); and the whole server's messages and bytes in a quiet window (`/varz`).
 //!
 //! The stand-ins change these figures: no agent's own NATS traffic is in the quiet window (each
 //! agent's connection is the benchmark's, idle; a real hive-agent's own idle traffic is measured
 //! per agent by the `hives` benchmark's window), and no agent takes a turn. The credential pass
-//! (forge, Matrix, certificates) is measured per agent by the `provisioning` benchmark and the
-//! schedules' reconcile pass at 10,000 agents by the `reconcile` benchmark.
+//! (forge, Matrix, certificates) is measured per agent by the `provisioning` benchmark: it needs
+//! a forge and a Matrix server holding an account per agent, which this run does not make.
 //!
 //! `cargo build --release -p hive-c0re && cargo bench -p swarm-controller --bench scale [--
 //! --agents N --window SECS]` (defaults 10,000 and 120: two of the controller's reconcile passes). Needs `scripts/setup` (nats-server) and
@@ -66,6 +68,8 @@ use swarm_controller::lifecycle::roster::Roster;
 use swarm_controller::lifecycle::wanted::WantedStore;
 use swarm_controller::nats::consumers::TenantConsumers;
 use swarm_controller::nats::tenants::Accounts;
+use swarm_controller::schedules::reconcile::Reconciler;
+use swarm_controller::schedules::store::Definitions;
 use swarmctl::{Api, client};
 
 const HIVES: usize = 50;
@@ -78,6 +82,8 @@ const LISTS: usize = 5;
 const PAGE: usize = 100;
 /// Hive passes timed (their median is reported).
 const PASSES: usize = 3;
+/// Agents one schedule of the benchmark names (every agent is named by one).
+const SCHEDULED_TOGETHER: usize = 100;
 /// Wanted state changes timed to their hive's status.
 const CHANGES: usize = 20;
 const PATIENCE: Duration = Duration::from_secs(600);
@@ -129,6 +135,7 @@ struct Figures {
     page_status: Duration,
     page_status_bytes: usize,
     hive_pass: Duration,
+    schedules_pass: Duration,
     consumer_pass: Duration,
     consumer_check_each: Duration,
     wanted_to_status_p50: Duration,
@@ -156,6 +163,8 @@ struct Swarm {
     hives: Option<Hives>,
     /// The quiet window's length.
     window: Duration,
+    /// Agents named by a schedule so far (`agent(0)` to `agent(scheduled - 1)`).
+    scheduled: usize,
 }
 
 impl Swarm {
@@ -186,6 +195,7 @@ impl Swarm {
             server_kib: 0,
             hives: None,
             window,
+            scheduled: 0,
         };
         swarm.server_kib = swarm.read_server_kib().await;
         swarm
@@ -303,7 +313,7 @@ impl Swarm {
     /// Starts the controller twice on the hives' statuses: the first start adds the agents to
     /// the roster, the second (measured) reads every bucket as written. Then measures what the
     /// running controller does.
-    async fn controller(&self, figures: &mut Figures) {
+    async fn controller(&mut self, figures: &mut Figures) {
         let socket = self.dir.path().join("run/controller.sock");
         let first = self.start_controller(&socket).await;
         self.wait_for_roster(&socket).await;
@@ -320,6 +330,7 @@ impl Swarm {
         (figures.page_agents, figures.page_agents_bytes) = median_get(&socket, &page(paths::AGENTS)).await;
         (figures.page_status, figures.page_status_bytes) = median_get(&socket, &page(paths::AGENTS_STATUS)).await;
         (figures.hive_pass, figures.consumer_pass) = self.passes().await;
+        figures.schedules_pass = self.schedules_pass(&socket).await;
         figures.consumer_check_each = self.consumer_check_each().await;
         (figures.wanted_to_status_p50, figures.wanted_to_status_p99) = self.wanted_to_status(&socket).await;
         (figures.idle_msgs_per_min, figures.idle_kib_per_min) = self.quiet_window().await;
@@ -366,6 +377,41 @@ impl Swarm {
         whole.sort();
         alone.sort();
         (percentile(&whole, 0.5), percentile(&alone, 0.5))
+    }
+
+    /// Schedules for the agents that have none yet, [`SCHEDULED_TOGETHER`] agents each, made
+    /// through the API; then the schedules' reconcile pass with nothing to change (median of
+    /// [`PASSES`]), on the controller's buckets.
+    async fn schedules_pass(&mut self, socket: &Path) -> Duration {
+        let api = Api::Socket(socket.to_owned());
+        let scheduled = self.scheduled;
+        for (n, group) in (scheduled..self.declared).collect::<Vec<_>>().chunks(SCHEDULED_TOGETHER).enumerate() {
+            let agents: Vec<String> = group.iter().map(|&i| agent(i).to_string()).collect();
+            let body = serde_json::json!({
+                "name": format!("standup-{scheduled}-{n}"),
+                "agents": agents,
+                "body": "say what you did since the last standup",
+                "anchor": "2026-12-01T09:00:00Z",
+                "interval": 86_400,
+            });
+            client::request(&api, Method::POST, paths::SCHEDULES, None, Some(body.to_string().into_bytes()))
+                .await
+                .unwrap();
+        }
+        self.scheduled = self.declared;
+        let buckets = hyperhive_nats_objects::ensure_objects(&self.js).await.unwrap();
+        let definitions = Definitions::new(self.js.clone(), buckets.definitions);
+        let reconciler = Reconciler::new(self.js.clone(), definitions, buckets.agent_schedules);
+        reconciler.pass().await.unwrap();
+        let mut took = Vec::new();
+        for _ in 0..PASSES {
+            let report = reconciler.pass().await.unwrap();
+            assert_eq!((report.written, report.removed, report.failed), (0, 0, 0), "nothing to change: {report:?}");
+            assert!(report.compared >= self.declared, "every agent's key compared: {report:?}");
+            took.push(report.elapsed);
+        }
+        took.sort();
+        percentile(&took, 0.5)
     }
 
     /// Every tenant's consumers checked as the pass did before it read them a page at a time:
@@ -495,7 +541,7 @@ async fn main() {
     let at_n = swarm.measure_at(n).await;
     println!("| measure | {} agents | {} agents | ratio |", base.agents, at_n.agents);
     println!("|---|---|---|---|");
-    let measures: [Measure; 25] = [
+    let measures: [Measure; 26] = [
         ("giving the server every account (push-accounts)", |f| ms(f.push_all), "ms"),
         ("creating the next agent as the API does (median of 10)", |f| ms(f.next_agent), "ms"),
         ("configuration fragment, bytes per account", |f| f.fragment_bytes_per_account, "B"),
@@ -515,6 +561,7 @@ async fn main() {
         ("GET /api/agents/status, a page of 100, body", |f| kib(f.page_status_bytes), "KiB"),
         ("hive pass, nothing to change (median of 3)", |f| ms(f.hive_pass), "ms"),
         ("its check of every tenant's consumers alone", |f| ms(f.consumer_pass), "ms"),
+        ("schedules' reconcile pass, nothing to change (median of 3)", |f| ms(f.schedules_pass), "ms"),
         ("the same check, a request per consumer (before)", |f| ms(f.consumer_check_each), "ms"),
         ("wanted state to hive status, one agent, p50", |f| ms(f.wanted_to_status_p50), "ms"),
         ("wanted state to hive status, one agent, p99", |f| ms(f.wanted_to_status_p99), "ms"),

@@ -121,6 +121,9 @@ async fn statuses_carry_their_age_and_turn_stale_after_45_seconds() {
     at(46);
     let one = get(&c, "/api/hives/h1/status").await;
     assert_eq!((one["age_secs"].clone(), one["stale"].clone()), (json!(46), json!(true)));
+    assert_eq!(one["status"]["agents"]["a"]["actual"], "running", "one hive's status, read by its key");
+    let never = json!({"hive": "h2", "status": null, "age_secs": null, "stale": true});
+    assert_eq!(get(&c, "/api/hives/h2/status").await, never, "a hive that never published");
 
     for (path, code, needle) in [
         ("/api/hives/h9/status", StatusCode::NOT_FOUND, "no hive h9"),
@@ -631,6 +634,28 @@ async fn agent_lists_page_by_name_keep_to_a_hive_and_refuse_bad_pages() {
     // The agent verbs find an agent past the first page.
     let (ok, out, err) = swarmctl(&c, &["agent", "state", "b1", "paused"]).await.unwrap();
     assert!(ok && out.starts_with("h2/b1: wanted state paused"), "{out}{err}");
+    // A page holding a small share of the roster reads its agents' wanted states and statuses
+    // key by key, a whole list reads the buckets whole: both show every agent the same way
+    // (b1's wanted state just set, each one's actual state).
+    for list in ["/api/agents", "/api/agents/status"] {
+        let whole = get(&c, list).await;
+        let mut paged = Vec::new();
+        let mut after = String::new();
+        loop {
+            let page = get(&c, &format!("{list}?limit=20{after}")).await.as_array().unwrap().clone();
+            paged.extend(page.iter().cloned());
+            match page.last() {
+                Some(last) if page.len() == 20 => after = format!("&after={}", last["name"].as_str().unwrap()),
+                _ => break,
+            }
+        }
+        assert_eq!(Value::Array(paged), whole, "{list}: pages of 20 and the whole list");
+    }
+    let b1 = get(&c, "/api/agents?limit=1&after=b0").await;
+    assert_eq!(
+        (b1[0]["wanted"]["state"].clone(), b1[0]["actual"]["actual"].clone()),
+        (json!("paused"), json!("running"))
+    );
     for bad in [["--limit", "0"], ["--limit", "1001"], ["--after", "B!"]] {
         let (ok, _, err) = swarmctl(&c, &[&["agents"][..], &bad[..]].concat()).await.unwrap();
         assert!(!ok && err.contains(bad[1]), "{bad:?}: {err}");

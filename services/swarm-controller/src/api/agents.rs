@@ -4,7 +4,7 @@
 use hyperhive_hive_proto::agent_files::TurnState;
 use hyperhive_hive_proto::labels::merge;
 use hyperhive_hive_proto::roster::RosterEntry;
-use hyperhive_hive_proto::status::{ActualState, ExitInfo};
+use hyperhive_hive_proto::status::{ActualState, ExitInfo, HiveStatus};
 use hyperhive_hive_proto::wanted::{WantedState, default_wanted};
 use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_swarm_api::agents::{AgentView, LabelsView, StateRequest, StateView, WantedView};
@@ -15,13 +15,13 @@ use warp::reply::Response;
 use super::hives::{parse_hive, unavailable};
 use hyperhive_swarm_api::roles::Role;
 use hyperhive_swarm_api::work::LastTurn;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::page::AgentsQuery;
 use super::{ApiError, json};
 use crate::clock::Clock;
-use crate::lifecycle::hives::{freshness, read_all};
+use crate::lifecycle::hives::{freshness, read_all, read_of};
 use crate::lifecycle::roster::Roster;
 use crate::lifecycle::state_change::{StateChangeError, StateChanger};
 use crate::lifecycle::wanted::Stored;
@@ -84,14 +84,30 @@ pub struct AgentsApi {
 /// Last-turn reads in flight at once while listing agents.
 const LAST_TURN_READS: usize = 32;
 
+/// Wanted-state and status reads in flight at once for a page read key by key.
+const KEY_READS_IN_FLIGHT: usize = 32;
+
+/// A page holding less than this share of the roster (1/N) reads its agents' wanted states and
+/// hive statuses key by key; a larger one reads the whole buckets, which then costs fewer round
+/// trips. So a page's cost follows its size, not the swarm's, but for the roster read itself.
+const KEY_READS_BELOW_SHARE: usize = 4;
+
+/// Whether a page of `page` agents of a roster of `agents` reads their states key by key.
+fn reads_by_key(page: usize, agents: usize) -> bool {
+    page.saturating_mul(KEY_READS_BELOW_SHARE) < agents
+}
+
 impl AgentsApi {
     /// `GET /api/agents[?limit=&after=&hive=]`: the page's agents with their wanted and actual
     /// state and last turn (read for the page's agents only).
     pub(super) async fn list_agents(&self, query: &str) -> Result<Response, ApiError> {
         let query = AgentsQuery::parse(query)?;
-        let roster = query.page(self.roster.list().await.map_err(unavailable)?, |e| &e.hive);
-        let wanted = self.wanted.list().await.map_err(unavailable)?;
-        let mut statuses = read_all(&self.js).await.map_err(unavailable)?;
+        let roster = self.roster.list().await.map_err(unavailable)?;
+        let agents = roster.len();
+        let roster = query.page(roster, |e| &e.hive);
+        let by_key = reads_by_key(roster.len(), agents);
+        let wanted = self.wanted_of(&roster, by_key).await?;
+        let mut statuses = self.statuses_of(&roster, by_key).await?;
         let last_turns = self.last_turns(roster.iter().map(|(name, _)| name.clone()).collect()).await;
         let agents: Vec<AgentView> = roster
             .into_iter()
@@ -103,6 +119,47 @@ impl AgentsApi {
             })
             .collect();
         Ok(json(StatusCode::OK, &agents))
+    }
+
+    /// The wanted states of `page`'s agents: a key read each, or one read of the whole bucket.
+    async fn wanted_of(
+        &self,
+        page: &[(AgentName, RosterEntry)],
+        by_key: bool,
+    ) -> Result<BTreeMap<(HiveName, AgentName), Stored>, ApiError> {
+        use futures::StreamExt;
+        if !by_key {
+            return self.wanted.list().await.map_err(unavailable);
+        }
+        let keys: Vec<(HiveName, AgentName)> =
+            page.iter().map(|(name, entry)| (entry.hive.clone(), name.clone())).collect();
+        let reads = keys.into_iter().map(|(hive, name)| async move {
+            let stored = self.wanted.get(&hive, &name).await;
+            ((hive, name), stored)
+        });
+        let mut reads = futures::stream::iter(reads).buffer_unordered(KEY_READS_IN_FLIGHT);
+        let mut found = BTreeMap::new();
+        while let Some((key, stored)) = reads.next().await {
+            if let Some(stored) = stored.map_err(unavailable)? {
+                found.insert(key, stored);
+            }
+        }
+        Ok(found)
+    }
+
+    /// The statuses of the hives of `page`'s agents: a key read each, or one read of every
+    /// hive's.
+    async fn statuses_of(
+        &self,
+        page: &[(AgentName, RosterEntry)],
+        by_key: bool,
+    ) -> Result<BTreeMap<HiveName, HiveStatus>, ApiError> {
+        if by_key {
+            let hives: BTreeSet<HiveName> = page.iter().map(|(_, entry)| entry.hive.clone()).collect();
+            read_of(&self.js, hives).await.map_err(unavailable)
+        } else {
+            read_all(&self.js).await.map_err(unavailable)
+        }
     }
 
     /// Each agent's last finished turn, read a few at a time; an agent whose history cannot be
@@ -130,8 +187,11 @@ impl AgentsApi {
     /// `GET /api/agents/status[?limit=&after=&hive=]`: the live part of the page's agents.
     pub(super) async fn agents_status(&self, query: &str) -> Result<Response, ApiError> {
         let query = AgentsQuery::parse(query)?;
-        let roster = query.page(self.roster.list().await.map_err(unavailable)?, |e| &e.hive);
-        let mut statuses = read_all(&self.js).await.map_err(unavailable)?;
+        let roster = self.roster.list().await.map_err(unavailable)?;
+        let agents = roster.len();
+        let roster = query.page(roster, |e| &e.hive);
+        let by_key = reads_by_key(roster.len(), agents);
+        let mut statuses = self.statuses_of(&roster, by_key).await?;
         let now = self.clock.now();
         let live: Vec<LiveView> = roster
             .into_iter()

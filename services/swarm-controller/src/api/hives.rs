@@ -1,17 +1,19 @@
 //! `/api/hives`: the hive directory and each hive's last status with its age.
 
 use hyperhive_hive_proto::HiveName;
+use hyperhive_hive_proto::status::HiveStatus;
 use hyperhive_swarm_api::hives::{HiveStatusView, HiveView};
 use warp::http::StatusCode;
 use warp::reply::Response;
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use hyperhive_hive_proto::directory::HiveDirectory;
 
 use super::{ApiError, json};
 use crate::clock::Clock;
-use crate::lifecycle::hives::{freshness, read_all};
+use crate::lifecycle::hives::{freshness, read_all, read_of};
 
 /// What the hive routes need.
 #[derive(Debug, Clone)]
@@ -44,25 +46,22 @@ impl HivesApi {
         Ok(json(StatusCode::OK, &self.status_views().await?))
     }
 
+    /// One hive's status, read by its key alone.
     pub(super) async fn hive_status(&self, hive: &str) -> Result<Response, ApiError> {
         let name = self.known_hive(hive)?;
-        let view = self.status_views().await?.into_iter().find(|v| v.hive == name);
-        Ok(json(StatusCode::OK, &view))
+        let mut statuses = read_of(&self.js, BTreeSet::from([name.clone()])).await.map_err(unavailable)?;
+        Ok(json(StatusCode::OK, &self.status_view(name.clone(), statuses.remove(&name))))
     }
 
     /// Every hive of the directory with its status (hives not in the directory are left out).
     async fn status_views(&self) -> Result<Vec<HiveStatusView>, ApiError> {
         let mut statuses = read_all(&self.js).await.map_err(unavailable)?;
-        let now = self.clock.now();
-        Ok(self
-            .directory
-            .keys()
-            .map(|hive| {
-                let status = statuses.remove(hive);
-                let (age_secs, stale) = freshness(status.as_ref(), now);
-                HiveStatusView { hive: hive.clone(), status, age_secs, stale }
-            })
-            .collect())
+        Ok(self.directory.keys().map(|hive| self.status_view(hive.clone(), statuses.remove(hive))).collect())
+    }
+
+    fn status_view(&self, hive: HiveName, status: Option<HiveStatus>) -> HiveStatusView {
+        let (age_secs, stale) = freshness(status.as_ref(), self.clock.now());
+        HiveStatusView { hive, status, age_secs, stale }
     }
 
     /// `hive` parsed and in the directory: 400 for a malformed name, 404 for an unknown hive.

@@ -1,12 +1,14 @@
 //! Hive status as the controller reads it: KV `hive-status`, key `<hive>`, written by each hive's
 //! hive-c0re, and how old each status is.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use async_nats::jetstream;
+use async_nats::jetstream::stream::DirectGetErrorKind;
+use futures::StreamExt;
 use hyperhive_hive_proto::HiveName;
 use hyperhive_hive_proto::status::{HiveStatus, STALE_AFTER};
-use hyperhive_nats_objects::HIVE_STATUS_BUCKET;
+use hyperhive_nats_objects::{HIVE_STATUS_BUCKET, hive_status_subject, kv_removal, kv_stream};
 use hyperhive_schedule::instant::parse_instant;
 use time::OffsetDateTime;
 
@@ -39,6 +41,43 @@ pub async fn read_all(js: &jetstream::Context) -> Result<BTreeMap<HiveName, Hive
         .filter_map(|kv| parse_status(&kv.key, &kv.value))
         .map(|status| (status.hive.clone(), status))
         .collect())
+}
+
+/// Status reads in flight at once in [`read_of`].
+const READS_IN_FLIGHT: usize = 32;
+
+/// The readable statuses of `hives`, by hive: one key read each, so a page of agents on a few
+/// hives of many reads only theirs rather than every hive's. A hive that never published is
+/// left out.
+///
+/// # Errors
+/// [`NatsError::Scan`] when a status cannot be read.
+pub async fn read_of(
+    js: &jetstream::Context,
+    hives: BTreeSet<HiveName>,
+) -> Result<BTreeMap<HiveName, HiveStatus>, NatsError> {
+    let failed = |reason: String| NatsError::Scan { bucket: HIVE_STATUS_BUCKET.to_owned(), reason };
+    let stream = js.get_stream_no_info(kv_stream(HIVE_STATUS_BUCKET)).await.map_err(|e| failed(e.to_string()))?;
+    let stream = &stream;
+    let reads = hives.into_iter().map(|hive| async move {
+        let read = stream.direct_get_last_for_subject(hive_status_subject(&hive)).await;
+        (hive, read)
+    });
+    let mut reads = futures::stream::iter(reads).buffer_unordered(READS_IN_FLIGHT);
+    let mut statuses = BTreeMap::new();
+    while let Some((hive, read)) = reads.next().await {
+        match read {
+            Ok(message) if kv_removal(&message.headers) => {}
+            Ok(message) => {
+                if let Some(status) = parse_status(hive.as_str(), &message.payload) {
+                    statuses.insert(hive, status);
+                }
+            }
+            Err(e) if e.kind() == DirectGetErrorKind::NotFound => {}
+            Err(e) => return Err(failed(e.to_string())),
+        }
+    }
+    Ok(statuses)
 }
 
 /// How old a status is at `now` and whether it is stale: older than [`STALE_AFTER`], never
