@@ -711,3 +711,68 @@ async fn syncing_known_agents_from_a_status_costs_no_round_trip() {
     assert!(roster.get(&AgentName::parse("a01").unwrap()).await.unwrap().is_some());
     watching.abort();
 }
+
+/// The roster's index follows the bucket: what was there before it started, the controller's own
+/// writes at once, and changes made behind its back once the watch brings them; reading it costs
+/// no NATS message, and it answers nothing before it follows or after it stops.
+#[tokio::test]
+async fn the_roster_index_follows_the_bucket_and_costs_no_round_trip() {
+    use std::sync::atomic::Ordering;
+    use swarm_controller::clock::SystemClock;
+    use swarm_controller::lifecycle::roster::Roster;
+    let nats = hyperhive_testkit::NatsJwt::start().await.unwrap();
+    let client = swarm_controller::nats::connect(&nats.url(), Some(&nats.controller_creds())).await.unwrap();
+    let js = async_nats::jetstream::new(client.clone());
+    let buckets = hyperhive_nats_objects::ensure_objects(&js).await.unwrap();
+    let roster = Roster::new(js.clone(), buckets.agents.clone());
+    let hives = directory(&["h1", "h2"]);
+    let before: Vec<(&str, Origin)> = [("a0", Origin::Declared), ("a1", Origin::Declared)].into();
+    roster.sync(&hives, &status("h1", NOW, &before), &SystemClock).await.unwrap();
+    let hive_of = |agent: &str| {
+        let agent = AgentName::parse(agent).unwrap();
+        roster.index().read(|all| all.get(&agent).map(|e| e.hive.to_string()))
+    };
+    assert_eq!(hive_of("a0"), None, "nothing answered before it follows");
+
+    let following = tokio::spawn(roster.clone().keep_index());
+    wait_until("the index to follow", SOON, || async { hive_of("a0").flatten() }).await.unwrap();
+    assert_eq!(hive_of("a1"), Some(Some("h1".into())), "the scan brought every entry");
+
+    // The controller's own writes are in at once.
+    roster.sync(&hives, &status("h2", NOW, &[("b0", Origin::Declared)]), &SystemClock).await.unwrap();
+    assert_eq!(hive_of("b0"), Some(Some("h2".into())), "added by a status");
+    let b0 = AgentName::parse("b0").unwrap();
+    roster.update(&b0, |e| e.labels = [("team".to_owned(), "infra".to_owned())].into()).await.unwrap();
+    let label = roster.index().read(|all| all[&b0].labels.get("team").cloned()).flatten();
+    assert_eq!(label.as_deref(), Some("infra"), "a label change");
+
+    // Reading it sends nothing.
+    let sent = client.statistics().out_messages.load(Ordering::Relaxed);
+    assert_eq!(roster.index().read(|all| all.len()), Some(3));
+    assert_eq!(client.statistics().out_messages.load(Ordering::Relaxed), sent, "no round trip");
+
+    // Behind its back: a key deleted by hand, one put by hand.
+    buckets.agents.delete("a1").await.unwrap();
+    let a0 = buckets.agents.get("a0").await.unwrap().unwrap();
+    buckets.agents.put("c0", a0).await.unwrap();
+    wait_until("the index to see both", SOON, || async {
+        (hive_of("a1") == Some(None) && hive_of("c0") == Some(Some("h1".into()))).then_some(())
+    })
+    .await
+    .unwrap();
+    let listed: Vec<AgentName> = roster.list().await.unwrap().into_keys().collect();
+    assert_eq!(roster.index().read(|all| all.keys().cloned().collect::<Vec<_>>()), Some(listed), "as the bucket");
+
+    following.abort();
+    let _ = following.await;
+    assert_eq!(hive_of("a0"), None, "a stopped index answers nothing");
+    // Started again, it is filled anew: a delete made while it was stopped is not missed.
+    buckets.agents.delete("c0").await.unwrap();
+    let following = tokio::spawn(roster.clone().keep_index());
+    wait_until("the index, started again, to see the delete", SOON, || async {
+        (hive_of("c0") == Some(None)).then_some(())
+    })
+    .await
+    .unwrap();
+    following.abort();
+}

@@ -89,7 +89,7 @@ const KEY_READS_IN_FLIGHT: usize = 32;
 
 /// A page holding less than this share of the roster (1/N) reads its agents' wanted states and
 /// hive statuses key by key; a larger one reads the whole buckets, which then costs fewer round
-/// trips. So a page's cost follows its size, not the swarm's, but for the roster read itself.
+/// trips. With the roster read from memory, a page's cost follows its size, not the swarm's.
 const KEY_READS_BELOW_SHARE: usize = 4;
 
 /// Whether a page of `page` agents of a roster of `agents` reads their states key by key.
@@ -102,10 +102,7 @@ impl AgentsApi {
     /// state and last turn (read for the page's agents only).
     pub(super) async fn list_agents(&self, query: &str) -> Result<Response, ApiError> {
         let query = AgentsQuery::parse(query)?;
-        let roster = self.roster.list().await.map_err(unavailable)?;
-        let agents = roster.len();
-        let roster = query.page(roster, |e| &e.hive);
-        let by_key = reads_by_key(roster.len(), agents);
+        let (roster, by_key) = self.page(&query).await?;
         let wanted = self.wanted_of(&roster, by_key).await?;
         let mut statuses = self.statuses_of(&roster, by_key).await?;
         let last_turns = self.last_turns(roster.iter().map(|(name, _)| name.clone()).collect()).await;
@@ -119,6 +116,20 @@ impl AgentsApi {
             })
             .collect();
         Ok(json(StatusCode::OK, &agents))
+    }
+
+    /// The roster's entries `query` asks for, from the roster's index (the bucket when the index
+    /// does not follow it), and whether their states are read key by key.
+    async fn page(&self, query: &AgentsQuery) -> Result<(Vec<(AgentName, RosterEntry)>, bool), ApiError> {
+        let paged = |all: &BTreeMap<AgentName, RosterEntry>| {
+            let page = query.page(all, |e| &e.hive);
+            let by_key = reads_by_key(page.len(), all.len());
+            (page, by_key)
+        };
+        match self.roster.index().read(paged) {
+            Some(page) => Ok(page),
+            None => Ok(paged(&self.roster.list().await.map_err(unavailable)?)),
+        }
     }
 
     /// The wanted states of `page`'s agents: a key read each, or one read of the whole bucket.
@@ -187,10 +198,7 @@ impl AgentsApi {
     /// `GET /api/agents/status[?limit=&after=&hive=]`: the live part of the page's agents.
     pub(super) async fn agents_status(&self, query: &str) -> Result<Response, ApiError> {
         let query = AgentsQuery::parse(query)?;
-        let roster = self.roster.list().await.map_err(unavailable)?;
-        let agents = roster.len();
-        let roster = query.page(roster, |e| &e.hive);
-        let by_key = reads_by_key(roster.len(), agents);
+        let (roster, by_key) = self.page(&query).await?;
         let mut statuses = self.statuses_of(&roster, by_key).await?;
         let now = self.clock.now();
         let live: Vec<LiveView> = roster

@@ -6,6 +6,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use hyperhive_hive_proto::{AgentName, HiveName};
 
@@ -113,15 +114,18 @@ impl AgentsQuery {
         Ok(parsed)
     }
 
-    /// The page of `all` (in name order) this query asks for.
-    pub fn page<V>(&self, mut all: BTreeMap<AgentName, V>, hive_of: impl Fn(&V) -> &HiveName) -> Vec<(AgentName, V)> {
-        if let Some(after) = &self.after {
-            all = all.split_off(after);
-            all.remove(after);
-        }
-        all.into_iter()
+    /// The page of `all` (in name order) this query asks for: from the cursor on, without
+    /// going through the names before it.
+    pub fn page<V: Clone>(
+        &self,
+        all: &BTreeMap<AgentName, V>,
+        hive_of: impl Fn(&V) -> &HiveName,
+    ) -> Vec<(AgentName, V)> {
+        let from = self.after.as_ref().map_or(Bound::Unbounded, Bound::Excluded);
+        all.range((from, Bound::Unbounded))
             .filter(|(_, v)| self.hive.as_ref().is_none_or(|h| hive_of(v) == h))
             .take(self.limit.unwrap_or(usize::MAX))
+            .map(|(name, v)| (name.clone(), v.clone()))
             .collect()
     }
 }
@@ -185,12 +189,7 @@ mod tests {
         let all: BTreeMap<AgentName, HiveName> =
             [("a", "h1"), ("b", "h2"), ("c", "h1"), ("d", "h1"), ("e", "h2")].map(|(a, h)| (name(a), hive(h))).into();
         let names = |q: &str| {
-            AgentsQuery::parse(q)
-                .unwrap()
-                .page(all.clone(), |h| h)
-                .into_iter()
-                .map(|(a, _)| a.to_string())
-                .collect::<Vec<_>>()
+            AgentsQuery::parse(q).unwrap().page(&all, |h| h).into_iter().map(|(a, _)| a.to_string()).collect::<Vec<_>>()
         };
         assert_eq!(names(""), ["a", "b", "c", "d", "e"]);
         assert_eq!(names("limit=2"), ["a", "b"]);

@@ -7,7 +7,8 @@
 //! hive keeps its entry, and the clash is logged. The controller watches `hive-status` and also
 //! runs the same sync from its periodic pass, so a missed watch event is repaired. An agent once
 //! seen is remembered with its hive ([`SeenNames`]), so a status of agents the roster has costs
-//! no request: every hive sends one every few seconds.
+//! no request: every hive sends one every few seconds. The whole roster is kept in memory by
+//! name ([`RosterIndex`]) for the agent lists.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use hyperhive_schedule::instant::format_instant;
 
 use crate::clock::Clock;
 use crate::lifecycle::hives::parse_status;
+use crate::lifecycle::roster_index::RosterIndex;
 use crate::lifecycle::roster_names::SeenNames;
 use crate::nats::{NatsError, scan_bucket};
 
@@ -55,6 +57,8 @@ pub struct Roster {
     minted: Arc<std::sync::Mutex<BTreeMap<HiveName, MintedAt>>>,
     /// Names found on the roster, while [`Roster::watch_deletes`] runs.
     seen: SeenNames,
+    /// Every entry by name, while [`Roster::keep_index`] runs.
+    index: RosterIndex,
 }
 
 /// A hive's minted agents and the modification time of the account they were read from.
@@ -63,7 +67,14 @@ type MintedAt = (std::time::SystemTime, BTreeSet<AgentName>);
 impl Roster {
     /// Wraps the bucket made by [`hyperhive_nats_objects::ensure_objects`].
     pub fn new(js: jetstream::Context, kv: kv::Store) -> Self {
-        Self { js, kv, nats_dir: None, minted: Arc::default(), seen: SeenNames::default() }
+        Self {
+            js,
+            kv,
+            nats_dir: None,
+            minted: Arc::default(),
+            seen: SeenNames::default(),
+            index: RosterIndex::default(),
+        }
     }
 
     /// The roster taking from each hive's status only the agents the hive was minted for, as
@@ -156,6 +167,17 @@ impl Roster {
         self.seen.clone().watch_deletes(self.kv.clone()).await;
     }
 
+    /// Keeps [`Roster::index`] following the bucket, for as long as it runs.
+    pub async fn keep_index(self) {
+        self.index.clone().follow(self.js.clone(), self.kv.clone()).await;
+    }
+
+    /// Every entry by name in memory, while [`Roster::keep_index`] runs: what the agent lists
+    /// read instead of the bucket.
+    pub fn index(&self) -> &RosterIndex {
+        &self.index
+    }
+
     /// Adds `entry` for `agent` unless the roster has it: `Ok(false)` when it does.
     ///
     /// # Errors
@@ -163,7 +185,10 @@ impl Roster {
     pub async fn create(&self, agent: &AgentName, entry: &RosterEntry) -> Result<bool, String> {
         let bytes = serde_json::to_vec(entry).map_err(|e| e.to_string())?;
         match self.kv.create(agent.as_str(), bytes.into()).await {
-            Ok(_) => Ok(true),
+            Ok(revision) => {
+                self.index.wrote(agent, revision, entry);
+                Ok(true)
+            }
             Err(err) if err.kind() == kv::CreateErrorKind::AlreadyExists => Ok(false),
             Err(err) => Err(err.to_string()),
         }
@@ -206,7 +231,10 @@ impl Roster {
             }
             let bytes = serde_json::to_vec(&entry).map_err(|e| e.to_string())?;
             match self.kv.update(agent.as_str(), bytes.into(), current.revision).await {
-                Ok(_) => return Ok(Ok(entry)),
+                Ok(revision) => {
+                    self.index.wrote(agent, revision, &entry);
+                    return Ok(Ok(entry));
+                }
                 Err(err) if err.kind() == kv::UpdateErrorKind::WrongLastRevision => continue,
                 Err(err) => return Err(err.to_string()),
             }
@@ -258,9 +286,10 @@ impl Roster {
             };
             let bytes = serde_json::to_vec(&entry).map_err(|e| e.to_string())?;
             match self.kv.create(agent.as_str(), bytes.into()).await {
-                Ok(_) => {
+                Ok(revision) => {
                     tracing::info!(%agent, hive = %status.hive, origin = ?entry.origin, "agent added to the roster");
                     self.seen.saw_on(agent, &status.hive);
+                    self.index.wrote(agent, revision, &entry);
                     report.added += 1;
                     // Its consumer at once, not at the next reconcile pass: the agent is running
                     // and waits for it (the pass makes it if this fails).
