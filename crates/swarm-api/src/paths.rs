@@ -66,6 +66,11 @@ pub fn agents_page(list: &str, limit: usize, after: Option<&AgentName>, hive: Op
     path
 }
 
+/// `GET /api/agents/{name}`: one agent as the list shows it.
+pub fn agent(agent: &AgentName) -> String {
+    format!("{AGENTS}/{}", segment(agent.as_str()))
+}
+
 /// `PATCH /api/agents/{name}/labels`.
 pub fn agent_labels(agent: &AgentName) -> String {
     format!("{AGENTS}/{}/labels", segment(agent.as_str()))

@@ -125,14 +125,15 @@ async fn statuses_carry_their_age_and_turn_stale_after_45_seconds() {
     let never = json!({"hive": "h2", "status": null, "age_secs": null, "stale": true});
     assert_eq!(get(&c, "/api/hives/h2/status").await, never, "a hive that never published");
 
-    for (path, code, needle) in [
-        ("/api/hives/h9/status", StatusCode::NOT_FOUND, "no hive h9"),
-        ("/api/hives/H1/status", StatusCode::BAD_REQUEST, "invalid hive name"),
-    ] {
-        let (status, body) = c.json(Method::GET, path, &Value::Null).await;
-        assert_eq!(status, code, "{path}: {body}");
-        assert!(body["error"].as_str().unwrap().contains(needle), "{path}: {body}");
-    }
+    refused(&c, "/api/hives/h9/status", StatusCode::NOT_FOUND, "no hive h9").await;
+    refused(&c, "/api/hives/H1/status", StatusCode::BAD_REQUEST, "invalid hive name").await;
+}
+
+/// `GET path` is answered `code` with an error saying `says`.
+async fn refused(c: &Controller, path: &str, code: StatusCode, says: &str) {
+    let (status, body) = c.json(Method::GET, path, &Value::Null).await;
+    assert_eq!(status, code, "{path}: {body}");
+    assert!(body["error"].as_str().unwrap().contains(says), "{path}: {body}");
 }
 
 #[tokio::test]
@@ -656,6 +657,12 @@ async fn agent_lists_page_by_name_keep_to_a_hive_and_refuse_bad_pages() {
         (b1[0]["wanted"]["state"].clone(), b1[0]["actual"]["actual"].clone()),
         (json!("paused"), json!("running"))
     );
+    // One agent's own route shows it as the list does; swarmctl finds an agent's hive by it.
+    assert_eq!(get(&c, "/api/agents/b1").await, b1[0]);
+    refused(&c, "/api/agents/nobody", StatusCode::NOT_FOUND, "no agent nobody on the roster").await;
+    refused(&c, "/api/agents/B%21", StatusCode::BAD_REQUEST, "invalid agent name").await;
+    let (ok, _, err) = swarmctl(&c, &["agent", "state", "nobody", "paused"]).await.unwrap();
+    assert!(!ok && err.contains("no agent nobody on the roster"), "{err}");
     for bad in [["--limit", "0"], ["--limit", "1001"], ["--after", "B!"]] {
         let (ok, _, err) = swarmctl(&c, &[&["agents"][..], &bad[..]].concat()).await.unwrap();
         assert!(!ok && err.contains(bad[1]), "{bad:?}: {err}");

@@ -635,4 +635,11 @@ async fn a_job_failed_while_its_system_was_down_succeeds_when_retried_from_the_j
         .any(|e| e["method"] == "POST" && e["path"] == "/api/jobq/jobs/gamma.sso/retry" && e["status"] == 202);
     assert!(retried, "the retry is in the audit log: {audit}");
     assert_eq!(browser.console_errors().await.unwrap(), Vec::<String>::new());
+
+    // An agent that does not exist has no page: its one-agent read is a 404, the only error the
+    // browser logs (an agent's page reads only that agent).
+    browser.open(&stack.url("agents/nobody")).await.unwrap();
+    browser.text_when("main p.empty", SOON, |t| t.contains("There is no agent nobody.")).await.unwrap();
+    let errors = browser.console_errors().await.unwrap();
+    assert!(errors.len() == 1 && errors[0].contains("/api/agents/nobody") && errors[0].contains("404"), "{errors:?}");
 }

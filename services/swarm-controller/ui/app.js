@@ -546,8 +546,8 @@ function terminalSection(name) {
 }
 
 async function agentView(name) {
-  const [agents, hives, names] = await Promise.all([api("GET", "/api/agents"), hiveStatuses(), scheduleNames()]);
-  const agent = agents.find((a) => a.name === name);
+  const one = api("GET", `/api/agents/${encodeURIComponent(name)}`).catch((error) => { if (error.status === 404) return null; throw error; });
+  const [agent, hives, names] = await Promise.all([one, hiveStatuses(), scheduleNames()]);
   if (!agent) throw new Error(`There is no agent ${name}.`);
   const have = await features();
   const header = el("p", { id: "turn-header", class: "muted" }, "waiting for the turn header...");

@@ -1,7 +1,7 @@
 //! `swarmctl hives`, `hives status`, `agents` and `agent state`: the hive directory, hive status,
 //! the roster and wanted state. Tables by default, the API's JSON with `--json`.
 
-use hyper::http::Method;
+use hyper::http::{Method, StatusCode};
 use hyperhive_hive_proto::roster::Origin;
 use hyperhive_hive_proto::wanted::WantedState;
 use hyperhive_hive_proto::{AgentName, HiveName};
@@ -210,11 +210,15 @@ pub(crate) async fn hive_of(api: &Api, given: Option<HiveName>, agent: &AgentNam
     if let Some(hive) = given {
         return Ok(hive);
     }
-    let (agents, _) = agent_pages(api, paths::AGENTS_STATUS, &Listing::default()).await?;
-    let hive = agents.iter().find(|a| a["name"].as_str() == Some(agent.as_str())).and_then(|a| a["hive"].as_str());
-    hive.and_then(|h| HiveName::parse(h).ok()).ok_or_else(|| {
+    let not_on_roster = || {
         CtlError::Usage(format!("no agent {agent} on the roster (`swarmctl agents` lists them); nothing was changed"))
-    })
+    };
+    let bytes = match client::request(api, Method::GET, &paths::agent(agent), None, None).await {
+        Err(CtlError::Api { status: StatusCode::NOT_FOUND, .. }) => return Err(not_on_roster()),
+        answer => answer?,
+    };
+    let view: AgentView = client::answer(&bytes)?;
+    Ok(view.entry.hive)
 }
 
 /// `swarmctl agent state [HIVE] AGENT STATE [--if-match REV]`.

@@ -103,10 +103,26 @@ impl AgentsApi {
     pub(super) async fn list_agents(&self, query: &str) -> Result<Response, ApiError> {
         let query = AgentsQuery::parse(query)?;
         let (roster, by_key) = self.page(&query).await?;
+        Ok(json(StatusCode::OK, &self.views(roster, by_key).await?))
+    }
+
+    /// `GET /api/agents/{name}`: one agent as the list shows it, read by its own keys.
+    pub(super) async fn get_agent(&self, agent: &str) -> Result<Response, ApiError> {
+        let agent = AgentName::parse(agent).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let Some(entry) = self.roster.get(&agent).await.map_err(unavailable)? else {
+            return Err(ApiError::NotFound(format!("no agent {agent} on the roster; GET /api/agents lists them")));
+        };
+        let mut views = self.views(vec![(agent, entry)], true).await?;
+        Ok(json(StatusCode::OK, &views.pop()))
+    }
+
+    /// `roster`'s agents with their wanted and actual state and last turn, their states read
+    /// key by key or from the whole buckets.
+    async fn views(&self, roster: Vec<(AgentName, RosterEntry)>, by_key: bool) -> Result<Vec<AgentView>, ApiError> {
         let wanted = self.wanted_of(&roster, by_key).await?;
         let mut statuses = self.statuses_of(&roster, by_key).await?;
         let last_turns = self.last_turns(roster.iter().map(|(name, _)| name.clone()).collect()).await;
-        let agents: Vec<AgentView> = roster
+        Ok(roster
             .into_iter()
             .map(|(name, entry)| {
                 let stored = wanted.get(&(entry.hive.clone(), name.clone()));
@@ -114,8 +130,7 @@ impl AgentsApi {
                 let last_turn = last_turns.get(&name).cloned();
                 AgentView { wanted: wanted_view(stored, &entry), actual, entry, name, last_turn }
             })
-            .collect();
-        Ok(json(StatusCode::OK, &agents))
+            .collect())
     }
 
     /// The roster's entries `query` asks for, from the roster's index (the bucket when the index

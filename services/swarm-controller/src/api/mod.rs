@@ -364,6 +364,7 @@ impl App {
                 self.creation.create_agent(&body).await
             }
             RouteId::AgentsStatus => self.agents.agents_status(query).await,
+            RouteId::GetAgent => self.agents.get_agent(param(0)).await,
             RouteId::PatchLabels => {
                 let body = json_request(headers, body, MAX_LABELS_REQUEST_BYTES, LABELS_FITS).await?;
                 self.agents.patch_labels(param(0), &body).await

@@ -39,6 +39,8 @@ pub enum RouteId {
     CreateAgent,
     /// `GET /api/agents/status`.
     AgentsStatus,
+    /// `GET /api/agents/{name}`.
+    GetAgent,
     /// `PATCH /api/agents/{name}/labels`.
     PatchLabels,
     /// `PUT /api/hives/{hive}/agents/{agent}/state`.
@@ -177,6 +179,12 @@ pub const ROUTES: &[Route] = &[
         "/api/agents/status",
         RouteId::AgentsStatus,
         "the live part per agent, by name; ?limit=&after=&hive= pages",
+    ),
+    route(
+        Method::GET,
+        "/api/agents/{name}",
+        RouteId::GetAgent,
+        "one agent as the list shows it: its entry, wanted and actual state, last turn",
     ),
     route(
         Method::PATCH,
@@ -365,6 +373,7 @@ pub fn needed(id: RouteId) -> Role {
         | R::HiveStatus
         | R::ListAgents
         | R::AgentsStatus
+        | R::GetAgent
         | R::ListLinked
         | R::Terminal
         | R::Turn
