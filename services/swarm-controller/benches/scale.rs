@@ -350,9 +350,8 @@ impl Swarm {
             self.js.clone(),
             self.js.get_key_value(hyperhive_nats_objects::AGENT_WANTED_BUCKET).await.unwrap(),
         );
-        // As in the controller: the roster's memory of its names is kept while its deletes are
-        // watched.
-        let watching = tokio::spawn(roster.clone().watch_deletes());
+        // As in the controller: the roster's index follows the bucket.
+        let watching = tokio::spawn(roster.clone().keep_index());
         let consumers = TenantConsumers { js: self.js.clone(), hives: hives.clone(), roster: roster.clone(), nats_dir };
         let pass = HivePass {
             js: self.js.clone(),

@@ -389,7 +389,6 @@ async fn serve(
         clock: clock.clone(),
         consumers: Some(consumers),
     };
-    tasks.spawn(roster.clone().watch_deletes());
     tasks.spawn(roster.clone().keep_index());
     tasks.spawn(watch_statuses(buckets.hive_status, roster.clone(), hives.clone(), clock.clone()));
     let app = Arc::new(App::new(AppParts {

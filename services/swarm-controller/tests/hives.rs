@@ -676,19 +676,15 @@ async fn agent_lists_page_by_name_keep_to_a_hive_and_refuse_bad_pages() {
 async fn syncing_known_agents_from_a_status_costs_no_round_trip() {
     use std::sync::atomic::Ordering;
     use swarm_controller::clock::SystemClock;
-    use swarm_controller::lifecycle::roster::{Roster, SyncReport};
-    let nats = hyperhive_testkit::NatsJwt::start().await.unwrap();
-    let client = swarm_controller::nats::connect(&nats.url(), Some(&nats.controller_creds())).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
-    let buckets = hyperhive_nats_objects::ensure_objects(&js).await.unwrap();
-    let roster = Roster::new(js.clone(), buckets.agents.clone());
-    let watching = tokio::spawn(roster.clone().watch_deletes());
+    use swarm_controller::lifecycle::roster::SyncReport;
+    let (_nats, client, agents_bucket, roster) = roster_on_its_own_connection().await;
+    let watching = tokio::spawn(roster.clone().keep_index());
     let hives = directory(&["h1", "h2"]);
     let agents: Vec<String> = (0..50).map(|i| format!("a{i:02}")).collect();
     let named: Vec<(&str, Origin)> = agents.iter().map(|a| (a.as_str(), Origin::Declared)).collect();
     let h1 = status("h1", NOW, &named);
-    // The deletes watch runs before the memory is trusted.
-    wait_until("the roster's watch to run", SOON, || async {
+    // The index follows the bucket before it is trusted.
+    wait_until("the roster's index to follow", SOON, || async {
         roster.sync(&hives, &h1, &SystemClock).await.unwrap();
         let sent = client.statistics().out_messages.load(Ordering::Relaxed);
         roster.sync(&hives, &h1, &SystemClock).await.unwrap();
@@ -708,7 +704,7 @@ async fn syncing_known_agents_from_a_status_costs_no_round_trip() {
     assert_eq!(client.statistics().out_messages.load(Ordering::Relaxed), sent, "known agents: no round trip");
 
     // A key deleted by hand is forgotten, and added again by the next status.
-    buckets.agents.delete("a01").await.unwrap();
+    agents_bucket.delete("a01").await.unwrap();
     wait_until("a01 added again", SOON, || async {
         let report = roster.sync(&hives, &h1, &SystemClock).await.unwrap();
         (report.added == 1).then_some(())
@@ -726,12 +722,7 @@ async fn syncing_known_agents_from_a_status_costs_no_round_trip() {
 async fn the_roster_index_follows_the_bucket_and_costs_no_round_trip() {
     use std::sync::atomic::Ordering;
     use swarm_controller::clock::SystemClock;
-    use swarm_controller::lifecycle::roster::Roster;
-    let nats = hyperhive_testkit::NatsJwt::start().await.unwrap();
-    let client = swarm_controller::nats::connect(&nats.url(), Some(&nats.controller_creds())).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
-    let buckets = hyperhive_nats_objects::ensure_objects(&js).await.unwrap();
-    let roster = Roster::new(js.clone(), buckets.agents.clone());
+    let (_nats, client, agents_bucket, roster) = roster_on_its_own_connection().await;
     let hives = directory(&["h1", "h2"]);
     let before: Vec<(&str, Origin)> = [("a0", Origin::Declared), ("a1", Origin::Declared)].into();
     roster.sync(&hives, &status("h1", NOW, &before), &SystemClock).await.unwrap();
@@ -759,9 +750,9 @@ async fn the_roster_index_follows_the_bucket_and_costs_no_round_trip() {
     assert_eq!(client.statistics().out_messages.load(Ordering::Relaxed), sent, "no round trip");
 
     // Behind its back: a key deleted by hand, one put by hand.
-    buckets.agents.delete("a1").await.unwrap();
-    let a0 = buckets.agents.get("a0").await.unwrap().unwrap();
-    buckets.agents.put("c0", a0).await.unwrap();
+    agents_bucket.delete("a1").await.unwrap();
+    let a0 = agents_bucket.get("a0").await.unwrap().unwrap();
+    agents_bucket.put("c0", a0).await.unwrap();
     wait_until("the index to see both", SOON, || async {
         (hive_of("a1") == Some(None) && hive_of("c0") == Some(Some("h1".into()))).then_some(())
     })
@@ -774,7 +765,7 @@ async fn the_roster_index_follows_the_bucket_and_costs_no_round_trip() {
     let _ = following.await;
     assert_eq!(hive_of("a0"), None, "a stopped index answers nothing");
     // Started again, it is filled anew: a delete made while it was stopped is not missed.
-    buckets.agents.delete("c0").await.unwrap();
+    agents_bucket.delete("c0").await.unwrap();
     let following = tokio::spawn(roster.clone().keep_index());
     wait_until("the index, started again, to see the delete", SOON, || async {
         (hive_of("c0") == Some(None)).then_some(())
@@ -782,4 +773,20 @@ async fn the_roster_index_follows_the_bucket_and_costs_no_round_trip() {
     .await
     .unwrap();
     following.abort();
+}
+
+/// A roster on a NATS server of its own, through a connection of its own (so its messages can be
+/// counted), with its `agents` bucket.
+async fn roster_on_its_own_connection() -> (
+    hyperhive_testkit::NatsJwt,
+    async_nats::Client,
+    async_nats::jetstream::kv::Store,
+    swarm_controller::lifecycle::roster::Roster,
+) {
+    let nats = hyperhive_testkit::NatsJwt::start().await.unwrap();
+    let client = swarm_controller::nats::connect(&nats.url(), Some(&nats.controller_creds())).await.unwrap();
+    let js = async_nats::jetstream::new(client.clone());
+    let buckets = hyperhive_nats_objects::ensure_objects(&js).await.unwrap();
+    let roster = swarm_controller::lifecycle::roster::Roster::new(js, buckets.agents.clone());
+    (nats, client, buckets.agents, roster)
 }

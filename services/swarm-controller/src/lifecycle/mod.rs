@@ -1,6 +1,5 @@
 //! An agent's life on its hive: the hive directory's statuses ([`hives`]), the roster
-//! ([`roster`], with the names it was seen to hold: [`roster_names`], and its entries in memory:
-//! [`roster_index`]), wanted state ([`wanted`]) and the rules of changing it ([`state_change`]),
+//! ([`roster`], with its entries in memory: [`roster_index`]), wanted state ([`wanted`]) and the rules of changing it ([`state_change`]),
 //! deploy messages to a hive ([`deploy`]) signed with the controller's deploy key
 //! ([`deploy_key`]), revoking a destroyed agent's credentials
 //! ([`revoke`]) and the periodic pass that repairs the roster and retries revocations
@@ -13,6 +12,5 @@ pub mod hives;
 pub mod revoke;
 pub mod roster;
 pub mod roster_index;
-pub mod roster_names;
 pub mod state_change;
 pub mod wanted;

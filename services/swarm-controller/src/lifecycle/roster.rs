@@ -5,10 +5,10 @@
 //! passes at once add it once), provided, when the controller has the signing directory, the
 //! hive's credential was minted for it. An agent is never moved: one already on the roster under another
 //! hive keeps its entry, and the clash is logged. The controller watches `hive-status` and also
-//! runs the same sync from its periodic pass, so a missed watch event is repaired. An agent once
-//! seen is remembered with its hive ([`SeenNames`]), so a status of agents the roster has costs
-//! no request: every hive sends one every few seconds. The whole roster is kept in memory by
-//! name ([`RosterIndex`]) for the agent lists.
+//! runs the same sync from its periodic pass, so a missed watch event is repaired. The whole
+//! roster is kept in memory by name ([`RosterIndex`]): the agent lists read it, asking whether an
+//! agent exists (every prompt, every agent route) costs no request, and neither does a status of
+//! agents the roster has (every hive sends one every few seconds).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -25,7 +25,6 @@ use hyperhive_schedule::instant::format_instant;
 use crate::clock::Clock;
 use crate::lifecycle::hives::parse_status;
 use crate::lifecycle::roster_index::RosterIndex;
-use crate::lifecycle::roster_names::SeenNames;
 use crate::nats::{NatsError, scan_bucket};
 
 /// How often [`Roster::update`] rereads after losing a race.
@@ -55,8 +54,6 @@ pub struct Roster {
     /// Each hive's minted agents, with the modification time of the account they were read
     /// from: a status comes every few seconds, the account changes when an agent is minted.
     minted: Arc<std::sync::Mutex<BTreeMap<HiveName, MintedAt>>>,
-    /// Names found on the roster, while [`Roster::watch_deletes`] runs.
-    seen: SeenNames,
     /// Every entry by name, while [`Roster::keep_index`] runs.
     index: RosterIndex,
 }
@@ -67,14 +64,7 @@ type MintedAt = (std::time::SystemTime, BTreeSet<AgentName>);
 impl Roster {
     /// Wraps the bucket made by [`hyperhive_nats_objects::ensure_objects`].
     pub fn new(js: jetstream::Context, kv: kv::Store) -> Self {
-        Self {
-            js,
-            kv,
-            nats_dir: None,
-            minted: Arc::default(),
-            seen: SeenNames::default(),
-            index: RosterIndex::default(),
-        }
+        Self { js, kv, nats_dir: None, minted: Arc::default(), index: RosterIndex::default() }
     }
 
     /// The roster taking from each hive's status only the agents the hive was minted for, as
@@ -125,7 +115,6 @@ impl Roster {
                 }
             })
             .collect();
-        self.seen.saw_all_on(listed.iter().map(|(agent, entry)| (agent, &entry.hive)));
         Ok(listed)
     }
 
@@ -145,26 +134,15 @@ impl Roster {
             .ok())
     }
 
-    /// Whether `agent` is on the roster: from memory when a read found it before (while
-    /// [`Roster::watch_deletes`] runs), else read.
+    /// Whether `agent` is on the roster: from the index while it follows the bucket, else read.
     ///
     /// # Errors
     /// NATS errors, as text.
     pub async fn contains(&self, agent: &AgentName) -> Result<bool, String> {
-        if self.seen.contains(agent) {
-            return Ok(true);
+        match self.index.read(|all| all.contains_key(agent)) {
+            Some(indexed) => Ok(indexed),
+            None => Ok(self.get(agent).await?.is_some()),
         }
-        let found = self.get(agent).await?.is_some();
-        if found {
-            self.seen.saw(agent);
-        }
-        Ok(found)
-    }
-
-    /// Keeps [`Roster::contains`]'s memory true: forgets names deleted from the bucket, for as
-    /// long as it runs.
-    pub async fn watch_deletes(self) {
-        self.seen.clone().watch_deletes(self.kv.clone()).await;
     }
 
     /// Keeps [`Roster::index`] following the bucket, for as long as it runs.
@@ -262,14 +240,19 @@ impl Roster {
             return Ok(report);
         }
         let minted = self.minted(&status.hive)?;
+        // The hives of the status's agents the index has, under one lock.
+        let known: BTreeMap<&AgentName, HiveName> = self
+            .index
+            .read(|all| status.agents.keys().filter_map(|a| Some((a, all.get(a)?.hive.clone()))).collect())
+            .unwrap_or_default();
         for (agent, agent_status) in &status.agents {
             if minted.as_ref().is_some_and(|minted| !minted.contains(agent)) {
                 report.unminted += 1;
                 continue;
             }
             // Known already: nothing to add, and no round trip.
-            if let Some(on_roster) = self.seen.hive_of(agent) {
-                if on_roster != status.hive {
+            if let Some(on_roster) = known.get(agent) {
+                if *on_roster != status.hive {
                     report.clashes += 1;
                 }
                 continue;
@@ -288,7 +271,6 @@ impl Roster {
             match self.kv.create(agent.as_str(), bytes.into()).await {
                 Ok(revision) => {
                     tracing::info!(%agent, hive = %status.hive, origin = ?entry.origin, "agent added to the roster");
-                    self.seen.saw_on(agent, &status.hive);
                     self.index.wrote(agent, revision, &entry);
                     report.added += 1;
                     // Its consumer at once, not at the next reconcile pass: the agent is running
@@ -298,15 +280,14 @@ impl Roster {
                     }
                 }
                 Err(err) if err.kind() == kv::CreateErrorKind::AlreadyExists => {
-                    if let Some(existing) = self.get(agent).await? {
-                        self.seen.saw_on(agent, &existing.hive);
-                        if existing.hive != status.hive {
-                            tracing::warn!(
-                                %agent, on_roster = %existing.hive, reported_by = %status.hive,
-                                "an agent on the roster under another hive is reported by this hive; left where it is"
-                            );
-                            report.clashes += 1;
-                        }
+                    if let Some(existing) = self.get(agent).await?
+                        && existing.hive != status.hive
+                    {
+                        tracing::warn!(
+                            %agent, on_roster = %existing.hive, reported_by = %status.hive,
+                            "an agent on the roster under another hive is reported by this hive; left where it is"
+                        );
+                        report.clashes += 1;
                     }
                 }
                 Err(err) => return Err(err.to_string()),

@@ -1,5 +1,6 @@
 //! The roster in the controller's memory, by name: what the agent lists read, so that a page of
-//! agents costs its own size rather than a read of the whole bucket.
+//! agents costs its own size rather than a read of the whole bucket, and what answers whether an
+//! agent exists and which hive it is on without a request.
 //!
 //! It is filled by one scan of `agents` and kept by the bucket's changes from the sequence the
 //! scan started at: the watch is made before the scan, so no change falls between them, and a
@@ -87,7 +88,8 @@ impl RosterIndex {
     }
 
     /// Follows `roster` for as long as it runs: a scan, then every change; scanned and watched
-    /// again after the watch fails. Nothing is answered meanwhile, nor once it is dropped.
+    /// again after the watch fails. Nothing is answered meanwhile, nor once it is dropped (the
+    /// roster then reads the bucket).
     pub async fn follow(self, js: jetstream::Context, roster: kv::Store) {
         let _unfollowed_when_dropped = Unfollowed(&self);
         loop {
