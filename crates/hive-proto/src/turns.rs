@@ -14,7 +14,7 @@ pub const MAX_PROMPT_BYTES: usize = 4 * 1024;
 pub const MAX_OUTPUT_BYTES: usize = 16 * 1024;
 
 /// How a turn ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnOutcome {
     /// The command exited 0.

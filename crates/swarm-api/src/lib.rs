@@ -19,6 +19,7 @@
 //! - [`limits`]: the largest body each route reads.
 //! - [`remote`]: the API through the control plane, as messages inside the link.
 //! - [`work`]: prompts, an agent's queue and its turn history.
+//! - [`overview`]: the swarm in counts, for the UI's overview.
 //!
 //! Every type here is tested against the JSON the API documents (docs/swarm/schedules.md,
 //! docs/swarm/remote.md): a field renamed on one side fails a test.
@@ -31,6 +32,7 @@ pub mod hives;
 pub mod jobs;
 pub mod limits;
 pub mod linked;
+pub mod overview;
 pub mod paths;
 pub mod remote;
 pub mod roles;

@@ -35,6 +35,8 @@ pub const HEALTHZ: &str = "/healthz";
 pub const AGENTS_STATUS: &str = "/api/agents/status";
 /// `GET`, `POST /api/agents`.
 pub const AGENTS: &str = "/api/agents";
+/// `GET /api/overview`.
+pub const OVERVIEW: &str = "/api/overview";
 /// `POST /api/todos`.
 pub const TODOS: &str = "/api/todos";
 /// `GET /api/jobq/graph`.

@@ -20,7 +20,9 @@
 //! 4. **The controller**: the `swarm-controller` binary started on the hives' statuses: its start
 //!    with every bucket already written (spawn to serving the API, then to the roster listing
 //!    every agent), its resident memory; `GET /api/agents` and `GET /api/agents/status`, whole and
-//!    a page of 100 from the middle (median of five, and the body size); the periodic hive pass
+//!    a page of 100 from the middle, and `GET /api/overview` once it counts every agent's last
+//!    turn (one recorded per agent in `TURNS`, as its hive-agent records one; median of five, and
+//!    the body size); the periodic hive pass
 //!    with nothing to change (roster sync, every tenant's consumers checked, wanted states read;
 //!    median of three, run in the benchmark's process on the same buckets), and its consumer
 //!    check alone, against the same check asking after each consumer in turn (as the pass did
@@ -32,7 +34,8 @@
 //!
 //! The stand-ins change these figures: no agent's own NATS traffic is in the quiet window (each
 //! agent's connection is the benchmark's, idle; a real hive-agent's own idle traffic is measured
-//! per agent by the `hives` benchmark's window), and no agent takes a turn. The credential pass
+//! per agent by the `hives` benchmark's window), and no agent takes a turn (each has one turn
+//! record, written by the benchmark). The credential pass
 //! (forge, Matrix, certificates) is measured per agent by the `provisioning` benchmark: it needs
 //! a forge and a Matrix server holding an account per agent, which this run does not make.
 //!
@@ -134,6 +137,8 @@ struct Figures {
     page_agents_bytes: usize,
     page_status: Duration,
     page_status_bytes: usize,
+    overview: Duration,
+    overview_bytes: usize,
     hive_pass: Duration,
     schedules_pass: Duration,
     consumer_pass: Duration,
@@ -261,6 +266,7 @@ impl Swarm {
         figures.resolver_bytes_per_account = dir_bytes(self.nats.resolver_dir()) as f64 / accounts as f64;
         figures.server_kib_per_account = self.server_kib_per(n - before).await;
         self.connect(before..n).await;
+        self.record_turns(before..n).await;
         figures.server_kib_per_connection = self.server_kib_per(n - before).await;
         self.start_hives().await;
         figures.hives_kib_per_agent = self.hives.as_ref().unwrap().rss_kib() as f64 / n as f64;
@@ -299,6 +305,24 @@ impl Swarm {
         .unwrap();
     }
 
+    /// One finished turn recorded in `TURNS` for each of the declared agents `range`, as its
+    /// hive-agent records one (every third failed), so that every agent has a last turn.
+    async fn record_turns(&self, range: std::ops::Range<usize>) {
+        let acks = futures::stream::iter(range.map(|i| {
+            let outcome = if i % 3 == 0 { "failed" } else { "succeeded" };
+            let record = serde_json::json!({
+                "todo_id": format!("t{i}"), "source": "operator:bench", "prompt": "p",
+                "started_at": "2026-12-01T00:00:00Z", "ended_at": "2026-12-01T00:00:01Z",
+                "duration_ms": 1000, "outcome": outcome, "exit_code": 1, "output": "",
+            });
+            let subject = hyperhive_nats_objects::agent_turns_subject(&agent(i));
+            let js = self.js.clone();
+            async move { js.publish(subject, record.to_string().into()).await.unwrap().await.unwrap() }
+        }))
+        .buffer_unordered(256);
+        acks.collect::<Vec<_>>().await;
+    }
+
     /// Every hive's hive-c0re, again, with every declared agent (the old ones stopped first).
     async fn start_hives(&mut self) {
         self.hives = None;
@@ -329,6 +353,8 @@ impl Swarm {
         let page = |list| paths::agents_page(list, PAGE, Some(&middle), None);
         (figures.page_agents, figures.page_agents_bytes) = median_get(&socket, &page(paths::AGENTS)).await;
         (figures.page_status, figures.page_status_bytes) = median_get(&socket, &page(paths::AGENTS_STATUS)).await;
+        self.wait_for_last_turns(&socket).await;
+        (figures.overview, figures.overview_bytes) = median_get(&socket, paths::OVERVIEW).await;
         (figures.hive_pass, figures.consumer_pass) = self.passes().await;
         figures.schedules_pass = self.schedules_pass(&socket).await;
         figures.consumer_check_each = self.consumer_check_each().await;
@@ -491,6 +517,18 @@ impl Swarm {
         controller
     }
 
+    /// Until the overview counts every declared agent's last turn.
+    async fn wait_for_last_turns(&self, socket: &Path) {
+        let api = Api::Socket(socket.to_owned());
+        wait_until("the overview to count every last turn", PATIENCE, || async {
+            let body = client::request(&api, Method::GET, paths::OVERVIEW, None, None).await.ok()?;
+            let overview: hyperhive_swarm_api::overview::Overview = serde_json::from_slice(&body).ok()?;
+            (overview.agents as usize >= self.declared && overview.no_turn_yet == 0).then_some(())
+        })
+        .await
+        .unwrap();
+    }
+
     async fn wait_for_roster(&self, socket: &Path) {
         let api = Api::Socket(socket.to_owned());
         let want = self.declared;
@@ -540,7 +578,7 @@ async fn main() {
     let at_n = swarm.measure_at(n).await;
     println!("| measure | {} agents | {} agents | ratio |", base.agents, at_n.agents);
     println!("|---|---|---|---|");
-    let measures: [Measure; 26] = [
+    let measures: [Measure; 28] = [
         ("giving the server every account (push-accounts)", |f| ms(f.push_all), "ms"),
         ("creating the next agent as the API does (median of 10)", |f| ms(f.next_agent), "ms"),
         ("configuration fragment, bytes per account", |f| f.fragment_bytes_per_account, "B"),
@@ -558,6 +596,8 @@ async fn main() {
         ("GET /api/agents, a page of 100, body", |f| kib(f.page_agents_bytes), "KiB"),
         ("GET /api/agents/status, a page of 100 (median of 5)", |f| ms(f.page_status), "ms"),
         ("GET /api/agents/status, a page of 100, body", |f| kib(f.page_status_bytes), "KiB"),
+        ("GET /api/overview (median of 5)", |f| ms(f.overview), "ms"),
+        ("GET /api/overview body", |f| kib(f.overview_bytes), "KiB"),
         ("hive pass, nothing to change (median of 3)", |f| ms(f.hive_pass), "ms"),
         ("its check of every tenant's consumers alone", |f| ms(f.consumer_pass), "ms"),
         ("the same check, a request per consumer (before)", |f| ms(f.consumer_check_each), "ms"),

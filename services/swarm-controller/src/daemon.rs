@@ -51,6 +51,7 @@ use crate::secrets::{SecretStore, SecretsKey};
 use crate::socket::{self, SocketError};
 use crate::ui::icons::IconStore;
 use crate::ui::quick_links::{self, QuickLink};
+use crate::work::last_turns::LastTurns;
 
 /// The daemon's settings.
 #[derive(Debug, Clone)]
@@ -390,6 +391,8 @@ async fn serve(
         consumers: Some(consumers),
     };
     tasks.spawn(roster.clone().keep_index());
+    let last_turns = LastTurns::default();
+    tasks.spawn(last_turns.clone().follow(js.clone()));
     tasks.spawn(watch_statuses(buckets.hive_status, roster.clone(), hives.clone(), clock.clone()));
     let app = Arc::new(App::new(AppParts {
         client,
@@ -400,6 +403,7 @@ async fn serve(
         hives,
         roster,
         wanted,
+        last_turns,
         revoker,
         jobq,
         linked: provisioner.clone().map(|p| Arc::new(LinkedAccounts::new(p))),

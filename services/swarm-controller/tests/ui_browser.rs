@@ -551,10 +551,11 @@ async fn the_ui_drives_the_swarm_in_a_real_browser() {
     assert_eq!(browser.console_errors().await.unwrap(), Vec::<String>::new(), "console errors after the cut");
 
     // The hive stops reporting (hive-c0re killed, its agents with it): once its last status is
-    // older than 45 s, the overview counts it stale and the agents list shows bee as of that
-    // report, found by the `stale` filter.
+    // older than 45 s, the overview counts it stale (and bee's last turn, the cancelled one) and
+    // the agents list shows bee as of that report, found by the `stale` filter.
     stack.swarm.hive.kill();
     show(&stack, &browser, "overview").await;
+    count_on(&browser, "last-turns", "cancelled", SOON, "1").await;
     count_on(&browser, "hives-fresh", "stale", Duration::from_secs(90), "1").await;
     show(&stack, &browser, "agents").await;
     browser.run(&set("#agent-state", "stale"), json!([])).await.unwrap();

@@ -5,7 +5,8 @@
 //! `swarmctl prompt --wait` exits with the turn's code; the queue is listed
 //! oldest first, a waiting todo is removed and the running one is cancelled (its processes gone,
 //! its todo not retried); a restart of hive-c0re loses no queued prompt and reruns no finished
-//! one; every bad request is refused and queues nothing.
+//! one; every bad request is refused and queues nothing; the overview counts every agent by what
+//! it does and by its last turn, the controller following every agent's last turn in `TURNS`.
 //! Needs `cargo build -p hive-agent -p hive-c0re -p swarmctl`.
 
 mod common;
@@ -61,8 +62,12 @@ async fn started() -> OneHive {
 }
 
 async fn prompt(swarm: &OneHive, body: &str, id: &str) -> Value {
-    let (status, answer) =
-        call(swarm, Method::POST, "/api/agents/bee/todos", Some(json!({"body": body, "id": id}))).await;
+    prompt_to(swarm, "bee", body, id).await
+}
+
+async fn prompt_to(swarm: &OneHive, agent: &str, body: &str, id: &str) -> Value {
+    let path = format!("/api/agents/{agent}/todos");
+    let (status, answer) = call(swarm, Method::POST, &path, Some(json!({"body": body, "id": id}))).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
     answer
 }
@@ -384,4 +389,105 @@ async fn bad_prompts_and_queries_are_refused_and_queue_nothing() {
     })
     .await
     .unwrap();
+}
+
+/// The overview as turns end: every agent counted by what it does and by how its last turn
+/// ended, the latest failures first, and a record on the subject of no agent on the roster not
+/// counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_counts_agents_by_activity_and_last_turn_and_lists_the_latest_failures() {
+    let swarm = OneHive::start(&["ant", "bee"], turn, &[]).await;
+    let overview_when = |what: &'static str, holds: fn(&Value) -> bool| {
+        let swarm = &swarm;
+        async move {
+            wait_until(what, SOON, || async {
+                let (status, overview) = call(swarm, Method::GET, "/api/overview", None).await;
+                (status == StatusCode::OK && holds(&overview)).then_some(overview)
+            })
+            .await
+            .unwrap()
+        }
+    };
+    let idle = overview_when("both agents idle", |o| o["activity"] == json!({"idle": 2})).await;
+    assert_eq!((idle["agents"].as_u64(), idle["no_turn_yet"].as_u64()), (Some(2), Some(2)), "{idle}");
+    assert_eq!((&idle["last_turns"], &idle["failed_turns"]), (&json!({}), &json!([])), "{idle}");
+
+    prompt_to(&swarm, "bee", "please fail", "b1").await;
+    overview_when("bee's failure", |o| o["last_turns"] == json!({"failed": 1})).await;
+    prompt_to(&swarm, "ant", "please fail too", "a1").await;
+    let failed = overview_when("both failures", |o| o["last_turns"] == json!({"failed": 2})).await;
+    let listed: Vec<(&str, &str)> = failed["failed_turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["agent"].as_str().unwrap(), t["todo_id"].as_str().unwrap()))
+        .collect();
+    assert_eq!(listed, [("ant", "a1"), ("bee", "b1")], "the latest first: {failed}");
+    assert_eq!(failed["failed_turns"][0]["exit_code"], 3);
+    assert_eq!(failed["no_turn_yet"], 0);
+
+    // A failed turn recorded for a name not on the roster, then bee's success after it.
+    let ghost = json!({
+        "todo_id": "g1", "source": "operator:nobody", "prompt": "p", "started_at": "2026-12-01T00:00:00Z",
+        "ended_at": "2026-12-01T00:00:01Z", "duration_ms": 1000, "outcome": "failed", "output": "",
+    });
+    swarm.js.publish("turns.ghost", ghost.to_string().into()).await.unwrap().await.unwrap();
+    prompt_to(&swarm, "bee", "fine", "b2").await;
+    let mended = overview_when("bee's success", |o| o["last_turns"] == json!({"failed": 1, "succeeded": 1})).await;
+    assert_eq!(mended["failed_turns"].as_array().unwrap().len(), 1, "neither bee nor the ghost: {mended}");
+    assert_eq!(mended["failed_turns"][0]["agent"], "ant");
+    assert_eq!(mended["agents"], 2);
+
+    prompt_to(&swarm, "bee", "a long one", "b3").await;
+    overview_when("bee working", |o| o["activity"] == json!({"idle": 1, "working": 1})).await;
+    let (status, answer) = call(&swarm, Method::POST, "/api/agents/bee/turn/cancel", None).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+    overview_when("bee's cancelled turn", |o| o["last_turns"] == json!({"cancelled": 1, "failed": 1})).await;
+}
+
+/// The controller's memory of every agent's last turn: filled from what `TURNS` held before it
+/// started, kept as records come, and answered only while it follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_agents_last_turn_is_followed_from_what_turns_held_before() {
+    use swarm_controller::work::last_turns::LastTurns;
+    let nats = hyperhive_testkit::NatsJwt::start().await.unwrap();
+    let client = swarm_controller::nats::connect(&nats.url(), Some(&nats.controller_creds())).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    hyperhive_nats_objects::ensure_objects(&js).await.unwrap();
+    let record = |id: &str, outcome: &str| {
+        json!({
+            "todo_id": id, "source": "operator:ann", "prompt": "p", "started_at": "2026-12-01T00:00:00Z",
+            "ended_at": "2026-12-01T00:00:01Z", "duration_ms": 1000, "outcome": outcome, "output": "",
+        })
+        .to_string()
+    };
+    let publish = |agent: &'static str, id: &str, outcome: &str| {
+        let (js, payload) = (js.clone(), record(id, outcome));
+        async move { js.publish(format!("turns.{agent}"), payload.into()).await.unwrap().await.unwrap().sequence }
+    };
+    for i in 0..50 {
+        publish("bee", &format!("b{i}"), if i % 2 == 0 { "succeeded" } else { "failed" }).await;
+    }
+    let ant_last = publish("ant", "a0", "timed_out").await;
+
+    let last_turns = LastTurns::default();
+    let last_of = |agent: &str| {
+        let agent = hyperhive_hive_proto::AgentName::parse(agent).unwrap();
+        last_turns.read(|all| all.get(&agent).map(|l| (l.sequence, l.turn.todo_id.clone())))
+    };
+    assert_eq!(last_of("bee"), None, "nothing answered before it follows");
+    let following = tokio::spawn(last_turns.clone().follow(js.clone()));
+    let bee = wait_until("the index to follow", SOON, || async { last_of("bee").flatten() }).await.unwrap();
+    assert_eq!(bee.1, "b49", "each agent's latest of the records before it started");
+    assert_eq!(last_of("ant"), Some(Some((ant_last, "a0".into()))));
+    assert_eq!(last_turns.read(|all| all.len()), Some(2));
+
+    let newer = publish("ant", "a1", "succeeded").await;
+    wait_until("a new record", SOON, || async { (last_of("ant") == Some(Some((newer, "a1".into())))).then_some(()) })
+        .await
+        .unwrap();
+
+    following.abort();
+    let _ = following.await;
+    assert_eq!(last_of("ant"), None, "not answered once it no longer follows");
 }

@@ -295,17 +295,16 @@ function poll(seconds, load, render, container, keyOf = JSON.stringify) {
 async function overviewView() {
   const body = el("div", { id: "overview" });
   const load = async () => {
-    const [agents, hives, schedules, graph] = await Promise.all([api("GET", "/api/agents"), hiveStatuses(), api("GET", "/api/schedules"), api("GET", "/api/jobq/graph").catch(() => ({ nodes: [] }))]);
-    return { agents, hives, schedules, nodes: graph.nodes };
+    const [counts, hives, schedules, graph] = await Promise.all([api("GET", "/api/overview"), hiveStatuses(), api("GET", "/api/schedules"), api("GET", "/api/jobq/graph").catch(() => ({ nodes: [] }))]);
+    return { counts, hives, schedules, nodes: graph.nodes };
   };
-  await poll(3, load, ({ agents, hives, schedules, nodes }) => {
-    const doing = countBy(agents, activity);
-    const ended = countBy(agents, (a) => (a.last_turn ? a.last_turn.outcome.replace("_", " ") : "no turn yet"));
+  await poll(3, load, ({ counts, hives, schedules, nodes }) => {
+    const doing = counts.activity;
+    const ended = Object.fromEntries(Object.entries(counts.last_turns).map(([outcome, n]) => [outcome.replace("_", " "), n]));
+    if (counts.no_turn_yet) ended["no turn yet"] = counts.no_turn_yet;
     const hiveList = Object.values(hives);
     const stale = hiveList.filter((h) => h.stale);
     const fires = schedules.map((s) => ({ s, next: nextFire(s) })).filter((f) => f.next).sort((a, b) => a.next - b.next).slice(0, 5);
-    const failedTurns = agents.filter((a) => a.last_turn && ["failed", "timed_out", "not_started"].includes(a.last_turn.outcome))
-      .sort((a, b) => Date.parse(b.last_turn.ended_at) - Date.parse(a.last_turn.ended_at)).slice(0, 10);
     const failedJobs = nodes.filter((n) => n.state === "failed" || n.state === "blocked").slice(-10);
     return [
       el("div", { class: "cards" },
@@ -316,7 +315,7 @@ async function overviewView() {
       el("h2", {}, "Next fires"),
       table(["When", "Schedule", "Agents"], fires.map(({ s, next }) => [el("span", {}, at(next.toISOString()), ` (${untilText(next)})`), s.name, s.agents.join(", ")]), { id: "next-fires" }),
       el("h2", {}, "Failed turns"),
-      table(["Agent", "Result", "Asked by", "Ended"], failedTurns.map((a) => [agentLink(a.name), outcome(a.last_turn), a.last_turn.source, since(a.last_turn.ended_at)]), { id: "failed-turns" }),
+      table(["Agent", "Result", "Asked by", "Ended"], counts.failed_turns.map((t) => [agentLink(t.agent), outcome(t), t.source, since(t.ended_at)]), { id: "failed-turns" }),
       el("h2", {}, "Failed jobs"),
       table(["Job", "Agent", "State", "Last error"], failedJobs.map((n) => [n.kind, n.agent || "-", state(n.state), n.last_error || ""]), { id: "failed-jobs" }),
     ];

@@ -18,6 +18,7 @@ mod forge;
 mod hives;
 mod jobq;
 mod linked;
+mod overview;
 mod page;
 pub mod routes;
 mod schedules;
@@ -69,6 +70,7 @@ use forge::ForgeApi;
 use hives::HivesApi;
 use jobq::JobsApi;
 use linked::LinkedApi;
+use overview::OverviewApi;
 use schedules::SchedulesApi;
 use secrets::SecretsApi;
 use todos::TodosApi;
@@ -92,6 +94,7 @@ pub struct App {
     schedules: SchedulesApi,
     hives: HivesApi,
     agents: AgentsApi,
+    overview: OverviewApi,
     creation: CreationApi,
     feeds: FeedsApi,
     ui: UiApi,
@@ -127,6 +130,8 @@ pub struct AppParts {
     pub roster: Roster,
     /// `agent-wanted`.
     pub wanted: WantedStore,
+    /// Every agent's last turn, followed from `TURNS`.
+    pub last_turns: crate::work::last_turns::LastTurns,
     /// Revokes a destroyed agent's credentials; `None` without `SWARM_NATS_DIR`.
     pub revoker: Option<Arc<Revoker>>,
     /// The job graph (in memory only).
@@ -174,6 +179,7 @@ impl App {
             hives,
             roster,
             wanted,
+            last_turns,
             revoker,
             jobq,
             provisioner,
@@ -216,6 +222,7 @@ impl App {
                 names: Default::default(),
             },
             hives: HivesApi { directory: hives.clone(), js: js.clone(), clock: clock.clone() },
+            overview: OverviewApi { roster: roster.clone(), js: js.clone(), last_turns },
             agents: AgentsApi {
                 roster: roster.clone(),
                 wanted,
@@ -365,6 +372,7 @@ impl App {
             }
             RouteId::AgentsStatus => self.agents.agents_status(query).await,
             RouteId::GetAgent => self.agents.get_agent(param(0)).await,
+            RouteId::Overview => self.overview.overview().await,
             RouteId::PatchLabels => {
                 let body = json_request(headers, body, MAX_LABELS_REQUEST_BYTES, LABELS_FITS).await?;
                 self.agents.patch_labels(param(0), &body).await

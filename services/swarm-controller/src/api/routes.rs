@@ -39,6 +39,8 @@ pub enum RouteId {
     CreateAgent,
     /// `GET /api/agents/status`.
     AgentsStatus,
+    /// `GET /api/overview`.
+    Overview,
     /// `GET /api/agents/{name}`.
     GetAgent,
     /// `PATCH /api/agents/{name}/labels`.
@@ -179,6 +181,12 @@ pub const ROUTES: &[Route] = &[
         "/api/agents/status",
         RouteId::AgentsStatus,
         "the live part per agent, by name; ?limit=&after=&hive= pages",
+    ),
+    route(
+        Method::GET,
+        "/api/overview",
+        RouteId::Overview,
+        "the swarm in counts: agents by activity and by last turn, the latest failed turns",
     ),
     route(
         Method::GET,
@@ -374,6 +382,7 @@ pub fn needed(id: RouteId) -> Role {
         | R::ListAgents
         | R::AgentsStatus
         | R::GetAgent
+        | R::Overview
         | R::ListLinked
         | R::Terminal
         | R::Turn

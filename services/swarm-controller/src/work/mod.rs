@@ -1,9 +1,10 @@
 //! Work given to agents now and what they did: the prompts an operator queues, an agent's queue
 //! as it stands ([`queue`]), cancelling its running turn ([`cancel`]), its turn history
-//! ([`history`]) and a turn's whole output while the relay has it ([`turn_output`]).
+//! ([`history`]), every agent's last turn in memory ([`last_turns`]) and a turn's whole output while the relay has it ([`turn_output`]).
 
 pub mod cancel;
 pub mod history;
+pub mod last_turns;
 pub mod queue;
 pub mod turn_output;
 
