@@ -2,7 +2,8 @@
 //! turn headers reach server-sent event watchers; an agent publishing with its own credential
 //! feeds the stream; watchers resume by `Last-Event-ID` exactly, also across a controller
 //! restart; a stalled watcher is dropped while a healthy one keeps up; a hundred watchers of one
-//! agent share one NATS consumer.
+//! agent share one NATS consumer, and are let go when they close; a watcher's connection is
+//! answered apart from hyper, framed by its HTTP version.
 
 mod common;
 
@@ -19,6 +20,9 @@ use hyperhive_testkit::{Process, SseClient, SseEvent as Sse, project_binary, wai
 use serde_json::Value;
 
 const SOON: Duration = Duration::from_secs(20);
+/// How soon a watcher that closed is let go: well before the next keep-alive (15 s) would find
+/// its connection closed.
+const LET_GO: Duration = Duration::from_secs(5);
 
 /// A watcher of one SSE route.
 struct Watcher(SseClient);
@@ -224,6 +228,85 @@ async fn a_hundred_watchers_of_one_agent_share_one_consumer() {
     let info = c.js.get_stream("RELAY").await.unwrap().info().await.unwrap().clone();
     assert_eq!(info.state.consumer_count, 1, "one consumer for the subject, however many watch");
     assert!(metrics(&c).await.contains("swarm_feeds_live 1"));
+    // Watchers that go are let go, though nothing is written to them.
+    drop(watchers);
+    wait_until("every watcher let go", LET_GO, || async {
+        metrics(&c).await.contains("swarm_feed_watchers 0").then_some(())
+    })
+    .await
+    .unwrap();
+}
+
+/// Reads from `stream` until what was read contains `needle`; everything read.
+async fn read_until(stream: &mut tokio::net::UnixStream, needle: &str) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut read = Vec::new();
+    tokio::time::timeout(SOON, async {
+        while !String::from_utf8_lossy(&read).contains(needle) {
+            let mut buf = [0u8; 4096];
+            let n = stream.read(&mut buf).await.unwrap();
+            assert!(n > 0, "closed before {needle:?}: {}", String::from_utf8_lossy(&read));
+            read.extend_from_slice(&buf[..n]);
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no {needle:?} in {}", String::from_utf8_lossy(&read)));
+    String::from_utf8(read).unwrap()
+}
+
+/// A watcher's connection is answered apart from the rest of the API (without hyper's
+/// per-connection buffers): chunks for HTTP/1.1, the bare stream for HTTP/1.0, closed at the
+/// end; a request with a body, or anything but a stream, is still answered by the same API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watchers_connection_is_framed_by_its_http_version_and_other_requests_are_unchanged() {
+    use tokio::io::AsyncWriteExt;
+    let c = controller_with(&["bee"]).await;
+    let bee = as_agent(&c, "bee").await;
+    let mut eleven = tokio::net::UnixStream::connect(&c.socket).await.unwrap();
+    eleven.write_all(b"GET /api/agents/bee/terminal HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+    let mut ten = tokio::net::UnixStream::connect(&c.socket).await.unwrap();
+    ten.write_all(b"GET /api/agents/bee/terminal HTTP/1.0\r\n\r\n").await.unwrap();
+    wait_until("two watchers", SOON, || async { metrics(&c).await.contains("swarm_feed_watchers 2").then_some(()) })
+        .await
+        .unwrap();
+    publish_lines(&bee, "bee", 0, 1).await;
+
+    let chunked = read_until(&mut eleven, "line 0").await;
+    let (head, body) = chunked.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+    let head = head.to_ascii_lowercase();
+    assert!(head.contains("content-type: text/event-stream"), "{head}");
+    assert!(head.contains("transfer-encoding: chunked") && head.contains("connection: close"), "{head}");
+    let (size, event) = body.split_once("\r\n").unwrap();
+    assert_eq!(usize::from_str_radix(size, 16).unwrap(), event.trim_end_matches("\r\n").len(), "{body:?}");
+
+    let bare = read_until(&mut ten, "line 0").await;
+    let (head, body) = bare.split_once("\r\n\r\n").unwrap();
+    assert!(!head.to_ascii_lowercase().contains("transfer-encoding"), "{head}");
+    assert!(body.starts_with("event:term\n") && body.ends_with("\n\n"), "no chunk framing: {body:?}");
+
+    // An error is answered the same way, then the connection closed.
+    let mut unknown = tokio::net::UnixStream::connect(&c.socket).await.unwrap();
+    unknown.write_all(b"GET /api/agents/nobody/terminal HTTP/1.1\r\n\r\n").await.unwrap();
+    let mut answer = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut unknown, &mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 404") && answer.ends_with("0\r\n\r\n"), "{answer}");
+    assert!(answer.contains("no agent nobody"), "{answer}");
+
+    // With a body, the stream's route is served as any other request: by hyper, the same API.
+    let mut with_body = tokio::net::UnixStream::connect(&c.socket).await.unwrap();
+    with_body.write_all(b"GET /api/agents/nobody/terminal HTTP/1.1\r\ncontent-length: 2\r\n\r\nhi").await.unwrap();
+    let answered = read_until(&mut with_body, "no agent nobody").await;
+    assert!(
+        answered.starts_with("HTTP/1.1 404") && answered.to_ascii_lowercase().contains("content-length"),
+        "{answered}"
+    );
+    drop((eleven, ten));
+    wait_until("both watchers let go", LET_GO, || async {
+        metrics(&c).await.contains("swarm_feed_watchers 0").then_some(())
+    })
+    .await
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,6 +8,7 @@
 //! [`bind`] returns is dropped, so no exit path of the daemon leaves it behind. [`serve`] is the
 //! accept loop that tells each request who is at the other end.
 
+pub mod event_stream;
 pub mod serve;
 
 pub use serve::{Access, serve};

@@ -2,7 +2,8 @@
 //! the kernel names as the peer of that connection with the role `SWARM_SOCKET_ROLES` gives it,
 //! for the API to check and to record as who acted. On a connection of the hive-gateway's user
 //! (`SWARM_GATEWAY_USER`), and there only, each request's caller is the SSO user the gateway
-//! names in its headers, with the role `SWARM_GATEWAY_ROLES` gives its groups.
+//! names in its headers, with the role `SWARM_GATEWAY_ROLES` gives its groups. A connection whose
+//! first request is a relay watcher's is answered without hyper ([`super::event_stream`]).
 
 use std::future::Future;
 use std::io;
@@ -16,8 +17,10 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{UnixListener, UnixStream};
 use warp::Filter;
+use warp::http::{HeaderMap, Version};
 use warp::reply::Response;
 
+use super::event_stream::{self, First, Replayed};
 use crate::api::Caller;
 use crate::config::{GatewayRoles, SocketRoles};
 
@@ -44,7 +47,7 @@ where
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let stream = tokio::select! {
+        let mut stream = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
                 Err(e) if is_connection_error(&e) => continue,
@@ -60,29 +63,45 @@ where
         let service = TowerToHyperService::new(warp::service(filter.clone()));
         let access = access.clone();
         tokio::spawn(async move {
-            // Boxed, as the request below: the task keeps the size of its largest state for the
+            // Boxed, as each branch below: the task keeps the size of its largest state for the
             // connection's whole life, and a relay watcher's connection lives for hours.
             let Some((uid, caller)) = Box::pin(peer(&stream, &access.roles)).await else { return };
             // The gateway's headers are read on its own connections only; anyone else's are
             // ignored.
             let gateway = access.gateway.filter(|gateway| gateway.uid == uid);
-            let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
-                let caller = match &gateway {
-                    Some(gateway) => Caller::behind_gateway(gateway, request.headers()),
-                    None => caller.clone(),
-                };
-                request.extensions_mut().insert(caller);
-                // hyper keeps room for one request's future per connection as long as the
-                // connection lives; the API's is about 11 KiB. Boxed, that room is a pointer and
-                // the future's memory goes when its answer starts (an SSE answer streams on).
-                Box::pin(service.call(request))
-            });
-            // HTTP/1.1 only (swarmctl, nginx and curl speak it): a server that also detects
-            // HTTP/2 reads the request's first 24 bytes apart, and hyper then doubles the
-            // connection's read buffer to 16 KiB, kept for as long as an SSE watcher stays.
-            let connection = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
-            if let Err(e) = watcher.watch(connection).await {
-                tracing::debug!(error = %e, "a socket connection ended with an error");
+            let caller_of = move |headers: &HeaderMap| match &gateway {
+                Some(gateway) => Caller::behind_gateway(gateway, headers),
+                None => caller.clone(),
+            };
+            match Box::pin(event_stream::first_request(&mut stream)).await {
+                First::Gone => {}
+                First::EventStream(mut request) => {
+                    let caller = caller_of(request.headers());
+                    request.extensions_mut().insert(caller);
+                    // Held until the answer ends, so that a graceful shutdown waits for it as
+                    // for hyper's connections (the feeds end their streams at shutdown).
+                    let _watched = watcher;
+                    let chunked = request.version() == Version::HTTP_11;
+                    Box::pin(event_stream::serve(stream, chunked, service.call(request))).await;
+                }
+                First::Other(read) => {
+                    let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+                        let caller = caller_of(request.headers());
+                        request.extensions_mut().insert(caller);
+                        // hyper keeps room for one request's future per connection as long as
+                        // the connection lives; the API's is about 11 KiB. Boxed, that room is a
+                        // pointer and the future's memory goes when its answer starts.
+                        Box::pin(service.call(request))
+                    });
+                    // HTTP/1.1 only (swarmctl, nginx and curl speak it): a server that also
+                    // detects HTTP/2 reads the request's first 24 bytes apart, and hyper then
+                    // doubles the connection's read buffer to 16 KiB.
+                    let io = TokioIo::new(Replayed::new(read, stream));
+                    let connection = http1::Builder::new().serve_connection(io, service);
+                    if let Err(e) = Box::pin(watcher.watch(connection)).await {
+                        tracing::debug!(error = %e, "a socket connection ended with an error");
+                    }
+                }
             }
         });
     }
