@@ -104,13 +104,15 @@ fn is_event_stream(target: &str) -> bool {
 }
 
 /// Answers a request on `stream` with `answer`'s response, until the answer ends or the peer
-/// goes. Boxed by the caller, the API's future is gone once the answer starts.
-/// `chunked`: the peer speaks HTTP/1.1 (an HTTP/1.0 answer ends at the close).
-pub async fn serve<A>(mut stream: UnixStream, chunked: bool, answer: A)
+/// goes; `chunked`: the peer speaks HTTP/1.1 (an HTTP/1.0 answer ends at the close).
+///
+/// `answer` comes boxed: an argument is kept in this future for its whole life, and the API's
+/// future is about 11 KiB, which a watcher would then hold for hours.
+pub async fn serve<A>(mut stream: UnixStream, chunked: bool, answer: Pin<Box<A>>)
 where
-    A: std::future::Future<Output = Result<Response, Infallible>>,
+    A: std::future::Future<Output = Result<Response, Infallible>> + ?Sized,
 {
-    let Ok(response) = Box::pin(answer).await;
+    let Ok(response) = answer.await;
     let (parts, mut body) = response.into_parts();
     if stream.write_all(&head(&parts, chunked)).await.is_err() {
         return;

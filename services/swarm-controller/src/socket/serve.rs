@@ -82,7 +82,8 @@ where
                     // for hyper's connections (the feeds end their streams at shutdown).
                     let _watched = watcher;
                     let chunked = request.version() == Version::HTTP_11;
-                    Box::pin(event_stream::serve(stream, chunked, service.call(request))).await;
+                    let answer = Box::pin(service.call(request));
+                    Box::pin(event_stream::serve(stream, chunked, answer)).await;
                 }
                 First::Other(read) => {
                     let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
