@@ -22,7 +22,6 @@ use hyperhive_jobq::Jobq;
 use hyperhive_nats_objects::{Buckets, SetupError};
 use hyperhive_provision::forge::ForgejoClient;
 
-use crate::nats::consumers::TenantConsumers;
 use crate::nats::tenants::Accounts;
 
 use crate::api::{self, App, AppParts, LinkReport};
@@ -37,6 +36,7 @@ use crate::forge::{self, ForgeHub};
 use crate::lifecycle::hive_pass::HivePass;
 use crate::lifecycle::revoke::Revoker;
 use crate::lifecycle::roster::{Roster, watch_statuses};
+use crate::lifecycle::tenant_consumers::TenantConsumers;
 use crate::lifecycle::wanted::WantedStore;
 use crate::nats::{self, NatsError};
 use crate::provision::env_secrets::EnvSecrets;

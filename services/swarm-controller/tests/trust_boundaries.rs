@@ -634,7 +634,7 @@ async fn another_tenants_consumer_is_out_of_reach() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controller_makes_every_known_tenants_consumer_and_replaces_a_remade_one() {
     use swarm_controller::lifecycle::roster::Roster;
-    use swarm_controller::nats::consumers::{PassReport, TenantConsumers};
+    use swarm_controller::lifecycle::tenant_consumers::{PassReport, TenantConsumers};
     let swarm = Swarm::start().await;
     swarm.nats.mint_agent("a").await.unwrap();
     swarm.nats.mint_hive("h1", &["a"]).await.unwrap();
@@ -689,7 +689,7 @@ async fn the_controller_makes_every_known_tenants_consumer_and_replaces_a_remade
 async fn a_pass_with_nothing_to_change_reads_consumers_a_page_at_a_time() {
     use hyperhive_hive_proto::roster::{Origin, RosterEntry};
     use swarm_controller::lifecycle::roster::Roster;
-    use swarm_controller::nats::consumers::{PassReport, TenantConsumers};
+    use swarm_controller::lifecycle::tenant_consumers::{PassReport, TenantConsumers};
     const AGENTS: usize = 600;
     let swarm = Swarm::start().await;
     // Its own connection, so its messages can be counted.

@@ -13,8 +13,8 @@ use crate::clock::Clock;
 use crate::lifecycle::hives::read_all;
 use crate::lifecycle::revoke::Revoker;
 use crate::lifecycle::roster::Roster;
+use crate::lifecycle::tenant_consumers::{PassReport, TenantConsumers};
 use crate::lifecycle::wanted::WantedStore;
-use crate::nats::consumers::{PassReport, TenantConsumers};
 
 /// What the pass reads and repairs.
 #[derive(Debug, Clone)]

@@ -3,7 +3,7 @@
 //! deploy messages to a hive ([`deploy`]) signed with the controller's deploy key
 //! ([`deploy_key`]), revoking a destroyed agent's credentials
 //! ([`revoke`]) and the periodic pass that repairs the roster and retries revocations
-//! ([`hive_pass`]).
+//! ([`hive_pass`]), with every tenant's durable consumers ([`tenant_consumers`]).
 
 pub mod deploy;
 pub mod deploy_key;
@@ -13,4 +13,5 @@ pub mod revoke;
 pub mod roster;
 pub mod roster_index;
 pub mod state_change;
+pub mod tenant_consumers;
 pub mod wanted;
