@@ -10,9 +10,14 @@
 //!    (forge token and matrix token checked against their servers, certificate and NATS
 //!    credential ages) as the controller runs it (eight agents at once), against a pass over one
 //!    agent, per agent, and against the same pass checking one agent at a time.
+//! 4. **At scale** (`--scale S`, off by default): agents made up to S, then one pass over all S
+//!    against the pass over M in the same run, and against the pass's 5-minute interval. The
+//!    agents past M are made without the SSO step: the bridge hashes each password with argon2id
+//!    at Authelia's cost (about a second for eight on two cores, so hours for 10,000), and the pass
+//!    checks no SSO credential, so what it checks of each agent is the same.
 //!
 //! `cargo build --release -p swarm-authelia-bridge && cargo bench -p swarm-controller --bench provisioning
-//! [-- --agents N --check M]`. Needs `scripts/setup` (nats-server, Synapse).
+//! [-- --agents N --check M --scale S]`. Needs `scripts/setup` (nats-server, Synapse).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,9 +41,9 @@ use swarm_controller::provision::vault::Vault;
 use swarm_controller::provision::{Adapters, ProvisionSettings, Provisioner, ValidRequest};
 use swarm_controller::secrets::{SecretStore, SecretsKey};
 
-/// Hives the agents are spread over: each hive's deploy queue holds at most 100 messages until
-/// the hive takes them, and no hive runs here.
-const HIVES: usize = 20;
+/// Agents a hive takes: its deploy queue holds at most 100 messages until the hive takes them,
+/// and no hive runs here.
+const AGENTS_A_HIVE: usize = 50;
 const PATIENCE: Duration = Duration::from_secs(1800);
 
 fn option(name: &str, default: usize) -> usize {
@@ -48,11 +53,14 @@ fn option(name: &str, default: usize) -> usize {
 
 struct Bench {
     provisioner: Arc<Provisioner>,
+    hives: usize,
     jobq: Jobq,
     _servers: (NatsJwt, AutheliaBridge, ForgeStandIn, Synapse, tempfile::TempDir),
 }
 
-async fn setup() -> anyhow::Result<Bench> {
+/// The servers and a provisioner, with enough hives for `agents`.
+async fn setup(agents: usize) -> anyhow::Result<Bench> {
+    let hive_count = agents.div_ceil(AGENTS_A_HIVE).max(1);
     let nats = NatsJwt::start().await?;
     let js = jetstream::new(nats.controller_client().await?);
     let buckets = hyperhive_nats_objects::ensure_objects(&js).await?;
@@ -68,7 +76,7 @@ async fn setup() -> anyhow::Result<Bench> {
     let synapse = Synapse::start().await?;
     let dir = tempfile::tempdir()?;
     let ca = write_ca_files(dir.path(), "bench store CA", std::time::SystemTime::now())?;
-    let hives: HiveDirectory = (0..HIVES)
+    let hives: HiveDirectory = (0..hive_count)
         .map(|i| {
             let xkey = nkeys::XKey::new().public_key();
             let entry = HiveEntry { description: String::new(), labels: Default::default(), xkey: Some(xkey) };
@@ -105,19 +113,46 @@ async fn setup() -> anyhow::Result<Bench> {
         clock: Arc::new(SystemClock),
         health: HealthBoard::default(),
     });
-    Ok(Bench { provisioner, jobq, _servers: (nats, bridge, forge, synapse, dir) })
+    Ok(Bench { provisioner, hives: hive_count, jobq, _servers: (nats, bridge, forge, synapse, dir) })
 }
 
 impl Bench {
     /// Creates `names` back to back and waits until all their jobs settled; the wall time and the
     /// most jobs seen running at once.
     async fn create(&self, names: &[String]) -> (Duration, usize) {
+        self.create_by(&self.provisioner, names).await
+    }
+
+    /// The same provisioner without the SSO step (the accounts' servers, stores and graph shared).
+    fn without_sso(&self) -> Arc<Provisioner> {
+        let p = &self.provisioner;
+        let settings = ProvisionSettings { sso: None, ..p.settings.clone() };
+        Arc::new(Provisioner {
+            adapters: Adapters::from_settings(&settings).expect("the same adapters, less one"),
+            settings,
+            vault: p.vault.clone(),
+            accounts: p.accounts.clone(),
+            roster: p.roster.clone(),
+            wanted: p.wanted.clone(),
+            js: p.js.clone(),
+            hives: p.hives.clone(),
+            deploy_key: p.deploy_key.clone(),
+            jobq: p.jobq.clone(),
+            clock: p.clock.clone(),
+            health: HealthBoard::default(),
+        })
+    }
+
+    /// [`Bench::create`] by `provisioner`.
+    async fn create_by(&self, provisioner: &Arc<Provisioner>, names: &[String]) -> (Duration, usize) {
         let started = Instant::now();
         let mut ids: Vec<JobId> = Vec::new();
-        for (i, name) in names.iter().enumerate() {
+        for name in names {
+            // Spread by the name's number, so each hive's queue takes its share whoever makes it.
+            let number: usize = name.rsplit('-').next().and_then(|n| n.parse().ok()).unwrap_or(0);
             let request = ValidRequest {
                 name: AgentName::parse(name).unwrap(),
-                hive: HiveName::parse(&format!("hive{}", i % HIVES)).unwrap(),
+                hive: HiveName::parse(&format!("hive{}", number % self.hives)).unwrap(),
                 spec: AgentSpec {
                     turn_command: "cat".into(),
                     schedule_tick: None,
@@ -126,7 +161,7 @@ impl Bench {
                 },
                 labels: Default::default(),
             };
-            ids.extend(self.provisioner.create(request).await.expect("created"));
+            ids.extend(provisioner.create(request).await.expect("created"));
         }
         let mut changes = self.jobq.subscribe();
         let mut most = 0;
@@ -193,8 +228,8 @@ fn ms(d: Duration) -> f64 {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
-    let (many, check) = (option("--agents", 100), option("--check", 1000));
-    let bench = setup().await?;
+    let (many, check, scale) = (option("--agents", 100), option("--check", 1000), option("--scale", 0));
+    let bench = setup(many.max(check).max(scale)).await?;
     let (one, _) = bench.create(&["solo".to_owned()]).await;
     let (one_check, checked) = bench.check_pass(None).await;
     assert_eq!(checked, 1);
@@ -232,5 +267,21 @@ async fn main() -> anyhow::Result<()> {
         (pass.as_secs_f64() / checked as f64) / one_check.as_secs_f64(),
         serial.as_secs_f64() / pass.as_secs_f64(),
     );
+    if scale > checked {
+        let names: Vec<String> = (check.saturating_sub(1)..scale - 1).map(|i| format!("many-{i:04}")).collect();
+        let (made, _) = bench.create_by(&bench.without_sso(), &names).await;
+        println!("{} more agents provisioned without the SSO step in {:.1} s", names.len(), made.as_secs_f64());
+        let (at_scale, checked_at_scale) = bench.check_pass(None).await;
+        let interval = Duration::from_secs(300);
+        println!(
+            "credential pass over {checked_at_scale} agents, as the controller runs it: {:.0} ms ({:.2} ms per agent; \
+             {:.2}x the pass over {checked} agents for {:.1}x the agents; {:.1} % of its 5-minute interval)",
+            ms(at_scale),
+            ms(at_scale) / checked_at_scale as f64,
+            at_scale.as_secs_f64() / pass.as_secs_f64(),
+            checked_at_scale as f64 / checked as f64,
+            100.0 * at_scale.as_secs_f64() / interval.as_secs_f64(),
+        );
+    }
     Ok(())
 }

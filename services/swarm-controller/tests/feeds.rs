@@ -409,3 +409,19 @@ async fn an_agents_escape_sequences_do_not_reach_the_operators_terminal() {
     let raw = terminal_until_end(&c, &["--raw"]).await;
     assert!(raw.contains("\u{1b}]52;c;ZXZpbA==\u{7}") && raw.contains("\u{1b}[2K"), "{raw:?}");
 }
+
+/// The controller stops promptly though a connection sent nothing yet, another only part of a
+/// head, and a watcher follows a terminal (its stream ends at the stop).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_without_a_whole_request_do_not_hold_up_a_stop() {
+    use tokio::io::AsyncWriteExt;
+    let mut c = controller_with(&["bee"]).await;
+    let silent = tokio::net::UnixStream::connect(&c.socket).await.unwrap();
+    let mut partial = tokio::net::UnixStream::connect(&c.socket).await.unwrap();
+    partial.write_all(b"GET /api/agents/bee/terminal HTTP/1.1\r\nhost: x\r\n").await.unwrap();
+    let mut watcher = Watcher::open(&c.socket, "/api/agents/bee/terminal", None).await;
+    let stopped = tokio::time::timeout(LET_GO, c.stop()).await;
+    assert!(matches!(stopped, Ok(Ok(()))), "the stop waited on a connection: {stopped:?}");
+    assert_eq!(watcher.next().await, None, "the watcher's answer ended");
+    drop((silent, partial));
+}

@@ -16,6 +16,7 @@ use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::watch;
 use warp::Filter;
 use warp::http::{HeaderMap, Version};
 use warp::reply::Response;
@@ -45,6 +46,10 @@ where
     F: Filter<Extract = (Response,), Error = warp::Rejection> + Clone + Send + Sync + 'static,
 {
     let graceful = GracefulShutdown::new();
+    // Tells connections still waiting for their first request that the server stops: until
+    // hyper or the event stream has one, nothing else would close it, and the graceful shutdown
+    // waits for every connection.
+    let (stopping, stop_seen) = watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let mut stream = tokio::select! {
@@ -62,6 +67,7 @@ where
         let watcher = graceful.watcher();
         let service = TowerToHyperService::new(warp::service(filter.clone()));
         let access = access.clone();
+        let mut stop_seen = stop_seen.clone();
         tokio::spawn(async move {
             // Boxed, as each branch below: the task keeps the size of its largest state for the
             // connection's whole life, and a relay watcher's connection lives for hours.
@@ -73,7 +79,12 @@ where
                 Some(gateway) => Caller::behind_gateway(gateway, headers),
                 None => caller.clone(),
             };
-            match Box::pin(event_stream::first_request(&mut stream)).await {
+            let first = tokio::select! {
+                first = Box::pin(event_stream::first_request(&mut stream)) => first,
+                _ = stop_seen.wait_for(|stopping| *stopping) => First::Gone,
+            };
+            drop(stop_seen);
+            match first {
                 First::Gone => {}
                 First::EventStream(mut request) => {
                     let caller = caller_of(request.headers());
@@ -107,6 +118,7 @@ where
         });
     }
     drop(listener);
+    let _ = stopping.send(true);
     graceful.shutdown().await;
 }
 
