@@ -17,6 +17,9 @@ use crate::wait::wait_until;
 /// The key WebDriver names an element with.
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
+/// The profile's directory inside the browser's own one.
+const USER_DATA: &str = "user-data";
+
 /// A browser session; the browser and its driver are stopped on drop (chromedriver's own end
 /// would leave Chromium running).
 #[derive(Debug)]
@@ -36,7 +39,15 @@ impl Browser {
         let driver = tool(Tool::Chromedriver)?;
         let chromium = tool(Tool::Chromium)?;
         let port = free_port();
-        let process = Process::builder(driver).arg(format!("--port={port}")).start("chromedriver")?;
+        // The profile, and the temporary directory Chromium makes its singleton socket and
+        // scoped directories in: killed, Chromium removes neither, so both live in one directory
+        // that goes with the browser.
+        let profile = tempfile::tempdir()?;
+        let scratch = profile.path().join("tmp");
+        std::fs::create_dir(&scratch)?;
+        let user_data = profile.path().join(USER_DATA);
+        let process =
+            Process::builder(driver).arg(format!("--port={port}")).env("TMPDIR", &scratch).start("chromedriver")?;
         let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build()?;
         let status = format!("http://127.0.0.1:{port}/status");
         wait_until("chromedriver ready", Duration::from_secs(20), || async {
@@ -44,13 +55,12 @@ impl Browser {
             answer["value"]["ready"].as_bool().filter(|ready| *ready)
         })
         .await?;
-        let profile = tempfile::tempdir()?;
         let capabilities = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
             "goog:chromeOptions": {
                 "binary": chromium,
                 "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                         "--window-size=1280,900", format!("--user-data-dir={}", profile.path().display())],
+                         "--window-size=1280,900", format!("--user-data-dir={}", user_data.display())],
             },
             "goog:loggingPrefs": {"browser": "ALL"},
         }}});
@@ -208,7 +218,7 @@ impl Browser {
 impl Drop for Browser {
     fn drop(&mut self) {
         // Every Chromium process of this session names its profile directory on its command line.
-        let marker = format!("--user-data-dir={}", self._profile.path().display());
+        let marker = format!("--user-data-dir={}", self._profile.path().join(USER_DATA).display());
         let Ok(entries) = std::fs::read_dir("/proc") else { return };
         for entry in entries.flatten() {
             let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
