@@ -1,12 +1,12 @@
-//! `GET /api/overview`: the swarm in counts, what the UI's overview shows. Its body stays the
+//! `GET /api/overview`: the swarm in counts, what the UI's overview shows of its agents and hives. Its body stays the
 //! same size whatever the number of agents, unlike the list it replaces for that page.
 
 use std::collections::BTreeMap;
 
-use hyperhive_hive_proto::AgentName;
 use hyperhive_hive_proto::agent_files::Turn;
 use hyperhive_hive_proto::status::{ActualState, AgentStatus};
 use hyperhive_hive_proto::turns::TurnOutcome;
+use hyperhive_hive_proto::{AgentName, HiveName};
 use serde::{Deserialize, Serialize};
 
 use crate::work::LastTurn;
@@ -73,6 +73,10 @@ pub struct Overview {
     /// The agents whose last turn failed ([`is_failure`]), the latest recorded first; at most
     /// [`FAILED_TURNS_LISTED`].
     pub failed_turns: Vec<FailedTurn>,
+    /// Hives of the directory whose last status is fresh.
+    pub hives_fresh: u64,
+    /// Hives of the directory whose last status is older than 45 s, or that never reported.
+    pub hives_stale: Vec<HiveName>,
 }
 
 /// An agent whose last turn failed.
@@ -134,10 +138,13 @@ mod tests {
             last_turns: BTreeMap::from([(TurnOutcome::TimedOut, 1)]),
             no_turn_yet: 1,
             failed_turns: Vec::new(),
+            hives_fresh: 1,
+            hives_stale: vec![HiveName::parse("h2").unwrap()],
         };
         let json = serde_json::to_value(&overview).unwrap();
         assert_eq!(json["activity"], serde_json::json!({"idle": 1, "unknown": 1}));
         assert_eq!(json["last_turns"], serde_json::json!({"timed_out": 1}));
+        assert_eq!(json["hives_stale"], serde_json::json!(["h2"]));
         assert_eq!(serde_json::from_value::<Overview>(json).unwrap(), overview);
     }
 }

@@ -391,6 +391,15 @@ async fn bad_prompts_and_queries_are_refused_and_queue_nothing() {
     .unwrap();
 }
 
+/// A turn record of todo `id` as a hive-agent publishes it on `turns.<agent>`.
+fn turn_record(id: &str, outcome: &str) -> String {
+    json!({
+        "todo_id": id, "source": "operator:ann", "prompt": "p", "started_at": "2026-12-01T00:00:00Z",
+        "ended_at": "2026-12-01T00:00:01Z", "duration_ms": 1000, "outcome": outcome, "output": "",
+    })
+    .to_string()
+}
+
 /// The overview as turns end: every agent counted by what it does and by how its last turn
 /// ended, the latest failures first, and a record on the subject of no agent on the roster not
 /// counted.
@@ -411,6 +420,7 @@ async fn the_overview_counts_agents_by_activity_and_last_turn_and_lists_the_late
     let idle = overview_when("both agents idle", |o| o["activity"] == json!({"idle": 2})).await;
     assert_eq!((idle["agents"].as_u64(), idle["no_turn_yet"].as_u64()), (Some(2), Some(2)), "{idle}");
     assert_eq!((&idle["last_turns"], &idle["failed_turns"]), (&json!({}), &json!([])), "{idle}");
+    assert_eq!((&idle["hives_fresh"], &idle["hives_stale"]), (&json!(1), &json!([])), "{idle}");
 
     prompt_to(&swarm, "bee", "please fail", "b1").await;
     overview_when("bee's failure", |o| o["last_turns"] == json!({"failed": 1})).await;
@@ -427,11 +437,7 @@ async fn the_overview_counts_agents_by_activity_and_last_turn_and_lists_the_late
     assert_eq!(failed["no_turn_yet"], 0);
 
     // A failed turn recorded for a name not on the roster, then bee's success after it.
-    let ghost = json!({
-        "todo_id": "g1", "source": "operator:nobody", "prompt": "p", "started_at": "2026-12-01T00:00:00Z",
-        "ended_at": "2026-12-01T00:00:01Z", "duration_ms": 1000, "outcome": "failed", "output": "",
-    });
-    swarm.js.publish("turns.ghost", ghost.to_string().into()).await.unwrap().await.unwrap();
+    swarm.js.publish("turns.ghost", turn_record("g1", "failed").into()).await.unwrap().await.unwrap();
     prompt_to(&swarm, "bee", "fine", "b2").await;
     let mended = overview_when("bee's success", |o| o["last_turns"] == json!({"failed": 1, "succeeded": 1})).await;
     assert_eq!(mended["failed_turns"].as_array().unwrap().len(), 1, "neither bee nor the ghost: {mended}");
@@ -454,15 +460,8 @@ async fn every_agents_last_turn_is_followed_from_what_turns_held_before() {
     let client = swarm_controller::nats::connect(&nats.url(), Some(&nats.controller_creds())).await.unwrap();
     let js = async_nats::jetstream::new(client);
     hyperhive_nats_objects::ensure_objects(&js).await.unwrap();
-    let record = |id: &str, outcome: &str| {
-        json!({
-            "todo_id": id, "source": "operator:ann", "prompt": "p", "started_at": "2026-12-01T00:00:00Z",
-            "ended_at": "2026-12-01T00:00:01Z", "duration_ms": 1000, "outcome": outcome, "output": "",
-        })
-        .to_string()
-    };
     let publish = |agent: &'static str, id: &str, outcome: &str| {
-        let (js, payload) = (js.clone(), record(id, outcome));
+        let (js, payload) = (js.clone(), turn_record(id, outcome));
         async move { js.publish(format!("turns.{agent}"), payload.into()).await.unwrap().await.unwrap().sequence }
     };
     for i in 0..50 {

@@ -295,23 +295,22 @@ function poll(seconds, load, render, container, keyOf = JSON.stringify) {
 async function overviewView() {
   const body = el("div", { id: "overview" });
   const load = async () => {
-    const [counts, hives, schedules, graph] = await Promise.all([api("GET", "/api/overview"), hiveStatuses(), api("GET", "/api/schedules"), api("GET", "/api/jobq/graph").catch(() => ({ nodes: [] }))]);
-    return { counts, hives, schedules, nodes: graph.nodes };
+    const [counts, schedules, graph] = await Promise.all([api("GET", "/api/overview"), api("GET", "/api/schedules"), api("GET", "/api/jobq/graph").catch(() => ({ nodes: [] }))]);
+    return { counts, schedules, nodes: graph.nodes };
   };
-  await poll(3, load, ({ counts, hives, schedules, nodes }) => {
+  await poll(3, load, ({ counts, schedules, nodes }) => {
     const doing = counts.activity;
     const ended = Object.fromEntries(Object.entries(counts.last_turns).map(([outcome, n]) => [outcome.replace("_", " "), n]));
     if (counts.no_turn_yet) ended["no turn yet"] = counts.no_turn_yet;
-    const hiveList = Object.values(hives);
-    const stale = hiveList.filter((h) => h.stale);
+    const stale = counts.hives_stale;
     const fires = schedules.map((s) => ({ s, next: nextFire(s) })).filter((f) => f.next).sort((a, b) => a.next - b.next).slice(0, 5);
     const failedJobs = nodes.filter((n) => n.state === "failed" || n.state === "blocked").slice(-10);
     return [
       el("div", { class: "cards" },
         card("Agents", "agents-doing", ["working", "idle", "paused", "failed", "starting", "stopped", "unknown"].filter((k) => doing[k] || ["working", "idle", "paused", "failed"].includes(k)).map((k) => [k, doing[k] || 0])),
         card("Last turns", "last-turns", Object.entries(ended)),
-        card("Hives", "hives-fresh", [["fresh", hiveList.length - stale.length], ["stale", stale.length]],
-          stale.length ? el("p", { class: "muted" }, "not reporting: ", stale.map((h, i) => [i ? ", " : "", hiveLink(h.hive)])) : "")),
+        card("Hives", "hives-fresh", [["fresh", counts.hives_fresh], ["stale", stale.length]],
+          stale.length ? el("p", { class: "muted" }, "not reporting: ", stale.map((hive, i) => [i ? ", " : "", hiveLink(hive)])) : "")),
       el("h2", {}, "Next fires"),
       table(["When", "Schedule", "Agents"], fires.map(({ s, next }) => [el("span", {}, at(next.toISOString()), ` (${untilText(next)})`), s.name, s.agents.join(", ")]), { id: "next-fires" }),
       el("h2", {}, "Failed turns"),

@@ -222,7 +222,13 @@ impl App {
                 names: Default::default(),
             },
             hives: HivesApi { directory: hives.clone(), js: js.clone(), clock: clock.clone() },
-            overview: OverviewApi { roster: roster.clone(), js: js.clone(), last_turns },
+            overview: OverviewApi {
+                roster: roster.clone(),
+                js: js.clone(),
+                last_turns,
+                directory: hives.clone(),
+                clock: clock.clone(),
+            },
             agents: AgentsApi {
                 roster: roster.clone(),
                 wanted,

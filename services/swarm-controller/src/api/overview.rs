@@ -1,9 +1,12 @@
 //! `GET /api/overview`: the swarm in counts. It reads the roster and every agent's last turn
-//! from the controller's memory and the hives' statuses (one read per hive), so its cost grows
-//! with the swarm only in memory and its body not at all.
+//! from the controller's memory and the hives' statuses once (each agent's activity and each
+//! hive's freshness), so its cost grows with the swarm only in memory and its body not at all.
 
 use std::collections::BTreeMap;
 
+use std::sync::Arc;
+
+use hyperhive_hive_proto::directory::HiveDirectory;
 use hyperhive_hive_proto::{AgentName, HiveName};
 use hyperhive_swarm_api::overview::{Activity, FAILED_TURNS_LISTED, FailedTurn, Overview, is_failure};
 use warp::http::StatusCode;
@@ -11,7 +14,8 @@ use warp::reply::Response;
 
 use super::hives::unavailable;
 use super::{ApiError, json};
-use crate::lifecycle::hives::read_all;
+use crate::clock::Clock;
+use crate::lifecycle::hives::{freshness, read_all};
 use crate::lifecycle::roster::Roster;
 use crate::work::last_turns::LastTurns;
 
@@ -24,6 +28,10 @@ pub struct OverviewApi {
     pub js: async_nats::jetstream::Context,
     /// Every agent's last turn.
     pub last_turns: LastTurns,
+    /// The hive directory: the hives counted.
+    pub directory: Arc<HiveDirectory>,
+    /// The age of hive statuses.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl OverviewApi {
@@ -37,7 +45,16 @@ impl OverviewApi {
             last_turns: BTreeMap::new(),
             no_turn_yet: 0,
             failed_turns: Vec::new(),
+            hives_fresh: 0,
+            hives_stale: Vec::new(),
         };
+        let now = self.clock.now();
+        for hive in self.directory.keys() {
+            match freshness(statuses.get(hive), now) {
+                (_, true) => overview.hives_stale.push(hive.clone()),
+                (_, false) => overview.hives_fresh += 1,
+            }
+        }
         let mut failed = Vec::new();
         self.last_turns
             .read(|last_turns| {
