@@ -118,6 +118,11 @@ impl Nats {
         self.dir.path()
     }
 
+    /// The last `lines` lines of the running server's log (empty when it is not running).
+    pub fn log_tail(&self, lines: usize) -> String {
+        self.process.as_ref().map(|process| process.log_tail(lines)).unwrap_or_default()
+    }
+
     /// The running server process, if started.
     pub fn process(&mut self) -> Option<&mut Process> {
         self.process.as_mut()

@@ -255,7 +255,37 @@ impl NatsJwt {
             .await;
         let last = last.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
         waited.with_context(|| format!("the meta leader's last answer: {last}"))?;
+        self.wait_for_credential_on_running_nodes().await?;
         self.wait_for_placement(running.len()).await
+    }
+
+    /// Waits until every running node takes the controller's credential, each asked alone: in a
+    /// loaded run a node has refused it ("authorization violation") just after the meta leader
+    /// counted it current, and every later connection of a test may land on any node. When one
+    /// never does, the error carries that node's log (the server says there why it refused).
+    async fn wait_for_credential_on_running_nodes(&self) -> anyhow::Result<()> {
+        for i in (0..self.nodes.len()).filter(|&i| self.nodes[i].nats.is_running()) {
+            let last = std::sync::Mutex::new(String::new());
+            let waited = crate::wait_until(
+                &format!("node {i} to take the controller's credential"),
+                JETSTREAM_TIMEOUT,
+                || async {
+                    match self.controller_client_at(i).await {
+                        Ok(_) => Some(()),
+                        Err(e) => {
+                            *last.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = format!("{e:#}");
+                            None
+                        }
+                    }
+                },
+            )
+            .await;
+            let last = last.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+            waited.with_context(|| {
+                format!("the last refusal: {last}; node {i}'s log ends with:\n{}", self.nodes[i].nats.log_tail(20))
+            })?;
+        }
+        Ok(())
     }
 
     /// Waits until the cluster places a stream on `replicas` nodes: the meta leader may count a
