@@ -5,6 +5,7 @@ use crate::codes::Issuer;
 use crate::key::ControlKey;
 use crate::limits::{Guards, Limits};
 use crate::metrics::{MeteredStore, Metrics};
+use crate::peer_confirm::PeerConfirmations;
 use crate::records::{DeviceRecord, RecordError};
 use crate::registry::Registry;
 use crate::sessions::Sessions;
@@ -27,6 +28,8 @@ pub const RECHECK_GAP: Duration = crate::serve::REFRESH_EVERY;
 const RECHECK_WITHIN: Duration = Duration::from_secs(1);
 /// Past this many devices remembered as rechecked, the old ones are dropped.
 const RECHECKS_HELD: usize = 4096;
+/// How long a forget served here waits for the linked copies to confirm they cut the device.
+const PEERS_CONFIRM_WITHIN: Duration = Duration::from_secs(1);
 
 #[derive(Debug)]
 pub struct Control {
@@ -51,6 +54,8 @@ pub struct Control {
     pub codes: crate::codes::CodeIndex,
     /// When each device was last read again for a relay ([`Control::still_paired`]).
     rechecked: Mutex<HashMap<String, Instant>>,
+    /// The linked copies' answers to what this copy waits on them for.
+    pub peer_confirmations: PeerConfirmations,
     draining: AtomicBool,
 }
 
@@ -70,6 +75,7 @@ impl Control {
             guards: Guards::new(Limits::default()),
             codes: crate::codes::CodeIndex::default(),
             rechecked: Mutex::default(),
+            peer_confirmations: PeerConfirmations::default(),
             draining: AtomicBool::new(false),
         }
     }
@@ -104,6 +110,14 @@ impl Control {
         let host = self.paired_host_name(device_id);
         self.cut(device_id, host.as_deref());
         self.sessions.broadcast(&PeerFrame::Revoked { device_id: device_id.to_owned() });
+    }
+
+    /// [`Control::revoke`], then waits until every linked copy has cut the device too (at most
+    /// [`PEERS_CONFIRM_WITHIN`]): whoever is told "forgotten" next finds it gone whichever copy
+    /// their own link is on. Returns how many linked copies confirmed, and how many there are.
+    pub async fn revoke_everywhere(&self, device_id: &str) -> (usize, usize) {
+        self.revoke(device_id);
+        self.peer_confirmations.confirm(&self.sessions, PEERS_CONFIRM_WITHIN).await
     }
 
     /// A peer says it forgot a device (`revoked`): the same here, without telling the peers again.

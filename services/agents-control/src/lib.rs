@@ -11,7 +11,8 @@
 //! - [`control`], [`server`], [`http`], [`metrics`], [`membership`], [`serve`]: a running copy.
 //! - [`link`]: the device link `GET /v1/link`; [`sessions`]: the devices connected here;
 //!   [`requests`]: what clients ask over their link.
-//! - [`peers`]: finding the other copies; [`peer_link`]: the link between two copies `GET /v1/peer`.
+//! - [`peers`]: finding the other copies; [`peer_link`]: the link between two copies `GET /v1/peer`;
+//!   [`peer_confirm`]: waiting until the linked copies handled what this one told them.
 //! - [`cli`]: the command line; `main.rs` only calls it.
 
 pub mod cli;
@@ -27,6 +28,7 @@ pub mod link;
 pub mod membership;
 pub mod metrics;
 pub mod pairing;
+pub mod peer_confirm;
 pub mod peer_crypto;
 pub mod peer_link;
 pub mod peers;

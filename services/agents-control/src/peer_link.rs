@@ -354,7 +354,10 @@ fn on_frame(control: &Control, peer: &str, frame: PeerFrame) -> Option<PeerFrame
         // refresh of the registry tells later.
         PeerFrame::Unknown => None,
         PeerFrame::Ping { t } => Some(PeerFrame::Pong { t }),
-        PeerFrame::Pong { .. } => None,
+        PeerFrame::Pong { t } => {
+            control.peer_confirmations.answered(peer, t);
+            None
+        }
         PeerFrame::Error { code, message } => {
             tracing::warn!(%peer, ?code, %message, "the peer reported an error");
             None

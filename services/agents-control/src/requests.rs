@@ -207,7 +207,13 @@ async fn forget_device(control: &Control, device_id: &str) -> Result<Reply, Refu
         // Already forgotten is success: it is what a client retrying after a `retry: true`
         // (whose write may have landed after all) asked for. Revoking again costs nothing.
         Ok(_) | Err(RegistryError::AlreadyForgotten(_)) => {
-            control.revoke(device_id);
+            let (confirmed, linked) = control.revoke_everywhere(device_id).await;
+            if confirmed < linked {
+                tracing::warn!(
+                    device = %device_id, confirmed, linked,
+                    "not every linked copy confirmed the forget in time; the others cut it at their next refresh"
+                );
+            }
             Ok(Reply::Forgotten { device_id: device_id.to_owned() })
         }
         Err(RegistryError::Store(error)) => Err(Refused::store("the device was not forgotten", &error)),

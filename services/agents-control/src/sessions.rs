@@ -327,6 +327,17 @@ impl Sessions {
         self.lock().broadcast(frame);
     }
 
+    /// Queues `ping` number `t` to each of `peers` that is linked, behind every frame already
+    /// queued to it; returns how many were queued.
+    pub fn ping_peers(&self, peers: &[String], t: u64) -> usize {
+        let state = self.lock();
+        peers
+            .iter()
+            .filter_map(|copy| state.peers.get(copy))
+            .filter(|peer| try_queue(&peer.queue, PeerFrame::Ping { t }).is_ok())
+            .count()
+    }
+
     /// Registers a link to the peer `copy`, up (its handshake heard) at `at` (replacing an older
     /// link to it), and queues the `sessions` frame that starts it. Returns the link number and
     /// its queue's receiver.
