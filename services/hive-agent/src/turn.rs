@@ -132,9 +132,11 @@ where
                 Ok(0) | Err(_) => break,
                 Ok(n) => &buffer[..n],
             };
-            let _ = log.write_all(read).await;
-            tail.push(read);
+            // The feed first: writing the log (stdout) is a hand-off to Tokio's blocking
+            // threads, which a watcher of the terminal need not wait for.
             feed.terminal(&chunker.push(read));
+            tail.push(read);
+            let _ = log.write_all(read).await;
         }
         let rest = chunker.finish();
         if !rest.is_empty() {
@@ -192,6 +194,48 @@ mod tests {
     /// A cancellation that never comes.
     fn pending() -> std::future::Pending<()> {
         std::future::pending()
+    }
+
+    /// A log whose writes never finish (a stalled journal).
+    struct StalledLog;
+
+    impl AsyncWrite for StalledLog {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            _: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            std::task::Poll::Pending
+        }
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Pending
+        }
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Pending
+        }
+    }
+
+    #[tokio::test]
+    async fn output_reaches_the_feed_and_the_tail_before_its_log_write_finishes() {
+        let (feed, mut fed) = Feed::capture();
+        let tail = OutputTail::default();
+        let (mut writer, reader) = tokio::io::duplex(64);
+        let forwarding = forward(reader, StalledLog, feed, tail.clone());
+        writer.write_all(b"one line\n").await.unwrap();
+        let (terminal, chunk) = tokio::time::timeout(Duration::from_secs(5), fed.recv())
+            .await
+            .expect("the feed waited for the log")
+            .unwrap();
+        assert!(terminal);
+        assert_eq!(&chunk[..], b"one line\n");
+        assert_eq!(tail.text(), ("one line\n".to_owned(), 0));
+        forwarding.abort();
     }
 
     fn todo(body: &str) -> Todo {

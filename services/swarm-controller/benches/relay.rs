@@ -5,6 +5,9 @@
 //!    for each line, the time from that write to the SSE watcher reading it (p50, p99, max),
 //!    against a NATS publish to subscribe on the same server in the same run (the floor: the
 //!    relay is that hop plus the pipe read, the stream write, the feed and the HTTP answer).
+//!    The same lines are timed on their way too, at a plain NATS subscriber of `term.bee` (the
+//!    agent's share) and at a consumer of the stream (plus the stream's), so the p50 is split
+//!    into the agent, the stream, and the controller with its HTTP answer.
 //! 2. **Memory per watcher** of one agent's terminal, in two batches of `--watchers` on the same
 //!    controller: its resident memory (RSS) and, in a `heap-stats` build, its live heap bytes
 //!    (`swarm_heap_live_bytes`), each against the figure before the batch. The first batch is
@@ -13,7 +16,7 @@
 //!    once settled so. A fresh process's first batch also pays the allocator's first growth
 //!    (glibc's arena per thread), which the second batch shows apart from what a watcher holds.
 //!
-//! `cargo build -p hive-agent && cargo bench -p swarm-controller --bench relay --features heap-stats
+//! `cargo build --release -p hive-agent && cargo bench -p swarm-controller --bench relay --features heap-stats
 //! [-- --lines N --watchers M]` (defaults 500 and 500; without the feature, RSS only). Needs
 //! `scripts/setup`.
 
@@ -25,7 +28,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
 use hyperhive_testkit::stats::{percentile, rss_kib};
-use hyperhive_testkit::{NatsJwt, Process, SseClient, project_binary, wait_until};
+use hyperhive_testkit::{NatsJwt, Process, SseClient, project_release_binary, wait_until};
 
 const PATIENCE: Duration = Duration::from_secs(60);
 const CONTROLLER: &str = env!("CARGO_BIN_EXE_swarm-controller");
@@ -52,10 +55,10 @@ fn report(what: &str, mut samples: Vec<Duration>) -> Duration {
     p50
 }
 
-/// The lines of an SSE terminal event's text.
-fn lines_of(data: &str) -> Vec<String> {
+/// The text of an SSE terminal event.
+fn text_of(data: &str) -> String {
     let value: serde_json::Value = serde_json::from_str(data).unwrap();
-    value["text"].as_str().unwrap_or_default().lines().map(str::to_owned).collect()
+    value["text"].as_str().unwrap_or_default().to_owned()
 }
 
 async fn nats_floor(nats: &NatsJwt, n: usize) -> Vec<Duration> {
@@ -74,22 +77,71 @@ async fn nats_floor(nats: &NatsJwt, n: usize) -> Vec<Duration> {
     samples
 }
 
-async fn relay_latency(nats: &NatsJwt, socket: &Path, dir: &Path, lines: usize) -> Vec<Duration> {
+/// Each line's time from its write (the timestamp it holds) to `read`.
+fn samples_of(text: &str, read: u128, samples: &mut Vec<Duration>) {
+    for line in text.lines() {
+        let written: u128 = line.trim().parse().expect("a timestamp line");
+        samples.push(Duration::from_nanos((read - written) as u64));
+    }
+}
+
+/// The same lines timed at three points of their way: a plain NATS subscriber of `term.bee` (the
+/// agent's share: the pipe read and the publish), a consumer of the stream (plus the stream's
+/// write and delivery) and the SSE watcher (plus the controller and the HTTP answer).
+struct Stages {
+    published: Vec<Duration>,
+    stored: Vec<Duration>,
+    watched: Vec<Duration>,
+}
+
+async fn relay_latency(nats: &NatsJwt, socket: &Path, dir: &Path, lines: usize) -> Stages {
     let command = format!("for i in $(seq {lines}); do date +%s%N; sleep 0.005; done");
-    let mut agent = bee::start_bee(nats, project_binary("hive-agent").unwrap(), &dir.join("bee"), &command, &[]).await;
+    let mut agent =
+        bee::start_bee(nats, project_release_binary("hive-agent").unwrap(), &dir.join("bee"), &command, &[]).await;
     let (_, mut watcher) = SseClient::open(socket, "/api/agents/bee/terminal", None).await.unwrap();
+    // Each on its own connection, as the controller's is.
+    let plain = nats.controller_client().await.unwrap();
+    let mut published = plain.subscribe("term.bee").await.unwrap();
+    plain.flush().await.unwrap();
+    let consumer_client = nats.controller_client().await.unwrap();
+    let relay = async_nats::jetstream::new(consumer_client.clone()).get_stream("RELAY").await.unwrap();
+    let mut stored = relay
+        .create_consumer(async_nats::jetstream::consumer::push::OrderedConfig {
+            deliver_subject: consumer_client.new_inbox(),
+            filter_subject: "term.bee".into(),
+            deliver_policy: async_nats::jetstream::consumer::DeliverPolicy::New,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .messages()
+        .await
+        .unwrap();
+    let published = tokio::spawn(async move {
+        let mut samples = Vec::with_capacity(lines);
+        while samples.len() < lines {
+            let message = tokio::time::timeout(PATIENCE, published.next()).await.expect("no output").unwrap();
+            samples_of(std::str::from_utf8(&message.payload).unwrap(), now_nanos(), &mut samples);
+        }
+        samples
+    });
+    let stored = tokio::spawn(async move {
+        let mut samples = Vec::with_capacity(lines);
+        while samples.len() < lines {
+            let message = tokio::time::timeout(PATIENCE, stored.next()).await.expect("no output").unwrap().unwrap();
+            samples_of(std::str::from_utf8(&message.payload).unwrap(), now_nanos(), &mut samples);
+        }
+        samples
+    });
     bee::give_bee(nats, "bench-1").await;
-    let mut samples = Vec::with_capacity(lines);
-    while samples.len() < lines {
+    let mut watched = Vec::with_capacity(lines);
+    while watched.len() < lines {
         let event = tokio::time::timeout(PATIENCE, watcher.next()).await.expect("the relay stalled").unwrap();
         let read = now_nanos();
-        for line in lines_of(&event.data) {
-            let written: u128 = line.trim().parse().expect("a timestamp line");
-            samples.push(Duration::from_nanos((read - written) as u64));
-        }
+        samples_of(&text_of(&event.data), read, &mut watched);
     }
     agent.kill();
-    samples
+    Stages { published: published.await.unwrap(), stored: stored.await.unwrap(), watched }
 }
 
 #[tokio::main]
@@ -122,8 +174,17 @@ async fn main() {
 
     println!("relay benchmark: {lines} lines, {watchers} watchers");
     let floor = report("NATS publish to subscribe (floor)", nats_floor(&nats, lines).await);
-    let relay = report("turn write to SSE watcher", relay_latency(&nats, &socket, dir.path(), lines).await);
+    let stages = relay_latency(&nats, &socket, dir.path(), lines).await;
+    let published = report("turn write to a NATS subscriber of term.bee", stages.published);
+    let stored = report("turn write to a consumer of the stream", stages.stored);
+    let relay = report("turn write to SSE watcher", stages.watched);
     println!("ratio (p50): {:.1}x the NATS hop", relay.as_secs_f64() / floor.as_secs_f64());
+    println!(
+        "p50 by stage: the agent {:.2} ms, the stream {:.2} ms, the controller and HTTP {:.2} ms",
+        published.as_secs_f64() * 1e3,
+        (stored.as_secs_f64() - published.as_secs_f64()) * 1e3,
+        (relay.as_secs_f64() - stored.as_secs_f64()) * 1e3
+    );
 
     let last = last_sequence(&nats, "term.bee").await;
     let memory = Memory { pid: controller.pid(), socket };
@@ -150,16 +211,18 @@ async fn last_sequence(nats: &NatsJwt, subject: &str) -> u64 {
 }
 
 /// Each watcher reads events until the one with id `last`: it has had the whole history and
-/// waits for live output.
+/// waits for live output. All at once: the controller drops a watcher that leaves its queue
+/// full for five seconds, which one after the other the last ones would.
 async fn read_history(watchers: &mut [SseClient], last: u64) {
-    for watcher in watchers {
+    futures::future::join_all(watchers.iter_mut().map(|watcher| async move {
         loop {
-            let event = tokio::time::timeout(PATIENCE, watcher.next()).await.expect("the history stalled").unwrap();
-            if event.id.is_some_and(|id| id >= last) {
+            let event = tokio::time::timeout(PATIENCE, watcher.next()).await.expect("the history stalled");
+            if event.expect("the controller ended a watcher").id.is_some_and(|id| id >= last) {
                 break;
             }
         }
-    }
+    }))
+    .await;
 }
 
 /// The controller process whose memory is read.
