@@ -56,8 +56,9 @@ impl PeerConfirmations {
             while answered < pinged {
                 match answers.next().await {
                     Some(Ok(())) => answered += 1,
-                    // A peer not pinged (its link just ended, or its queue is full): its waiter
-                    // goes below; the others may still answer.
+                    // Not an answer: the waiters are held until below, so this does not happen
+                    // while the loop runs. A peer not pinged (its link just ended, or its queue
+                    // is full) simply never answers, and `pinged` does not count it.
                     Some(Err(_)) => {}
                     None => break,
                 }
