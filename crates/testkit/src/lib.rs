@@ -66,4 +66,4 @@ pub use s3::{S3, S3Server};
 pub use sse::{SseClient, SseEvent};
 pub use synapse::Synapse;
 pub use tools::{Tool, project_binary, project_release_binary, tool, workspace_root};
-pub use wait::wait_until;
+pub use wait::{wait_until, wait_until_ok};

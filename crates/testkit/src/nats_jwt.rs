@@ -265,25 +265,12 @@ impl NatsJwt {
     /// never does, the error carries that node's log (the server says there why it refused).
     async fn wait_for_credential_on_running_nodes(&self) -> anyhow::Result<()> {
         for i in (0..self.nodes.len()).filter(|&i| self.nodes[i].nats.is_running()) {
-            let last = std::sync::Mutex::new(String::new());
-            let waited = crate::wait_until(
-                &format!("node {i} to take the controller's credential"),
-                JETSTREAM_TIMEOUT,
-                || async {
-                    match self.controller_client_at(i).await {
-                        Ok(_) => Some(()),
-                        Err(e) => {
-                            *last.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = format!("{e:#}");
-                            None
-                        }
-                    }
-                },
-            )
-            .await;
-            let last = last.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
-            waited.with_context(|| {
-                format!("the last refusal: {last}; node {i}'s log ends with:\n{}", self.nodes[i].nats.log_tail(20))
-            })?;
+            let what = format!("node {i} to take the controller's credential");
+            crate::wait_until_ok(&what, JETSTREAM_TIMEOUT, || async {
+                self.controller_client_at(i).await.map_err(|e| format!("{e:#}"))
+            })
+            .await
+            .with_context(|| format!("node {i}'s log ends with:\n{}", self.nodes[i].nats.log_tail(20)))?;
         }
         Ok(())
     }
@@ -301,25 +288,13 @@ impl NatsJwt {
             max_bytes: 1024,
             ..Default::default()
         };
-        let last = std::sync::Mutex::new(String::new());
-        let waited =
-            crate::wait_until("the cluster to place a stream on every running node", JETSTREAM_TIMEOUT, || {
-                let (js, probe, last) = (&js, &probe, &last);
-                async move {
-                    let created = tokio::time::timeout(JS_INFO_TIMEOUT, js.create_stream(probe.clone())).await;
-                    match created {
-                        Ok(Ok(_)) => Some(()),
-                        Ok(Err(e)) => {
-                            *last.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = e.to_string();
-                            None
-                        }
-                        Err(_) => None,
-                    }
-                }
-            })
-            .await;
-        let last = last.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
-        waited.with_context(|| format!("the last refusal: {last}"))?;
+        crate::wait_until_ok("the cluster to place a stream on every running node", JETSTREAM_TIMEOUT, || async {
+            match tokio::time::timeout(JS_INFO_TIMEOUT, js.create_stream(probe.clone())).await {
+                Ok(created) => created.map(drop).map_err(|e| e.to_string()),
+                Err(_) => Err(format!("no answer within {JS_INFO_TIMEOUT:?}")),
+            }
+        })
+        .await?;
         js.delete_stream(PLACEMENT_PROBE).await.context("deleting the placement probe stream")?;
         Ok(())
     }

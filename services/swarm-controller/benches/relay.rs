@@ -85,6 +85,21 @@ fn samples_of(text: &str, read: u128, samples: &mut Vec<Duration>) {
     }
 }
 
+/// Times the lines of the payloads `messages` yields as each arrives, until `lines` are timed.
+fn time_lines<S>(mut messages: S, lines: usize) -> tokio::task::JoinHandle<Vec<Duration>>
+where
+    S: futures::Stream<Item = bytes::Bytes> + Send + Unpin + 'static,
+{
+    tokio::spawn(async move {
+        let mut samples = Vec::with_capacity(lines);
+        while samples.len() < lines {
+            let payload = tokio::time::timeout(PATIENCE, messages.next()).await.expect("no output").unwrap();
+            samples_of(std::str::from_utf8(&payload).unwrap(), now_nanos(), &mut samples);
+        }
+        samples
+    })
+}
+
 /// The same lines timed at three points of their way: a plain NATS subscriber of `term.bee` (the
 /// agent's share: the pipe read and the publish), a consumer of the stream (plus the stream's
 /// write and delivery) and the SSE watcher (plus the controller and the HTTP answer).
@@ -101,11 +116,11 @@ async fn relay_latency(nats: &NatsJwt, socket: &Path, dir: &Path, lines: usize) 
     let (_, mut watcher) = SseClient::open(socket, "/api/agents/bee/terminal", None).await.unwrap();
     // Each on its own connection, as the controller's is.
     let plain = nats.controller_client().await.unwrap();
-    let mut published = plain.subscribe("term.bee").await.unwrap();
+    let published = plain.subscribe("term.bee").await.unwrap();
     plain.flush().await.unwrap();
     let consumer_client = nats.controller_client().await.unwrap();
     let relay = async_nats::jetstream::new(consumer_client.clone()).get_stream("RELAY").await.unwrap();
-    let mut stored = relay
+    let stored = relay
         .create_consumer(async_nats::jetstream::consumer::push::OrderedConfig {
             deliver_subject: consumer_client.new_inbox(),
             filter_subject: "term.bee".into(),
@@ -117,22 +132,8 @@ async fn relay_latency(nats: &NatsJwt, socket: &Path, dir: &Path, lines: usize) 
         .messages()
         .await
         .unwrap();
-    let published = tokio::spawn(async move {
-        let mut samples = Vec::with_capacity(lines);
-        while samples.len() < lines {
-            let message = tokio::time::timeout(PATIENCE, published.next()).await.expect("no output").unwrap();
-            samples_of(std::str::from_utf8(&message.payload).unwrap(), now_nanos(), &mut samples);
-        }
-        samples
-    });
-    let stored = tokio::spawn(async move {
-        let mut samples = Vec::with_capacity(lines);
-        while samples.len() < lines {
-            let message = tokio::time::timeout(PATIENCE, stored.next()).await.expect("no output").unwrap().unwrap();
-            samples_of(std::str::from_utf8(&message.payload).unwrap(), now_nanos(), &mut samples);
-        }
-        samples
-    });
+    let published = time_lines(published.map(|message| message.payload), lines);
+    let stored = time_lines(stored.map(|message| message.unwrap().payload.clone()), lines);
     bee::give_bee(nats, "bench-1").await;
     let mut watched = Vec::with_capacity(lines);
     while watched.len() < lines {
