@@ -13,14 +13,15 @@ const SECRET: &[u8] = b"forge-token-0123456789abcdef";
 
 struct Setup {
     nats: NatsJwt,
+    client: async_nats::Client,
     bucket: kv::Store,
 }
 
 async fn setup() -> Setup {
     let nats = NatsJwt::start().await.unwrap();
     let client = swarm_controller::nats::connect(&nats.url(), Some(&nats.controller_creds())).await.unwrap();
-    let buckets = hyperhive_nats_objects::ensure_objects(&jetstream::new(client)).await.unwrap();
-    Setup { nats, bucket: buckets.secrets }
+    let buckets = hyperhive_nats_objects::ensure_objects(&jetstream::new(client.clone())).await.unwrap();
+    Setup { nats, client, bucket: buckets.secrets }
 }
 
 fn record(agent: &str) -> RecordKey {
@@ -81,4 +82,39 @@ async fn no_tenant_credential_reaches_the_secret_store() {
         store.put(&record("alpha"), &Plaintext::new(SECRET)).await.unwrap();
     })
     .await;
+}
+
+/// Each deploy message lists its agent's linked accounts and secret variables: that listing
+/// reads the agent's own keys only, so its cost does not grow with the swarm. Keys of another
+/// agent whose name starts alike, and a deleted record, are left out.
+#[tokio::test]
+async fn listing_an_agents_records_reads_its_own_keys_only() {
+    let s = setup().await;
+    let store = SecretStore::new(s.bucket.clone(), SecretsKey::generate());
+    const OTHERS: usize = 300;
+    for n in 0..OTHERS {
+        s.bucket.put(format!("agent.other{n}.forge-token"), "sealed".into()).await.unwrap();
+    }
+    for key in
+        ["agent.alpha.forge-token", "agent.alpha.linked-github", "agent.alpha.linked-old", "agent.alphabet.env.x"]
+    {
+        s.bucket.put(key, "sealed".into()).await.unwrap();
+    }
+    s.bucket.delete("agent.alpha.linked-old").await.unwrap();
+
+    let received = || s.client.statistics().in_messages.load(std::sync::atomic::Ordering::Relaxed);
+    let before = received();
+    let listed = store.records("agent.alpha.").await.unwrap();
+    let cost = received() - before;
+    let names: Vec<&str> = listed.iter().map(RecordKey::as_str).collect();
+    assert_eq!(names, ["agent.alpha.forge-token", "agent.alpha.linked-github"]);
+    assert!(cost < 20, "listing two records took {cost} messages: it read the other {OTHERS} agents' keys");
+
+    let linked = store.records("agent.alpha.linked-").await.unwrap();
+    assert_eq!(linked.iter().map(RecordKey::as_str).collect::<Vec<_>>(), ["agent.alpha.linked-github"]);
+    assert_eq!(store.records("swarm.env.").await.unwrap(), [], "nothing under the swarm's variables");
+    assert_eq!(store.records("agent.").await.unwrap().len(), OTHERS + 3, "a shorter prefix lists every agent's");
+
+    let mut stream = s.bucket.stream.clone();
+    assert_eq!(stream.info().await.unwrap().state.consumer_count, 0, "a listing leaves no consumer behind");
 }

@@ -1,5 +1,6 @@
-//! The controller's NATS: its connection, what a failed write means, and reading a whole KV
-//! bucket in one pass ([`scan_bucket`]); the tenants' accounts it changes while the swarm runs
+//! The controller's NATS: its connection, what a failed write means, reading a whole KV bucket
+//! in one pass ([`scan_bucket`]) and listing the keys under a few tokens ([`key_listing`]); the
+//! tenants' accounts it changes while the swarm runs
 //! ([`tenants`]), how the running server learns them ([`claims`]), the fragment a starting
 //! server reads, rewritten after creations ([`fragment_refresh`]), and the tenants' durable
 //! consumers it makes ([`consumers`]). The streams and buckets
@@ -17,6 +18,7 @@ use hyperhive_nats_objects::{SetupError, kv_key_subject, kv_stream};
 pub mod claims;
 pub mod consumers;
 pub mod fragment_refresh;
+pub mod key_listing;
 pub mod tenants;
 
 /// A NATS step that failed; the message says which and why.

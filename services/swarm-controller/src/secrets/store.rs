@@ -103,22 +103,16 @@ impl SecretStore {
     }
 
     /// The records whose keys start with `prefix` (e.g. `agent.alpha.linked-`), sorted. Reads
-    /// every key of the bucket: fine for the operator's listings it serves, not for a hot path.
+    /// only the keys under the prefix's whole tokens (`agent.alpha.`), so listing one agent's
+    /// records costs that agent's records, whatever the swarm's size.
     ///
     /// # Errors
     /// [`SecretsError::Nats`].
     pub async fn records(&self, prefix: &str) -> Result<Vec<RecordKey>, SecretsError> {
-        use futures::TryStreamExt;
-        let failed =
-            |reason: String| SecretsError::Nats { action: "list", record: RecordKey(format!("{prefix}*")), reason };
-        let keys: Vec<String> = self
-            .bucket
-            .keys()
+        let whole_tokens = &prefix[..prefix.rfind('.').map_or(0, |dot| dot + 1)];
+        let keys = crate::nats::key_listing::keys_under(&self.bucket, whole_tokens)
             .await
-            .map_err(|e| failed(e.to_string()))?
-            .try_collect()
-            .await
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|reason| SecretsError::Nats { action: "list", record: RecordKey(format!("{prefix}*")), reason })?;
         let mut records: Vec<RecordKey> =
             keys.into_iter().filter(|k| k.starts_with(prefix)).filter_map(|k| RecordKey::new(k).ok()).collect();
         records.sort_by(|a, b| a.as_str().cmp(b.as_str()));
