@@ -10,8 +10,8 @@
 //!    (forge token and matrix token checked against their servers, certificate and NATS
 //!    credential ages) as the controller runs it (eight agents at once), against a pass over one
 //!    agent, per agent, and against the same pass checking one agent at a time.
-//! 4. **At scale** (`--scale S`, off by default): agents made up to S, then one pass over all S
-//!    against the pass over M in the same run, and against the pass's 5-minute interval. The
+//! 4. **At scale** (`--scale S`, off by default): agents made up to S, then two passes over all
+//!    S (right after the creations, and again) against the pass over M in the same run, and against the pass's 5-minute interval. The
 //!    agents past M are made without the SSO step: the bridge hashes each password with argon2id
 //!    at Authelia's cost (about a second for eight on two cores, so hours for 10,000), and the pass
 //!    checks no SSO credential, so what it checks of each agent is the same.
@@ -278,17 +278,21 @@ async fn main() -> anyhow::Result<()> {
         let names: Vec<String> = (check.saturating_sub(1)..scale - 1).map(|i| format!("many-{i:04}")).collect();
         let (made, _) = bench.create_by(&bench.without_sso(), &names).await;
         println!("{} more agents provisioned without the SSO step in {:.1} s", names.len(), made.as_secs_f64());
-        let (at_scale, checked_at_scale) = bench.check_pass(None).await;
-        let interval = Duration::from_secs(300);
-        println!(
-            "credential pass over {checked_at_scale} agents, as the controller runs it: {:.0} ms ({:.2} ms per agent; \
-             {:.2}x the pass over {checked} agents for {:.1}x the agents; {:.1} % of its 5-minute interval)",
-            ms(at_scale),
-            ms(at_scale) / checked_at_scale as f64,
-            at_scale.as_secs_f64() / pass.as_secs_f64(),
-            checked_at_scale as f64 / checked as f64,
-            100.0 * at_scale.as_secs_f64() / interval.as_secs_f64(),
-        );
+        // Twice: right after the creations the servers may still be busy with them, so once more.
+        for when in ["right after the creations", "again"] {
+            let (at_scale, checked_at_scale) = bench.check_pass(None).await;
+            let interval = Duration::from_secs(300);
+            println!(
+                "credential pass over {checked_at_scale} agents, as the controller runs it, {when}: {:.0} ms ({:.2} ms \
+                 per agent; {:.2}x the pass over {checked} agents for {:.1}x the agents; {:.1} % of its 5-minute \
+                 interval)",
+                ms(at_scale),
+                ms(at_scale) / checked_at_scale as f64,
+                at_scale.as_secs_f64() / pass.as_secs_f64(),
+                checked_at_scale as f64 / checked as f64,
+                100.0 * at_scale.as_secs_f64() / interval.as_secs_f64(),
+            );
+        }
     }
     Ok(())
 }

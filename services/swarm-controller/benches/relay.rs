@@ -1,8 +1,9 @@
 //! Benchmark of the relays: a real hive-agent's turn output to a server-sent events watcher of
 //! the `swarm-controller` binary, on a JWT-mode nats-server from the test kit.
 //!
-//! 1. **Latency**: the turn command prints the time (`date +%s%N`) `--lines` times, 5 ms apart;
-//!    for each line, the time from that write to the SSE watcher reading it (p50, p99, max),
+//! 1. **Latency**: the turn command prints the time `--lines` times, 5 ms apart, from one process
+//!    (this benchmark's own binary, run as `--print-lines N`; a shell loop of `date` and `sleep`
+//!    would start two processes a line, competing with the relay for the cores); for each line, the time from that write to the SSE watcher reading it (p50, p99, max),
 //!    against a NATS publish to subscribe on the same server in the same run (the floor: the
 //!    relay is that hop plus the pipe read, the stream write, the feed and the HTTP answer).
 //!    The same lines are timed on their way too, at a plain NATS subscriber of `term.bee` (the
@@ -109,8 +110,20 @@ struct Stages {
     watched: Vec<Duration>,
 }
 
+/// The turn command's side: prints the time in nanoseconds `lines` times, 5 ms apart, each line
+/// written as it is taken.
+fn print_lines(lines: usize) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    for _ in 0..lines {
+        writeln!(out, "{}", now_nanos()).and_then(|()| out.flush()).expect("the turn's output is open");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 async fn relay_latency(nats: &NatsJwt, socket: &Path, dir: &Path, lines: usize) -> Stages {
-    let command = format!("for i in $(seq {lines}); do date +%s%N; sleep 0.005; done");
+    let printer = std::env::current_exe().unwrap();
+    let command = format!("exec '{}' --print-lines {lines}", printer.display());
     let mut agent =
         bee::start_bee(nats, project_release_binary("hive-agent").unwrap(), &dir.join("bee"), &command, &[]).await;
     let (_, mut watcher) = SseClient::open(socket, "/api/agents/bee/terminal", None).await.unwrap();
@@ -145,8 +158,15 @@ async fn relay_latency(nats: &NatsJwt, socket: &Path, dir: &Path, lines: usize) 
     Stages { published: published.await.unwrap(), stored: stored.await.unwrap(), watched }
 }
 
+fn main() {
+    match option("--print-lines", 0) {
+        0 => bench(),
+        lines => print_lines(lines),
+    }
+}
+
 #[tokio::main]
-async fn main() {
+async fn bench() {
     let (lines, watchers) = (option("--lines", 500), option("--watchers", 500));
     let nats = NatsJwt::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
