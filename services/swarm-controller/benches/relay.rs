@@ -1,14 +1,17 @@
 //! Benchmark of the relays: a real hive-agent's turn output to a server-sent events watcher of
 //! the `swarm-controller` binary, on a JWT-mode nats-server from the test kit.
 //!
-//! 1. **Latency**: the turn command prints the time `--lines` times, 5 ms apart, from one process
-//!    (this benchmark's own binary, run as `--print-lines N`; a shell loop of `date` and `sleep`
-//!    would start two processes a line, competing with the relay for the cores); for each line, the time from that write to the SSE watcher reading it (p50, p99, max),
-//!    against a NATS publish to subscribe on the same server in the same run (the floor: the
-//!    relay is that hop plus the pipe read, the stream write, the feed and the HTTP answer).
-//!    The same lines are timed on their way too, at a plain NATS subscriber of `term.bee` (the
+//! 1. **Latency**: the turn command prints the time `--lines` times, 5 ms apart; for each line,
+//!    the time from that write to the SSE watcher reading it (p50, p99, max), against a NATS
+//!    publish to subscribe on the same server in the same run (the floor: the relay is that hop
+//!    plus the pipe read, the stream write, the feed and the HTTP answer). Two turns, one after
+//!    the other: the lines printed by one process (this benchmark's own binary, run as
+//!    `--print-lines N`), and by a shell loop of `date` and `sleep` (the measure of the first
+//!    runs), which starts two processes a line, so the relay shares the cores with them. The
+//!    same lines are timed on their way too, at a plain NATS subscriber of `term.bee` (the
 //!    agent's share) and at a consumer of the stream (plus the stream's), so the p50 is split
-//!    into the agent, the stream, and the controller with its HTTP answer.
+//!    into the agent, the stream, and the controller with its HTTP answer. The pipe's own cost
+//!    is measured too: the printer's lines read by this process.
 //! 2. **Memory per watcher** of one agent's terminal, in two batches of `--watchers` on the same
 //!    controller: its resident memory (RSS) and, in a `heap-stats` build, its live heap bytes
 //!    (`swarm_heap_live_bytes`), each against the figure before the batch. The first batch is
@@ -78,6 +81,25 @@ async fn nats_floor(nats: &NatsJwt, n: usize) -> Vec<Duration> {
     samples
 }
 
+/// The pipe's share of the floor: the same printer as the turn's, its output read by this
+/// process; each line's time from its write to its read.
+async fn pipe_floor(lines: usize) -> Vec<Duration> {
+    use tokio::io::AsyncBufReadExt;
+    let mut printer = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--print-lines", &lines.to_string()])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut output = tokio::io::BufReader::new(printer.stdout.take().unwrap()).lines();
+    let mut samples = Vec::with_capacity(lines);
+    while let Some(line) = output.next_line().await.unwrap() {
+        samples_of(&line, now_nanos(), &mut samples);
+    }
+    printer.wait().await.unwrap();
+    samples
+}
+
 /// Each line's time from its write (the timestamp it holds) to `read`.
 fn samples_of(text: &str, read: u128, samples: &mut Vec<Duration>) {
     for line in text.lines() {
@@ -121,11 +143,39 @@ fn print_lines(lines: usize) {
     }
 }
 
-async fn relay_latency(nats: &NatsJwt, socket: &Path, dir: &Path, lines: usize) -> Stages {
-    let printer = std::env::current_exe().unwrap();
-    let command = format!("exec '{}' --print-lines {lines}", printer.display());
-    let mut agent =
-        bee::start_bee(nats, project_release_binary("hive-agent").unwrap(), &dir.join("bee"), &command, &[]).await;
+/// What prints the turn's lines.
+#[derive(Debug, Clone, Copy)]
+enum Printer {
+    /// This benchmark's binary: one process for every line.
+    OneProcess,
+    /// `date` and `sleep` from a shell loop: two new processes a line.
+    ShellLoop,
+}
+
+impl Printer {
+    fn command(self, lines: usize) -> String {
+        match self {
+            Printer::OneProcess => {
+                format!("exec '{}' --print-lines {lines}", std::env::current_exe().unwrap().display())
+            }
+            Printer::ShellLoop => format!("for i in $(seq {lines}); do date +%s%N; sleep 0.005; done"),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Printer::OneProcess => "printed by one process",
+            Printer::ShellLoop => "printed by a shell loop of date and sleep",
+        }
+    }
+}
+
+async fn relay_latency(nats: &NatsJwt, socket: &Path, dir: &Path, lines: usize, printer: Printer) -> Stages {
+    // The watcher is sent the terminal's history first: the earlier turn's lines are not timed.
+    let before = last_sequence(nats, "term.bee").await;
+    let state = dir.join(format!("bee-{printer:?}"));
+    let command = printer.command(lines);
+    let mut agent = bee::start_bee(nats, project_release_binary("hive-agent").unwrap(), &state, &command, &[]).await;
     let (_, mut watcher) = SseClient::open(socket, "/api/agents/bee/terminal", None).await.unwrap();
     // Each on its own connection, as the controller's is.
     let plain = nats.controller_client().await.unwrap();
@@ -147,12 +197,14 @@ async fn relay_latency(nats: &NatsJwt, socket: &Path, dir: &Path, lines: usize) 
         .unwrap();
     let published = time_lines(published.map(|message| message.payload), lines);
     let stored = time_lines(stored.map(|message| message.unwrap().payload.clone()), lines);
-    bee::give_bee(nats, "bench-1").await;
+    bee::give_bee(nats, &format!("bench-{printer:?}")).await;
     let mut watched = Vec::with_capacity(lines);
     while watched.len() < lines {
         let event = tokio::time::timeout(PATIENCE, watcher.next()).await.expect("the relay stalled").unwrap();
         let read = now_nanos();
-        samples_of(&text_of(&event.data), read, &mut watched);
+        if event.id.is_some_and(|id| id > before) {
+            samples_of(&text_of(&event.data), read, &mut watched);
+        }
     }
     agent.kill();
     Stages { published: published.await.unwrap(), stored: stored.await.unwrap(), watched }
@@ -195,19 +247,28 @@ async fn bench() {
 
     println!("relay benchmark: {lines} lines, {watchers} watchers");
     let floor = report("NATS publish to subscribe (floor)", nats_floor(&nats, lines).await);
-    let stages = relay_latency(&nats, &socket, dir.path(), lines).await;
-    let published = report("turn write to a NATS subscriber of term.bee", stages.published);
-    let stored = report("turn write to a consumer of the stream", stages.stored);
-    let relay = report("turn write to SSE watcher", stages.watched);
-    println!("ratio (p50): {:.1}x the NATS hop", relay.as_secs_f64() / floor.as_secs_f64());
-    println!(
-        "p50 by stage: the agent {:.2} ms, the stream {:.2} ms, the controller and HTTP {:.2} ms",
-        published.as_secs_f64() * 1e3,
-        (stored.as_secs_f64() - published.as_secs_f64()) * 1e3,
-        (relay.as_secs_f64() - stored.as_secs_f64()) * 1e3
-    );
+    let pipe = report("a pipe from the printer to this process", pipe_floor(lines).await);
+    for printer in [Printer::OneProcess, Printer::ShellLoop] {
+        println!("turn output {}:", printer.name());
+        let stages = relay_latency(&nats, &socket, dir.path(), lines, printer).await;
+        let published = report("  turn write to a NATS subscriber of term.bee", stages.published);
+        let stored = report("  turn write to a consumer of the stream", stages.stored);
+        let relay = report("  turn write to SSE watcher", stages.watched);
+        println!(
+            "  ratio (p50): {:.1}x the NATS hop; {:.1}x the NATS hop and the pipe",
+            relay.as_secs_f64() / floor.as_secs_f64(),
+            relay.as_secs_f64() / (floor + pipe).as_secs_f64()
+        );
+        println!(
+            "  p50 by stage: the agent {:.2} ms, the stream {:.2} ms, the controller and HTTP {:.2} ms",
+            published.as_secs_f64() * 1e3,
+            (stored.as_secs_f64() - published.as_secs_f64()) * 1e3,
+            (relay.as_secs_f64() - stored.as_secs_f64()) * 1e3
+        );
+    }
 
     let last = last_sequence(&nats, "term.bee").await;
+    assert!(last > 0, "the turns wrote the terminal's history");
     let memory = Memory { pid: controller.pid(), socket };
     let before = memory.now().await;
     let mut first = memory.open_watchers(watchers).await;
@@ -224,11 +285,11 @@ async fn bench() {
     drop((first, second));
 }
 
-/// The stream sequence of the last message on `subject`.
+/// The stream sequence of the last message on `subject`, 0 when there is none.
 async fn last_sequence(nats: &NatsJwt, subject: &str) -> u64 {
     let js = async_nats::jetstream::new(nats.controller_client().await.unwrap());
     let stream = js.get_stream_no_info(hyperhive_nats_objects::RELAY_STREAM).await.unwrap();
-    stream.direct_get_last_for_subject(subject).await.unwrap().sequence
+    stream.direct_get_last_for_subject(subject).await.map_or(0, |message| message.sequence)
 }
 
 /// Each watcher reads events until the one with id `last`: it has had the whole history and
