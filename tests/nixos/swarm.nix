@@ -277,10 +277,18 @@ in
 
     def wait_turns(hive, agent, source, count):
         # No turns.log yet counts as none.
-        hive.wait_until_succeeds(
-            f"test \"$( (cat /var/lib/hive-agent-{agent}/turns.log 2>/dev/null || true) | grep -c -F 'source={source} ' || true)\" -ge {count}",
-            timeout=120,
-        )
+        try:
+            hive.wait_until_succeeds(
+                f"test \"$( (cat /var/lib/hive-agent-{agent}/turns.log 2>/dev/null || true) | grep -c -F 'source={source} ' || true)\" -ge {count}",
+                timeout=120,
+            )
+        except Exception:
+            # Say why the turn did not come: what the agent, its hive and the controller logged.
+            for machine, unit in ((hive, f"hive-agent-{agent}"), (hive, "hive-c0re"), (controller, "swarm-controller")):
+                journal = machine.execute(f"journalctl -b --no-pager -u {unit}.service | tail -n 80")[1]
+                print(f"journal of {unit} on {machine.name}:\n{journal}")
+            print(hive.execute(f"cat /var/lib/hive-agent-{agent}/turns.log 2>&1")[1])
+            raise
 
     def turn_line(hive, agent, source):
         # The line the turn of `source` wrote: its todo, then the secret variables it was given.

@@ -10,8 +10,9 @@
 //!    runs), which starts two processes a line, so the relay shares the cores with them. The
 //!    same lines are timed on their way too, at a plain NATS subscriber of `term.bee` (the
 //!    agent's share) and at a consumer of the stream (plus the stream's), so the p50 is split
-//!    into the agent, the stream, and the controller with its HTTP answer. The pipe's own cost
-//!    is measured too: the printer's lines read by this process.
+//!    into the agent, the stream, and the controller with its HTTP answer. Two baselines for the
+//!    agent's share: the pipe alone (the printer's lines read by this process), and the least
+//!    agent (those reads published by this process on a NATS connection, timed at a subscriber).
 //! 2. **Memory per watcher** of one agent's terminal, in two batches of `--watchers` on the same
 //!    controller: its resident memory (RSS) and, in a `heap-stats` build, its live heap bytes
 //!    (`swarm_heap_live_bytes`), each against the figure before the batch. The first batch is
@@ -81,16 +82,21 @@ async fn nats_floor(nats: &NatsJwt, n: usize) -> Vec<Duration> {
     samples
 }
 
-/// The pipe's share of the floor: the same printer as the turn's, its output read by this
-/// process; each line's time from its write to its read.
-async fn pipe_floor(lines: usize) -> Vec<Duration> {
-    use tokio::io::AsyncBufReadExt;
-    let mut printer = tokio::process::Command::new(std::env::current_exe().unwrap())
+/// The turn's printer as a child of this process, its output piped here.
+fn spawn_printer(lines: usize) -> tokio::process::Child {
+    tokio::process::Command::new(std::env::current_exe().unwrap())
         .args(["--print-lines", &lines.to_string()])
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// The pipe's share of the floor: the same printer as the turn's, its output read by this
+/// process; each line's time from its write to its read.
+async fn pipe_floor(lines: usize) -> Vec<Duration> {
+    use tokio::io::AsyncBufReadExt;
+    let mut printer = spawn_printer(lines);
     let mut output = tokio::io::BufReader::new(printer.stdout.take().unwrap()).lines();
     let mut samples = Vec::with_capacity(lines);
     while let Some(line) = output.next_line().await.unwrap() {
@@ -98,6 +104,28 @@ async fn pipe_floor(lines: usize) -> Vec<Duration> {
     }
     printer.wait().await.unwrap();
     samples
+}
+
+/// The least an agent can do: the printer's pipe read by this process and each read published
+/// on a NATS connection of its own, timed at a subscriber on another.
+async fn least_agent(nats: &NatsJwt, lines: usize) -> Vec<Duration> {
+    use tokio::io::AsyncReadExt;
+    let (publisher, subscriber) = (nats.controller_client().await.unwrap(), nats.controller_client().await.unwrap());
+    let received = subscriber.subscribe("bench.least").await.unwrap();
+    subscriber.flush().await.unwrap();
+    let timed = time_lines(received.map(|message| message.payload), lines);
+    let mut printer = spawn_printer(lines);
+    let mut output = printer.stdout.take().unwrap();
+    let mut buffer = vec![0u8; 8192];
+    loop {
+        let read = output.read(&mut buffer).await.unwrap();
+        if read == 0 {
+            break;
+        }
+        publisher.publish("bench.least", bytes::Bytes::copy_from_slice(&buffer[..read])).await.unwrap();
+    }
+    printer.wait().await.unwrap();
+    timed.await.unwrap()
 }
 
 /// Each line's time from its write (the timestamp it holds) to `read`.
@@ -248,6 +276,8 @@ async fn bench() {
     println!("relay benchmark: {lines} lines, {watchers} watchers");
     let floor = report("NATS publish to subscribe (floor)", nats_floor(&nats, lines).await);
     let pipe = report("a pipe from the printer to this process", pipe_floor(lines).await);
+    let least =
+        report("the pipe read here and published, to a subscriber (the least agent)", least_agent(&nats, lines).await);
     for printer in [Printer::OneProcess, Printer::ShellLoop] {
         println!("turn output {}:", printer.name());
         let stages = relay_latency(&nats, &socket, dir.path(), lines, printer).await;
@@ -259,6 +289,7 @@ async fn bench() {
             relay.as_secs_f64() / floor.as_secs_f64(),
             relay.as_secs_f64() / (floor + pipe).as_secs_f64()
         );
+        println!("  the agent's share: {:.2}x the least agent's", published.as_secs_f64() / least.as_secs_f64());
         println!(
             "  p50 by stage: the agent {:.2} ms, the stream {:.2} ms, the controller and HTTP {:.2} ms",
             published.as_secs_f64() * 1e3,
