@@ -10,7 +10,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::ports::free_port;
-use crate::process::Process;
+use crate::process::{Process, group_members};
 use crate::tools::{Tool, tool};
 use crate::wait::wait_until;
 
@@ -19,9 +19,6 @@ const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 /// The profile's directory inside the browser's own one.
 const USER_DATA: &str = "user-data";
-/// The temporary directory of the browser's processes, inside the browser's own one.
-const SCRATCH: &str = "tmp";
-const TMPDIR: &str = "TMPDIR";
 
 /// A browser session; the browser and its driver are stopped on drop (chromedriver's own end
 /// would leave Chromium running).
@@ -46,11 +43,14 @@ impl Browser {
         // scoped directories in: killed, Chromium removes neither, so both live in one directory
         // that goes with the browser.
         let profile = tempfile::tempdir()?;
-        let scratch = profile.path().join(SCRATCH);
+        let scratch = profile.path().join("tmp");
         std::fs::create_dir(&scratch)?;
         let user_data = profile.path().join(USER_DATA);
-        let process =
-            Process::builder(driver).arg(format!("--port={port}")).env(TMPDIR, &scratch).start("chromedriver")?;
+        let process = Process::builder(driver)
+            .arg(format!("--port={port}"))
+            .env("TMPDIR", &scratch)
+            .own_process_group()
+            .start("chromedriver")?;
         let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build()?;
         let status = format!("http://127.0.0.1:{port}/status");
         wait_until("chromedriver ready", Duration::from_secs(20), || async {
@@ -222,38 +222,18 @@ impl Drop for Browser {
     fn drop(&mut self) {
         // Killing the browser alone leaves its helpers to notice and exit on their own, and a
         // killed process runs on for a moment: one writing its cache into the profile after the
-        // directory is removed makes it again, left in the temporary directory for good. So every
-        // process of the session is killed, and the profile goes (with the fields, after this)
-        // only once none is alive.
-        let marker = session_marker(self._profile.path());
+        // directory is removed makes it again, left in the temporary directory for good. So the
+        // driver's whole process group is killed (the helpers rewrite their command lines and
+        // environments, and are orphans once the browser dies, but keep the group), and the
+        // profile goes (with the fields, after this) only once none of it is alive.
+        let group = self._driver.pid();
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while kill_all_naming(&marker) > 0 && std::time::Instant::now() < deadline {
+        while !group_members(group).is_empty() && std::time::Instant::now() < deadline {
+            let _ =
+                nix::sys::signal::killpg(nix::unistd::Pid::from_raw(group as i32), nix::sys::signal::Signal::SIGKILL);
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-}
-
-/// What every process of a session has in its environment, whoever its parent is now: the
-/// driver's `TMPDIR`, which Chromium and each of its helpers inherit.
-fn session_marker(profile: &Path) -> String {
-    format!("{TMPDIR}={}", profile.join(SCRATCH).display())
-}
-
-/// Sends SIGKILL to every live process whose environment holds `marker`; returns how many there
-/// were. A process that has exited (a zombie included) shows no environment, so it is not
-/// counted.
-fn kill_all_naming(marker: &str) -> usize {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return 0 };
-    let mut killed = 0;
-    for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
-        if environ.split(|b| *b == 0).any(|var| var == marker.as_bytes()) {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
-            killed += 1;
-        }
-    }
-    killed
 }
 
 #[cfg(test)]
@@ -261,25 +241,26 @@ mod tests {
     use super::*;
 
     /// Each test run used to leave a profile directory in the temporary directory: a Chromium
-    /// process still dying wrote its cache index after the directory was removed.
+    /// helper still running wrote its cache index after the directory was removed. Here every
+    /// process but the driver is stopped first, as helpers slow to exit on a loaded machine.
     #[tokio::test]
     async fn a_dropped_browser_leaves_no_process_and_no_profile() {
+        use nix::sys::signal::{Signal, kill, killpg};
+        use nix::unistd::Pid;
         let browser = Browser::start().await.unwrap();
         browser.open("data:text/html,<p>bees</p>").await.unwrap();
         let profile = browser._profile.path().to_owned();
-        let marker = session_marker(&profile);
-        let running = std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter(|e| {
-                std::fs::read(e.path().join("environ"))
-                    .is_ok_and(|v| v.split(|b| *b == 0).any(|v| v == marker.as_bytes()))
-            })
-            .count();
+        let group = browser._driver.pid();
+        let running = group_members(group);
         // The driver, the browser and its helpers (zygotes, a renderer, the network service).
-        assert!(running > 3, "the session's processes carry its TMPDIR ({running} found)");
+        assert!(running.len() > 5, "the driver's process group: {running:?}");
+        for pid in running.iter().filter(|pid| **pid != group as i32) {
+            kill(Pid::from_raw(*pid), Signal::SIGSTOP).unwrap();
+        }
         drop(browser);
-        assert_eq!(kill_all_naming(&marker), 0, "a Chromium process of the session outlived the browser");
+        let survivors = group_members(group);
+        let _ = killpg(Pid::from_raw(group as i32), Signal::SIGKILL);
+        assert_eq!(survivors, Vec::<i32>::new(), "processes of the driver's group outlived the browser");
         assert!(!profile.exists(), "the profile {} is left behind", profile.display());
     }
 }

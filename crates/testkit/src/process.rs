@@ -72,6 +72,15 @@ impl ProcessBuilder {
         self
     }
 
+    /// Starts the child in a process group of its own, whose id is its pid: every process it
+    /// starts stays in that group unless it makes one of its own, whoever its parent is later,
+    /// so they can all be found ([`group_members`]) and killed together.
+    pub fn own_process_group(mut self) -> Self {
+        use std::os::unix::process::CommandExt;
+        self.command.process_group(0);
+        self
+    }
+
     /// Runs the child in `dir`.
     pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Self {
         self.command.current_dir(dir);
@@ -266,6 +275,23 @@ impl Drop for Process {
         }
         self.kill();
     }
+}
+
+/// The live processes (not yet exited: a zombie is not one) of process group `group`.
+pub fn group_members(group: u32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<i32>().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // `pid (comm) state ppid pgrp ...`; comm may hold spaces and parentheses.
+            let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+            let state = fields.next()?;
+            let member = fields.nth(1)?.parse::<u32>().ok()? == group;
+            (member && state != "Z" && state != "X").then_some(pid)
+        })
+        .collect()
 }
 
 /// The status code of a plain `GET path` over HTTP/1.1 on `addr`.
