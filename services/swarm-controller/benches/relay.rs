@@ -320,7 +320,11 @@ async fn bench() {
 async fn last_sequence(nats: &NatsJwt, subject: &str) -> u64 {
     let js = async_nats::jetstream::new(nats.controller_client().await.unwrap());
     let stream = js.get_stream_no_info(hyperhive_nats_objects::RELAY_STREAM).await.unwrap();
-    stream.direct_get_last_for_subject(subject).await.map_or(0, |message| message.sequence)
+    match stream.direct_get_last_for_subject(subject).await {
+        Ok(message) => message.sequence,
+        Err(e) if e.kind() == async_nats::jetstream::stream::DirectGetErrorKind::NotFound => 0,
+        Err(e) => panic!("reading the last sequence of {subject}: {e}"),
+    }
 }
 
 /// Each watcher reads events until the one with id `last`: it has had the whole history and
