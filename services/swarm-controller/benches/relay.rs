@@ -10,9 +10,13 @@
 //!    runs), which starts two processes a line, so the relay shares the cores with them. The
 //!    same lines are timed on their way too, at a plain NATS subscriber of `term.bee` (the
 //!    agent's share) and at a consumer of the stream (plus the stream's), so the p50 is split
-//!    into the agent, the stream, and the controller with its HTTP answer. Two baselines for the
-//!    agent's share: the pipe alone (the printer's lines read by this process), and the least
-//!    agent (those reads published by this process on a NATS connection, timed at a subscriber).
+//!    into the agent, the stream, and the controller with its HTTP answer. Baselines, each in the
+//!    same run: the pipe alone (the printer's lines read by this process); the relay's own NATS
+//!    path (an agent's publish on its terminal subject, which crosses from the agent's account
+//!    into the swarm's and is stored by `RELAY`, to a consumer of the stream as the controller's
+//!    feed reads it); the least agent (the printer's lines read by this process and published as
+//!    an agent, timed at a subscriber); and the least relay (the same, read from the stream and
+//!    written on a Unix socket to a reader: every hop of the relay, in one process).
 //! 2. **Memory per watcher** of one agent's terminal, in two batches of `--watchers` on the same
 //!    controller: its resident memory (RSS) and, in a `heap-stats` build, its live heap bytes
 //!    (`swarm_heap_live_bytes`), each against the figure before the batch. The first batch is
@@ -37,6 +41,8 @@ use hyperhive_testkit::{NatsJwt, Process, SseClient, project_release_binary, wai
 
 const PATIENCE: Duration = Duration::from_secs(60);
 const CONTROLLER: &str = env!("CARGO_BIN_EXE_swarm-controller");
+/// The agent whose account the baselines publish as (not the relayed `bee`).
+const PATH_AGENT: &str = "ant";
 
 fn option(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
@@ -60,6 +66,16 @@ fn report(what: &str, mut samples: Vec<Duration>) -> Duration {
     p50
 }
 
+fn ratio(measure: Duration, baseline: Duration) -> f64 {
+    measure.as_secs_f64() / baseline.as_secs_f64()
+}
+
+/// `seconds` in milliseconds to two places; a difference of two equal p50s reads 0.00, not -0.00.
+fn millis(seconds: f64) -> String {
+    let rounded = (seconds * 1e5).round() / 1e2;
+    format!("{:.2} ms", if rounded == 0.0 { 0.0 } else { rounded })
+}
+
 /// The text of an SSE terminal event.
 fn text_of(data: &str) -> String {
     let value: serde_json::Value = serde_json::from_str(data).unwrap();
@@ -68,18 +84,57 @@ fn text_of(data: &str) -> String {
 
 async fn nats_floor(nats: &NatsJwt, n: usize) -> Vec<Duration> {
     let client = nats.controller_client().await.unwrap();
-    let mut subscription = client.subscribe("bench.floor").await.unwrap();
+    let subscription = client.subscribe("bench.floor").await.unwrap();
     client.flush().await.unwrap();
+    hop_times(&client, "bench.floor", subscription.map(|message| message.payload), n).await
+}
+
+/// `n` times, 5 ms apart: the time from `publisher`'s publish of the time on `subject` to its
+/// arrival in `received`.
+async fn hop_times<S>(publisher: &async_nats::Client, subject: &str, mut received: S, n: usize) -> Vec<Duration>
+where
+    S: futures::Stream<Item = bytes::Bytes> + Unpin,
+{
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
-        client.publish("bench.floor", now_nanos().to_string().into()).await.unwrap();
-        client.flush().await.unwrap();
-        let message = subscription.next().await.unwrap();
-        let sent: u128 = std::str::from_utf8(&message.payload).unwrap().parse().unwrap();
+        publisher.publish(subject.to_owned(), now_nanos().to_string().into()).await.unwrap();
+        publisher.flush().await.unwrap();
+        let payload = received.next().await.unwrap();
+        let sent: u128 = std::str::from_utf8(&payload).unwrap().parse().unwrap();
         samples.push(Duration::from_nanos((now_nanos() - sent) as u64));
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     samples
+}
+
+/// A consumer of `subject` on the relay stream from its next message on, on `client`: what the
+/// controller's feed of a watched terminal reads.
+async fn follow_relay(client: &async_nats::Client, subject: &str) -> impl futures::Stream<Item = bytes::Bytes> + use<> {
+    let relay =
+        async_nats::jetstream::new(client.clone()).get_stream(hyperhive_nats_objects::RELAY_STREAM).await.unwrap();
+    relay
+        .create_consumer(async_nats::jetstream::consumer::push::OrderedConfig {
+            deliver_subject: client.new_inbox(),
+            filter_subject: subject.to_owned(),
+            deliver_policy: async_nats::jetstream::consumer::DeliverPolicy::New,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .messages()
+        .await
+        .unwrap()
+        .map(|message| message.unwrap().payload.clone())
+}
+
+/// The relay's own NATS path: an agent's publish of the time on its terminal subject (through
+/// its account's import into the swarm's, stored by the stream), to a consumer of the stream on
+/// the controller's account.
+async fn relay_path_floor(nats: &NatsJwt, n: usize) -> Vec<Duration> {
+    let agent = nats.agent_client(PATH_AGENT).await.unwrap();
+    let subject = format!("term.{PATH_AGENT}");
+    let stored = follow_relay(&nats.controller_client().await.unwrap(), &subject).await;
+    hop_times(&agent, &subject, Box::pin(stored), n).await
 }
 
 /// The turn's printer as a child of this process, its output piped here.
@@ -107,13 +162,41 @@ async fn pipe_floor(lines: usize) -> Vec<Duration> {
 }
 
 /// The least an agent can do: the printer's pipe read by this process and each read published
-/// on a NATS connection of its own, timed at a subscriber on another.
+/// as an agent on its terminal subject, timed at a subscriber of the controller's account.
 async fn least_agent(nats: &NatsJwt, lines: usize) -> Vec<Duration> {
-    use tokio::io::AsyncReadExt;
-    let (publisher, subscriber) = (nats.controller_client().await.unwrap(), nats.controller_client().await.unwrap());
-    let received = subscriber.subscribe("bench.least").await.unwrap();
+    let subscriber = nats.controller_client().await.unwrap();
+    let received = subscriber.subscribe(format!("term.{PATH_AGENT}")).await.unwrap();
     subscriber.flush().await.unwrap();
     let timed = time_lines(received.map(|message| message.payload), lines);
+    publish_printed_lines(nats, lines).await;
+    timed.await.unwrap()
+}
+
+/// The least relay: the least agent's lines read from the stream, as the controller's feed
+/// reads them, and written on a Unix socket to a reader (the watcher), where they are timed.
+async fn least_relay(nats: &NatsJwt, lines: usize) -> Vec<Duration> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let mut stored = follow_relay(&nats.controller_client().await.unwrap(), &format!("term.{PATH_AGENT}")).await;
+    let (mut to_watcher, watcher) = tokio::net::UnixStream::pair().unwrap();
+    tokio::spawn(async move {
+        while let Some(payload) = stored.next().await {
+            to_watcher.write_all(&payload).await.unwrap();
+        }
+    });
+    let read = futures::stream::unfold(tokio::io::BufReader::new(watcher).lines(), |mut read| async move {
+        let line = read.next_line().await.unwrap()?;
+        Some((bytes::Bytes::from(line), read))
+    });
+    let timed = time_lines(Box::pin(read), lines);
+    publish_printed_lines(nats, lines).await;
+    timed.await.unwrap()
+}
+
+/// Reads the printer's pipe here and publishes each read as the agent [`PATH_AGENT`] on its
+/// terminal subject, until the printer ends.
+async fn publish_printed_lines(nats: &NatsJwt, lines: usize) {
+    use tokio::io::AsyncReadExt;
+    let publisher = nats.agent_client(PATH_AGENT).await.unwrap();
     let mut printer = spawn_printer(lines);
     let mut output = printer.stdout.take().unwrap();
     let mut buffer = vec![0u8; 8192];
@@ -122,10 +205,9 @@ async fn least_agent(nats: &NatsJwt, lines: usize) -> Vec<Duration> {
         if read == 0 {
             break;
         }
-        publisher.publish("bench.least", bytes::Bytes::copy_from_slice(&buffer[..read])).await.unwrap();
+        publisher.publish(format!("term.{PATH_AGENT}"), bytes::Bytes::copy_from_slice(&buffer[..read])).await.unwrap();
     }
     printer.wait().await.unwrap();
-    timed.await.unwrap()
 }
 
 /// Each line's time from its write (the timestamp it holds) to `read`.
@@ -209,22 +291,9 @@ async fn relay_latency(nats: &NatsJwt, socket: &Path, dir: &Path, lines: usize, 
     let plain = nats.controller_client().await.unwrap();
     let published = plain.subscribe("term.bee").await.unwrap();
     plain.flush().await.unwrap();
-    let consumer_client = nats.controller_client().await.unwrap();
-    let relay = async_nats::jetstream::new(consumer_client.clone()).get_stream("RELAY").await.unwrap();
-    let stored = relay
-        .create_consumer(async_nats::jetstream::consumer::push::OrderedConfig {
-            deliver_subject: consumer_client.new_inbox(),
-            filter_subject: "term.bee".into(),
-            deliver_policy: async_nats::jetstream::consumer::DeliverPolicy::New,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .messages()
-        .await
-        .unwrap();
+    let stored = follow_relay(&nats.controller_client().await.unwrap(), "term.bee").await;
     let published = time_lines(published.map(|message| message.payload), lines);
-    let stored = time_lines(stored.map(|message| message.unwrap().payload.clone()), lines);
+    let stored = time_lines(Box::pin(stored), lines);
     bee::give_bee(nats, &format!("bench-{printer:?}")).await;
     let mut watched = Vec::with_capacity(lines);
     while watched.len() < lines {
@@ -275,9 +344,21 @@ async fn bench() {
 
     println!("relay benchmark: {lines} lines, {watchers} watchers");
     let floor = report("NATS publish to subscribe (floor)", nats_floor(&nats, lines).await);
+    let path = report(
+        "an agent's publish on its terminal to a consumer of the stream (the relay's NATS path)",
+        relay_path_floor(&nats, lines).await,
+    );
+    println!("  ratio (p50): {:.1}x the NATS hop", ratio(path, floor));
     let pipe = report("a pipe from the printer to this process", pipe_floor(lines).await);
-    let least =
-        report("the pipe read here and published, to a subscriber (the least agent)", least_agent(&nats, lines).await);
+    let least = report(
+        "the pipe read here and published as an agent, to a subscriber (the least agent)",
+        least_agent(&nats, lines).await,
+    );
+    let least_relay = report(
+        "the least agent's lines read from the stream and written on a Unix socket (the least relay)",
+        least_relay(&nats, lines).await,
+    );
+    println!("  ratio (p50): {:.1}x the NATS hop", ratio(least_relay, floor));
     for printer in [Printer::OneProcess, Printer::ShellLoop] {
         println!("turn output {}:", printer.name());
         let stages = relay_latency(&nats, &socket, dir.path(), lines, printer).await;
@@ -285,16 +366,18 @@ async fn bench() {
         let stored = report("  turn write to a consumer of the stream", stages.stored);
         let relay = report("  turn write to SSE watcher", stages.watched);
         println!(
-            "  ratio (p50): {:.1}x the NATS hop; {:.1}x the NATS hop and the pipe",
-            relay.as_secs_f64() / floor.as_secs_f64(),
-            relay.as_secs_f64() / (floor + pipe).as_secs_f64()
+            "  ratio (p50): {:.1}x the NATS hop; {:.1}x the relay's NATS path; {:.1}x the NATS hop and the pipe; {:.1}x the least relay",
+            ratio(relay, floor),
+            ratio(relay, path),
+            ratio(relay, floor + pipe),
+            ratio(relay, least_relay)
         );
-        println!("  the agent's share: {:.2}x the least agent's", published.as_secs_f64() / least.as_secs_f64());
+        println!("  the agent's share: {:.2}x the least agent's", ratio(published, least));
         println!(
-            "  p50 by stage: the agent {:.2} ms, the stream {:.2} ms, the controller and HTTP {:.2} ms",
-            published.as_secs_f64() * 1e3,
-            (stored.as_secs_f64() - published.as_secs_f64()) * 1e3,
-            (relay.as_secs_f64() - stored.as_secs_f64()) * 1e3
+            "  p50 by stage: the agent {}, the stream {}, the controller and HTTP {}",
+            millis(published.as_secs_f64()),
+            millis(stored.as_secs_f64() - published.as_secs_f64()),
+            millis(relay.as_secs_f64() - stored.as_secs_f64())
         );
     }
 
