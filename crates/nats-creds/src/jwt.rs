@@ -13,7 +13,6 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::error::CredsError;
-use crate::permissions::Permissions;
 
 /// "No limit" in NATS JWT limits.
 const UNLIMITED: i64 = -1;
@@ -108,6 +107,15 @@ pub enum ResponseType {
     Singleton,
     /// Any number of answers until the threshold passes (a pull request's messages).
     Stream,
+}
+
+/// Publish and subscribe allow lists of a user JWT; everything else is denied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Permissions {
+    /// Subjects the user may publish to.
+    pub publish_allow: Vec<String>,
+    /// Subjects the user may subscribe to.
+    pub subscribe_allow: Vec<String>,
 }
 
 /// A service another account may import.

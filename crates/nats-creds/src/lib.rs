@@ -42,9 +42,10 @@ pub use creds::{SECRET_MODE, UserCreds, parse_creds, read_creds, read_creds_jwt}
 pub use error::CredsError;
 pub use fragment::DEFAULT_RESOLVER_DIR;
 use jwt::AccountSpec;
+pub use jwt::Permissions;
 pub use jwt::Validity;
 pub use minted::{AccountJwt, Minted, NewAgent, SecretCreds};
-pub use permissions::{Permissions, agent_permissions, hive_permissions};
+pub use permissions::{agent_permissions, hive_permissions};
 use tenant::{Tenant, agent_tenant, hive_agents, hive_tenant, signing_keys};
 
 /// Default lifetime of an agent's or a hive's credential.

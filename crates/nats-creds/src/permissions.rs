@@ -25,9 +25,8 @@ use hyperhive_nats_objects::{
     hive_status_subject, kv_key_subject, kv_stream, todo_subject,
 };
 use hyperhive_schedule::{AgentName, HiveName};
-use serde::Serialize;
 
-use crate::jwt::{ResponseType, ServiceExport};
+use crate::jwt::{Permissions, ResponseType, ServiceExport};
 
 /// `$JS.API.INFO`. nats-server gives every account without JetStream its own import of the
 /// whole `$JS.API.>` (answering "JetStream not enabled"), unless the account already imports
@@ -35,15 +34,6 @@ use crate::jwt::{ResponseType, ServiceExport};
 /// API subjects. So each tenant imports it, from an account without JetStream, whose answer
 /// reveals nothing of the swarm's.
 pub const JS_INFO: &str = "$JS.API.INFO";
-
-/// Publish and subscribe allow lists of a user JWT; everything else is denied.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Permissions {
-    /// Subjects the user may publish to.
-    pub publish_allow: Vec<String>,
-    /// Subjects the user may subscribe to.
-    pub subscribe_allow: Vec<String>,
-}
 
 /// The three subjects of a tenant's durable pull consumer: inspect it (binding to it, and the
 /// client's check after a reconnect), pull from it and ack what it delivered. Never create,

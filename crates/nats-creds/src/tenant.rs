@@ -8,8 +8,9 @@ use hyperhive_schedule::{AgentName, HiveName};
 use nkeys::{KeyPair, KeyPairType};
 
 use crate::error::CredsError;
+use crate::jwt::Permissions;
 use crate::jwt::{self, AccountSpec, ServiceImport, Validity};
-use crate::permissions::{self, Permissions, agent_permissions, hive_permissions};
+use crate::permissions::{self, agent_permissions, hive_permissions};
 use crate::{AccountJwt, SecretCreds, creds, files, limits, read_seed, seed, unix_now};
 
 /// An agent or a hive: its own account importing `imports` from the swarm account, and one user.

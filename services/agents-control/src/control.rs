@@ -18,12 +18,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// `/readyz` fails when the store has not answered for this long. The background refresh asks
-/// every [`crate::serve::REFRESH_EVERY`], so a healthy store always answers well within it.
+/// every [`crate::cadence::REFRESH_EVERY`], so a healthy store always answers well within it.
 pub const READY_WINDOW: Duration = Duration::from_secs(6);
 
 /// A device found offline by a relay is read from the store again at most this often
 /// ([`Control::still_paired`]): the registry's own refresh period.
-pub const RECHECK_GAP: Duration = crate::serve::REFRESH_EVERY;
+pub const RECHECK_GAP: Duration = crate::cadence::REFRESH_EVERY;
 /// How long such a read may take before the registry decides.
 const RECHECK_WITHIN: Duration = Duration::from_secs(1);
 /// Past this many devices remembered as rechecked, the old ones are dropped.

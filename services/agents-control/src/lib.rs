@@ -8,13 +8,15 @@
 //! - [`registry`]: listing and forgetting devices, and the in-memory copy a serving copy uses.
 //! - [`copy`]: `store copy`; [`pin`]: certificate pins.
 //! - [`limits`]: what unproven parties may cost a copy (connections, store lookups).
-//! - [`control`], [`server`], [`http`], [`metrics`], [`membership`], [`serve`]: a running copy.
+//! - [`control`], [`server`], [`http`], [`metrics`], [`membership`], [`serve`]: a running copy;
+//!   [`cadence`]: how often it refreshes, beats and sweeps.
 //! - [`link`]: the device link `GET /v1/link`; [`sessions`]: the devices connected here;
 //!   [`requests`]: what clients ask over their link.
 //! - [`peers`]: finding the other copies; [`peer_link`]: the link between two copies `GET /v1/peer`;
 //!   [`peer_confirm`]: waiting until the linked copies handled what this one told them.
 //! - [`cli`]: the command line; `main.rs` only calls it.
 
+pub mod cadence;
 pub mod cli;
 pub mod clock;
 pub mod codes;

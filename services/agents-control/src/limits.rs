@@ -11,10 +11,6 @@
 //!
 //! Time is passed in (`now`), so the rules are tested without waiting.
 
-use crate::control::Control;
-use crate::records::{self, DeviceRecord};
-use crate::registry::Known;
-use hyperhive_object_store::StoreError;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -319,43 +315,6 @@ impl Guards {
             limits,
         }
     }
-}
-
-/// Why a hello's device could not be looked up now.
-#[derive(Debug)]
-pub enum LookupRefused {
-    /// The lookup budget is spent: try again shortly.
-    Busy,
-    /// The store did not answer.
-    Store(StoreError),
-}
-
-/// The device a hello names, before it has proven anything: from the registry when this copy
-/// holds it, otherwise from at most one store read, made only if the id is not known to be
-/// absent and the lookup budget allows it. `Ok(None)`: not a paired device.
-pub async fn device_for_hello(
-    control: &Control,
-    id: &str,
-    from: Option<IpAddr>,
-) -> Result<Option<DeviceRecord>, LookupRefused> {
-    match control.registry.known(id) {
-        Known::Active(record) => return Ok(Some(record)),
-        Known::Refused => return Ok(None),
-        Known::Unseen => {}
-    }
-    let guards = &control.guards;
-    if guards.unknown.contains(id, Instant::now()) {
-        return Ok(None);
-    }
-    if !guards.lookups.take(from, Instant::now()) {
-        control.metrics.lookups_refused.fetch_add(1, Ordering::Relaxed);
-        return Err(LookupRefused::Busy);
-    }
-    let found = control.registry.fetch(control.store.as_ref(), id).await.map_err(LookupRefused::Store)?;
-    if found.is_none() && records::is_device_id(id) {
-        guards.unknown.insert(id, Instant::now());
-    }
-    Ok(found)
 }
 
 #[cfg(test)]

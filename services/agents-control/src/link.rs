@@ -4,7 +4,9 @@
 //! ends the copy.
 
 use crate::control::Control;
-use crate::limits::{Admitted, LookupRefused};
+use crate::limits::Admitted;
+use crate::records::{self, DeviceRecord};
+use crate::registry::Known;
 use crate::sessions::NotQueued;
 use crate::wire::{self, WireIn, WireOut};
 use ed25519_dalek::{Signature, VerifyingKey};
@@ -137,7 +139,7 @@ async fn handshake(
             format!("this copy speaks link protocol version {LINK_PROTOCOL_VERSION}, the device {version}"),
         ));
     }
-    let record = match crate::limits::device_for_hello(control, &device_id, Some(from)).await {
+    let record = match device_for_hello(control, &device_id, Some(from)).await {
         Ok(Some(record)) => record,
         Ok(None) => {
             let reason = "unknown device: never paired, or forgotten; pair it again";
@@ -308,4 +310,42 @@ async fn relay_target(control: &Control, from: &Device, to: &str) -> Result<(), 
         return Err(UndeliverableReason::NotAllowed);
     }
     Ok(())
+}
+
+/// Why a hello's device could not be looked up now.
+#[derive(Debug)]
+enum LookupRefused {
+    /// The lookup budget is spent: try again shortly.
+    Busy,
+    /// The store did not answer.
+    Store(hyperhive_object_store::StoreError),
+}
+
+/// The device a hello names, before it has proven anything: from the registry when this copy
+/// holds it, otherwise from at most one store read, made only if the id is not known to be
+/// absent and the lookup budget allows it. `Ok(None)`: not a paired device.
+async fn device_for_hello(
+    control: &Control,
+    id: &str,
+    from: Option<IpAddr>,
+) -> Result<Option<DeviceRecord>, LookupRefused> {
+    match control.registry.known(id) {
+        Known::Active(record) => return Ok(Some(record)),
+        Known::Refused => return Ok(None),
+        Known::Unseen => {}
+    }
+    let guards = &control.guards;
+    let now = std::time::Instant::now();
+    if guards.unknown.contains(id, now) {
+        return Ok(None);
+    }
+    if !guards.lookups.take(from, now) {
+        control.metrics.lookups_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        return Err(LookupRefused::Busy);
+    }
+    let found = control.registry.fetch(control.store.as_ref(), id).await.map_err(LookupRefused::Store)?;
+    if found.is_none() && records::is_device_id(id) {
+        guards.unknown.insert(id, std::time::Instant::now());
+    }
+    Ok(found)
 }

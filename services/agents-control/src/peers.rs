@@ -19,10 +19,10 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 /// A copy not proven alive by its link to this one whose membership record has not changed for
-/// this long is dead: two heartbeats ([`crate::serve::HEARTBEAT_EVERY`]) missed, with two refreshes of slack.
+/// this long is dead: two heartbeats ([`crate::cadence::HEARTBEAT_EVERY`]) missed, with two refreshes of slack.
 /// A copy whose link heard from it within [`LINK_QUIET_AFTER`] is live whatever its record says.
 pub const MEMBER_STALE_AFTER: Duration =
-    Duration::from_secs(2 * crate::serve::HEARTBEAT_EVERY.as_secs() + 2 * crate::serve::REFRESH_EVERY.as_secs());
+    Duration::from_secs(2 * crate::cadence::HEARTBEAT_EVERY.as_secs() + 2 * crate::cadence::REFRESH_EVERY.as_secs());
 
 /// A membership record that has not changed for this long is removed (a copy killed without
 /// leaving; each start of a copy makes a new id, so they would pile up). The delete is
@@ -49,7 +49,7 @@ pub const MEMBERS_STARTING: Duration = Duration::from_secs(10);
 /// link last heard from it ([`MemberCache`]). So a vanished copy is noticed as soon as a killed
 /// one, well before its link times out.
 pub const LINK_QUIET_AFTER: Duration =
-    Duration::from_secs(PING_INTERVAL.as_secs() + crate::serve::REFRESH_EVERY.as_secs());
+    Duration::from_secs(PING_INTERVAL.as_secs() + crate::cadence::REFRESH_EVERY.as_secs());
 
 /// A link that stayed up this long resets the redial backoff.
 const STEADY_LINK: Duration = Duration::from_secs(10);
@@ -282,10 +282,10 @@ async fn dial_forever(control: Arc<Control>, peer: String, url: String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cadence::{HEARTBEAT_EVERY, REFRESH_EVERY};
     use crate::clock::{Clock, FakeClock};
     use crate::key::ControlKey;
     use crate::membership::Membership;
-    use crate::serve::{HEARTBEAT_EVERY, REFRESH_EVERY};
     use hyperhive_control_proto::link::DEAD_AFTER;
     use hyperhive_object_store::file::FileStore;
 

@@ -2,6 +2,7 @@
 //! fresh, link to the other copies and sweep codes in the background (each on its own task), and on shutdown fail
 //! `/readyz`, close every link with "going away", then leave the membership.
 
+use crate::cadence::{HEARTBEAT_EVERY_REFRESHES, REFRESH_EVERY, SWEEP_EVERY};
 use crate::control::Control;
 use crate::membership::Membership;
 use crate::peers::Dialers;
@@ -14,15 +15,6 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 
-/// How often the registry is re-read (and the store's reachability checked).
-pub const REFRESH_EVERY: Duration = Duration::from_secs(2);
-/// How often codes are swept (on a task of their own: however many codes wait, a sweep never
-/// holds up the refresh, the heartbeat or the enforcement of forgets).
-const SWEEP_EVERY: Duration = Duration::from_secs(30);
-/// The membership heartbeat is written every this many refreshes.
-const HEARTBEAT_EVERY_REFRESHES: u32 = 5;
-/// How often the membership heartbeat is written.
-pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(2 * HEARTBEAT_EVERY_REFRESHES as u64);
 /// On shutdown, how long the links get to send their close frames.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 

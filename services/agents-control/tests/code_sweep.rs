@@ -8,7 +8,7 @@ use agents_control::control::Control;
 use agents_control::key::ControlKey;
 use agents_control::membership::Membership;
 use agents_control::records::{self, CodeRecord, MemberRecord};
-use agents_control::{registry, serve};
+use agents_control::{cadence, registry, serve};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use hyperhive_control_proto::DeviceKind;
@@ -113,7 +113,7 @@ async fn a_long_code_sweep_holds_up_neither_forgets_nor_heartbeats() {
 
     // A forget made elsewhere (another copy, the command line) is enforced at the next refresh.
     registry::forget(&store.inner, &SystemClock, &paired.device_id).await.unwrap();
-    wait_until("the forget to be enforced", serve::REFRESH_EVERY * 2 + Duration::from_secs(1), || {
+    wait_until("the forget to be enforced", cadence::REFRESH_EVERY * 2 + Duration::from_secs(1), || {
         let refused = control.registry.active(&paired.device_id).is_none();
         async move { refused.then_some(()) }
     })
@@ -124,7 +124,7 @@ async fn a_long_code_sweep_holds_up_neither_forgets_nor_heartbeats() {
     let copy_id = membership.copy_id().to_owned();
     for _ in 0..2 {
         let last = heartbeat_at(&store.inner, &copy_id).await;
-        wait_until("a heartbeat", serve::HEARTBEAT_EVERY + Duration::from_secs(2), || {
+        wait_until("a heartbeat", cadence::HEARTBEAT_EVERY + Duration::from_secs(2), || {
             let (store, last, copy_id) = (&store.inner, last.clone(), &copy_id);
             async move { (heartbeat_at(store, copy_id).await != last).then_some(()) }
         })

@@ -17,7 +17,7 @@ use agents_control::key::ControlKey;
 use agents_control::membership::Membership;
 use agents_control::peers;
 use agents_control::records::{self, DeviceRecord};
-use agents_control::serve;
+use agents_control::{cadence, serve};
 use futures::StreamExt;
 use hyperhive_control_proto::DeviceKind;
 use hyperhive_control_proto::encoding;
@@ -257,7 +257,7 @@ async fn time_to_notice(copies: &mut Vec<Served>, loss: Loss) -> Vec<Duration> {
     // lost beat since; right after the previous loss they listed at every refresh until it was
     // dead, and would see no beat of it since. A measured pause restores the steady state (a
     // heartbeat and two refreshes), not a wait for a condition.
-    tokio::time::sleep(serve::HEARTBEAT_EVERY + 2 * serve::REFRESH_EVERY).await;
+    tokio::time::sleep(cadence::HEARTBEAT_EVERY + 2 * cadence::REFRESH_EVERY).await;
     let mut lost = copies.pop().unwrap();
     let live_after = live_before - 1;
     let lost_at = Instant::now();
@@ -323,7 +323,7 @@ async fn idle_copies_make_as_many_store_requests_whatever_their_number_and_notic
     assert!(most.iter().all(|n| *n <= BOUND), "an idle copy made more than {BOUND} requests a minute: {most:?}");
     // The bound of peers.rs (the record unchanged for MEMBER_STALE_AFTER, two refreshes), and
     // one more refresh for the gauge to be read.
-    let notice_bound = peers::MEMBER_STALE_AFTER + 3 * serve::REFRESH_EVERY;
+    let notice_bound = peers::MEMBER_STALE_AFTER + 3 * cadence::REFRESH_EVERY;
     assert!(killed <= notice_bound, "a killed copy was noticed after {killed:?}, over {notice_bound:?}");
     assert!(vanished <= notice_bound, "a vanished copy was noticed after {vanished:?}, over {notice_bound:?}");
 }

@@ -13,6 +13,7 @@
 //! - [`turn`]: runs the turn command.
 //! - [`turn_env`]: the turn's secret variables, read from the agent's env file at each turn.
 //! - [`feed`]: the turn's output and turn header, published for the agent's watchers.
+//! - [`output_tail`]: the last of the turn's output, kept for its record.
 //! - [`history`]: the record of each finished turn, on `turns.<agent>`.
 //! - [`cancel`]: requests to cancel the running turn, on `cancel.<agent>`.
 //! - [`pause`]: the pause file hive-c0re writes: while it exists, no todo and no slot.
@@ -31,6 +32,7 @@ pub mod error;
 pub mod feed;
 pub mod history;
 pub mod lost_delivery;
+pub mod output_tail;
 pub mod pause;
 pub mod state;
 pub mod supervisor;

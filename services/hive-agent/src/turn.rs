@@ -20,7 +20,7 @@ use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
 use crate::feed::{Feed, Utf8Chunker};
-use crate::history::OutputTail;
+use crate::output_tail::OutputTail;
 
 /// How long a turn past its timeout has between SIGTERM and SIGKILL: long enough for a tool to
 /// remove its lock files (git does on SIGTERM), short enough not to hold the queue.

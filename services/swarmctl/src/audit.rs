@@ -7,8 +7,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use super::client::{self, Api, CtlError};
-use super::format::grid;
-use super::hives::pretty_answer;
+use super::format::{grid, pretty_answer};
 
 /// `--since`: a duration back from `now` (`1h`, `30m`, `2d`) or an RFC 3339 time.
 ///

@@ -15,7 +15,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::client::{self, Api, CtlError};
-use super::hives::{pretty, pretty_answer};
+use super::format::{pretty, pretty_answer};
 use super::jobs::{WATCH_EVERY, table};
 
 /// `swarmctl agent create`'s arguments.

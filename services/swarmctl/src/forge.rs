@@ -6,8 +6,7 @@ use hyperhive_swarm_api::forge::{ConfigPr, ReportView};
 use hyperhive_swarm_api::paths;
 
 use super::client::{self, Api, CtlError};
-use super::format::grid;
-use super::hives::{or_dash, pretty_answer};
+use super::format::{grid, or_dash, pretty_answer};
 
 /// `swarmctl config-prs`: AGENT, PR, STATE, MERGEABLE, TITLE, UPDATED, URL.
 pub async fn config_prs(api: &Api, as_json: bool) -> Result<String, CtlError> {

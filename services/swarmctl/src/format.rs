@@ -1,14 +1,31 @@
-//! How swarmctl writes durations, schedules and tables.
+//! How swarmctl writes durations, schedules, tables and the API's JSON.
 
 use std::time::Duration;
 
 use hyperhive_schedule::{Calendar, next_fire_after};
 use time::OffsetDateTime;
 
+use super::client::{self, CtlError};
 use super::untrusted;
 
 use hyperhive_swarm_api::schedules::{AgentStatus, FiredSlots, ScheduleDefinition, ScheduleView, Stamp};
 use hyperhive_swarm_api::work::LastTurn;
+use serde_json::Value;
+
+/// JSON `value`, indented, with a final newline.
+pub(super) fn pretty(value: &Value) -> String {
+    format!("{}\n", serde_json::to_string_pretty(value).expect("a JSON value serializes"))
+}
+
+/// The API's JSON as it came (`--json`), so nothing the controller says is lost on the way.
+pub(super) fn pretty_answer(bytes: &[u8]) -> Result<String, CtlError> {
+    Ok(pretty(&client::answer::<Value>(bytes)?))
+}
+
+/// A text field, or `-` when empty.
+pub(super) fn or_dash(value: &str) -> String {
+    if value.is_empty() { "-".into() } else { value.to_owned() }
+}
 
 /// `--every`: a humantime duration of whole seconds, at least one (30m, 1h, 1d, 90s).
 ///

@@ -12,25 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::client::{self, Api, CtlError};
-use super::format::{self, grid};
-
-pub(super) fn parse(bytes: &[u8]) -> Result<Value, CtlError> {
-    client::answer(bytes)
-}
-
-pub(super) fn pretty(value: &Value) -> String {
-    format!("{}\n", serde_json::to_string_pretty(value).expect("a JSON value serializes"))
-}
-
-/// The API's JSON as it came (`--json`), so nothing the controller says is lost on the way.
-pub(super) fn pretty_answer(bytes: &[u8]) -> Result<String, CtlError> {
-    Ok(pretty(&parse(bytes)?))
-}
-
-/// A text field, or `-` when empty.
-pub(super) fn or_dash(value: &str) -> String {
-    if value.is_empty() { "-".into() } else { value.to_owned() }
-}
+use super::format::{self, grid, or_dash, pretty, pretty_answer};
 
 /// `swarmctl hives`: NAME, DESCRIPTION, LABELS, XKEY.
 pub async fn list(api: &Api, as_json: bool) -> Result<String, CtlError> {

@@ -17,8 +17,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::client::{self, Api, CtlError};
-use super::format::grid;
-use super::hives::{parse, pretty, pretty_answer};
+use super::format::{grid, pretty, pretty_answer};
 
 /// How often `--watch` asks the controller.
 pub const WATCH_EVERY: Duration = Duration::from_secs(1);
@@ -26,7 +25,7 @@ pub const WATCH_EVERY: Duration = Duration::from_secs(1);
 const ERROR_WIDTH: usize = 60;
 
 async fn fetch(api: &Api, agent: Option<&AgentName>) -> Result<Value, CtlError> {
-    parse(&client::request(api, Method::GET, &paths::job_graph(agent), None, None).await?)
+    client::answer(&client::request(api, Method::GET, &paths::job_graph(agent), None, None).await?)
 }
 
 fn typed(value: &Value) -> Result<GraphSnapshot, CtlError> {

@@ -12,7 +12,7 @@ use hyperhive_swarm_api::agents::LabelsView;
 use hyperhive_swarm_api::paths;
 
 use super::client::{self, Api, CtlError};
-use super::hives::pretty_answer;
+use super::format::pretty_answer;
 
 /// `KEY=VALUE`: one label, checked as the controller checks it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,8 +12,8 @@ use hyperhive_swarm_api::linked::{ForgeAccountBody, GithubAccountBody, LinkChang
 use hyperhive_swarm_api::paths;
 
 use super::client::{self, Api, CtlError};
-use super::format::grid;
-use super::hives::{agent_of, hive_of, pretty_answer};
+use super::format::{grid, pretty_answer};
+use super::hives::{agent_of, hive_of};
 
 /// `swarmctl accounts ...`.
 #[derive(Debug, Subcommand)]

@@ -13,8 +13,7 @@ use hyperhive_swarm_api::paths;
 use hyperhive_swarm_api::secrets::{SecretChanged, SecretFrom, SecretListed};
 
 use super::client::{self, Api, CtlError};
-use super::format::grid;
-use super::hives::pretty_answer;
+use super::format::{grid, pretty_answer};
 
 /// `swarmctl secret ...`.
 #[derive(Debug, Subcommand)]

@@ -14,8 +14,7 @@ use hyperhive_swarm_api::work::{
 };
 
 use super::client::{self, Api, CtlError};
-use super::format::grid;
-use super::hives::{or_dash, pretty_answer};
+use super::format::{grid, or_dash, pretty_answer};
 use super::untrusted;
 
 /// How often `--wait` asks whether the turn finished.

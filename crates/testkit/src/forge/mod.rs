@@ -91,6 +91,7 @@
 //! organisations, templates, repositories and tokens, or revoke a token, directly, and change
 //! pull requests, issues and webhooks as a person would (`control`).
 
+mod checks;
 mod control;
 mod deliver;
 mod http;
@@ -100,6 +101,7 @@ mod routes_swarm;
 mod rules;
 mod state;
 mod swarm_state;
+mod swarm_views;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

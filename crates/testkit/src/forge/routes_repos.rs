@@ -8,8 +8,8 @@ use serde::Deserialize;
 use serde_json::json;
 use warp::http::{Method, StatusCode};
 
+use super::checks::{bind, check_alpha_dash_dot, invalid, paged, visible_repo};
 use super::http::{Doer, Reply, Request, error, json_reply, not_found, require_scope, require_signed};
-use super::routes::{bind, check_alpha_dash_dot, invalid, paged, visible_repo};
 use super::rules;
 use super::state::{State, repo_key};
 

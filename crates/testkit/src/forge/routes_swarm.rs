@@ -8,20 +8,17 @@ use serde::Deserialize;
 use serde_json::Value;
 use warp::http::{Method, StatusCode};
 
-use super::http::{Doer, Reply, Request, empty, error, json_reply, not_found, require_scope, require_signed};
-use super::routes::{
+use super::checks::{
     bind, check_alpha_dash_dot, check_profile, check_username, context_user, invalid, paged, visible_repo,
 };
+use super::http::{Doer, Reply, Request, empty, error, json_reply, not_found, require_scope, require_signed};
 use super::rules;
 use super::state::{State, User, repo_key};
-use super::swarm_state::{Label, StandInHook, Team};
+use super::swarm_state::{Label, StandInHook, Team, UNITS};
 
 /// The webhook types the forge delivers to (`IsValidHookTaskType`); the stand-in only sends the
 /// forge's own JSON payloads, so it takes only its own types.
 const HOOK_TYPES: &[&str] = &["forgejo", "gitea"];
-/// The units a team may be given (`unit_model.AllRepoUnitTypes`, those the swarm could use).
-pub(super) const UNITS: &[&str] =
-    &["repo.code", "repo.issues", "repo.pulls", "repo.ext_issues", "repo.wiki", "repo.releases"];
 
 pub(super) fn route(
     state: &mut State,

@@ -3,12 +3,12 @@
 //! the device is cut everywhere at once rather than at each copy's next refresh.
 
 use super::{Failure, open_store};
+use crate::cadence::REFRESH_EVERY;
 use crate::clock::SystemClock;
 use crate::config::StoreArgs;
 use crate::http::Rechecked;
 use crate::records::{self, MemberRecord};
 use crate::registry;
-use crate::serve::REFRESH_EVERY;
 use bytes::Bytes;
 use clap::Args;
 use http_body_util::{BodyExt, Full, Limited};
