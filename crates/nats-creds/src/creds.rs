@@ -172,6 +172,23 @@ fn written_temp(path: &Path, contents: &str, secret: bool) -> Result<tempfile::N
     Ok(tmp)
 }
 
+/// The key pair of the seed file `path`, which must be of `kind` (`expected` names it in the
+/// error, which never holds the seed).
+pub(crate) fn read_seed(path: &Path, kind: KeyPairType, expected: &'static str) -> Result<KeyPair, CredsError> {
+    let text = fs::read_to_string(path).map_err(CredsError::io("read", path))?;
+    let bad = || CredsError::BadSeed { path: path.to_path_buf(), expected };
+    let key = KeyPair::from_seed(text.trim()).map_err(|_| bad())?;
+    if key.key_pair_type() != kind {
+        return Err(bad());
+    }
+    Ok(key)
+}
+
+/// The seed of `key`, to write to a secret file.
+pub(crate) fn seed(key: &KeyPair) -> Result<String, CredsError> {
+    key.seed().map_err(|e| CredsError::Key(e.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

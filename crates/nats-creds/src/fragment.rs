@@ -12,12 +12,13 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::creds;
 use crate::error::CredsError;
 use crate::files::{
     ACCOUNTS_DIR, CLUSTER_NODE_EXAMPLE, NO_JETSTREAM_JWT, OPERATOR_JWT, RESOLVER_DIR, SERVER_CONF, SWARM_JWT,
     SYSTEM_JWT,
 };
-use crate::{AccountJwt, creds};
+use crate::minted::AccountJwt;
 
 /// Where nats-server keeps its account JWTs when `nats init` is not told otherwise: beside the
 /// JetStream store of a NixOS unit with `StateDirectory = "nats"` (nats-server creates it).

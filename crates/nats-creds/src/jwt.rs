@@ -266,6 +266,11 @@ pub fn verified_claims(jwt: &str) -> Result<Value, CredsError> {
     Ok(claims)
 }
 
+/// Now, in unix seconds (the unit of a JWT's `iat` and `exp`).
+pub(crate) fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

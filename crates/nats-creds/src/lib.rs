@@ -19,10 +19,12 @@
 //! - `minted`: what minting returns ([`AccountJwt`], [`Minted`], [`NewAgent`], [`SecretCreds`]).
 //! - [`permissions`]: what each tenant imports and may publish, and the subject names involved.
 //! - [`limits`]: the limits of every account and what the swarm's streams must hold to.
-//! - [`creds`]: the `.creds` format and secret files.
+//! - [`creds`]: the `.creds` format, seeds and secret files; [`files`]: the names of the files
+//!   `init` writes.
 
 pub mod creds;
 mod error;
+pub mod files;
 mod fragment;
 pub mod jwt;
 pub mod limits;
@@ -33,65 +35,25 @@ mod tenant;
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 pub use hyperhive_schedule::{AgentName, HiveName};
 use nkeys::{KeyPair, KeyPairType};
 
 pub use creds::{SECRET_MODE, UserCreds, parse_creds, read_creds, read_creds_jwt};
+use creds::{read_seed, seed};
 pub use error::CredsError;
 pub use fragment::DEFAULT_RESOLVER_DIR;
 use jwt::AccountSpec;
 pub use jwt::Permissions;
 pub use jwt::Validity;
+use jwt::unix_now;
 pub use minted::{AccountJwt, Minted, NewAgent, SecretCreds};
 pub use permissions::{agent_permissions, hive_permissions};
 use tenant::{Tenant, agent_tenant, hive_agents, hive_tenant, signing_keys};
 
 /// Default lifetime of an agent's or a hive's credential.
 pub const DEFAULT_AGENT_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
-
-/// File names `init` writes inside its `--out` directory.
-pub mod files {
-    /// Operator seed (0600): signs account JWTs, so every new agent or hive needs it; keep the
-    /// directory offline.
-    pub const OPERATOR_SEED: &str = "operator.seed";
-    /// Operator JWT.
-    pub const OPERATOR_JWT: &str = "operator.jwt";
-    /// Swarm account seed (0600): signs the controller's credential.
-    pub const SWARM_SEED: &str = "swarm.seed";
-    /// Swarm account JWT (exports, JetStream limits).
-    pub const SWARM_JWT: &str = "swarm.jwt";
-    /// System account seed (0600).
-    pub const SYSTEM_SEED: &str = "system.seed";
-    /// System account JWT.
-    pub const SYSTEM_JWT: &str = "system.jwt";
-    /// An account with no users and no JetStream: tenants import `$JS.API.INFO` from it (see
-    /// [`crate::permissions::JS_INFO`]).
-    pub const NO_JETSTREAM_JWT: &str = "no-jetstream.jwt";
-    /// The `nats-server` config fragment to `include`; rewritten when a tenant account is added
-    /// or changed.
-    pub const SERVER_CONF: &str = "nats-server.conf";
-    /// A whole `nats.conf` for one node of a three-node cluster, to copy to each node with its
-    /// `server_name` and the routes filled in; it includes [`SERVER_CONF`], so every node has the
-    /// same operator and accounts.
-    pub const CLUSTER_NODE_EXAMPLE: &str = "cluster-node.conf.example";
-    /// The path of the full resolver's directory on the NATS host, as given to `init` (one line).
-    /// An older `init` (memory resolver) did not write it: the next mint or revocation writes
-    /// [`crate::DEFAULT_RESOLVER_DIR`] and rewrites the fragment for the full resolver. Write
-    /// another absolute path here before, to choose it.
-    pub const RESOLVER_DIR: &str = "resolver-dir";
-    /// The controller's own credential (0600), unrestricted inside the swarm account.
-    pub const CONTROLLER_CREDS: &str = "controller.creds";
-    /// A user of the system account (0600): the controller sends new and updated account JWTs
-    /// (an agent created at run time, a revocation) to the running server with it. An older `init` did not write it;
-    /// [`crate::system_creds`] makes it from `system.seed` on first need.
-    pub const SYSTEM_CREDS: &str = "system.creds";
-    /// Tenant accounts: `agent-<name>.seed` (0600) and `.jwt`, `hive-<name>.seed` and `.jwt`.
-    pub const ACCOUNTS_DIR: &str = "accounts";
-    /// What an older `nats init` wrote, whose agent credentials shared the swarm account.
-    pub const LEGACY_ACCOUNT_SEED: &str = "account.seed";
-}
 
 /// What [`init`] made.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -570,22 +532,4 @@ fn check_layout(from: &Path) -> Result<(), CredsError> {
         return Err(CredsError::NotInitDir(from.to_path_buf()));
     }
     Ok(())
-}
-
-pub(crate) fn read_seed(path: &Path, kind: KeyPairType, expected: &'static str) -> Result<KeyPair, CredsError> {
-    let text = fs::read_to_string(path).map_err(CredsError::io("read", path))?;
-    let bad = || CredsError::BadSeed { path: path.to_path_buf(), expected };
-    let key = KeyPair::from_seed(text.trim()).map_err(|_| bad())?;
-    if key.key_pair_type() != kind {
-        return Err(bad());
-    }
-    Ok(key)
-}
-
-pub(crate) fn seed(key: &KeyPair) -> Result<String, CredsError> {
-    key.seed().map_err(|e| CredsError::Key(e.to_string()))
-}
-
-pub(crate) fn unix_now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }

@@ -2,8 +2,9 @@
 
 use std::path::Path;
 
+use crate::creds;
 use crate::error::CredsError;
-use crate::{creds, jwt};
+use crate::jwt;
 
 /// An account JWT as the server must hold it. Public: it carries no secret.
 #[derive(Debug, Clone, PartialEq, Eq)]

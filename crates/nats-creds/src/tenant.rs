@@ -7,11 +7,15 @@ use std::path::Path;
 use hyperhive_schedule::{AgentName, HiveName};
 use nkeys::{KeyPair, KeyPairType};
 
+use crate::creds::{self, read_seed, seed};
 use crate::error::CredsError;
+use crate::files;
 use crate::jwt::Permissions;
+use crate::jwt::unix_now;
 use crate::jwt::{self, AccountSpec, ServiceImport, Validity};
+use crate::limits;
+use crate::minted::{AccountJwt, SecretCreds};
 use crate::permissions::{self, agent_permissions, hive_permissions};
-use crate::{AccountJwt, SecretCreds, creds, files, limits, read_seed, seed, unix_now};
 
 /// An agent or a hive: its own account importing `imports` from the swarm account, and one user.
 pub(crate) struct Tenant {

@@ -6,7 +6,7 @@
 //! place and fsync the directory. A crash therefore leaves either the old object or the new one,
 //! never a partial file. A version is the SHA-256 of the object's bytes.
 
-use crate::{Listed, Object, Store, StoreError, StoreResult, check_key};
+use crate::store::{Listed, Object, Store, StoreError, StoreResult, check_key};
 use futures::future::BoxFuture;
 use nix::fcntl::{Flock, FlockArg};
 use sha2::{Digest, Sha256};

@@ -5,7 +5,7 @@
 //! refused), replace, delete with a stale version (must be refused and leave the object), delete. The probe key is `probe/<random>` and is removed afterwards,
 //! whatever happened.
 
-use crate::{Store, StoreError};
+use crate::store::{Store, StoreError};
 
 /// One step of the probe, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@
 //! write id, so equal bytes mean this write landed).
 
 use crate::retry::{ATTEMPTS, backoff};
-use crate::{Listed, Object, S3Settings, Store, StoreError, StoreResult, check_key};
+use crate::store::{Listed, Object, Store, StoreError, StoreResult, check_key};
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::config::retry::RetryConfig;
@@ -19,6 +19,40 @@ use aws_sdk_s3::primitives::ByteStream;
 use futures::future::BoxFuture;
 use std::future::Future;
 use std::time::Duration;
+
+/// Settings for `s3://` stores beyond the URL (docs/control-plane/store.md): endpoint, region,
+/// path style, and credentials when they are not the AWS SDK's usual chain
+/// (`AWS_ACCESS_KEY_ID`, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct S3Settings {
+    pub endpoint: Option<String>,
+    pub region: String,
+    pub path_style: bool,
+    /// `None`: the SDK's chain. `Some`: these keys only (e.g. one side of `store copy`).
+    pub credentials: Option<S3Credentials>,
+}
+
+impl Default for S3Settings {
+    fn default() -> Self {
+        S3Settings { endpoint: None, region: "us-east-1".into(), path_style: false, credentials: None }
+    }
+}
+
+/// An access key and its secret. Debug output shows the access key id only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct S3Credentials {
+    pub access_key_id: String,
+    pub secret_access_key: String,
+}
+
+impl std::fmt::Debug for S3Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Credentials")
+            .field("access_key_id", &self.access_key_id)
+            .field("secret_access_key", &"<redacted>")
+            .finish()
+    }
+}
 
 /// A paused or unreachable bucket must be noticed in seconds, not the SDK's default minutes.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);

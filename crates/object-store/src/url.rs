@@ -39,7 +39,7 @@ impl StoreUrl {
             }
             let prefix = prefix.trim_end_matches('/');
             if !prefix.is_empty() {
-                crate::check_key(prefix).map_err(|e| malformed(&format!("prefix: {e}")))?;
+                crate::store::check_key(prefix).map_err(|e| malformed(&format!("prefix: {e}")))?;
             }
             return Ok(StoreUrl::S3 { bucket: bucket.to_owned(), prefix: prefix.to_owned() });
         }

@@ -22,7 +22,7 @@ pub struct Caddy {
 
 impl Caddy {
     /// Starts Caddy with `site_blocks` (one or more site blocks of a Caddyfile; take their ports
-    /// from [`crate::free_port`]) and waits until every port in `wait_ports` accepts connections.
+    /// from [`crate::ports::free_port`]) and waits until every port in `wait_ports` accepts connections.
     ///
     /// The kit adds the global options block: no admin endpoint (its fixed port 2019 would
     /// collide between parallel tests), no HTTP-to-HTTPS redirect listener (it binds the fixed

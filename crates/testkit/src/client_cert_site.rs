@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use rcgen::{CertificateParams, KeyPair};
 
-use crate::{Caddy, free_port};
+use crate::caddy::Caddy;
+use crate::ports::free_port;
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -86,7 +86,7 @@ impl Nats {
         let process = self.process.as_ref().context("nats-server is not running")?;
         let before = process.log().matches(RELOADED).count();
         process.signal(nix::sys::signal::Signal::SIGHUP)?;
-        crate::wait_until("nats-server to reload its configuration", START_TIMEOUT, || async {
+        crate::wait::wait_until("nats-server to reload its configuration", START_TIMEOUT, || async {
             (process.log().matches(RELOADED).count() > before).then_some(())
         })
         .await

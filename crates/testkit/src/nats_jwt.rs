@@ -232,7 +232,7 @@ impl NatsJwt {
             (0..self.nodes.len()).filter(|&i| self.nodes[i].nats.is_running()).map(node_name).collect();
         let last = std::sync::Mutex::new(String::new());
         let waited =
-            crate::wait_until("the meta leader to count every running node current", JETSTREAM_TIMEOUT, || {
+            crate::wait::wait_until("the meta leader to count every running node current", JETSTREAM_TIMEOUT, || {
                 let ask = client.request("$SYS.REQ.SERVER.PING.JSZ", r#"{"leader_only":true}"#.into());
                 let (running, last) = (&running, &last);
                 async move {
@@ -266,7 +266,7 @@ impl NatsJwt {
     async fn wait_for_credential_on_running_nodes(&self) -> anyhow::Result<()> {
         for i in (0..self.nodes.len()).filter(|&i| self.nodes[i].nats.is_running()) {
             let what = format!("node {i} to take the controller's credential");
-            crate::wait_until_ok(&what, JETSTREAM_TIMEOUT, || async {
+            crate::wait::wait_until_ok(&what, JETSTREAM_TIMEOUT, || async {
                 self.controller_client_at(i).await.map_err(|e| format!("{e:#}"))
             })
             .await
@@ -288,12 +288,16 @@ impl NatsJwt {
             max_bytes: 1024,
             ..Default::default()
         };
-        crate::wait_until_ok("the cluster to place a stream on every running node", JETSTREAM_TIMEOUT, || async {
-            match tokio::time::timeout(JS_INFO_TIMEOUT, js.create_stream(probe.clone())).await {
-                Ok(created) => created.map(drop).map_err(|e| e.to_string()),
-                Err(_) => Err(format!("no answer within {JS_INFO_TIMEOUT:?}")),
-            }
-        })
+        crate::wait::wait_until_ok(
+            "the cluster to place a stream on every running node",
+            JETSTREAM_TIMEOUT,
+            || async {
+                match tokio::time::timeout(JS_INFO_TIMEOUT, js.create_stream(probe.clone())).await {
+                    Ok(created) => created.map(drop).map_err(|e| e.to_string()),
+                    Err(_) => Err(format!("no answer within {JS_INFO_TIMEOUT:?}")),
+                }
+            },
+        )
         .await?;
         js.delete_stream(PLACEMENT_PROBE).await.context("deleting the placement probe stream")?;
         Ok(())
@@ -510,7 +514,7 @@ fn distinct_free_ports(n: usize) -> Vec<u16> {
 /// elected and the client's server reaches it).
 async fn wait_for_jetstream(what: &str, client: &async_nats::Client) -> anyhow::Result<()> {
     let js = async_nats::jetstream::new(client.clone());
-    crate::wait_until(what, JETSTREAM_TIMEOUT, || {
+    crate::wait::wait_until(what, JETSTREAM_TIMEOUT, || {
         let js = js.clone();
         // The client's request timeout (10 s by default), not the context's, bounds an API
         // request: one sent before the meta leader is elected gets no answer.

@@ -6,7 +6,7 @@
 //!   key, and its conditional create is not atomic under load); it starts with less memory.
 //!
 //! Tests that need "the bucket is unreachable" freeze the server with [`S3::pause`] (or cut it
-//! with a [`crate::ChaosProxy`]); moto keeps every object in memory, so a restart loses them all.
+//! with a [`crate::chaos::ChaosProxy`]); moto keeps every object in memory, so a restart loses them all.
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! the credential or a permission.
 //!
 //! The credential file is read afresh on every (re)connect attempt, so a credential renewed in
-//! its place is used without a restart ([`crate::creds_watch`] makes the client reconnect to it
+//! its place is used without a restart (`creds_watch` makes the client reconnect to it
 //! before the old one expires).
 
 use std::path::PathBuf;
@@ -16,9 +16,9 @@ use hyperhive_nats_objects::agent_inbox_prefix;
 use hyperhive_schedule::AgentName;
 use tracing::{debug, error, info, warn};
 
-use crate::AgentError;
 use crate::config::Config;
 use crate::credential::{Credential, CredentialError, format_expiry, unix_now};
+use crate::error::AgentError;
 
 /// Requests (direct gets, publish acks) give up after this; a refused request shows up only as
 /// a timeout, so it must be well below the tick.
@@ -38,7 +38,7 @@ pub type CurrentCredential = Arc<Mutex<Credential>>;
 
 /// Checks the credential (readable, this agent's, unexpired), then connects (retrying in the
 /// background until the server answers). Returns the client and the credential it started
-/// with, shared with the sign-in so that [`crate::creds_watch`] can replace it.
+/// with, shared with the sign-in so that `creds_watch` can replace it.
 ///
 /// # Errors
 /// [`AgentError::Creds`] when the file is unreadable, not this agent's credential or already

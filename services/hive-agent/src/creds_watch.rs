@@ -29,7 +29,7 @@ pub struct CredsWatch {
     pub(crate) path: PathBuf,
     pub(crate) agent: AgentName,
     /// Raised on each renewal; the consumer moves the connection to the new credential between
-    /// two todos (see [`crate::consumer`]).
+    /// two todos (see `consumer`).
     pub(crate) renewals: tokio::sync::watch::Sender<u64>,
     pub(crate) current: CurrentCredential,
 }

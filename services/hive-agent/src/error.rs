@@ -1,9 +1,24 @@
-//! Why one pass of the ticker or the consumer failed. These are logged and the loop retries, so
-//! each says which step failed.
+//! Why the agent cannot start ([`AgentError`]: it exits saying what to fix), and why one pass of
+//! the ticker or the consumer failed ([`LoopError`]: logged, and the loop retries, so each says
+//! which step failed).
 
 use hyperhive_schedule::DocError;
 
 use crate::state::StateError;
+
+/// Why the agent cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The credential file is missing, malformed or expired.
+    #[error("credential: {0}")]
+    Creds(String),
+    /// The NATS connection could not be set up.
+    #[error("NATS: {0}")]
+    Nats(String),
+    /// The state db could not be opened.
+    #[error(transparent)]
+    State(#[from] StateError),
+}
 
 /// A failed tick or consumer pass.
 #[derive(Debug, thiserror::Error)]

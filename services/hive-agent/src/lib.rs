@@ -18,7 +18,7 @@
 //! - [`cancel`]: requests to cancel the running turn, on `cancel.<agent>`.
 //! - [`pause`]: the pause file hive-c0re writes: while it exists, no todo and no slot.
 //! - [`turn_file`]: `turn.json`, what the agent is doing, for hive-c0re to report.
-//! - [`error`]: why a tick or a consumer pass failed.
+//! - [`error`]: why the agent cannot start, and why a tick or a consumer pass failed.
 //! - [`clock`]: the injected wall clock.
 
 pub mod cancel;
@@ -53,26 +53,13 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::consumer::Consumer;
 use crate::creds_watch::CredsWatch;
+use crate::error::AgentError;
 use crate::feed::Feed;
 use crate::history::History;
 use crate::pause::Pause;
-use crate::state::{State, StateError};
+use crate::state::State;
 use crate::ticker::Ticker;
 use crate::turn_file::TurnReporter;
-
-/// Why the agent cannot start.
-#[derive(Debug, thiserror::Error)]
-pub enum AgentError {
-    /// The credential file is missing, malformed or expired.
-    #[error("credential: {0}")]
-    Creds(String),
-    /// The NATS connection could not be set up.
-    #[error("NATS: {0}")]
-    Nats(String),
-    /// The state db could not be opened.
-    #[error(transparent)]
-    State(#[from] StateError),
-}
 
 /// A running agent. [`Agent::stop`] hands an unfinished todo back; dropping it only cancels
 /// (a running turn is killed and its todo, not acked, comes back after the ack wait).

@@ -8,13 +8,18 @@
 
 pub mod device;
 
+use crate::caddy::Caddy;
+use crate::ports::free_port;
+use crate::process::Process;
 use crate::process::http_status;
-use crate::{Caddy, Process, S3, S3Server, Signal, free_port, wait_until};
+use crate::s3::{S3, S3Server};
+use crate::wait::wait_until;
 use device::{Device, Input, Linked};
 use hyperhive_control_link::Pin;
 use hyperhive_control_proto::encoding;
 use hyperhive_object_store::Store;
 use hyperhive_object_store::s3::S3Store;
+use nix::sys::signal::Signal;
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
