@@ -10,7 +10,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::ports::free_port;
-use crate::process::{Process, group_members};
+use crate::process::Process;
 use crate::tools::{Tool, tool};
 use crate::wait::wait_until;
 
@@ -22,6 +22,13 @@ const USER_DATA: &str = "user-data";
 
 /// A browser session; the browser and its driver are stopped on drop (chromedriver's own end
 /// would leave Chromium running).
+///
+/// Killing the browser alone leaves its helpers to notice and exit on their own, and a killed
+/// process runs on for a moment: one writing its cache into the profile after the directory is
+/// removed makes it again, left in the temporary directory for good. So the driver runs in a
+/// process group of its own (the helpers rewrite their command lines and environments, and are
+/// orphans once the browser dies, but keep the group), whose drop kills the whole group and
+/// waits until none of it is alive; the profile, declared after it, goes only then.
 #[derive(Debug)]
 pub struct Browser {
     base: String,
@@ -218,24 +225,6 @@ impl Browser {
     }
 }
 
-impl Drop for Browser {
-    fn drop(&mut self) {
-        // Killing the browser alone leaves its helpers to notice and exit on their own, and a
-        // killed process runs on for a moment: one writing its cache into the profile after the
-        // directory is removed makes it again, left in the temporary directory for good. So the
-        // driver's whole process group is killed (the helpers rewrite their command lines and
-        // environments, and are orphans once the browser dies, but keep the group), and the
-        // profile goes (with the fields, after this) only once none of it is alive.
-        let group = self._driver.pid();
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !group_members(group).is_empty() && std::time::Instant::now() < deadline {
-            let _ =
-                nix::sys::signal::killpg(nix::unistd::Pid::from_raw(group as i32), nix::sys::signal::Signal::SIGKILL);
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -245,6 +234,7 @@ mod tests {
     /// process but the driver is stopped first, as helpers slow to exit on a loaded machine.
     #[tokio::test]
     async fn a_dropped_browser_leaves_no_process_and_no_profile() {
+        use crate::process::group_members;
         use nix::sys::signal::{Signal, kill, killpg};
         use nix::unistd::Pid;
         let browser = Browser::start().await.unwrap();

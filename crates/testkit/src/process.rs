@@ -18,11 +18,14 @@ use crate::wait::wait_until;
 
 /// How many log lines a failing test prints for each of its processes.
 const LOG_TAIL_LINES: usize = 40;
+/// How long killing a process group may take until none of it is alive.
+const GROUP_GONE_WITHIN: Duration = Duration::from_secs(10);
 
 /// What to start: a program, its arguments, environment and working directory.
 #[derive(Debug)]
 pub struct ProcessBuilder {
     command: Command,
+    own_group: bool,
 }
 
 impl ProcessBuilder {
@@ -73,11 +76,13 @@ impl ProcessBuilder {
     }
 
     /// Starts the child in a process group of its own, whose id is its pid: every process it
-    /// starts stays in that group unless it makes one of its own, whoever its parent is later,
-    /// so they can all be found ([`group_members`]) and killed together.
+    /// starts stays in that group unless it makes one of its own, whoever its parent is later
+    /// (an orphan too), so [`Process::kill`] and the drop kill the whole group and return only
+    /// once none of it is alive ([`group_members`]).
     pub fn own_process_group(mut self) -> Self {
         use std::os::unix::process::CommandExt;
         self.command.process_group(0);
+        self.own_group = true;
         self
     }
 
@@ -106,7 +111,14 @@ impl ProcessBuilder {
             .stderr(log)
             .spawn()
             .with_context(|| format!("starting {name} ({})", Path::new(&program).display()))?;
-        Ok(Process { name: name.to_owned(), child, log_path, _log_dir: log_dir, reaped: None })
+        Ok(Process {
+            name: name.to_owned(),
+            child,
+            own_group: self.own_group,
+            log_path,
+            _log_dir: log_dir,
+            reaped: None,
+        })
     }
 }
 
@@ -115,6 +127,8 @@ impl ProcessBuilder {
 pub struct Process {
     name: String,
     child: Child,
+    /// Started as the leader of a process group of its own ([`ProcessBuilder::own_process_group`]).
+    own_group: bool,
     log_path: PathBuf,
     /// Removed on drop; kept apart from any data dir so a log survives a data-dir wipe.
     _log_dir: TempDir,
@@ -125,7 +139,7 @@ pub struct Process {
 impl Process {
     /// A builder for `program`.
     pub fn builder(program: impl AsRef<OsStr>) -> ProcessBuilder {
-        ProcessBuilder { command: Command::new(program) }
+        ProcessBuilder { command: Command::new(program), own_group: false }
     }
 
     /// The label given at start.
@@ -165,11 +179,23 @@ impl Process {
         kill(pid, signal).with_context(|| format!("sending {signal} to {}", self.name))
     }
 
-    /// Kills it (SIGKILL) and reaps it; a no-op when it has already been reaped.
+    /// Kills it (SIGKILL) and reaps it; a no-op when it has already been reaped. Started in a
+    /// process group of its own, every live process of the group is killed too, also after the
+    /// leader has exited, and this returns once none is alive (bounded by [`GROUP_GONE_WITHIN`]):
+    /// a killed process runs on for a moment, and one still writing into a directory the test
+    /// removes next would make it again.
     pub fn kill(&mut self) {
         if self.reaped.is_none() {
             let _ = self.child.kill();
             self.reaped = self.child.wait().ok();
+        }
+        if self.own_group {
+            let group = self.child.id();
+            let deadline = std::time::Instant::now() + GROUP_GONE_WITHIN;
+            while !group_members(group).is_empty() && std::time::Instant::now() < deadline {
+                let _ = nix::sys::signal::killpg(Pid::from_raw(group as i32), Signal::SIGKILL);
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
     }
 
@@ -326,4 +352,34 @@ pub async fn http_get_ok(addr: SocketAddr, path: &str) -> Option<String> {
     let response = String::from_utf8_lossy(&response).into_owned();
     let (head, body) = response.split_once("\r\n\r\n")?;
     head.starts_with("HTTP/1.1 200").then(|| body.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_killed_group_leader_takes_its_orphans_with_it() {
+        // `sh` leaves a `sleep` behind that is not its last command: killing `sh` alone would
+        // orphan it, still in the group.
+        let mut process = Process::builder("sh")
+            .args(["-c", "sleep 300 & exec sleep 300"])
+            .own_process_group()
+            .start("group")
+            .unwrap();
+        let group = process.pid();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while group_members(group).len() < 2 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the group never had two members: {:?}",
+                group_members(group)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        process.kill();
+        let survivors = group_members(group);
+        let _ = nix::sys::signal::killpg(Pid::from_raw(group as i32), Signal::SIGKILL);
+        assert_eq!(survivors, Vec::<i32>::new(), "a process of the group outlived the kill");
+    }
 }

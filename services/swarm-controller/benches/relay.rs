@@ -178,7 +178,8 @@ async fn least_relay(nats: &NatsJwt, lines: usize) -> Vec<Duration> {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let mut stored = follow_relay(&nats.controller_client().await.unwrap(), &format!("term.{PATH_AGENT}")).await;
     let (mut to_watcher, watcher) = tokio::net::UnixStream::pair().unwrap();
-    tokio::spawn(async move {
+    // Ended below: its consumer would otherwise follow the stream for the rest of the run.
+    let forwarder = tokio::spawn(async move {
         while let Some(payload) = stored.next().await {
             to_watcher.write_all(&payload).await.unwrap();
         }
@@ -189,7 +190,9 @@ async fn least_relay(nats: &NatsJwt, lines: usize) -> Vec<Duration> {
     });
     let timed = time_lines(Box::pin(read), lines);
     publish_printed_lines(nats, lines).await;
-    timed.await.unwrap()
+    let samples = timed.await.unwrap();
+    forwarder.abort();
+    samples
 }
 
 /// Reads the printer's pipe here and publishes each read as the agent [`PATH_AGENT`] on its
