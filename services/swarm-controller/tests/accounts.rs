@@ -219,11 +219,13 @@ async fn a_burst_of_creations_rewrites_the_fragment_a_few_times_and_it_then_know
         }
     }
     let took = started.elapsed();
-    wait_until("the fragment to preload every new account", TIMEOUT, || async {
+    // The count goes up once a rewrite's file is in place, so both are waited for.
+    wait_until("the fragment to preload every new account, and its rewrite counted", TIMEOUT, || async {
         let conf = std::fs::read_to_string(&fragment).unwrap();
         // Each agent's account, and the hive's as the last creation left it.
         let hive_now = &made.last().unwrap().accounts[1].jwt;
-        (made.iter().all(|m| conf.contains(&m.accounts[0].jwt)) && conf.contains(hive_now)).then_some(())
+        let complete = made.iter().all(|m| conf.contains(&m.accounts[0].jwt)) && conf.contains(hive_now);
+        (complete && accounts.fragment().written() > 0).then_some(())
     })
     .await
     .unwrap();
